@@ -1,0 +1,54 @@
+//! `sim`: the blocksim command line.
+//!
+//! Every subcommand returns `anyhow::Result<ExitCode>`. An `Err` is bad input
+//! (scenario, job file, trace, arguments) and exits with code 2 after printing
+//! `error: ...` with the file and location; a counterexample from `sim check`
+//! exits 1; success exits 0.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd_cachesim;
+mod cmd_check;
+mod cmd_trace;
+
+#[derive(Parser, Debug)]
+#[command(name = "sim", version, about = "blocksim: deterministic simulator and model checker for block-storage designs")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Inspect block traces (blktrace, blkparse text, fio iolog, CSV formats).
+    Trace(cmd_trace::TraceArgs),
+    /// Cache-only simulation: miss-ratio tables over a trace.
+    Cachesim(cmd_cachesim::CachesimArgs),
+    /// Model-check a concurrent design with loom or shuttle.
+    Check(cmd_check::CheckArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Trace(args) => cmd_trace::run(args),
+        Command::Cachesim(args) => cmd_cachesim::run(args),
+        Command::Check(args) => cmd_check::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
