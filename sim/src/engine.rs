@@ -1,0 +1,224 @@
+//! The simulation loop: models see their inputs and a [`Ctx`], never the queue.
+
+use crate::queue::{EventQueue, QueueFull};
+use crate::time::SimTime;
+
+/// A model: a plain state machine that receives events and a context.
+///
+/// The whole simulated system is usually one `Model` whose `Event` is a
+/// compact `Copy` enum dispatched by `match`; components live in vectors
+/// inside it and are addressed by index.
+pub trait Model {
+    type Event: Copy;
+    fn handle(&mut self, event: Self::Event, ctx: &mut Ctx<'_, Self::Event>);
+}
+
+/// What a model may do while handling an event: read the time, schedule
+/// future events, ask the run to stop.
+pub struct Ctx<'a, E> {
+    now: SimTime,
+    queue: &'a mut EventQueue<E>,
+    stop_requested: &'a mut bool,
+    overflow: &'a mut Option<QueueFull>,
+}
+
+impl<E: Copy> Ctx<'_, E> {
+    #[inline]
+    pub fn now(&self) -> SimTime {
+        self.now
+    }
+
+    /// Schedules `event` `delay_ns` after now.
+    #[inline]
+    pub fn schedule_in(&mut self, delay_ns: u64, event: E) {
+        self.schedule_at(self.now + delay_ns, event);
+    }
+
+    /// Schedules `event` at absolute time `at` (which must not be in the past).
+    #[inline]
+    pub fn schedule_at(&mut self, at: SimTime, event: E) {
+        assert!(at >= self.now, "event scheduled in the past: {at} < {}", self.now);
+        if let Err(e) = self.queue.push(at, event) {
+            *self.overflow = Some(e);
+            *self.stop_requested = true;
+        }
+    }
+
+    /// Ends the run after the current event.
+    pub fn stop(&mut self) {
+        *self.stop_requested = true;
+    }
+
+    /// Number of pending events (for invariant checks and diagnostics).
+    pub fn pending_events(&self) -> usize {
+        self.queue.len()
+    }
+}
+
+/// Options of a [`Simulation`].
+#[derive(Debug, Clone, Copy)]
+pub struct SimOptions {
+    /// Stated bound on pending events; exceeding it aborts the run with an error.
+    pub queue_bound: usize,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            queue_bound: 1 << 22,
+        }
+    }
+}
+
+/// Why a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model called [`Ctx::stop`].
+    Requested,
+    /// The next event lies past the time limit.
+    TimeLimit,
+    /// No events are left.
+    Drained,
+    /// The event-count limit was reached.
+    EventLimit,
+}
+
+/// Errors that end a run.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    QueueFull(#[from] QueueFull),
+}
+
+/// Summary of one `run` call.
+#[derive(Debug, Clone, Copy)]
+pub struct RunSummary {
+    pub reason: StopReason,
+    pub end_time: SimTime,
+    pub events_processed: u64,
+}
+
+/// An event loop driving one model.
+pub struct Simulation<M: Model> {
+    pub model: M,
+    queue: EventQueue<M::Event>,
+    now: SimTime,
+    events_processed: u64,
+}
+
+impl<M: Model> Simulation<M> {
+    pub fn new(model: M, options: SimOptions) -> Self {
+        Simulation {
+            model,
+            queue: EventQueue::with_bound(options.queue_bound),
+            now: SimTime::ZERO,
+            events_processed: 0,
+        }
+    }
+
+    pub fn now(&self) -> SimTime {
+        self.now
+    }
+
+    pub fn events_processed(&self) -> u64 {
+        self.events_processed
+    }
+
+    /// Schedules an initial event from outside the model.
+    pub fn schedule_at(&mut self, at: SimTime, event: M::Event) -> Result<(), SimError> {
+        assert!(at >= self.now);
+        self.queue.push(at, event)?;
+        Ok(())
+    }
+
+    /// Runs until the model stops, the queue drains, the next event would be
+    /// after `until`, or `max_events` events have been handled.
+    pub fn run(&mut self, until: SimTime, max_events: u64) -> Result<RunSummary, SimError> {
+        let mut stop = false;
+        let mut overflow = None;
+        let mut handled = 0u64;
+        let reason = loop {
+            if handled >= max_events {
+                break StopReason::EventLimit;
+            }
+            match self.queue.peek_time() {
+                None => break StopReason::Drained,
+                Some(t) if t > until => {
+                    self.now = until;
+                    break StopReason::TimeLimit;
+                }
+                Some(_) => {}
+            }
+            let (t, event) = self.queue.pop().expect("peeked");
+            // Architecture invariant: time never goes backwards.
+            assert!(t >= self.now, "time went backwards: {t} < {}", self.now);
+            self.now = t;
+            let mut ctx = Ctx {
+                now: t,
+                queue: &mut self.queue,
+                stop_requested: &mut stop,
+                overflow: &mut overflow,
+            };
+            self.model.handle(event, &mut ctx);
+            handled += 1;
+            if stop {
+                break StopReason::Requested;
+            }
+        };
+        self.events_processed += handled;
+        if let Some(e) = overflow {
+            return Err(e.into());
+        }
+        Ok(RunSummary {
+            reason,
+            end_time: self.now,
+            events_processed: handled,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct PingPong {
+        log: Vec<(u64, u8)>,
+    }
+    impl Model for PingPong {
+        type Event = u8;
+        fn handle(&mut self, ev: u8, ctx: &mut Ctx<'_, u8>) {
+            self.log.push((ctx.now().as_ns(), ev));
+            if ev < 5 {
+                ctx.schedule_in(10, ev + 1);
+            }
+        }
+    }
+
+    #[test]
+    fn runs_until_drained_and_respects_limits() {
+        let mut sim = Simulation::new(PingPong { log: vec![] }, SimOptions::default());
+        sim.schedule_at(SimTime(0), 0).unwrap();
+        let s = sim.run(SimTime(25), u64::MAX).unwrap();
+        assert_eq!(s.reason, StopReason::TimeLimit);
+        assert_eq!(sim.model.log, vec![(0, 0), (10, 1), (20, 2)]);
+        let s = sim.run(SimTime::MAX, u64::MAX).unwrap();
+        assert_eq!(s.reason, StopReason::Drained);
+        assert_eq!(sim.model.log.last(), Some(&(50, 5)));
+        assert_eq!(sim.events_processed(), 6);
+    }
+
+    #[test]
+    fn queue_overflow_is_an_error() {
+        struct Fanout;
+        impl Model for Fanout {
+            type Event = ();
+            fn handle(&mut self, _: (), ctx: &mut Ctx<'_, ()>) {
+                ctx.schedule_in(1, ());
+                ctx.schedule_in(1, ());
+            }
+        }
+        let mut sim = Simulation::new(Fanout, SimOptions { queue_bound: 64 });
+        sim.schedule_at(SimTime(0), ()).unwrap();
+        assert!(matches!(sim.run(SimTime::MAX, u64::MAX), Err(SimError::QueueFull(_))));
+    }
+}

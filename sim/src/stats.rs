@@ -1,0 +1,378 @@
+//! Accounting primitives every model uses: counters, time-weighted gauges,
+//! latency histograms and a CPU-time profile.
+
+use hdrhistogram::Histogram;
+
+use crate::time::SimTime;
+
+/// A monotonically increasing event count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counter(u64);
+
+impl Counter {
+    #[inline]
+    pub fn add(&mut self, n: u64) {
+        self.0 += n;
+    }
+    #[inline]
+    pub fn incr(&mut self) {
+        self.0 += 1;
+    }
+    pub fn get(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A gauge whose time-weighted mean is tracked (queue depth, busy servers).
+///
+/// `integral` accumulates value x nanoseconds since the last `reset`.
+#[derive(Debug, Clone, Copy)]
+pub struct TimeGauge {
+    value: u64,
+    last_change: SimTime,
+    start: SimTime,
+    integral: u128,
+    value_max: u64,
+}
+
+impl TimeGauge {
+    pub fn new(start: SimTime) -> Self {
+        TimeGauge {
+            value: 0,
+            last_change: start,
+            start,
+            integral: 0,
+            value_max: 0,
+        }
+    }
+
+    #[inline]
+    fn advance(&mut self, now: SimTime) {
+        debug_assert!(now >= self.last_change);
+        self.integral += self.value as u128 * (now.0 - self.last_change.0) as u128;
+        self.last_change = now;
+    }
+
+    #[inline]
+    pub fn set(&mut self, now: SimTime, value: u64) {
+        self.advance(now);
+        self.value = value;
+        self.value_max = self.value_max.max(value);
+    }
+
+    #[inline]
+    pub fn incr(&mut self, now: SimTime) {
+        let v = self.value + 1;
+        self.set(now, v);
+    }
+
+    #[inline]
+    pub fn decr(&mut self, now: SimTime) {
+        assert!(self.value > 0, "gauge decremented below zero");
+        let v = self.value - 1;
+        self.set(now, v);
+    }
+
+    pub fn value(&self) -> u64 {
+        self.value
+    }
+
+    pub fn value_max(&self) -> u64 {
+        self.value_max
+    }
+
+    /// Forgets history before `now` (end of ramp time), keeps the value.
+    pub fn reset(&mut self, now: SimTime) {
+        self.advance(now);
+        self.integral = 0;
+        self.start = now;
+        self.value_max = self.value;
+    }
+
+    /// Integral of value over time, in value x ns, up to `now`.
+    pub fn integral(&self, now: SimTime) -> u128 {
+        self.integral + self.value as u128 * now.since(self.last_change) as u128
+    }
+
+    /// Time-weighted mean over [start, now].
+    pub fn mean(&self, now: SimTime) -> f64 {
+        let span = now.since(self.start);
+        if span == 0 {
+            return self.value as f64;
+        }
+        self.integral(now) as f64 / span as f64
+    }
+}
+
+/// A latency histogram in nanoseconds (3 significant digits, 1 ns .. ~1 h).
+#[derive(Debug, Clone)]
+pub struct LatencyHistogram {
+    hist: Histogram<u64>,
+    saturated: u64,
+}
+
+/// The largest latency recorded exactly; larger values are clamped and counted.
+pub const LATENCY_NS_MAX: u64 = 3_600_000_000_000;
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LatencyHistogram {
+    pub fn new() -> Self {
+        LatencyHistogram {
+            hist: Histogram::new_with_bounds(1, LATENCY_NS_MAX, 3).expect("valid bounds"),
+            saturated: 0,
+        }
+    }
+
+    #[inline]
+    pub fn record(&mut self, latency_ns: u64) {
+        let v = latency_ns.clamp(1, LATENCY_NS_MAX);
+        if v != latency_ns.max(1) {
+            self.saturated += 1;
+        }
+        self.hist.record(v).expect("value within bounds");
+    }
+
+    pub fn count(&self) -> u64 {
+        self.hist.len()
+    }
+
+    /// Values clamped to [`LATENCY_NS_MAX`].
+    pub fn saturated(&self) -> u64 {
+        self.saturated
+    }
+
+    pub fn reset(&mut self) {
+        self.hist.reset();
+        self.saturated = 0;
+    }
+
+    pub fn histogram(&self) -> &Histogram<u64> {
+        &self.hist
+    }
+
+    pub fn into_histogram(self) -> Histogram<u64> {
+        self.hist
+    }
+
+    pub fn add(&mut self, other: &LatencyHistogram) {
+        self.hist.add(&other.hist).expect("same bounds");
+        self.saturated += other.saturated;
+    }
+}
+
+/// Interned identity of a profile symbol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SymbolId(pub u16);
+
+/// Interned identity of an execution context (a command in perf's terms:
+/// `fio`, `swapper`, `kworker/0:1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ContextId(pub u16);
+
+/// Whether a symbol runs in user or kernel mode (perf's `[.]` / `[k]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Mode {
+    User,
+    Kernel,
+    Idle,
+}
+
+/// A symbol of the profile: name, shared object, mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Symbol {
+    pub name: String,
+    pub dso: String,
+    pub mode: Mode,
+}
+
+/// CPU time charged to (cpu, context, symbol), like `perf record -a`.
+///
+/// Symbols and contexts are interned once when the model is built; charging
+/// is an index into a dense matrix, no hashing on the hot path.
+#[derive(Debug, Clone)]
+pub struct CpuProfile {
+    symbols: Vec<Symbol>,
+    contexts: Vec<String>,
+    cpus: usize,
+    /// ns[(cpu * contexts + context) * symbols + symbol]; sized on `freeze`.
+    ns: Vec<u64>,
+}
+
+impl CpuProfile {
+    pub fn new(cpus: usize) -> Self {
+        CpuProfile {
+            symbols: Vec::new(),
+            contexts: Vec::new(),
+            cpus,
+            ns: Vec::new(),
+        }
+    }
+
+    /// Interns a symbol (idempotent).
+    pub fn symbol(&mut self, name: &str, dso: &str, mode: Mode) -> SymbolId {
+        assert!(self.ns.is_empty(), "symbols must be interned before charging");
+        if let Some(i) = self
+            .symbols
+            .iter()
+            .position(|s| s.name == name && s.dso == dso && s.mode == mode)
+        {
+            return SymbolId(i as u16);
+        }
+        self.symbols.push(Symbol {
+            name: name.to_string(),
+            dso: dso.to_string(),
+            mode,
+        });
+        SymbolId(u16::try_from(self.symbols.len() - 1).expect("too many symbols"))
+    }
+
+    /// Interns a context (idempotent).
+    pub fn context(&mut self, name: &str) -> ContextId {
+        assert!(self.ns.is_empty(), "contexts must be interned before charging");
+        if let Some(i) = self.contexts.iter().position(|c| c == name) {
+            return ContextId(i as u16);
+        }
+        self.contexts.push(name.to_string());
+        ContextId(u16::try_from(self.contexts.len() - 1).expect("too many contexts"))
+    }
+
+    fn ensure_sized(&mut self) {
+        if self.ns.is_empty() {
+            self.ns = vec![0; self.cpus * self.contexts.len().max(1) * self.symbols.len().max(1)];
+        }
+    }
+
+    #[inline]
+    pub fn charge(&mut self, cpu: usize, context: ContextId, symbol: SymbolId, ns: u64) {
+        self.ensure_sized();
+        let i = (cpu * self.contexts.len() + context.0 as usize) * self.symbols.len()
+            + symbol.0 as usize;
+        self.ns[i] += ns;
+    }
+
+    pub fn reset(&mut self) {
+        self.ns.iter_mut().for_each(|v| *v = 0);
+    }
+
+    pub fn symbols(&self) -> &[Symbol] {
+        &self.symbols
+    }
+
+    pub fn contexts(&self) -> &[String] {
+        &self.contexts
+    }
+
+    pub fn cpus(&self) -> usize {
+        self.cpus
+    }
+
+    /// Nanoseconds charged to (cpu, context, symbol).
+    pub fn get(&self, cpu: usize, context: ContextId, symbol: SymbolId) -> u64 {
+        if self.ns.is_empty() {
+            return 0;
+        }
+        self.ns[(cpu * self.contexts.len() + context.0 as usize) * self.symbols.len()
+            + symbol.0 as usize]
+    }
+
+    /// Totals per (context, symbol) over all CPUs, in interning order,
+    /// zero rows omitted.
+    pub fn totals(&self) -> Vec<(ContextId, SymbolId, u64)> {
+        let mut out = Vec::new();
+        for c in 0..self.contexts.len() {
+            for s in 0..self.symbols.len() {
+                let total: u64 = (0..self.cpus)
+                    .map(|cpu| self.get(cpu, ContextId(c as u16), SymbolId(s as u16)))
+                    .sum();
+                if total > 0 {
+                    out.push((ContextId(c as u16), SymbolId(s as u16), total));
+                }
+            }
+        }
+        out
+    }
+
+    /// Nanoseconds charged on `cpu` in `mode`.
+    pub fn cpu_mode_ns(&self, cpu: usize, mode: Mode) -> u64 {
+        let mut total = 0;
+        for c in 0..self.contexts.len() {
+            for (s, sym) in self.symbols.iter().enumerate() {
+                if sym.mode == mode {
+                    total += self.get(cpu, ContextId(c as u16), SymbolId(s as u16));
+                }
+            }
+        }
+        total
+    }
+
+    /// Nanoseconds charged to `context` in `mode` over all CPUs.
+    pub fn context_mode_ns(&self, context: ContextId, mode: Mode) -> u64 {
+        let mut total = 0;
+        for cpu in 0..self.cpus {
+            for (s, sym) in self.symbols.iter().enumerate() {
+                if sym.mode == mode {
+                    total += self.get(cpu, context, SymbolId(s as u16));
+                }
+            }
+        }
+        total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gauge_time_weighted_mean() {
+        let mut g = TimeGauge::new(SimTime(0));
+        g.set(SimTime(0), 2);
+        g.set(SimTime(10), 4);
+        // 2 for 10 ns, 4 for 30 ns -> (20 + 120) / 40
+        assert!((g.mean(SimTime(40)) - 3.5).abs() < 1e-12);
+        assert_eq!(g.value_max(), 4);
+        g.reset(SimTime(40));
+        assert!((g.mean(SimTime(50)) - 4.0).abs() < 1e-12);
+    }
+
+    #[test]
+    #[should_panic(expected = "below zero")]
+    fn gauge_rejects_negative() {
+        let mut g = TimeGauge::new(SimTime(0));
+        g.decr(SimTime(1));
+    }
+
+    #[test]
+    fn histogram_percentiles() {
+        let mut h = LatencyHistogram::new();
+        for v in 1..=1000u64 {
+            h.record(v * 1000);
+        }
+        assert_eq!(h.count(), 1000);
+        let p50 = h.histogram().value_at_quantile(0.5);
+        assert!((499_000..=501_000).contains(&p50), "{p50}");
+        h.record(u64::MAX);
+        assert_eq!(h.saturated(), 1);
+    }
+
+    #[test]
+    fn profile_charges_by_cpu_context_symbol() {
+        let mut p = CpuProfile::new(2);
+        let fio = p.context("fio");
+        let swapper = p.context("swapper");
+        let user = p.symbol("0x1d2ed", "fio", Mode::User);
+        let irq = p.symbol("ahci_interrupt", "[kernel.kallsyms]", Mode::Kernel);
+        p.charge(0, fio, user, 100);
+        p.charge(1, swapper, irq, 50);
+        p.charge(1, swapper, irq, 25);
+        assert_eq!(p.get(1, swapper, irq), 75);
+        assert_eq!(p.cpu_mode_ns(0, Mode::User), 100);
+        assert_eq!(p.context_mode_ns(swapper, Mode::Kernel), 75);
+        assert_eq!(p.totals(), vec![(fio, user, 100), (swapper, irq, 75)]);
+    }
+}
