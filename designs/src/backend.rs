@@ -32,6 +32,15 @@ pub trait AtomicU64Cell: Send + Sync + 'static {
         success: Ordering,
         failure: Ordering,
     ) -> Result<u64, u64>;
+    /// A per-CPU add (`this_cpu_add`, `local_inc`/`local_dec` with a wrapping
+    /// delta): one unlocked instruction, atomic only with respect to its own
+    /// CPU. Checkers run it as `fetch_add(Relaxed)` (two model threads using
+    /// one CPU index stand for task and interrupt context, which the kernel
+    /// keeps atomic with respect to each other); the traced backend records
+    /// it as a plain store, not a locked RMW.
+    fn cpu_local_add(&self, delta: u64) {
+        self.fetch_add(delta, Ordering::Relaxed);
+    }
 }
 
 /// A boolean atomic cell (flags such as "suspending, block new I/O").
@@ -41,20 +50,60 @@ pub trait AtomicBoolCell: Send + Sync + 'static {
     fn store(&self, value: bool, order: Ordering);
 }
 
+/// A mutual-exclusion lock around a value. The closure API (instead of guards)
+/// keeps the trait free of lifetime-generic associated types and lets the
+/// traced backend record acquire and release as accesses to the lock's line.
+pub trait MutexCell<T>: Send + Sync {
+    fn new_on_line(value: T, line: LineId) -> Self;
+    /// Runs `f` with the lock held (a poisoned lock is entered anyway: a
+    /// panicking model thread already fails the check).
+    fn with_lock<R>(&self, f: impl FnOnce(&mut T) -> R) -> R;
+}
+
+/// A reader-writer lock around a value (closure API, see [`MutexCell`]).
+pub trait RwLockCell<T>: Send + Sync {
+    fn new_on_line(value: T, line: LineId) -> Self;
+    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R;
+    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R;
+}
+
+/// A handle to a thread spawned with [`Backend::spawn`].
+pub trait JoinCell<T> {
+    /// Waits for the thread; a panic in the thread is resumed in the caller.
+    fn join(self) -> T;
+}
+
 /// Identity of a simulated cache line. Designs allocate their lines with
 /// distinct ids so the coherence model can tell shared from private lines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LineId(pub u32);
 
+impl LineId {
+    /// Placeholder line for accesses that touch no line (fences).
+    pub const NONE: LineId = LineId(u32::MAX);
+}
+
 /// A backend: the family of primitives one design instance is built from.
 pub trait Backend: Send + Sync + 'static {
     type AtomicU64: AtomicU64Cell;
     type AtomicBool: AtomicBoolCell;
+    type Mutex<T: Send + 'static>: MutexCell<T>;
+    type RwLock<T: Send + Sync + 'static>: RwLockCell<T>;
+    type Join<T: Send + 'static>: JoinCell<T>;
     /// Memory fence (`smp_mb`, `smp_wmb`, `smp_rmb` map to fences of the
     /// corresponding ordering).
     fn fence(order: Ordering);
     /// Called inside spin/wait loops so model checkers can switch threads.
     fn spin_yield();
+    /// Spawns a named thread of this backend (model threads under loom and
+    /// shuttle; the traced backend runs `f` to completion at once, since a
+    /// simulation is single-threaded and interleaves at event granularity).
+    fn spawn<T, F>(name: &str, f: F) -> Self::Join<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static;
+    /// Name of the current thread (as given to [`Backend::spawn`]), if any.
+    fn thread_name() -> Option<String>;
 }
 
 macro_rules! impl_cells {
@@ -99,8 +148,68 @@ macro_rules! impl_cells {
     };
 }
 
+macro_rules! impl_locks {
+    ($mutex:ident, $rwlock:ident, $join:ident) => {
+        impl<T: Send + 'static> MutexCell<T> for $mutex<T> {
+            fn new_on_line(value: T, _line: LineId) -> Self {
+                $mutex::new(value)
+            }
+            fn with_lock<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+                let mut guard = match self.lock() {
+                    Ok(g) => g,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                f(&mut guard)
+            }
+        }
+        impl<T: Send + Sync + 'static> RwLockCell<T> for $rwlock<T> {
+            fn new_on_line(value: T, _line: LineId) -> Self {
+                $rwlock::new(value)
+            }
+            fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+                let guard = match $rwlock::read(self) {
+                    Ok(g) => g,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                f(&guard)
+            }
+            fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+                let mut guard = match $rwlock::write(self) {
+                    Ok(g) => g,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                f(&mut guard)
+            }
+        }
+        impl<T> JoinCell<T> for $join<T> {
+            fn join(self) -> T {
+                match $join::join(self) {
+                    Ok(v) => v,
+                    Err(payload) => std::panic::resume_unwind(payload),
+                }
+            }
+        }
+    };
+}
+
+mod std_locks {
+    pub use loom::sync::{Mutex as LoomMutex, RwLock as LoomRwLock};
+    pub use loom::thread::JoinHandle as LoomJoin;
+    pub use shuttle::sync::{Mutex as ShuttleMutex, RwLock as ShuttleRwLock};
+    pub use shuttle::thread::JoinHandle as ShuttleJoin;
+    pub use std::sync::{Mutex as StdMutex, RwLock as StdRwLock};
+    pub use std::thread::JoinHandle as StdJoin;
+}
+use std_locks::*;
+impl_locks!(StdMutex, StdRwLock, StdJoin);
+impl_locks!(LoomMutex, LoomRwLock, LoomJoin);
+impl_locks!(ShuttleMutex, ShuttleRwLock, ShuttleJoin);
+
 impl_cells!(std::sync::atomic::AtomicU64, std::sync::atomic::AtomicBool);
-impl_cells!(loom::sync::atomic::AtomicU64, loom::sync::atomic::AtomicBool);
+impl_cells!(
+    loom::sync::atomic::AtomicU64,
+    loom::sync::atomic::AtomicBool
+);
 impl_cells!(
     shuttle::sync::atomic::AtomicU64,
     shuttle::sync::atomic::AtomicBool
@@ -110,6 +219,9 @@ impl_cells!(
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StdBackend;
 impl Backend for StdBackend {
+    type Mutex<T: Send + 'static> = StdMutex<T>;
+    type RwLock<T: Send + Sync + 'static> = StdRwLock<T>;
+    type Join<T: Send + 'static> = StdJoin<T>;
     type AtomicU64 = std::sync::atomic::AtomicU64;
     type AtomicBool = std::sync::atomic::AtomicBool;
     fn fence(order: Ordering) {
@@ -118,12 +230,28 @@ impl Backend for StdBackend {
     fn spin_yield() {
         std::hint::spin_loop()
     }
+    fn spawn<T, F>(name: &str, f: F) -> Self::Join<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        match std::thread::Builder::new().name(name.to_string()).spawn(f) {
+            Ok(handle) => handle,
+            Err(e) => panic!("cannot spawn thread {name}: {e}"),
+        }
+    }
+    fn thread_name() -> Option<String> {
+        std::thread::current().name().map(str::to_string)
+    }
 }
 
 /// `loom` primitives: only usable inside `loom::model`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LoomBackend;
 impl Backend for LoomBackend {
+    type Mutex<T: Send + 'static> = LoomMutex<T>;
+    type RwLock<T: Send + Sync + 'static> = LoomRwLock<T>;
+    type Join<T: Send + 'static> = LoomJoin<T>;
     type AtomicU64 = loom::sync::atomic::AtomicU64;
     type AtomicBool = loom::sync::atomic::AtomicBool;
     fn fence(order: Ordering) {
@@ -132,12 +260,28 @@ impl Backend for LoomBackend {
     fn spin_yield() {
         loom::thread::yield_now()
     }
+    fn spawn<T, F>(name: &str, f: F) -> Self::Join<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        match loom::thread::Builder::new().name(name.to_string()).spawn(f) {
+            Ok(handle) => handle,
+            Err(e) => panic!("cannot spawn thread {name}: {e}"),
+        }
+    }
+    fn thread_name() -> Option<String> {
+        loom::thread::current().name().map(str::to_string)
+    }
 }
 
 /// `shuttle` primitives: only usable inside a shuttle `check_*` run.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ShuttleBackend;
 impl Backend for ShuttleBackend {
+    type Mutex<T: Send + 'static> = ShuttleMutex<T>;
+    type RwLock<T: Send + Sync + 'static> = ShuttleRwLock<T>;
+    type Join<T: Send + 'static> = ShuttleJoin<T>;
     type AtomicU64 = shuttle::sync::atomic::AtomicU64;
     type AtomicBool = shuttle::sync::atomic::AtomicBool;
     fn fence(order: Ordering) {
@@ -145,5 +289,21 @@ impl Backend for ShuttleBackend {
     }
     fn spin_yield() {
         shuttle::thread::yield_now()
+    }
+    fn spawn<T, F>(name: &str, f: F) -> Self::Join<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        match shuttle::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(f)
+        {
+            Ok(handle) => handle,
+            Err(e) => panic!("cannot spawn thread {name}: {e}"),
+        }
+    }
+    fn thread_name() -> Option<String> {
+        shuttle::thread::current().name().map(str::to_string)
     }
 }
