@@ -1,0 +1,53 @@
+//! FIFO: insert at the head, evict the oldest; hits change nothing.
+
+use crate::list::{key_map, Arena, KeyMap, List};
+use crate::{CachePolicy, Request, Unit};
+
+/// First-in first-out cache.
+#[derive(Debug)]
+pub struct Fifo {
+    capacity: u64,
+    unit: Unit,
+    arena: Arena,
+    map: KeyMap<u32>,
+    q: List,
+}
+
+impl Fifo {
+    /// A FIFO cache holding `capacity` units.
+    pub fn new(capacity: u64, unit: Unit) -> Self {
+        Self {
+            capacity,
+            unit,
+            arena: Arena::with_capacity(capacity),
+            map: key_map(capacity),
+            q: List::default(),
+        }
+    }
+}
+
+impl CachePolicy for Fifo {
+    fn access(&mut self, req: &Request) -> bool {
+        if self.map.contains_key(&req.key) {
+            return true;
+        }
+        let size = self.unit.cost(req);
+        if u64::from(size) > self.capacity {
+            return false;
+        }
+        while self.q.units + u64::from(size) > self.capacity {
+            let t = self.q.tail;
+            self.q.unlink(&mut self.arena, t);
+            self.map.remove(&self.arena.get(t).key);
+            self.arena.release(t);
+        }
+        let i = self.arena.alloc(req.key, size);
+        self.q.push_front(&mut self.arena, i);
+        self.map.insert(req.key, i);
+        false
+    }
+
+    fn occupied_units(&self) -> u64 {
+        self.q.units
+    }
+}
