@@ -1,0 +1,1 @@
+//! Replay sources (placeholder replaced below).

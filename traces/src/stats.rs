@@ -1,0 +1,1 @@
+//! btt-like statistics (placeholder replaced below).
