@@ -146,12 +146,12 @@ impl LatencyHist {
 
     /// Builds a distribution from an existing HdrHistogram (for example the
     /// simulator's). Min, max, mean and stdev then come from the buckets
-    /// (each sample taken at its bucket's highest equivalent value), so they
+    /// (each sample taken at its bucket's middle value), so they
     /// are within the histogram's precision (0.1%), not exact.
     pub fn from_histogram(h: &Histogram<u64>) -> Self {
         let mut out = LatencyHist::new();
         for it in h.iter_recorded() {
-            out.record_n(h.highest_equivalent(it.value_iterated_to()), it.count_at_value());
+            out.record_n(h.median_equivalent(it.value_iterated_to()), it.count_at_value());
         }
         out
     }
@@ -202,11 +202,13 @@ impl LatencyHist {
     }
 
     /// Recorded buckets in ascending order as `(value_ns, count)`, value being
-    /// the highest value equivalent to the bucket.
+    /// the bucket's middle (HdrHistogram's median equivalent value; fio's
+    /// `plat_idx_to_val` likewise reports the middle of its buckets). Below
+    /// 2048 ns buckets are 1 ns wide, so values there are exact.
     pub fn bins(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.hist
             .iter_recorded()
-            .map(|it| (self.hist.highest_equivalent(it.value_iterated_to()), it.count_at_value()))
+            .map(|it| (self.hist.median_equivalent(it.value_iterated_to()), it.count_at_value()))
     }
 
     /// The value at percentile `p` (0 < p <= 100) with fio's rule: the first
