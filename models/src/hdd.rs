@@ -680,7 +680,11 @@ impl Hdd {
     fn pick(&mut self, now: SimTime) -> (usize, ServiceKind) {
         // Cached writes are acknowledged first, in arrival order.
         if self.cfg.write_cache {
-            if let Some(i) = self.queue.iter().position(|&s| self.fits_cache(self.cmds.get(s))) {
+            if let Some(i) = self
+                .queue
+                .iter()
+                .position(|&s| self.fits_cache(self.cmds.get(s)))
+            {
                 return (i, ServiceKind::WriteAck);
             }
         }
@@ -722,7 +726,8 @@ impl Hdd {
         let cmd = *self.cmds.get(slot);
         let overhead = self.overhead_ns;
         let link_ns = |h: &Hdd| {
-            (cmd.sectors as f64 * SECTOR_BYTES as f64 * 1e3 / h.cfg.interface_mb_per_s).round() as u64
+            (cmd.sectors as f64 * SECTOR_BYTES as f64 * 1e3 / h.cfg.interface_mb_per_s).round()
+                as u64
         };
         let (delay, end_pos) = match kind {
             ServiceKind::WriteAck => {
@@ -751,18 +756,30 @@ impl Hdd {
                 if cmd.kind == CmdKind::Destage {
                     c.destages += 1;
                 }
-                (overhead + plan.seek_ns + plan.rotate_ns + plan.transfer_ns, plan.end_pos)
+                (
+                    overhead + plan.seek_ns + plan.rotate_ns + plan.transfer_ns,
+                    plan.end_pos,
+                )
             }
         };
         // Architecture invariant: one command on the mechanism at a time.
-        assert!(self.busy.is_none(), "hdd {}: two commands in service", self.cfg.name);
-        self.busy = Some(InService { slot, kind, end_pos });
+        assert!(
+            self.busy.is_none(),
+            "hdd {}: two commands in service",
+            self.cfg.name
+        );
+        self.busy = Some(InService {
+            slot,
+            kind,
+            end_pos,
+        });
         ctx.set_timer(delay.max(1), 0);
     }
 
     fn finish_host(&mut self, cmd: &Cmd, tag: ReqTag, ctx: &mut DevCtx<'_>) {
         let now = ctx.now();
-        self.acct.done(now, cmd.dir, cmd.sectors, now.since(cmd.arrival));
+        self.acct
+            .done(now, cmd.dir, cmd.sectors, now.since(cmd.arrival));
         ctx.complete(tag);
         assert!(self.host_in_drive > 0);
         self.host_in_drive -= 1;
@@ -773,15 +790,23 @@ impl Hdd {
 fn build_geometry(cfg: &HddConfig) -> Result<Geometry, HddError> {
     let bad = |key, value: String, fix| invalid(cfg, key, value, fix);
     if cfg.rpm == 0 || cfg.rpm > 30_000 {
-        return Err(bad("rpm", cfg.rpm.to_string(), "use a spindle speed in 1..=30000 (e.g. 7200)"));
+        return Err(bad(
+            "rpm",
+            cfg.rpm.to_string(),
+            "use a spindle speed in 1..=30000 (e.g. 7200)",
+        ));
     }
     if cfg.heads == 0 || cfg.heads > 64 {
-        return Err(bad("heads", cfg.heads.to_string(), "use 1..=64 recording surfaces"));
+        return Err(bad(
+            "heads",
+            cfg.heads.to_string(),
+            "use 1..=64 recording surfaces",
+        ));
     }
     if cfg.zones == 0 || cfg.zones > 1024 {
         return Err(bad("zones", cfg.zones.to_string(), "use 1..=1024 zones"));
     }
-    if cfg.capacity.0 < SECTOR_BYTES || cfg.capacity.0 % SECTOR_BYTES != 0 {
+    if cfg.capacity.0 < SECTOR_BYTES || cfg.capacity.0 & (SECTOR_BYTES - 1) != 0 {
         return Err(bad(
             "capacity",
             cfg.capacity.0.to_string(),
@@ -795,7 +820,10 @@ fn build_geometry(cfg: &HddConfig) -> Result<Geometry, HddError> {
     if !rates_ok {
         return Err(bad(
             "media_inner_mb_per_s",
-            format!("{} (outer {})", cfg.media_inner_mb_per_s, cfg.media_outer_mb_per_s),
+            format!(
+                "{} (outer {})",
+                cfg.media_inner_mb_per_s, cfg.media_outer_mb_per_s
+            ),
             "media rates must be positive with inner <= outer",
         ));
     }
@@ -807,9 +835,17 @@ fn build_geometry(cfg: &HddConfig) -> Result<Geometry, HddError> {
         ));
     }
     if cfg.ncq_depth == 0 || cfg.ncq_depth > 32 {
-        return Err(bad("ncq_depth", cfg.ncq_depth.to_string(), "use 1..=32 (SATA NCQ has 32 tags)"));
+        return Err(bad(
+            "ncq_depth",
+            cfg.ncq_depth.to_string(),
+            "use 1..=32 (SATA NCQ has 32 tags)",
+        ));
     }
-    let (t2t, avg, full) = (cfg.seek_track_to_track.0, cfg.seek_average.0, cfg.seek_full_stroke.0);
+    let (t2t, avg, full) = (
+        cfg.seek_track_to_track.0,
+        cfg.seek_average.0,
+        cfg.seek_full_stroke.0,
+    );
     if !(t2t > 0 && t2t < avg && avg < full) {
         return Err(bad(
             "seek_average",
@@ -818,7 +854,11 @@ fn build_geometry(cfg: &HddConfig) -> Result<Geometry, HddError> {
         ));
     }
     let rev_ns = NS_PER_MIN as f64 / cfg.rpm as f64;
-    let spt_of = |mb: f64| ((mb * 1e6 / SECTOR_BYTES as f64) * rev_ns * 1e-9).floor().max(1.0) as u32;
+    let spt_of = |mb: f64| {
+        ((mb * 1e6 / SECTOR_BYTES as f64) * rev_ns * 1e-9)
+            .floor()
+            .max(1.0) as u32
+    };
     let spt_outer = spt_of(cfg.media_outer_mb_per_s);
     let spt_inner = spt_of(cfg.media_inner_mb_per_s);
     let z = cfg.zones;
@@ -836,7 +876,11 @@ fn build_geometry(cfg: &HddConfig) -> Result<Geometry, HddError> {
     let per_cyl_sum: u64 = spts.iter().map(|&s| s as u64 * cfg.heads as u64).sum();
     let cyl_per_zone = total.div_ceil(per_cyl_sum).max(1);
     if cyl_per_zone * z as u64 > u32::MAX as u64 / 2 {
-        return Err(bad("capacity", cfg.capacity.0.to_string(), "too large for this geometry"));
+        return Err(bad(
+            "capacity",
+            cfg.capacity.0.to_string(),
+            "too large for this geometry",
+        ));
     }
     let mut zones = Vec::with_capacity(z as usize);
     let mut lba = 0u64;
@@ -850,7 +894,11 @@ fn build_geometry(cfg: &HddConfig) -> Result<Geometry, HddError> {
     }
     let cylinders = (cyl_per_zone * z as u64) as u32;
     if cylinders < 3 {
-        return Err(bad("capacity", cfg.capacity.0.to_string(), "the disk needs at least 3 cylinders"));
+        return Err(bad(
+            "capacity",
+            cfg.capacity.0.to_string(),
+            "the disk needs at least 3 cylinders",
+        ));
     }
     // Fit a, b of t(d) = t2t + a sqrt(d-1) + b (d-1).
     let max = cylinders - 1;
@@ -879,7 +927,11 @@ fn build_geometry(cfg: &HddConfig) -> Result<Geometry, HddError> {
         rpm: cfg.rpm,
         rev_ns,
         skew_rev,
-        seek: SeekCurve { t2t_ns: t2t as f64, a, b },
+        seek: SeekCurve {
+            t2t_ns: t2t as f64,
+            a,
+            b,
+        },
     })
 }
 
@@ -1026,12 +1078,19 @@ mod tests {
         let last = h.geo.chs(h.capacity_sectors() - 1);
         assert!(last.cyl < h.cylinders());
         // Roughly 1 TB / (4 heads * ~1700 spt * 512 B) = ~280k cylinders.
-        assert!((200_000..400_000).contains(&h.cylinders()), "{}", h.cylinders());
+        assert!(
+            (200_000..400_000).contains(&h.cylinders()),
+            "{}",
+            h.cylinders()
+        );
         // Consecutive LBAs: same track, then next head, then next cylinder.
         let a = h.geo.chs(0);
         let b = h.geo.chs(spts[0] as u64);
         let c = h.geo.chs(spts[0] as u64 * 4);
-        assert_eq!((a.cyl, a.head, b.cyl, b.head, c.cyl, c.head), (0, 0, 0, 1, 1, 0));
+        assert_eq!(
+            (a.cyl, a.head, b.cyl, b.head, c.cyl, c.head),
+            (0, 0, 0, 1, 1, 0)
+        );
     }
 
     #[test]
@@ -1055,7 +1114,10 @@ mod tests {
         assert!(e.contains("seek_average"), "{e}");
         let mut c = HddConfig::with_name("x");
         c.ncq_depth = 0;
-        assert!(Hdd::new(&c, component_rng(1, "x")).unwrap_err().to_string().contains("ncq_depth"));
+        assert!(Hdd::new(&c, component_rng(1, "x"))
+            .unwrap_err()
+            .to_string()
+            .contains("ncq_depth"));
         let mut c = HddConfig::with_name("x");
         c.capacity = Bytes(1000);
         assert!(Hdd::new(&c, component_rng(1, "x")).is_err());
@@ -1121,7 +1183,12 @@ mod tests {
         let rev = h.revolution_ns();
         let sn = h.transfer_ns(1010, 1);
         let expect = 2.0 * sn + rev + 8.0 * sn;
-        assert!((timers[0].0 as f64 - expect).abs() < 10.0, "{} vs {}", timers[0].0, expect);
+        assert!(
+            (timers[0].0 as f64 - expect).abs() < 10.0,
+            "{} vs {}",
+            timers[0].0,
+            expect
+        );
         assert_eq!(h.counters().buffer_hits, 0);
     }
 
