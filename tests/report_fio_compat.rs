@@ -11,12 +11,15 @@
 use std::path::PathBuf;
 
 use blocksim_analysis::{
-    render_json, render_text, DirReport, DiskReport, JobReport, JsonOptions, LatencyHist, RunReport, TextOptions,
+    render_json, render_text, DirReport, DiskReport, JobReport, JsonOptions, LatencyHist,
+    RunReport, TextOptions,
 };
 use serde_json::{json, Value};
 
 fn data(name: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/report").join(name);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/report")
+        .join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -43,8 +46,12 @@ fn hist(v: &Value) -> LatencyHist {
     let sd = f(&v["stddev"]);
     let bins: Vec<(u64, u64)> = match v.get("bins") {
         Some(b) => {
-            let mut bins: Vec<(u64, u64)> =
-                b.as_object().unwrap().iter().map(|(k, c)| (k.parse().unwrap(), u(c))).collect();
+            let mut bins: Vec<(u64, u64)> = b
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, c)| (k.parse().unwrap(), u(c)))
+                .collect();
             bins.sort();
             bins
         }
@@ -81,7 +88,10 @@ fn pct7(v: &Value, keys: [&str; 7]) -> [f64; 7] {
 
 /// Read block size from `bs=(R) 4096B-4096B` (fio prints bytes below 10000).
 fn def_bs(raw: &str, job: &str) -> u64 {
-    let line = raw.lines().find(|l| l.starts_with(&format!("{job}: (g="))).unwrap();
+    let line = raw
+        .lines()
+        .find(|l| l.starts_with(&format!("{job}: (g=")))
+        .unwrap();
     let rest = line.split("bs=(R) ").nth(1).unwrap();
     rest.split("B-").next().unwrap().parse().unwrap()
 }
@@ -92,7 +102,10 @@ fn def_field(raw: &str, job: &str, key: &str) -> String {
         .lines()
         .find(|l| l.starts_with(&format!("{job}: (g=")))
         .unwrap_or_else(|| panic!("no definition line for job {job}"));
-    let rest = line.split(&format!(" {key}=")).nth(1).unwrap_or_else(|| panic!("no {key} in {line}"));
+    let rest = line
+        .split(&format!(" {key}="))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {key} in {line}"));
     rest.split([',', ' ']).next().unwrap().to_string()
 }
 
@@ -107,8 +120,24 @@ fn report_from_fio(v: &Value, text: &str, raw: &str) -> RunReport {
         .iter()
         .zip(&headers)
         .map(|(j, h)| {
-            let numjobs = h.split("jobs=").nth(1).unwrap().split(')').next().unwrap().parse().unwrap();
-            let pid = h.split(" pid=").nth(1).unwrap().split(':').next().unwrap().parse().unwrap();
+            let numjobs = h
+                .split("jobs=")
+                .nth(1)
+                .unwrap()
+                .split(')')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let pid = h
+                .split(" pid=")
+                .nth(1)
+                .unwrap()
+                .split(':')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
             let name = j["jobname"].as_str().unwrap();
             JobReport {
                 name: name.into(),
@@ -127,9 +156,18 @@ fn report_from_fio(v: &Value, text: &str, raw: &str) -> RunReport {
                 ctx: u(&j["ctx"]),
                 majf: u(&j["majf"]),
                 minf: u(&j["minf"]),
-                iodepth_level: pct7(&j["iodepth_level"], ["1", "2", "4", "8", "16", "32", ">=64"]),
-                iodepth_submit: pct7(&j["iodepth_submit"], ["0", "4", "8", "16", "32", "64", ">=64"]),
-                iodepth_complete: pct7(&j["iodepth_complete"], ["0", "4", "8", "16", "32", "64", ">=64"]),
+                iodepth_level: pct7(
+                    &j["iodepth_level"],
+                    ["1", "2", "4", "8", "16", "32", ">=64"],
+                ),
+                iodepth_submit: pct7(
+                    &j["iodepth_submit"],
+                    ["0", "4", "8", "16", "32", "64", ">=64"],
+                ),
+                iodepth_complete: pct7(
+                    &j["iodepth_complete"],
+                    ["0", "4", "8", "16", "32", "64", ">=64"],
+                ),
                 runtime_ns: u(&j["job_runtime"]) * 1_000_000,
             }
         })
@@ -152,7 +190,13 @@ fn report_from_fio(v: &Value, text: &str, raw: &str) -> RunReport {
                 .collect()
         })
         .unwrap_or_default();
-    RunReport { seed: 0, scenario_name: "fio-compat".into(), jobs, disks, ..Default::default() }
+    RunReport {
+        seed: 0,
+        scenario_name: "fio-compat".into(),
+        jobs,
+        disks,
+        ..Default::default()
+    }
 }
 
 /// Parses `name=[value]` pairs of a percentile line.
@@ -172,7 +216,10 @@ fn bucket_pairs(line: &str) -> Vec<(String, f64)> {
     rest.split(", ")
         .map(|p| {
             let (k, v) = p.trim().split_once('=').unwrap();
-            (format!("{}{k}", unit.trim()), v.trim_end_matches('%').parse().unwrap())
+            (
+                format!("{}{k}", unit.trim()),
+                v.trim_end_matches('%').parse().unwrap(),
+            )
         })
         .collect()
 }
@@ -184,7 +231,10 @@ fn bucket_pairs(line: &str) -> Vec<(String, f64)> {
 fn compare_text(fio: &str, ours: &str) {
     let from_header = |s: &str| -> Vec<String> {
         let lines: Vec<&str> = s.lines().collect();
-        let i = lines.iter().position(|l| l.contains(": (groupid=")).expect("job header");
+        let i = lines
+            .iter()
+            .position(|l| l.contains(": (groupid="))
+            .expect("job header");
         lines[i..].iter().map(|l| l.to_string()).collect()
     };
     let theirs = from_header(fio);
@@ -192,7 +242,10 @@ fn compare_text(fio: &str, ours: &str) {
     let mut their_buckets = Vec::new();
     let mut my_buckets = Vec::new();
     let non_bucket = |v: &Vec<String>| -> Vec<String> {
-        v.iter().filter(|l| !l.starts_with("  lat (")).cloned().collect()
+        v.iter()
+            .filter(|l| !l.starts_with("  lat ("))
+            .cloned()
+            .collect()
     };
     for l in &theirs {
         if l.starts_with("  lat (") {
@@ -206,7 +259,13 @@ fn compare_text(fio: &str, ours: &str) {
     }
     let (t, m) = (non_bucket(&theirs), non_bucket(&mine));
     // Our text ends with the disk stats too (no profile/tables in these reports).
-    assert_eq!(t.len(), m.len(), "line count differs\n--- fio\n{}\n--- ours\n{}", t.join("\n"), m.join("\n"));
+    assert_eq!(
+        t.len(),
+        m.len(),
+        "line count differs\n--- fio\n{}\n--- ours\n{}",
+        t.join("\n"),
+        m.join("\n")
+    );
     for (a, b) in t.iter().zip(&m) {
         if a.contains(": (groupid=") {
             let cut = |s: &str| s[..s.find(" pid=").unwrap()].to_string();
@@ -216,7 +275,10 @@ fn compare_text(fio: &str, ours: &str) {
             assert_eq!(pa.len(), pb.len(), "\n{a}\n{b}");
             for ((ka, va), (kb, vb)) in pa.iter().zip(&pb) {
                 assert_eq!(ka, kb);
-                assert!(va.abs_diff(*vb) <= 1 + va / 1000, "percentile {ka}: fio {va}, ours {vb}\n{a}\n{b}");
+                assert!(
+                    va.abs_diff(*vb) <= 1 + va / 1000,
+                    "percentile {ka}: fio {va}, ours {vb}\n{a}\n{b}"
+                );
             }
         } else {
             assert_eq!(a, b);
@@ -225,7 +287,10 @@ fn compare_text(fio: &str, ours: &str) {
     let get = |v: &[(String, f64)], k: &str| v.iter().find(|(x, _)| x == k).map_or(0.0, |p| p.1);
     for (k, p) in their_buckets.iter().chain(&my_buckets) {
         let (a, b) = (get(&their_buckets, k), get(&my_buckets, k));
-        assert!((a - b).abs() <= 0.5, "bucket {k}: fio {a}%, ours {b}% ({p})");
+        assert!(
+            (a - b).abs() <= 0.5,
+            "bucket {k}: fio {a}%, ours {b}% ({p})"
+        );
     }
 }
 
@@ -258,7 +323,9 @@ fn key_lines(json: &str) -> Vec<(usize, String)> {
         if let Some(rest) = t.strip_prefix('"') {
             if let Some((key, _)) = rest.split_once("\" : ") {
                 out.push((indent, key.to_string()));
-                if ["job options", "global options", "bins", "blocksim"].contains(&key) && t.ends_with('{') {
+                if ["job options", "global options", "bins", "blocksim"].contains(&key)
+                    && t.ends_with('{')
+                {
                     skip_until = Some(indent);
                 }
             }
@@ -270,7 +337,13 @@ fn key_lines(json: &str) -> Vec<(usize, String)> {
 /// Our JSON has fio's keys in fio's order and layout with the same values
 /// (within the histogram precision for percentiles).
 fn compare_json(fio: &Value, fio_raw: &str, report: &RunReport) {
-    let our_raw = render_json(report, &JsonOptions { plus: true, ..Default::default() });
+    let our_raw = render_json(
+        report,
+        &JsonOptions {
+            plus: true,
+            ..Default::default()
+        },
+    );
     let ours: Value = serde_json::from_str(&our_raw).unwrap();
     let mut theirs = key_lines(fio_raw);
     theirs.retain(|(i, k)| !(*i == 2 && k == "global options"));
@@ -278,7 +351,12 @@ fn compare_json(fio: &Value, fio_raw: &str, report: &RunReport) {
     mine.retain(|(i, k)| !(*i == 2 && k == "blocksim"));
     assert!(theirs.len() > 150, "too few keys parsed: {}", theirs.len());
     assert_eq!(theirs, mine, "JSON key order and nesting differ from fio's");
-    for (fj, oj) in fio["jobs"].as_array().unwrap().iter().zip(ours["jobs"].as_array().unwrap()) {
+    for (fj, oj) in fio["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(ours["jobs"].as_array().unwrap())
+    {
         let fk: Vec<&String> = fj.as_object().unwrap().keys().collect();
         let ok: Vec<&String> = oj.as_object().unwrap().keys().collect();
         assert_eq!(fk, ok, "job keys");
@@ -287,10 +365,21 @@ fn compare_json(fio: &Value, fio_raw: &str, report: &RunReport) {
             let fk: Vec<&String> = fd.as_object().unwrap().keys().collect();
             let ok: Vec<&String> = od.as_object().unwrap().keys().collect();
             assert_eq!(fk, ok, "{d} keys");
-            for k in ["io_bytes", "io_kbytes", "bw_bytes", "bw", "runtime", "total_ios", "short_ios"] {
+            for k in [
+                "io_bytes",
+                "io_kbytes",
+                "bw_bytes",
+                "bw",
+                "runtime",
+                "total_ios",
+                "short_ios",
+            ] {
                 assert_eq!(fd[k], od[k], "{d}.{k}");
             }
-            assert!((f(&fd["iops"]) - f(&od["iops"])).abs() <= 1e-6 * f(&fd["iops"]).max(1.0), "{d}.iops");
+            assert!(
+                (f(&fd["iops"]) - f(&od["iops"])).abs() <= 1e-6 * f(&fd["iops"]).max(1.0),
+                "{d}.iops"
+            );
             for lat in ["slat_ns", "clat_ns", "lat_ns"] {
                 let (fl, ol) = (&fd[lat], &od[lat]);
                 let fk: Vec<&String> = fl.as_object().unwrap().keys().collect();
@@ -300,12 +389,18 @@ fn compare_json(fio: &Value, fio_raw: &str, report: &RunReport) {
                     assert_eq!(fl[k], ol[k], "{d}.{lat}.{k}");
                 }
                 for k in ["mean", "stddev"] {
-                    assert!((f(&fl[k]) - f(&ol[k])).abs() <= 1e-6 * f(&fl[k]).max(1.0), "{d}.{lat}.{k}");
+                    assert!(
+                        (f(&fl[k]) - f(&ol[k])).abs() <= 1e-6 * f(&fl[k]).max(1.0),
+                        "{d}.{lat}.{k}"
+                    );
                 }
                 if let Some(p) = fl.get("percentile") {
                     for (pk, pv) in p.as_object().unwrap() {
                         let (a, b) = (u(pv) as f64, u(&ol["percentile"][pk]) as f64);
-                        assert!((a - b).abs() <= a * 0.001 + 1.0, "{d}.{lat} p{pk}: fio {a}, ours {b}");
+                        assert!(
+                            (a - b).abs() <= a * 0.001 + 1.0,
+                            "{d}.{lat} p{pk}: fio {a}, ours {b}"
+                        );
                     }
                     let fb = fl["bins"].as_object().unwrap();
                     let ob = ol["bins"].as_object().unwrap();
@@ -314,7 +409,14 @@ fn compare_json(fio: &Value, fio_raw: &str, report: &RunReport) {
                 }
             }
         }
-        for k in ["iodepth_level", "iodepth_submit", "iodepth_complete", "latency_ns", "latency_us", "latency_ms"] {
+        for k in [
+            "iodepth_level",
+            "iodepth_submit",
+            "iodepth_complete",
+            "latency_ns",
+            "latency_us",
+            "latency_ms",
+        ] {
             let fk: Vec<&String> = fj[k].as_object().unwrap().keys().collect();
             let ok: Vec<&String> = oj[k].as_object().unwrap().keys().collect();
             assert_eq!(fk, ok, "{k} keys");

@@ -5,12 +5,16 @@ use std::collections::BTreeMap;
 use crate::report::{DirReport, JobReport};
 
 /// fio's default `percentile_list`.
-pub const FIO_PERCENTILES: [f64; 17] =
-    [1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99];
+pub const FIO_PERCENTILES: [f64; 17] = [
+    1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95,
+    99.99,
+];
 
 /// Labels of fio's latency buckets (upper bounds, exclusive) for the nsec
 /// and usec tables; the msec table adds `2000` and `>=2000`.
-pub const LAT_LABELS: [&str; 12] = ["2", "4", "10", "20", "50", "100", "250", "500", "750", "1000", "2000", ">=2000"];
+pub const LAT_LABELS: [&str; 12] = [
+    "2", "4", "10", "20", "50", "100", "250", "500", "750", "1000", "2000", ">=2000",
+];
 
 /// Index of `v` (in one unit) into fio's 10-bucket table (12 for msec).
 fn lat_bucket(v: u64) -> usize {
@@ -71,15 +75,7 @@ pub fn lat_buckets(job: &JobReport) -> LatBuckets {
             p
         }
     };
-    let mut out = LatBuckets::default();
-    for i in 0..10 {
-        out.nsec[i] = pct(n[i]);
-        out.usec[i] = pct(u[i]);
-    }
-    for i in 0..12 {
-        out.msec[i] = pct(m[i]);
-    }
-    out
+    LatBuckets { nsec: n.map(pct), usec: u.map(pct), msec: m.map(pct) }
 }
 
 /// fio's `stat_calc_dist` display rule: a non-zero share below 0.1% shows as 0.1%.

@@ -23,7 +23,10 @@ pub struct JsonOptions {
 
 impl Default for JsonOptions {
     fn default() -> Self {
-        JsonOptions { plus: false, percentiles: FIO_PERCENTILES.to_vec() }
+        JsonOptions {
+            plus: false,
+            percentiles: FIO_PERCENTILES.to_vec(),
+        }
     }
 }
 
@@ -84,8 +87,14 @@ pub(crate) fn json_value(report: &RunReport, opts: &JsonOptions) -> JVal {
     if let Some(p) = &report.profile {
         b.add("profile", crate::profile::profile_jval(p));
     }
-    b.add("extra_tables", JVal::Arr(report.extra_tables.iter().map(|t| t.to_jval()).collect()));
-    b.add("notes", JVal::Arr(report.notes.iter().map(|n| JVal::Str(n.clone())).collect()));
+    b.add(
+        "extra_tables",
+        JVal::Arr(report.extra_tables.iter().map(|t| t.to_jval()).collect()),
+    );
+    b.add(
+        "notes",
+        JVal::Arr(report.notes.iter().map(|n| JVal::Str(n.clone())).collect()),
+    );
     root.add("blocksim", b);
     root
 }
@@ -119,10 +128,19 @@ fn job_value(job: &JobReport, g: &[GroupDir; 3], opts: &JsonOptions) -> JVal {
     o.add("majf", JVal::int(job.majf));
     o.add("minf", JVal::int(job.minf));
     let level = crate::fio_common::depth_dist(&job.iodepth_level);
-    o.add("iodepth_level", pct_obj(&["1", "2", "4", "8", "16", "32", ">=64"], &level));
+    o.add(
+        "iodepth_level",
+        pct_obj(&["1", "2", "4", "8", "16", "32", ">=64"], &level),
+    );
     let sc = ["0", "4", "8", "16", "32", "64", ">=64"];
-    o.add("iodepth_submit", pct_obj(&sc, &crate::fio_common::depth_dist(&job.iodepth_submit)));
-    o.add("iodepth_complete", pct_obj(&sc, &crate::fio_common::depth_dist(&job.iodepth_complete)));
+    o.add(
+        "iodepth_submit",
+        pct_obj(&sc, &crate::fio_common::depth_dist(&job.iodepth_submit)),
+    );
+    o.add(
+        "iodepth_complete",
+        pct_obj(&sc, &crate::fio_common::depth_dist(&job.iodepth_complete)),
+    );
     let b = lat_buckets(job);
     o.add("latency_ns", pct_obj(&LAT_LABELS[..10], &b.nsec));
     o.add("latency_us", pct_obj(&LAT_LABELS[..10], &b.usec));
@@ -135,7 +153,13 @@ fn job_value(job: &JobReport, g: &[GroupDir; 3], opts: &JsonOptions) -> JVal {
 }
 
 fn pct_obj(labels: &[&str], v: &[f64]) -> JVal {
-    JVal::Obj(labels.iter().zip(v).map(|(l, p)| (l.to_string(), JVal::Float(*p))).collect())
+    JVal::Obj(
+        labels
+            .iter()
+            .zip(v)
+            .map(|(l, p)| (l.to_string(), JVal::Float(*p)))
+            .collect(),
+    )
 }
 
 fn dir_value(d: &DirReport, g: &GroupDir, opts: &JsonOptions) -> JVal {
@@ -156,7 +180,11 @@ fn dir_value(d: &DirReport, g: &GroupDir, opts: &JsonOptions) -> JVal {
     let (min, max, mean, dev, agg_pct) = match sample_stats(&d.bw_samples_kibs) {
         Some((min, max, mean, dev)) => {
             let agg_kib = g.agg_bw as f64 / 1024.0;
-            let p = if g.agg_bw > 1024 { (mean * 100.0 / agg_kib).min(100.0) } else { 100.0 };
+            let p = if g.agg_bw > 1024 {
+                (mean * 100.0 / agg_kib).min(100.0)
+            } else {
+                100.0
+            };
             (min, max, mean, dev, p)
         }
         None => (0, 0, 0.0, 0.0, 0.0),
@@ -187,10 +215,17 @@ fn lat_value(h: &LatencyHist, percentiles: bool, opts: &JsonOptions) -> JVal {
         let mut ps = opts.percentiles.clone();
         ps.sort_by(f64::total_cmp);
         let vals = h.percentiles_ns(&ps);
-        let po = ps.iter().zip(vals).map(|(p, v)| (format!("{p:.6}"), JVal::int(v))).collect();
+        let po = ps
+            .iter()
+            .zip(vals)
+            .map(|(p, v)| (format!("{p:.6}"), JVal::int(v)))
+            .collect();
         o.add("percentile", JVal::Obj(po));
         if opts.plus {
-            let bins = h.bins().map(|(v, c)| (v.to_string(), JVal::int(c))).collect();
+            let bins = h
+                .bins()
+                .map(|(v, c)| (v.to_string(), JVal::int(c)))
+                .collect();
             o.add("bins", JVal::Obj(bins));
         }
     }

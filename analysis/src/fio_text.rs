@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 
 use crate::fio_common::{
-    bw_bytes, depth_dist, dir_active, group_stats, iops_int, lat_buckets, ms, sample_stats, GroupDir,
-    FIO_PERCENTILES, LAT_LABELS,
+    bw_bytes, depth_dist, dir_active, group_stats, iops_int, lat_buckets, ms, sample_stats,
+    GroupDir, FIO_PERCENTILES, LAT_LABELS,
 };
 use crate::hist::LatencyHist;
 use crate::num::{ctime_utc, lat_unit, num2str, percentile_unit, Units};
@@ -29,7 +29,12 @@ pub struct TextOptions {
 
 impl Default for TextOptions {
     fn default() -> Self {
-        TextOptions { percentiles: FIO_PERCENTILES.to_vec(), header: true, profile: true, extras: true }
+        TextOptions {
+            percentiles: FIO_PERCENTILES.to_vec(),
+            header: true,
+            profile: true,
+            extras: true,
+        }
     }
 }
 
@@ -114,7 +119,11 @@ fn write_header(out: &mut String, report: &RunReport) {
         report.seed
     );
     let procs: u64 = report.jobs.iter().map(|j| u64::from(j.numjobs)).sum();
-    let _ = writeln!(out, "Starting {procs} process{}\n", if procs == 1 { "" } else { "es" });
+    let _ = writeln!(
+        out,
+        "Starting {procs} process{}\n",
+        if procs == 1 { "" } else { "es" }
+    );
 }
 
 fn write_job(out: &mut String, job: &JobReport, g: &[GroupDir; 3], opts: &TextOptions) {
@@ -147,7 +156,10 @@ fn write_job(out: &mut String, job: &JobReport, g: &[GroupDir; 3], opts: &TextOp
         "  IO depths    : 1={:3.1}%, 2={:3.1}%, 4={:3.1}%, 8={:3.1}%, 16={:3.1}%, 32={:3.1}%, >=64={:3.1}%",
         l[0], l[1], l[2], l[3], l[4], l[5], l[6]
     );
-    for (name, p) in [("submit  ", &job.iodepth_submit), ("complete", &job.iodepth_complete)] {
+    for (name, p) in [
+        ("submit  ", &job.iodepth_submit),
+        ("complete", &job.iodepth_complete),
+    ] {
         let s = depth_dist(p);
         let _ = writeln!(
             out,
@@ -165,12 +177,20 @@ fn write_job(out: &mut String, job: &JobReport, g: &[GroupDir; 3], opts: &TextOp
         job.write.short_ios,
         job.trim.short_ios
     );
-    let _ = writeln!(out, "     latency   : target=0, window=0, percentile=100.00%, depth={}", job.iodepth);
+    let _ = writeln!(
+        out,
+        "     latency   : target=0, window=0, percentile=100.00%, depth={}",
+        job.iodepth
+    );
 }
 
 fn write_dir(out: &mut String, dir: Dir, d: &DirReport, g: &GroupDir, opts: &TextOptions) {
     let bw = bw_bytes(d);
-    let post = if dir == Dir::Write { "; 0 zone resets" } else { "" };
+    let post = if dir == Dir::Write {
+        "; 0 zone resets"
+    } else {
+        ""
+    };
     let _ = writeln!(
         out,
         "  {}: IOPS={}, BW={} ({})({}/{}msec){post}",
@@ -250,7 +270,11 @@ pub(crate) fn write_percentiles(out: &mut String, name: &str, h: &LatencyHist, l
     };
     let _ = write!(out, "    {name} percentiles ({}):\n     |", unit.name());
     let q = maxv / unit.divisor();
-    let time_width = if q == 0 { 5 } else { 5.max(q.ilog10() as usize + 1) };
+    let time_width = if q == 0 {
+        5
+    } else {
+        5.max(q.ilog10() as usize + 1)
+    };
     let precision = 2;
     let per_line = (80 - 7) / (precision + 10 + time_width);
     for (j, (p, v)) in ps.iter().zip(&vals).enumerate() {
@@ -262,7 +286,11 @@ pub(crate) fn write_percentiles(out: &mut String, name: &str, h: &LatencyHist, l
         for _ in 0..scale_down {
             v = v.div_ceil(1000);
         }
-        let _ = write!(out, " {p:5.2}th=[{v:time_width$}]{}", if is_last { '\n' } else { ',' });
+        let _ = write!(
+            out,
+            " {p:5.2}th=[{v:time_width$}]{}",
+            if is_last { '\n' } else { ',' }
+        );
         if is_last {
             break;
         }

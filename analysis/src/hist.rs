@@ -151,7 +151,10 @@ impl LatencyHist {
     pub fn from_histogram(h: &Histogram<u64>) -> Self {
         let mut out = LatencyHist::new();
         for it in h.iter_recorded() {
-            out.record_n(h.median_equivalent(it.value_iterated_to()), it.count_at_value());
+            out.record_n(
+                h.median_equivalent(it.value_iterated_to()),
+                it.count_at_value(),
+            );
         }
         out
     }
@@ -206,9 +209,12 @@ impl LatencyHist {
     /// `plat_idx_to_val` likewise reports the middle of its buckets). Below
     /// 2048 ns buckets are 1 ns wide, so values there are exact.
     pub fn bins(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.hist
-            .iter_recorded()
-            .map(|it| (self.hist.median_equivalent(it.value_iterated_to()), it.count_at_value()))
+        self.hist.iter_recorded().map(|it| {
+            (
+                self.hist.median_equivalent(it.value_iterated_to()),
+                it.count_at_value(),
+            )
+        })
     }
 
     /// The value at percentile `p` (0 < p <= 100) with fio's rule: the first
@@ -251,7 +257,10 @@ impl LatencyHist {
 
     /// Number of samples whose bucket value is below `bound_ns`.
     pub fn count_below(&self, bound_ns: u64) -> u64 {
-        self.bins().take_while(|&(v, _)| v < bound_ns).map(|(_, c)| c).sum()
+        self.bins()
+            .take_while(|&(v, _)| v < bound_ns)
+            .map(|(_, c)| c)
+            .sum()
     }
 
     /// Fraction of samples at or below `value_ns` (by bucket value), for CDFs.
@@ -445,7 +454,9 @@ mod tests {
         let back: LatencyHist = serde_json::from_str(&s).unwrap();
         assert_eq!(back, h);
         let bad = s.replace("\"n\":5", "\"n\":6");
-        let err = serde_json::from_str::<LatencyHist>(&bad).unwrap_err().to_string();
+        let err = serde_json::from_str::<LatencyHist>(&bad)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("bins hold 5 samples but n = 6"), "{err}");
     }
 

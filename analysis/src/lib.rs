@@ -74,7 +74,12 @@ pub enum AnalysisError {
     InvalidHistogram(String),
     /// A table row has the wrong number of cells.
     #[error("table '{title}': row {row} has {cells} cells but the table has {columns} columns")]
-    TableShape { title: String, row: usize, cells: usize, columns: usize },
+    TableShape {
+        title: String,
+        row: usize,
+        cells: usize,
+        columns: usize,
+    },
     /// CSV writing failed.
     #[error("CSV output: {0}")]
     Csv(String),
@@ -83,5 +88,9 @@ pub enum AnalysisError {
     Plot(String),
     /// Writing an output file failed.
     #[error("cannot write {path}: {source}")]
-    Io { path: String, #[source] source: std::io::Error },
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
 }

@@ -138,8 +138,9 @@ pub fn percentile_unit(minv_ns: u64, maxv_ns: u64) -> LatUnit {
 /// C `ctime` text (without the newline) for a Unix time in seconds, UTC.
 pub fn ctime_utc(unix_s: u64) -> String {
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] =
-        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
     let days = unix_s / 86_400;
     let secs = unix_s % 86_400;
     let weekday = DAYS[(days % 7) as usize];

@@ -39,7 +39,10 @@ fn perr<E: std::fmt::Debug>(e: E) -> AnalysisError {
 }
 
 fn write_file(path: &Path, svg: &str) -> Result<(), AnalysisError> {
-    std::fs::write(path, svg).map_err(|source| AnalysisError::Io { path: path.display().to_string(), source })
+    std::fs::write(path, svg).map_err(|source| AnalysisError::Io {
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 /// One line of a line plot.
@@ -94,7 +97,9 @@ fn finite_range<I: Iterator<Item = f64>>(it: I, log: bool) -> Option<(f64, f64)>
         if lo == hi {
             return Some((lo / 2.0, hi * 2.0));
         }
-        return Some((lo, hi));
+        // 5% of the decades on each side.
+        let pad = (hi / lo).powf(0.05);
+        return Some((lo / pad, hi * pad));
     }
     if lo == hi {
         let pad = if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
@@ -115,8 +120,11 @@ fn draw_chart(
     series: &[Series],
     bars: &[Vec<(f64, f64, f64)>],
 ) -> Result<(), AnalysisError> {
-    let xr = finite_range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)), log_x)
-        .ok_or_else(|| AnalysisError::Plot(format!("'{title}': no finite x values to plot")))?;
+    let xr = finite_range(
+        series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
+        log_x,
+    )
+    .ok_or_else(|| AnalysisError::Plot(format!("'{title}': no finite x values to plot")))?;
     let ys = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
@@ -132,6 +140,11 @@ fn draw_chart(
                 .y_desc(y_label)
                 .x_labels(10)
                 .y_labels(10)
+                .x_label_formatter(&tick)
+                .y_label_formatter(&tick)
+                // Opaque greys: some SVG renderers (ImageMagick's) ignore opacity.
+                .bold_line_style(RGBColor(200, 200, 200))
+                .light_line_style(RGBColor(238, 238, 238))
                 .draw()
                 .map_err(perr)?;
             for (i, s) in series.iter().enumerate() {
@@ -140,13 +153,17 @@ fn draw_chart(
                     .points
                     .iter()
                     .copied()
-                    .filter(|&(x, y)| x.is_finite() && y.is_finite() && (!log_x || x > 0.0) && (!log_y || y > 0.0))
+                    .filter(|&(x, y)| {
+                        x.is_finite() && y.is_finite() && (!log_x || x > 0.0) && (!log_y || y > 0.0)
+                    })
                     .collect();
                 chart
                     .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
                     .map_err(perr)?
                     .label(s.label.clone())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                    });
                 if let Some(b) = bars.get(i) {
                     chart
                         .draw_series(pts.iter().map(|&(x, y)| Circle::new((x, y), 3, c.filled())))
@@ -154,28 +171,51 @@ fn draw_chart(
                     chart
                         .draw_series(
                             b.iter()
-                                .filter(|(x, lo, hi)| x.is_finite() && lo.is_finite() && hi.is_finite())
-                                .map(|&(x, lo, hi)| ErrorBar::new_vertical(x, lo, (lo + hi) / 2.0, hi, c.stroke_width(1), 8)),
+                                .filter(|(x, lo, hi)| {
+                                    x.is_finite() && lo.is_finite() && hi.is_finite()
+                                })
+                                .map(|&(x, lo, hi)| {
+                                    ErrorBar::new_vertical(
+                                        x,
+                                        lo,
+                                        (lo + hi) / 2.0,
+                                        hi,
+                                        c.stroke_width(1),
+                                        8,
+                                    )
+                                }),
                         )
                         .map_err(perr)?;
                 }
             }
             chart
                 .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
+                .background_style(WHITE.filled())
                 .border_style(BLACK)
                 .draw()
                 .map_err(perr)?;
         }};
     }
     let mut builder = ChartBuilder::on(root);
-    builder.caption(title, ("sans-serif", 22)).margin(15).x_label_area_size(50).y_label_area_size(80);
+    builder
+        .caption(title, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(50)
+        .y_label_area_size(80);
     match (log_x, log_y) {
-        (false, false) => body!(builder.build_cartesian_2d(xr.0..xr.1, yr.0..yr.1).map_err(perr)?),
-        (true, false) => body!(builder.build_cartesian_2d((xr.0..xr.1).log_scale(), yr.0..yr.1).map_err(perr)?),
-        (false, true) => body!(builder.build_cartesian_2d(xr.0..xr.1, (yr.0..yr.1).log_scale()).map_err(perr)?),
+        (false, false) => body!(builder
+            .build_cartesian_2d(xr.0..xr.1, yr.0..yr.1)
+            .map_err(perr)?),
+        (true, false) => body!(builder
+            .build_cartesian_2d((xr.0..xr.1).log_scale(), yr.0..yr.1)
+            .map_err(perr)?),
+        (false, true) => body!(builder
+            .build_cartesian_2d(xr.0..xr.1, (yr.0..yr.1).log_scale())
+            .map_err(perr)?),
         (true, true) => {
-            body!(builder.build_cartesian_2d((xr.0..xr.1).log_scale(), (yr.0..yr.1).log_scale()).map_err(perr)?)
+            body!(builder
+                .build_cartesian_2d((xr.0..xr.1).log_scale(), (yr.0..yr.1).log_scale())
+                .map_err(perr)?)
         }
     }
     Ok(())
@@ -192,12 +232,42 @@ where
         f(&root)?;
         root.present().map_err(perr)?;
     }
-    Ok(buf)
+    // `opacity="1"` is the default; ImageMagick's internal SVG renderer
+    // reads it as a reset of `fill="none"` and fills every polyline black.
+    Ok(buf.replace(" opacity=\"1\"", ""))
+}
+
+/// Axis tick text: integers above 100, otherwise up to three significant
+/// decimals without trailing zeros.
+fn tick(v: &f64) -> String {
+    let a = v.abs();
+    let s = if a >= 100.0 || a == 0.0 {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    };
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
 }
 
 /// SVG of a multi-series line plot.
 pub fn lines_svg(p: &LinePlot) -> Result<String, AnalysisError> {
-    render(|root| draw_chart(root, &p.title, &p.x_label, &p.y_label, (p.log_x, p.log_y), &p.series, &[]))
+    render(|root| {
+        draw_chart(
+            root,
+            &p.title,
+            &p.x_label,
+            &p.y_label,
+            (p.log_x, p.log_y),
+            &p.series,
+            &[],
+        )
+    })
 }
 
 /// Writes a multi-series line plot as SVG.
@@ -212,7 +282,11 @@ pub fn latency_cdf_svg(series: &[(&str, &LatencyHist)]) -> Result<String, Analys
         .iter()
         .map(|(label, h)| Series {
             label: format!("{label} (n={})", h.count()),
-            points: h.cdf_points().into_iter().map(|(v, f)| ((v.max(1)) as f64 / 1000.0, f)).collect(),
+            points: h
+                .cdf_points()
+                .into_iter()
+                .map(|(v, f)| ((v.max(1)) as f64 / 1000.0, f))
+                .collect(),
         })
         .collect();
     let p = LinePlot {
@@ -236,11 +310,32 @@ pub fn sweep_svg(p: &SweepPlot) -> Result<String, AnalysisError> {
     let series: Vec<Series> = p
         .series
         .iter()
-        .map(|s| Series { label: s.label.clone(), points: s.points.iter().map(|(x, ci)| (*x, ci.mean)).collect() })
+        .map(|s| Series {
+            label: s.label.clone(),
+            points: s.points.iter().map(|(x, ci)| (*x, ci.mean)).collect(),
+        })
         .collect();
-    let bars: Vec<Vec<(f64, f64, f64)>> =
-        p.series.iter().map(|s| s.points.iter().map(|(x, ci)| (*x, ci.low(), ci.high())).collect()).collect();
-    render(|root| draw_chart(root, &p.title, &p.x_label, &p.y_label, (p.log_x, false), &series, &bars))
+    let bars: Vec<Vec<(f64, f64, f64)>> = p
+        .series
+        .iter()
+        .map(|s| {
+            s.points
+                .iter()
+                .map(|(x, ci)| (*x, ci.low(), ci.high()))
+                .collect()
+        })
+        .collect();
+    render(|root| {
+        draw_chart(
+            root,
+            &p.title,
+            &p.x_label,
+            &p.y_label,
+            (p.log_x, false),
+            &series,
+            &bars,
+        )
+    })
 }
 
 /// Writes a sweep plot as SVG.

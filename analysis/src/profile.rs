@@ -28,7 +28,8 @@ pub struct ProfileLine {
 pub fn profile_lines(p: &Profile) -> Vec<ProfileLine> {
     let mut agg: BTreeMap<(String, String, String, bool), u64> = BTreeMap::new();
     for r in &p.rows {
-        *agg.entry((r.command.clone(), r.dso.clone(), r.symbol.clone(), r.kernel)).or_default() += r.cpu_ns;
+        *agg.entry((r.command.clone(), r.dso.clone(), r.symbol.clone(), r.kernel))
+            .or_default() += r.cpu_ns;
     }
     let total = if p.total_samples_ns > 0 {
         p.total_samples_ns
@@ -37,7 +38,13 @@ pub fn profile_lines(p: &Profile) -> Vec<ProfileLine> {
     };
     let mut rows: Vec<ProfileRow> = agg
         .into_iter()
-        .map(|((command, dso, symbol, kernel), cpu_ns)| ProfileRow { cpu_ns, command, dso, symbol, kernel })
+        .map(|((command, dso, symbol, kernel), cpu_ns)| ProfileRow {
+            cpu_ns,
+            command,
+            dso,
+            symbol,
+            kernel,
+        })
         .collect();
     rows.sort_by(|a, b| {
         b.cpu_ns
@@ -49,7 +56,11 @@ pub fn profile_lines(p: &Profile) -> Vec<ProfileLine> {
     });
     rows.into_iter()
         .map(|row| ProfileLine {
-            overhead_pct: if total == 0 { 0.0 } else { row.cpu_ns as f64 * 100.0 / total as f64 },
+            overhead_pct: if total == 0 {
+                0.0
+            } else {
+                row.cpu_ns as f64 * 100.0 / total as f64
+            },
             row,
         })
         .collect()
@@ -80,14 +91,43 @@ pub fn render_profile_with(p: &Profile, opts: &ProfileOptions) -> String {
     } else {
         p.rows.iter().map(|r| r.cpu_ns).sum()
     };
-    let wc = lines.iter().map(|l| l.row.command.chars().count()).max().unwrap_or(0).max("Command".len());
-    let wd = lines.iter().map(|l| l.row.dso.chars().count()).max().unwrap_or(0).max("Shared Object".len());
-    let ws = lines.iter().map(|l| l.row.symbol.chars().count() + 4).max().unwrap_or(0).max("Symbol".len());
+    let wc = lines
+        .iter()
+        .map(|l| l.row.command.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("Command".len());
+    let wd = lines
+        .iter()
+        .map(|l| l.row.dso.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("Shared Object".len());
+    let ws = lines
+        .iter()
+        .map(|l| l.row.symbol.chars().count() + 4)
+        .max()
+        .unwrap_or(0)
+        .max("Symbol".len());
     let mut out = String::new();
-    let _ = writeln!(out, "# Total CPU time: {total} ns over all CPUs (simulated cycles, like perf record -a)");
+    let _ = writeln!(
+        out,
+        "# Total CPU time: {total} ns over all CPUs (simulated cycles, like perf record -a)"
+    );
     out.push_str("#\n");
-    let _ = writeln!(out, "# Overhead  {:<wc$}  {:<wd$}  Symbol", "Command", "Shared Object");
-    let _ = writeln!(out, "# {}  {}  {}  {}", ".".repeat(8), ".".repeat(wc), ".".repeat(wd), ".".repeat(ws));
+    let _ = writeln!(
+        out,
+        "# Overhead  {:<wc$}  {:<wd$}  Symbol",
+        "Command", "Shared Object"
+    );
+    let _ = writeln!(
+        out,
+        "# {}  {}  {}  {}",
+        ".".repeat(8),
+        ".".repeat(wc),
+        ".".repeat(wd),
+        ".".repeat(ws)
+    );
     out.push_str("#\n");
     for l in &lines {
         let mark = if l.row.kernel { "[k]" } else { "[.]" };
@@ -125,7 +165,13 @@ mod tests {
     use super::*;
 
     fn row(cpu_ns: u64, command: &str, dso: &str, symbol: &str, kernel: bool) -> ProfileRow {
-        ProfileRow { cpu_ns, command: command.into(), dso: dso.into(), symbol: symbol.into(), kernel }
+        ProfileRow {
+            cpu_ns,
+            command: command.into(),
+            dso: dso.into(),
+            symbol: symbol.into(),
+            kernel,
+        }
     }
 
     #[test]
@@ -157,7 +203,13 @@ mod tests {
      1.00%  fio      [kernel.kallsyms]  [k] system_call
 ";
         assert!(s.ends_with(expected_rows), "{s}");
-        let limited = render_profile_with(&p, &ProfileOptions { min_pct: 2.0, max_rows: None });
+        let limited = render_profile_with(
+            &p,
+            &ProfileOptions {
+                min_pct: 2.0,
+                max_rows: None,
+            },
+        );
         assert!(!limited.contains("system_call"));
     }
 }

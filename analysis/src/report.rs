@@ -100,7 +100,11 @@ impl Default for JobReport {
 impl JobReport {
     /// The three data directions in fio's order with their names.
     pub fn dirs(&self) -> [(Dir, &DirReport); 3] {
-        [(Dir::Read, &self.read), (Dir::Write, &self.write), (Dir::Trim, &self.trim)]
+        [
+            (Dir::Read, &self.read),
+            (Dir::Write, &self.write),
+            (Dir::Trim, &self.trim),
+        ]
     }
 
     /// Issued IOs over all directions.

@@ -81,7 +81,11 @@ pub(crate) fn fmt_float(v: f64, decimals: u8) -> String {
     if v.is_nan() {
         "nan".into()
     } else if v.is_infinite() {
-        if v > 0.0 { "inf".into() } else { "-inf".into() }
+        if v > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        }
     } else {
         let s = format!("{:.*}", usize::from(decimals), v);
         // Avoid "-0.00".
@@ -143,8 +147,11 @@ impl Table {
     /// are right-aligned, text left-aligned; columns are two spaces apart.
     pub fn to_text(&self) -> Result<String, AnalysisError> {
         self.check()?;
-        let rendered: Vec<Vec<String>> =
-            self.rows.iter().map(|r| r.iter().map(Cell::render).collect()).collect();
+        let rendered: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| r.iter().map(Cell::render).collect())
+            .collect();
         let mut widths: Vec<usize> = self.columns.iter().map(|c| c.chars().count()).collect();
         for r in &rendered {
             for (w, c) in widths.iter_mut().zip(r) {
@@ -154,7 +161,10 @@ impl Table {
         let numeric: Vec<bool> = (0..self.columns.len())
             .map(|j| {
                 !self.rows.is_empty()
-                    && self.rows.iter().all(|r| r[j].is_numeric() || r[j] == Cell::Empty)
+                    && self
+                        .rows
+                        .iter()
+                        .all(|r| r[j].is_numeric() || r[j] == Cell::Empty)
             })
             .collect();
         let mut out = String::new();
@@ -192,12 +202,18 @@ impl Table {
     /// CSV with a header row (RFC 4180 quoting via the `csv` crate).
     pub fn to_csv(&self) -> Result<String, AnalysisError> {
         self.check()?;
-        let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(Vec::new());
-        w.write_record(&self.columns).map_err(|e| AnalysisError::Csv(e.to_string()))?;
+        let mut w = csv::WriterBuilder::new()
+            .terminator(csv::Terminator::Any(b'\n'))
+            .from_writer(Vec::new());
+        w.write_record(&self.columns)
+            .map_err(|e| AnalysisError::Csv(e.to_string()))?;
         for r in &self.rows {
-            w.write_record(r.iter().map(Cell::render)).map_err(|e| AnalysisError::Csv(e.to_string()))?;
+            w.write_record(r.iter().map(Cell::render))
+                .map_err(|e| AnalysisError::Csv(e.to_string()))?;
         }
-        let bytes = w.into_inner().map_err(|e| AnalysisError::Csv(e.to_string()))?;
+        let bytes = w
+            .into_inner()
+            .map_err(|e| AnalysisError::Csv(e.to_string()))?;
         String::from_utf8(bytes).map_err(|e| AnalysisError::Csv(e.to_string()))
     }
 
@@ -206,10 +222,18 @@ impl Table {
     pub(crate) fn to_jval(&self) -> JVal {
         JVal::Obj(vec![
             ("title".into(), JVal::Str(self.title.clone())),
-            ("columns".into(), JVal::Arr(self.columns.iter().map(|c| JVal::Str(c.clone())).collect())),
+            (
+                "columns".into(),
+                JVal::Arr(self.columns.iter().map(|c| JVal::Str(c.clone())).collect()),
+            ),
             (
                 "rows".into(),
-                JVal::Arr(self.rows.iter().map(|r| JVal::Arr(r.iter().map(Cell::to_jval).collect())).collect()),
+                JVal::Arr(
+                    self.rows
+                        .iter()
+                        .map(|r| JVal::Arr(r.iter().map(Cell::to_jval).collect()))
+                        .collect(),
+                ),
             ),
         ])
     }
@@ -229,8 +253,18 @@ mod tests {
 
     fn sample() -> Table {
         let mut t = Table::new("dm variants", &["variant", "iops", "lat_us_mean"]);
-        t.push_row(vec!["pmem0".into(), 14_600_000u64.into(), Cell::float(0.82, 2)]).unwrap();
-        t.push_row(vec!["linear, \"percpu\"".into(), 4_595_000u64.into(), Cell::float(2.605, 2)]).unwrap();
+        t.push_row(vec![
+            "pmem0".into(),
+            14_600_000u64.into(),
+            Cell::float(0.82, 2),
+        ])
+        .unwrap();
+        t.push_row(vec![
+            "linear, \"percpu\"".into(),
+            4_595_000u64.into(),
+            Cell::float(2.605, 2),
+        ])
+        .unwrap();
         t
     }
 
