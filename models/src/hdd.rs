@@ -342,6 +342,12 @@ impl Geometry {
     fn sector_ns(&self, spt: u32) -> f64 {
         self.rev_ns / spt as f64
     }
+
+    /// Time per sector when streaming whole tracks: one revolution plus
+    /// one track skew per track.
+    fn stream_sector_ns(&self, spt: u32) -> f64 {
+        self.rev_ns * (1.0 + self.skew_rev) / spt as f64
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -632,7 +638,7 @@ impl Hdd {
             now.0 as f64
         } else {
             let spt = self.geo.chs(seg.end.min(self.geo.total_sectors - 1)).spt;
-            seg.anchor.0 as f64 + (end - seg.end) as f64 * self.geo.sector_ns(spt)
+            seg.anchor.0 as f64 + (end - seg.end) as f64 * self.geo.stream_sector_ns(spt)
         };
         let done = (now.0 as f64 + self.overhead_ns as f64).max(ready) + link;
         Some(done - now.0 as f64)
@@ -643,7 +649,7 @@ impl Hdd {
         if let Some(seg) = self.segment.as_mut() {
             if seg.active {
                 let spt = self.geo.chs(seg.end.min(self.geo.total_sectors - 1)).spt;
-                let sect_ns = self.geo.rev_ns / spt as f64;
+                let sect_ns = self.geo.stream_sector_ns(spt);
                 let read = (now.since(seg.anchor) as f64 / sect_ns).floor() as u64;
                 seg.end = (seg.end + read).min(seg.limit);
                 seg.anchor = now;

@@ -30,13 +30,37 @@
 //!
 //! **Architecture Invariant:** every accepted request completes exactly once,
 //! after all of its member I/Os; every member I/O maps to a live parent.
+//!
+//! ```
+//! use blocksim_models::device::{BlockDevice, DevCtx, DevRequest, Dir, ReqTag};
+//! use blocksim_models::hdd::HddConfig;
+//! use blocksim_models::raid10::{build_raid10, Raid10Config};
+//! use blocksim_sim::SimTime;
+//!
+//! let disks: Vec<HddConfig> = ["sda", "sdb", "sdc", "sdd"].iter().map(|n| HddConfig::with_name(n)).collect();
+//! let mut md = build_raid10(&Raid10Config::new("md0", &["sda", "sdb", "sdc", "sdd"]), &disks, 1).unwrap();
+//! let (mut timers, mut done) = (Vec::new(), Vec::new());
+//! let req = DevRequest { tag: ReqTag(0), dir: Dir::Write, sector: 0, sectors: 8 };
+//! md.submit(req, &mut DevCtx::new(SimTime::ZERO, &mut timers, &mut done));
+//! // One mechanism timer per copy: raid disks 0 and 1 (tokens carry the member index).
+//! let mut members: Vec<u32> = timers.iter().map(|&(_, tok)| tok >> 24).collect();
+//! members.sort();
+//! assert_eq!(members, vec![0, 1]);
+//! // Fire them in time order; the write completes after the second.
+//! timers.sort();
+//! for (i, (at, tok)) in std::mem::take(&mut timers).into_iter().enumerate() {
+//!     md.on_timer(tok, &mut DevCtx::new(SimTime(at), &mut timers, &mut done));
+//!     assert_eq!(done.len(), i);
+//! }
+//! assert_eq!(done, vec![ReqTag(0)]);
+//! ```
 
 use blocksim_sim::units::Bytes;
 use blocksim_sim::{SimTime, Slab, SlotId};
 use serde::{Deserialize, Serialize};
 
 use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats, ReqTag};
-use crate::hdd::Hdd;
+use crate::hdd::{Hdd, HddConfig};
 
 /// `[[raid10]]`: an md raid10 array (near layout).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -231,7 +255,43 @@ pub struct Raid10Counters {
     pub writes_per_member: Vec<u64>,
 }
 
+/// Builds `[[raid10]] cfg` over the `[[hdd]]` entries it names (member
+/// `i`'s random stream is `component_rng(seed, name)`).
+pub fn build_raid10(
+    cfg: &Raid10Config,
+    hdds: &[HddConfig],
+    seed: u64,
+) -> Result<Raid10<Hdd>, Raid10Error> {
+    let bad = |value: String, fix: String| Raid10Error::Invalid {
+        name: cfg.name.clone(),
+        key: "members",
+        value,
+        fix,
+    };
+    let mut members = Vec::with_capacity(cfg.members.len());
+    for (i, name) in cfg.members.iter().enumerate() {
+        if cfg.members[..i].contains(name) {
+            return Err(bad(
+                format!("{:?}", cfg.members),
+                format!("{name:?} is listed twice; list each disk once"),
+            ));
+        }
+        let Some(hc) = hdds.iter().find(|h| &h.name == name) else {
+            let known: Vec<&str> = hdds.iter().map(|h| h.name.as_str()).collect();
+            return Err(bad(
+                name.clone(),
+                format!("define an [[hdd]] with this name (defined: {known:?})"),
+            ));
+        };
+        let disk = Hdd::new(hc, blocksim_sim::component_rng(seed, name))
+            .map_err(|e| bad(name.clone(), e.to_string()))?;
+        members.push(disk);
+    }
+    Raid10::new(cfg, members)
+}
+
 /// An md raid10 array over members of type `M`.
+#[derive(Debug)]
 pub struct Raid10<M: RaidMember = Hdd> {
     cfg: Raid10Config,
     geo: NearGeometry,
