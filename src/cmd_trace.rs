@@ -45,7 +45,10 @@ struct InputArgs {
 
 impl InputArgs {
     fn options(&self) -> OpenOptions {
-        OpenOptions { format: self.input_format, lenient: self.lenient }
+        OpenOptions {
+            format: self.input_format,
+            lenient: self.lenient,
+        }
     }
 }
 
@@ -160,6 +163,18 @@ impl Iterator for CountingReader {
 
 fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
     let opts = a.input.options();
-    let _reader = blocksim_traces::open(&a.file, &opts)?;
-    anyhow::bail!("sim trace stats is not implemented yet")
+    let mut reader = blocksim_traces::open(&a.file, &opts)?;
+    let mut st = blocksim_traces::stats::TraceStats::new();
+    for ev in reader.by_ref() {
+        st.add(&ev.with_context(|| format!("reading {}", a.file.display()))?);
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "trace: {} ({})", a.file.display(), reader.format()).context("writing output")?;
+    out.write_all(st.report().as_bytes())
+        .context("writing output")?;
+    if reader.skipped() > 0 {
+        writeln!(out, "skipped records: {}", reader.skipped()).context("writing output")?;
+    }
+    report_skips(reader.skipped(), &reader.notes());
+    Ok(ExitCode::SUCCESS)
 }

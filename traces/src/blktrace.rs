@@ -152,7 +152,10 @@ impl RawDecoder {
         let be = self.big_endian.unwrap_or(false);
         self.src.consume(1);
         loop {
-            let buf = self.src.fill(hdr + 4).map_err(|e| TraceError::io(&self.path, e))?;
+            let buf = self
+                .src
+                .fill(hdr + 4)
+                .map_err(|e| TraceError::io(&self.path, e))?;
             if buf.len() < hdr + 4 {
                 let n = buf.len();
                 self.src.consume(n);
@@ -212,7 +215,10 @@ impl RawDecoder {
         let need = hdr + RECORD_BYTES;
         let off = self.src.offset();
         let path = self.path.clone();
-        let buf = self.src.fill(need).map_err(|e| (TraceError::io(&path, e), Recovery::Fatal))?;
+        let buf = self
+            .src
+            .fill(need)
+            .map_err(|e| (TraceError::io(&path, e), Recovery::Fatal))?;
         if buf.is_empty() {
             return Ok(None);
         }
@@ -255,13 +261,19 @@ impl RawDecoder {
                 format!("unsupported blktrace record version {version} (only version {VERSION} is supported)")
             };
             if self.first {
-                return Err((TraceError::format(&path, format!("byte offset {off}: {msg}")), Recovery::Fatal));
+                return Err((
+                    TraceError::format(&path, format!("byte offset {off}: {msg}")),
+                    Recovery::Fatal,
+                ));
             }
             return Err((TraceError::record(&path, off, msg), Recovery::Resync));
         }
         let pdu_len = rd16(rec, 46, be) as usize;
         let total = need + pdu_len;
-        let buf = self.src.fill(total).map_err(|e| (TraceError::io(&path, e), Recovery::Fatal))?;
+        let buf = self
+            .src
+            .fill(total)
+            .map_err(|e| (TraceError::io(&path, e), Recovery::Fatal))?;
         if buf.len() < total {
             let msg = format!(
                 "pdu_len {pdu_len} runs past the end of the file (only {} payload bytes present)",
@@ -282,7 +294,11 @@ impl RawDecoder {
         let error = rd16(rec, 44, be);
         let category = (action >> 16) as u16;
         let code = action & 0xffff & !CGROUP_FLAG;
-        let pdu = if action & CGROUP_FLAG != 0 && pdu.len() >= 8 { &pdu[8..] } else { pdu };
+        let pdu = if action & CGROUP_FLAG != 0 && pdu.len() >= 8 {
+            &pdu[8..]
+        } else {
+            pdu
+        };
         self.first = false;
         let mut ev = TraceEvent {
             time_ns: time,
@@ -322,17 +338,27 @@ impl RawDecoder {
         }
         let Some(act) = Action::from_code(code as u16) else {
             self.src.consume(total);
-            let msg = format!("unknown action code {code} (action word 0x{action:08x}); valid codes are 1..=17");
+            let msg = format!(
+                "unknown action code {code} (action word 0x{action:08x}); valid codes are 1..=17"
+            );
             return Err((TraceError::record(&path, off, msg), Recovery::Continue));
         };
         ev.action = act;
         ev.payload = match act {
             Action::Remap if pdu.len() >= 16 => {
                 let from = rd32(pdu, 0, true);
-                Payload::Remap { from_major: from >> 20, from_minor: from & 0xfffff, from_sector: rd64(pdu, 8, true) }
+                Payload::Remap {
+                    from_major: from >> 20,
+                    from_minor: from & 0xfffff,
+                    from_sector: rd64(pdu, 8, true),
+                }
             }
-            Action::Unplug | Action::UnplugTimer if pdu.len() >= 8 => Payload::Unplug { requests: rd64(pdu, 0, true) },
-            Action::Split if pdu.len() >= 8 => Payload::Split { new_sector: rd64(pdu, 0, true) },
+            Action::Unplug | Action::UnplugTimer if pdu.len() >= 8 => Payload::Unplug {
+                requests: rd64(pdu, 0, true),
+            },
+            Action::Split if pdu.len() >= 8 => Payload::Split {
+                new_sector: rd64(pdu, 0, true),
+            },
             _ => Payload::None,
         };
         self.src.consume(total);
@@ -379,14 +405,19 @@ impl Sequences {
         if force || ev.action == Action::Message {
             return true;
         }
-        let last = self.last.get(&(ev.dev_major, ev.dev_minor, ev.cpu)).copied().unwrap_or(u64::MAX);
+        let last = self
+            .last
+            .get(&(ev.dev_major, ev.dev_minor, ev.cpu))
+            .copied()
+            .unwrap_or(u64::MAX);
         let expected = last.wrapping_add(1);
         expected == 0 || u64::from(ev.sequence) == expected
     }
 
     fn emitted(&mut self, ev: &TraceEvent) {
         if ev.action != Action::Message {
-            self.last.insert((ev.dev_major, ev.dev_minor, ev.cpu), u64::from(ev.sequence));
+            self.last
+                .insert((ev.dev_major, ev.dev_minor, ev.cpu), u64::from(ev.sequence));
         }
     }
 }
@@ -472,7 +503,10 @@ impl PipeReader {
             ev.time_ns = ev.time_ns.wrapping_sub(g);
         }
         let strictly_sorted = self.batch.windows(2).all(|w| key(&w[0]) < key(&w[1]));
-        let after_pending = self.pending.back().is_none_or(|b| key(b) < key(&self.batch[0]));
+        let after_pending = self
+            .pending
+            .back()
+            .is_none_or(|b| key(b) < key(&self.batch[0]));
         if strictly_sorted && after_pending {
             self.pending.extend(self.batch.drain(..));
         } else {
@@ -517,7 +551,10 @@ impl EventSource for PipeReader {
             v.push(format!("first skipped record: {f}"));
         }
         if self.dec.ignored_notify > 0 {
-            v.push(format!("ignored {} notify records of unknown type (as blkparse does)", self.dec.ignored_notify));
+            v.push(format!(
+                "ignored {} notify records of unknown type (as blkparse does)",
+                self.dec.ignored_notify
+            ));
         }
         v
     }
@@ -535,7 +572,12 @@ pub(crate) struct FileStream {
 
 impl FileStream {
     pub(crate) fn new(dec: RawDecoder, cpu: Option<u32>) -> FileStream {
-        FileStream { dec, cpu, head: None, cpu_mismatch: Skips::new(true) }
+        FileStream {
+            dec,
+            cpu,
+            head: None,
+            cpu_mismatch: Skips::new(true),
+        }
     }
 
     /// Advances to the next event record.
@@ -581,7 +623,14 @@ pub(crate) struct FileSetReader {
 
 impl FileSetReader {
     pub(crate) fn new(streams: Vec<FileStream>) -> FileSetReader {
-        FileSetReader { streams, order: Vec::new(), genesis: 0, names: Names::default(), deferred: None, started: false }
+        FileSetReader {
+            streams,
+            order: Vec::new(),
+            genesis: 0,
+            names: Names::default(),
+            deferred: None,
+            started: false,
+        }
     }
 
     /// blkparse `ms_sort`: insert before the first later stream, never
@@ -631,13 +680,18 @@ impl EventSource for FileSetReader {
             return Some(Err(e));
         }
         let &idx = self.order.first()?;
-        let mut ev = self.streams[idx].head.take().expect("streams in the list have a head");
+        let mut ev = self.streams[idx]
+            .head
+            .take()
+            .expect("streams in the list have a head");
         if let Some(e) = self.streams[idx].advance(&mut self.names) {
             self.deferred = Some(e);
         }
         if self.streams[idx].head.is_none() {
             self.order.remove(0);
-        } else if self.order.len() > 1 && self.streams[idx].time() > self.streams[self.order[1]].time() {
+        } else if self.order.len() > 1
+            && self.streams[idx].time() > self.streams[self.order[1]].time()
+        {
             self.order.remove(0);
             self.ms_sort(idx);
         }
@@ -647,7 +701,10 @@ impl EventSource for FileSetReader {
     }
 
     fn skipped(&self) -> u64 {
-        self.streams.iter().map(|s| s.dec.skips.count + s.cpu_mismatch.count).sum()
+        self.streams
+            .iter()
+            .map(|s| s.dec.skips.count + s.cpu_mismatch.count)
+            .sum()
     }
 
     fn notes(&self) -> Vec<String> {
@@ -664,7 +721,11 @@ impl EventSource for FileSetReader {
                 ));
             }
             if s.dec.ignored_notify > 0 {
-                v.push(format!("{}: ignored {} notify records of unknown type", s.dec.path.display(), s.dec.ignored_notify));
+                v.push(format!(
+                    "{}: ignored {} notify records of unknown type",
+                    s.dec.path.display(),
+                    s.dec.ignored_notify
+                ));
             }
         }
         v
@@ -688,10 +749,18 @@ pub fn encode_record(
     pdu: &[u8],
 ) {
     let put32 = |out: &mut Vec<u8>, v: u32| {
-        out.extend_from_slice(&if big_endian { v.to_be_bytes() } else { v.to_le_bytes() })
+        out.extend_from_slice(&if big_endian {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        })
     };
     let put64 = |out: &mut Vec<u8>, v: u64| {
-        out.extend_from_slice(&if big_endian { v.to_be_bytes() } else { v.to_le_bytes() })
+        out.extend_from_slice(&if big_endian {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        })
     };
     put32(out, MAGIC | VERSION);
     put32(out, sequence);
@@ -703,9 +772,17 @@ pub fn encode_record(
     put32(out, device);
     put32(out, cpu);
     let err: u16 = 0;
-    out.extend_from_slice(&if big_endian { err.to_be_bytes() } else { err.to_le_bytes() });
+    out.extend_from_slice(&if big_endian {
+        err.to_be_bytes()
+    } else {
+        err.to_le_bytes()
+    });
     let len = u16::try_from(pdu.len()).expect("payload fits u16");
-    out.extend_from_slice(&if big_endian { len.to_be_bytes() } else { len.to_le_bytes() });
+    out.extend_from_slice(&if big_endian {
+        len.to_be_bytes()
+    } else {
+        len.to_le_bytes()
+    });
     out.extend_from_slice(pdu);
 }
 

@@ -14,7 +14,6 @@ use std::path::Path;
 use crate::event::{cat, Action, Payload, TraceEvent};
 use crate::{TraceError, TraceReader};
 
-
 /// Output flush threshold (bytes).
 const OUT_CHUNK: usize = 1 << 16;
 
@@ -83,7 +82,13 @@ pub fn blkparse_prints(ev: &TraceEvent) -> bool {
     if ev.category & cat::PC != 0 && ev.action != Action::Message {
         return matches!(
             ev.action,
-            Action::Queue | Action::GetRq | Action::SleepRq | Action::Requeue | Action::Issue | Action::Complete | Action::Insert
+            Action::Queue
+                | Action::GetRq
+                | Action::SleepRq
+                | Action::Requeue
+                | Action::Issue
+                | Action::Complete
+                | Action::Insert
         );
     }
     !matches!(ev.action, Action::Abort | Action::DrvData)
@@ -187,7 +192,10 @@ mod tests {
         ev.cpu = 1;
         let mut b = Vec::new();
         write_csv_line(&mut b, &ev);
-        assert_eq!(String::from_utf8(b).unwrap(), "259,0,1,0.000000184,Q,RA,2348060440,4096\n");
+        assert_eq!(
+            String::from_utf8(b).unwrap(),
+            "259,0,1,0.000000184,Q,RA,2348060440,4096\n"
+        );
     }
 
     #[test]
@@ -198,6 +206,9 @@ mod tests {
         ev.payload = Payload::Message("hello".into());
         let mut b = Vec::new();
         write_csv_line(&mut b, &ev);
-        assert_eq!(String::from_utf8(b).unwrap(), "  8,0    0        0     1.500000000     0  m   N hello\n");
+        assert_eq!(
+            String::from_utf8(b).unwrap(),
+            "  8,0    0        0     1.500000000     0  m   N hello\n"
+        );
     }
 }

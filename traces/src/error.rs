@@ -55,18 +55,32 @@ impl TraceError {
     }
 
     pub(crate) fn record(path: &std::path::Path, offset: u64, message: impl Into<String>) -> Self {
-        TraceError::Record { path: path.to_path_buf(), offset, message: message.into() }
+        TraceError::Record {
+            path: path.to_path_buf(),
+            offset,
+            message: message.into(),
+        }
     }
 
     pub(crate) fn line(path: &std::path::Path, line: u64, message: impl Into<String>) -> Self {
-        TraceError::Line { path: path.to_path_buf(), line, message: message.into() }
+        TraceError::Line {
+            path: path.to_path_buf(),
+            line,
+            message: message.into(),
+        }
     }
 
     pub(crate) fn format(path: &std::path::Path, message: impl Into<String>) -> Self {
-        TraceError::Format { path: path.to_path_buf(), message: message.into() }
+        TraceError::Format {
+            path: path.to_path_buf(),
+            message: message.into(),
+        }
     }
 
     pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
-        TraceError::Io { path: path.to_path_buf(), source }
+        TraceError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
     }
 }

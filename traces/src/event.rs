@@ -206,7 +206,10 @@ impl ProcessName {
             bytes[len] = b;
             len += 1;
         }
-        ProcessName { bytes, len: len as u8 }
+        ProcessName {
+            bytes,
+            len: len as u8,
+        }
     }
 
     /// The name as text (lossy for non-UTF-8 bytes).
@@ -371,7 +374,12 @@ pub fn rwbs_into(category: u16, bytes: u64, out: &mut [u8; 8]) -> usize {
         b'N'
     };
     i += 1;
-    for (bit, letter) in [(cat::FUA, b'F'), (cat::AHEAD, b'A'), (cat::SYNC, b'S'), (cat::META, b'M')] {
+    for (bit, letter) in [
+        (cat::FUA, b'F'),
+        (cat::AHEAD, b'A'),
+        (cat::SYNC, b'S'),
+        (cat::META, b'M'),
+    ] {
         if category & bit != 0 {
             out[i] = letter;
             i += 1;
@@ -502,7 +510,9 @@ mod tests {
 
     #[test]
     fn rwbs_roundtrip() {
-        for s in ["R", "RA", "W", "WS", "FWFS", "FN", "D", "N", "WM", "RSM", "WFS"] {
+        for s in [
+            "R", "RA", "W", "WS", "FWFS", "FN", "D", "N", "WM", "RSM", "WFS",
+        ] {
             let c = category_from_rwbs(s).unwrap();
             let bytes = if s.contains('N') { 0 } else { 4096 };
             let mut b = [0u8; 8];

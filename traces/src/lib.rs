@@ -55,7 +55,9 @@ mod text;
 pub mod vscsi;
 
 pub use error::TraceError;
-pub use event::{cat, category_from_rwbs, rwbs_into, Action, IoRequest, Op, Payload, ProcessName, TraceEvent};
+pub use event::{
+    cat, category_from_rwbs, rwbs_into, Action, IoRequest, Op, Payload, ProcessName, TraceEvent,
+};
 
 use source::{ByteSource, LineSource};
 
@@ -126,11 +128,18 @@ impl TraceFormat {
 
     /// True for blktrace-family formats (with Q/D/C life cycles).
     pub fn is_blktrace(self) -> bool {
-        matches!(self, TraceFormat::Blktrace | TraceFormat::FtraceBlk | TraceFormat::BlkparseText)
+        matches!(
+            self,
+            TraceFormat::Blktrace | TraceFormat::FtraceBlk | TraceFormat::BlkparseText
+        )
     }
 
     fn names_list() -> String {
-        TraceFormat::ALL.iter().map(|f| f.name()).collect::<Vec<_>>().join(", ")
+        TraceFormat::ALL
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -158,7 +167,12 @@ impl FromStr for TraceFormat {
             .iter()
             .copied()
             .find(|f| f.name() == alias)
-            .ok_or_else(|| format!("unknown trace format {s:?} (known: {})", TraceFormat::names_list()))
+            .ok_or_else(|| {
+                format!(
+                    "unknown trace format {s:?} (known: {})",
+                    TraceFormat::names_list()
+                )
+            })
     }
 }
 
@@ -180,7 +194,11 @@ pub fn detect(path: &Path, head: &[u8]) -> Option<TraceFormat> {
     if head.len() >= 20 && blktrace::magic_order(&head[16..]).is_some() {
         return Some(TraceFormat::FtraceBlk);
     }
-    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
     let binary = head.iter().take(512).any(|&b| b == 0);
     if (ext == "vscsi" || binary) && vscsi::detect_version(head).is_some() {
         return Some(TraceFormat::Vscsi);
@@ -210,7 +228,11 @@ pub fn detect(path: &Path, head: &[u8]) -> Option<TraceFormat> {
     if lower.starts_with("device_id,opcode") {
         return Some(TraceFormat::AlibabaCsv);
     }
-    if cells.len() > 1 && cells.iter().any(|c| matches!(c.to_ascii_lowercase().as_str(), "lbn" | "obj_id" | "key")) {
+    if cells.len() > 1
+        && cells
+            .iter()
+            .any(|c| matches!(c.to_ascii_lowercase().as_str(), "lbn" | "obj_id" | "key"))
+    {
         return Some(TraceFormat::LibCacheSimCsv);
     }
     let is_rw = |s: &str| matches!(s, "R" | "W" | "r" | "w");
@@ -224,7 +246,11 @@ pub fn detect(path: &Path, head: &[u8]) -> Option<TraceFormat> {
     let toks: Vec<&str> = first.split_ascii_whitespace().collect();
     if let Some(t0) = toks.first() {
         if let Some((a, b)) = t0.split_once(',') {
-            if !a.is_empty() && !b.is_empty() && a.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit()) && toks.len() >= 7 {
+            if !a.is_empty()
+                && !b.is_empty()
+                && a.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit())
+                && toks.len() >= 7
+            {
                 return Some(TraceFormat::BlkparseText);
             }
         }
@@ -254,7 +280,10 @@ pub struct TraceReader {
 
 impl fmt::Debug for TraceReader {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TraceReader").field("format", &self.format).field("path", &self.path).finish()
+        f.debug_struct("TraceReader")
+            .field("format", &self.format)
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -336,33 +365,103 @@ const DETECT_BYTES: usize = 4096;
 
 fn read_head(r: &mut dyn Read, path: &Path) -> Result<Vec<u8>, TraceError> {
     let mut head = Vec::with_capacity(DETECT_BYTES);
-    r.take(DETECT_BYTES as u64).read_to_end(&mut head).map_err(|e| TraceError::io(path, e))?;
+    r.take(DETECT_BYTES as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| TraceError::io(path, e))?;
     Ok(head)
 }
 
-fn build(path: &Path, format: TraceFormat, input: Box<dyn Read + Send>, lenient: bool) -> TraceReader {
+fn build(
+    path: &Path,
+    format: TraceFormat,
+    input: Box<dyn Read + Send>,
+    lenient: bool,
+) -> TraceReader {
     let inner: Box<dyn EventSource> = match format {
         TraceFormat::Blktrace | TraceFormat::FtraceBlk => {
-            let dec = blktrace::RawDecoder::new(ByteSource::new(input), path, format == TraceFormat::FtraceBlk, lenient);
+            let dec = blktrace::RawDecoder::new(
+                ByteSource::new(input),
+                path,
+                format == TraceFormat::FtraceBlk,
+                lenient,
+            );
             Box::new(blktrace::PipeReader::new(dec))
         }
-        TraceFormat::Vscsi => Box::new(vscsi::VscsiReader::new(ByteSource::new(input), path, lenient)),
-        TraceFormat::BlkparseText => Box::new(text::LineReader::new(LineSource::new(input), path, text::BlkparseText::new(), lenient)),
-        TraceFormat::FioIologV2 => Box::new(text::LineReader::new(LineSource::new(input), path, text::Iolog::new(2), lenient)),
-        TraceFormat::FioIologV3 => Box::new(text::LineReader::new(LineSource::new(input), path, text::Iolog::new(3), lenient)),
-        TraceFormat::MsrCsv => Box::new(text::LineReader::new(LineSource::new(input), path, text::Msr, lenient)),
-        TraceFormat::Systor17Csv => Box::new(text::LineReader::new(LineSource::new(input), path, text::Systor, lenient)),
-        TraceFormat::AlibabaCsv => Box::new(text::LineReader::new(LineSource::new(input), path, text::Alibaba, lenient)),
-        TraceFormat::TencentCsv => Box::new(text::LineReader::new(LineSource::new(input), path, text::Tencent, lenient)),
-        TraceFormat::FiuText => Box::new(text::LineReader::new(LineSource::new(input), path, text::Fiu, lenient)),
-        TraceFormat::LibCacheSimCsv => Box::new(text::LineReader::new(LineSource::new(input), path, text::LcsCsv::new(), lenient)),
+        TraceFormat::Vscsi => Box::new(vscsi::VscsiReader::new(
+            ByteSource::new(input),
+            path,
+            lenient,
+        )),
+        TraceFormat::BlkparseText => Box::new(text::LineReader::new(
+            LineSource::new(input),
+            path,
+            text::BlkparseText::new(),
+            lenient,
+        )),
+        TraceFormat::FioIologV2 => Box::new(text::LineReader::new(
+            LineSource::new(input),
+            path,
+            text::Iolog::new(2),
+            lenient,
+        )),
+        TraceFormat::FioIologV3 => Box::new(text::LineReader::new(
+            LineSource::new(input),
+            path,
+            text::Iolog::new(3),
+            lenient,
+        )),
+        TraceFormat::MsrCsv => Box::new(text::LineReader::new(
+            LineSource::new(input),
+            path,
+            text::Msr,
+            lenient,
+        )),
+        TraceFormat::Systor17Csv => Box::new(text::LineReader::new(
+            LineSource::new(input),
+            path,
+            text::Systor,
+            lenient,
+        )),
+        TraceFormat::AlibabaCsv => Box::new(text::LineReader::new(
+            LineSource::new(input),
+            path,
+            text::Alibaba,
+            lenient,
+        )),
+        TraceFormat::TencentCsv => Box::new(text::LineReader::new(
+            LineSource::new(input),
+            path,
+            text::Tencent,
+            lenient,
+        )),
+        TraceFormat::FiuText => Box::new(text::LineReader::new(
+            LineSource::new(input),
+            path,
+            text::Fiu,
+            lenient,
+        )),
+        TraceFormat::LibCacheSimCsv => Box::new(text::LineReader::new(
+            LineSource::new(input),
+            path,
+            text::LcsCsv::new(),
+            lenient,
+        )),
     };
-    TraceReader { inner, format, path: path.to_path_buf(), failed: false }
+    TraceReader {
+        inner,
+        format,
+        path: path.to_path_buf(),
+        failed: false,
+    }
 }
 
 /// Opens any reader (stdin, a pipe, memory) as a trace; `name` is used in
 /// error messages and for extension-based detection.
-pub fn from_reader(name: &str, mut input: Box<dyn Read + Send>, opts: &OpenOptions) -> Result<TraceReader, TraceError> {
+pub fn from_reader(
+    name: &str,
+    mut input: Box<dyn Read + Send>,
+    opts: &OpenOptions,
+) -> Result<TraceReader, TraceError> {
     let path = Path::new(name);
     let head = read_head(&mut input, path)?;
     let format = match opts.format {
@@ -374,12 +473,22 @@ pub fn from_reader(name: &str, mut input: Box<dyn Read + Send>, opts: &OpenOptio
 }
 
 /// Opens an in-memory trace (tests, fuzzing).
-pub fn from_bytes(name: &str, data: Vec<u8>, opts: &OpenOptions) -> Result<TraceReader, TraceError> {
+pub fn from_bytes(
+    name: &str,
+    data: Vec<u8>,
+    opts: &OpenOptions,
+) -> Result<TraceReader, TraceError> {
     from_reader(name, Box::new(Cursor::new(data)), opts)
 }
 
 fn undetected(path: &Path, head: &[u8]) -> TraceError {
-    let first: String = String::from_utf8_lossy(head).lines().next().unwrap_or("").chars().take(60).collect();
+    let first: String = String::from_utf8_lossy(head)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(60)
+        .collect();
     TraceError::format(
         path,
         format!(
@@ -428,7 +537,11 @@ pub fn open(path: &Path, opts: &OpenOptions) -> Result<TraceReader, TraceError> 
     from_reader(&name, Box::new(file), opts)
 }
 
-fn open_set(path: &Path, set: Vec<(u32, PathBuf)>, opts: &OpenOptions) -> Result<TraceReader, TraceError> {
+fn open_set(
+    path: &Path,
+    set: Vec<(u32, PathBuf)>,
+    opts: &OpenOptions,
+) -> Result<TraceReader, TraceError> {
     let mut streams = Vec::new();
     for (cpu, p) in set {
         streams.push(blktrace_stream(&p, Some(cpu), opts)?);
@@ -441,7 +554,11 @@ fn open_set(path: &Path, set: Vec<(u32, PathBuf)>, opts: &OpenOptions) -> Result
     })
 }
 
-fn blktrace_stream(p: &Path, cpu: Option<u32>, opts: &OpenOptions) -> Result<blktrace::FileStream, TraceError> {
+fn blktrace_stream(
+    p: &Path,
+    cpu: Option<u32>,
+    opts: &OpenOptions,
+) -> Result<blktrace::FileStream, TraceError> {
     let mut f = File::open(p).map_err(|e| TraceError::io(p, e))?;
     let head = read_head(&mut f, p)?;
     let format = match opts.format {
@@ -472,7 +589,10 @@ pub fn open_many(paths: &[PathBuf], opts: &OpenOptions) -> Result<TraceReader, T
                 if !p.exists() {
                     let set = blktrace_set(p);
                     if set.is_empty() {
-                        return Err(TraceError::io(p, std::io::Error::from(std::io::ErrorKind::NotFound)));
+                        return Err(TraceError::io(
+                            p,
+                            std::io::Error::from(std::io::ErrorKind::NotFound),
+                        ));
                     }
                     for (cpu, q) in set {
                         streams.push(blktrace_stream(&q, Some(cpu), opts)?);
@@ -496,7 +616,10 @@ pub fn open_many(paths: &[PathBuf], opts: &OpenOptions) -> Result<TraceReader, T
 pub fn fuzz_all_readers(data: &[u8]) {
     for format in TraceFormat::ALL {
         for lenient in [false, true] {
-            let opts = OpenOptions { format: Some(format), lenient };
+            let opts = OpenOptions {
+                format: Some(format),
+                lenient,
+            };
             if let Ok(r) = from_bytes("fuzz", data.to_vec(), &opts) {
                 let mut sink = Vec::new();
                 let _ = dump::write_csv(r, &mut sink);
@@ -514,7 +637,10 @@ mod tests {
         for f in TraceFormat::ALL {
             assert_eq!(f.name().parse::<TraceFormat>().unwrap(), f);
         }
-        assert!("nope".parse::<TraceFormat>().unwrap_err().contains("known:"));
+        assert!("nope"
+            .parse::<TraceFormat>()
+            .unwrap_err()
+            .contains("known:"));
     }
 
     #[test]
@@ -522,14 +648,38 @@ mod tests {
         let d = |s: &str| detect(Path::new("x"), s.as_bytes());
         assert_eq!(d("fio version 2 iolog\n"), Some(TraceFormat::FioIologV2));
         assert_eq!(d("fio version 3 iolog\n"), Some(TraceFormat::FioIologV3));
-        assert_eq!(d("version,time,op,size,lbn\n"), Some(TraceFormat::LibCacheSimCsv));
-        assert_eq!(d("128166372003061629,wdev,0,Read,3154280448,4096,1331\n"), Some(TraceFormat::MsrCsv));
-        assert_eq!(d("Timestamp,Response,IOType,LUN,Offset,Size\n"), Some(TraceFormat::Systor17Csv));
-        assert_eq!(d("1487579403.113277,0.000214,W,2,1234,4096\n"), Some(TraceFormat::Systor17Csv));
-        assert_eq!(d("0,R,126703644672,4096,1577808000000261\n"), Some(TraceFormat::AlibabaCsv));
-        assert_eq!(d("1538323200,12345,8,1,1283\n"), Some(TraceFormat::TencentCsv));
-        assert_eq!(d("89966527228067 4545 syslogd 4800256 8 W 6 0 7a8e\n"), Some(TraceFormat::FiuText));
-        assert_eq!(d("  8,0    1        1     0.000000000 21279  Q  RA 1 + 8 [x]\n"), Some(TraceFormat::BlkparseText));
+        assert_eq!(
+            d("version,time,op,size,lbn\n"),
+            Some(TraceFormat::LibCacheSimCsv)
+        );
+        assert_eq!(
+            d("128166372003061629,wdev,0,Read,3154280448,4096,1331\n"),
+            Some(TraceFormat::MsrCsv)
+        );
+        assert_eq!(
+            d("Timestamp,Response,IOType,LUN,Offset,Size\n"),
+            Some(TraceFormat::Systor17Csv)
+        );
+        assert_eq!(
+            d("1487579403.113277,0.000214,W,2,1234,4096\n"),
+            Some(TraceFormat::Systor17Csv)
+        );
+        assert_eq!(
+            d("0,R,126703644672,4096,1577808000000261\n"),
+            Some(TraceFormat::AlibabaCsv)
+        );
+        assert_eq!(
+            d("1538323200,12345,8,1,1283\n"),
+            Some(TraceFormat::TencentCsv)
+        );
+        assert_eq!(
+            d("89966527228067 4545 syslogd 4800256 8 W 6 0 7a8e\n"),
+            Some(TraceFormat::FiuText)
+        );
+        assert_eq!(
+            d("  8,0    1        1     0.000000000 21279  Q  RA 1 + 8 [x]\n"),
+            Some(TraceFormat::BlkparseText)
+        );
         assert_eq!(d("hello world\n"), None);
     }
 
@@ -537,7 +687,10 @@ mod tests {
     fn undetected_error_names_file_and_fix() {
         let e = from_bytes("weird.bin", b"hello\n".to_vec(), &OpenOptions::default()).unwrap_err();
         let s = e.to_string();
-        assert!(s.contains("weird.bin") && s.contains("--input-format"), "{s}");
+        assert!(
+            s.contains("weird.bin") && s.contains("--input-format"),
+            "{s}"
+        );
     }
 
     #[test]

@@ -13,7 +13,11 @@ pub(crate) struct Skips {
 
 impl Skips {
     pub(crate) fn new(lenient: bool) -> Skips {
-        Skips { lenient, count: 0, first: None }
+        Skips {
+            lenient,
+            count: 0,
+            first: None,
+        }
     }
 
     /// Strict: hands the error back. Lenient: counts it and returns `None`.

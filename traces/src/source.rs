@@ -20,7 +20,14 @@ pub(crate) struct ByteSource {
 
 impl ByteSource {
     pub(crate) fn new(inner: Box<dyn Read + Send>) -> ByteSource {
-        ByteSource { inner, buf: vec![0; CHUNK], start: 0, end: 0, offset: 0, eof: false }
+        ByteSource {
+            inner,
+            buf: vec![0; CHUNK],
+            start: 0,
+            end: 0,
+            offset: 0,
+            eof: false,
+        }
     }
 
     /// Absolute offset of the next unread byte.
@@ -85,7 +92,11 @@ pub(crate) enum LineRead {
 
 impl LineSource {
     pub(crate) fn new(inner: Box<dyn Read + Send>) -> LineSource {
-        LineSource { src: ByteSource::new(inner), line: Vec::with_capacity(256), line_no: 0 }
+        LineSource {
+            src: ByteSource::new(inner),
+            line: Vec::with_capacity(256),
+            line_no: 0,
+        }
     }
 
     /// 1-based number of the line last read.
@@ -161,7 +172,15 @@ mod tests {
         while let LineRead::Line = ls.next_line().unwrap() {
             got.push((ls.line_no(), String::from_utf8(ls.line().to_vec()).unwrap()));
         }
-        assert_eq!(got, vec![(1, "a,b".into()), (2, "ccc".into()), (3, "".into()), (4, "last".into())]);
+        assert_eq!(
+            got,
+            vec![
+                (1, "a,b".into()),
+                (2, "ccc".into()),
+                (3, "".into()),
+                (4, "last".into())
+            ]
+        );
     }
 
     #[test]

@@ -34,7 +34,15 @@ pub(crate) struct LineReader<P: LineParser> {
 
 impl<P: LineParser> LineReader<P> {
     pub(crate) fn new(lines: LineSource, path: &Path, parser: P, lenient: bool) -> Self {
-        LineReader { lines, path: path.to_path_buf(), parser, skips: Skips::new(lenient), origin: None, index: 0, done: false }
+        LineReader {
+            lines,
+            path: path.to_path_buf(),
+            parser,
+            skips: Skips::new(lenient),
+            origin: None,
+            index: 0,
+            done: false,
+        }
     }
 }
 
@@ -50,7 +58,10 @@ impl<P: LineParser> EventSource for LineReader<P> {
                     self.done = true;
                     return None;
                 }
-                Ok(LineRead::TooLong) => Err(format!("line longer than {} bytes", crate::source::MAX_LINE)),
+                Ok(LineRead::TooLong) => Err(format!(
+                    "line longer than {} bytes",
+                    crate::source::MAX_LINE
+                )),
                 Ok(LineRead::Line) => match std::str::from_utf8(self.lines.line()) {
                     Ok(s) => self.parser.parse(s),
                     Err(_) => Err("line is not valid UTF-8 text".to_string()),
@@ -84,12 +95,21 @@ impl<P: LineParser> EventSource for LineReader<P> {
     }
 
     fn notes(&self) -> Vec<String> {
-        self.skips.first.iter().map(|f| format!("first skipped line: {f}")).collect()
+        self.skips
+            .first
+            .iter()
+            .map(|f| format!("first skipped line: {f}"))
+            .collect()
     }
 }
 
 fn num<T: std::str::FromStr>(field: &str, what: &str) -> Result<T, String> {
-    field.trim().parse::<T>().map_err(|_| format!("bad {what} field {:?} (expected an unsigned integer)", field.trim()))
+    field.trim().parse::<T>().map_err(|_| {
+        format!(
+            "bad {what} field {:?} (expected an unsigned integer)",
+            field.trim()
+        )
+    })
 }
 
 /// Parses a decimal number of `unit_ns`-nanosecond units ("12.5" with
@@ -102,10 +122,17 @@ pub(crate) fn decimal_ns(field: &str, unit_ns: u64, what: &str) -> Result<u64, S
         Some((i, fr)) => (i, fr),
         None => (f, ""),
     };
-    if (int.is_empty() && frac.is_empty()) || !int.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
+    if (int.is_empty() && frac.is_empty())
+        || !int.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
         return Err(bad());
     }
-    let i: u64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| bad())? };
+    let i: u64 = if int.is_empty() {
+        0
+    } else {
+        int.parse().map_err(|_| bad())?
+    };
     let mut ns = i.checked_mul(unit_ns).ok_or_else(bad)?;
     let mut scale = unit_ns;
     for d in frac.bytes() {
@@ -113,7 +140,9 @@ pub(crate) fn decimal_ns(field: &str, unit_ns: u64, what: &str) -> Result<u64, S
         if scale == 0 {
             break;
         }
-        ns = ns.checked_add(u64::from(d - b'0') * scale).ok_or_else(bad)?;
+        ns = ns
+            .checked_add(u64::from(d - b'0') * scale)
+            .ok_or_else(bad)?;
     }
     Ok(ns)
 }
@@ -122,7 +151,9 @@ fn rw_category(field: &str) -> Result<u16, String> {
     match field.trim() {
         "R" | "r" | "Read" | "read" | "READ" => Ok(cat::READ),
         "W" | "w" | "Write" | "write" | "WRITE" => Ok(cat::WRITE),
-        other => Err(format!("bad I/O type {other:?} (expected R/W or Read/Write)")),
+        other => Err(format!(
+            "bad I/O type {other:?} (expected R/W or Read/Write)"
+        )),
     }
 }
 
@@ -132,7 +163,12 @@ fn event(time_ns: u64, category: u16, offset_bytes: u64, bytes: u64) -> TraceEve
     ev
 }
 
-fn split_exact<'a>(line: &'a str, sep: char, n: usize, layout: &str) -> Result<Vec<&'a str>, String> {
+fn split_exact<'a>(
+    line: &'a str,
+    sep: char,
+    n: usize,
+    layout: &str,
+) -> Result<Vec<&'a str>, String> {
     let f: Vec<&str> = line.split(sep).collect();
     if f.len() != n {
         return Err(format!("expected {n} fields ({layout}), found {}", f.len()));
@@ -151,9 +187,16 @@ impl LineParser for Msr {
         if line.trim().is_empty() || line.starts_with("Timestamp") {
             return Ok(None);
         }
-        let f = split_exact(line, ',', 7, "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime")?;
+        let f = split_exact(
+            line,
+            ',',
+            7,
+            "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime",
+        )?;
         let ft: u64 = num(f[0], "Timestamp")?;
-        let time = ft.checked_mul(100).ok_or("Timestamp overflows u64 nanoseconds")?;
+        let time = ft
+            .checked_mul(100)
+            .ok_or("Timestamp overflows u64 nanoseconds")?;
         let disk: u32 = num(f[2], "DiskNumber")?;
         let category = rw_category(f[3])?;
         let mut ev = event(time, category, num(f[4], "Offset")?, num(f[5], "Size")?);
@@ -177,7 +220,11 @@ impl LineParser for Systor {
         }
         let f = split_exact(line, ',', 6, "Timestamp,Response,IOType,LUN,Offset,Size")?;
         let time = decimal_ns(f[0], 1_000_000_000, "Timestamp")?;
-        let resp = if f[1].trim().is_empty() { None } else { Some(decimal_ns(f[1], 1_000_000_000, "Response")?) };
+        let resp = if f[1].trim().is_empty() {
+            None
+        } else {
+            Some(decimal_ns(f[1], 1_000_000_000, "Response")?)
+        };
         let category = rw_category(f[2])?;
         let mut ev = event(time, category, num(f[4], "Offset")?, num(f[5], "Size")?);
         ev.dev_minor = num(f[3], "LUN")?;
@@ -199,8 +246,15 @@ impl LineParser for Alibaba {
         }
         let f = split_exact(line, ',', 5, "device_id,opcode,offset,length,timestamp")?;
         let us: u64 = num(f[4], "timestamp")?;
-        let time = us.checked_mul(1000).ok_or("timestamp overflows u64 nanoseconds")?;
-        let mut ev = event(time, rw_category(f[1])?, num(f[2], "offset")?, num(f[3], "length")?);
+        let time = us
+            .checked_mul(1000)
+            .ok_or("timestamp overflows u64 nanoseconds")?;
+        let mut ev = event(
+            time,
+            rw_category(f[1])?,
+            num(f[2], "offset")?,
+            num(f[3], "length")?,
+        );
         ev.dev_minor = num(f[0], "device_id")?;
         Ok(Some(ev))
     }
@@ -224,10 +278,19 @@ impl LineParser for Tencent {
         let category = match f[3].trim() {
             "0" => cat::READ,
             "1" => cat::WRITE,
-            other => return Err(format!("bad IOType {other:?} (expected 0 = read or 1 = write)")),
+            other => {
+                return Err(format!(
+                    "bad IOType {other:?} (expected 0 = read or 1 = write)"
+                ))
+            }
         };
         let off = sector.checked_mul(512).ok_or("Offset overflows")?;
-        let mut ev = event(time, category, off, sectors.checked_mul(512).ok_or("Size overflows")?);
+        let mut ev = event(
+            time,
+            category,
+            off,
+            sectors.checked_mul(512).ok_or("Size overflows")?,
+        );
         ev.dev_minor = num(f[4], "VolumeID")?;
         Ok(Some(ev))
     }
@@ -246,12 +309,20 @@ impl LineParser for Fiu {
             return Ok(None);
         }
         if f.len() < 8 {
-            return Err(format!("expected 9 fields (ts pid process lba size R|W major minor md5), found {}", f.len()));
+            return Err(format!(
+                "expected 9 fields (ts pid process lba size R|W major minor md5), found {}",
+                f.len()
+            ));
         }
         let time: u64 = num(f[0], "timestamp")?;
         let lba: u64 = num(f[3], "lba")?;
         let blocks: u64 = num(f[4], "size")?;
-        let mut ev = event(time, rw_category(f[5])?, lba.checked_mul(512).ok_or("lba overflows")?, blocks.checked_mul(512).ok_or("size overflows")?);
+        let mut ev = event(
+            time,
+            rw_category(f[5])?,
+            lba.checked_mul(512).ok_or("lba overflows")?,
+            blocks.checked_mul(512).ok_or("size overflows")?,
+        );
         ev.pid = num(f[1], "pid")?;
         ev.process = Some(ProcessName::from_bytes(f[2].as_bytes()));
         ev.dev_major = num(f[6], "major")?;
@@ -300,7 +371,10 @@ impl LineParser for LcsCsv {
         }
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
         let Some(c) = &self.cols else {
-            let find = |names: &[&str]| f.iter().position(|h| names.iter().any(|n| h.eq_ignore_ascii_case(n)));
+            let find = |names: &[&str]| {
+                f.iter()
+                    .position(|h| names.iter().any(|n| h.eq_ignore_ascii_case(n)))
+            };
             let lbn = find(&["lbn", "obj_id", "obj-id", "key", "block"]).ok_or_else(|| {
                 format!("csv header {line:?} names no block-number column (expected one of lbn, obj_id, key)")
             })?;
@@ -314,7 +388,11 @@ impl LineParser for LcsCsv {
             return Ok(None);
         };
         if f.len() != c.n {
-            return Err(format!("expected {} fields as in the header, found {}", c.n, f.len()));
+            return Err(format!(
+                "expected {} fields as in the header, found {}",
+                c.n,
+                f.len()
+            ));
         }
         let time = match c.time {
             Some(i) => decimal_ns(f[i], 1_000_000_000, "time")?,
@@ -325,8 +403,9 @@ impl LineParser for LcsCsv {
                 "r" | "R" | "read" | "READ" => cat::READ,
                 "w" | "W" | "write" | "WRITE" => cat::WRITE,
                 hex => scsi_category(
-                    u16::from_str_radix(hex.trim_start_matches("0x"), 16)
-                        .map_err(|_| format!("bad op field {hex:?} (expected a hex SCSI opcode or r/w)"))?,
+                    u16::from_str_radix(hex.trim_start_matches("0x"), 16).map_err(|_| {
+                        format!("bad op field {hex:?} (expected a hex SCSI opcode or r/w)")
+                    })?,
                 ),
             },
             None => cat::READ,
@@ -356,7 +435,12 @@ pub(crate) struct Iolog {
 
 impl Iolog {
     pub(crate) fn new(version: u8) -> Iolog {
-        Iolog { version, header_seen: false, clock_ns: 0, files: Vec::new() }
+        Iolog {
+            version,
+            header_seen: false,
+            clock_ns: 0,
+            files: Vec::new(),
+        }
     }
 
     fn file_index(&mut self, name: &str) -> u32 {
@@ -393,7 +477,10 @@ impl LineParser for Iolog {
             f.remove(0);
         }
         if f.len() < 2 {
-            return Err(format!("expected `FILE ACTION [OFFSET LEN]`, found {} fields", f.len()));
+            return Err(format!(
+                "expected `FILE ACTION [OFFSET LEN]`, found {} fields",
+                f.len()
+            ));
         }
         let op = match f[1] {
             "add" | "open" | "close" => {
@@ -415,7 +502,11 @@ impl LineParser for Iolog {
             (0, 0)
         } else {
             if f.len() != 4 {
-                return Err(format!("expected `FILE {} OFFSET LEN`, found {} fields", f[1], f.len()));
+                return Err(format!(
+                    "expected `FILE {} OFFSET LEN`, found {} fields",
+                    f[1],
+                    f.len()
+                ));
             }
             (num::<u64>(f[2], "offset")?, num::<u64>(f[3], "length")?)
         };
@@ -447,8 +538,12 @@ fn parse_dev(tok: &str) -> Option<(u32, u32)> {
 
 /// True for lines that start blkparse's end-of-run summary.
 fn is_summary_start(t: &str) -> bool {
-    t.starts_with("CPU") || t.starts_with("Total (") || t.starts_with("Throughput") || t.starts_with("Events (")
-        || t.starts_with("Skips:") || t.starts_with("Input file")
+    t.starts_with("CPU")
+        || t.starts_with("Total (")
+        || t.starts_with("Throughput")
+        || t.starts_with("Events (")
+        || t.starts_with("Skips:")
+        || t.starts_with("Input file")
 }
 
 impl LineParser for BlkparseText {
@@ -472,14 +567,19 @@ impl LineParser for BlkparseText {
         }
         let (major, minor) = dev.expect("checked above");
         if toks.len() < 7 {
-            return Err(format!("blkparse line has {} fields, expected at least 7", toks.len()));
+            return Err(format!(
+                "blkparse line has {} fields, expected at least 7",
+                toks.len()
+            ));
         }
         let cpu: u32 = num(toks[1], "cpu")?;
         let seq: u32 = num(toks[2], "sequence")?;
         let time = decimal_ns(toks[3], 1_000_000_000, "time")?;
         let pid: u32 = num(toks[4], "pid")?;
-        let action = Action::from_letters(toks[5]).ok_or_else(|| format!("unknown action {:?}", toks[5]))?;
-        let category = category_from_rwbs(toks[6]).ok_or_else(|| format!("bad RWBS field {:?}", toks[6]))?;
+        let action =
+            Action::from_letters(toks[5]).ok_or_else(|| format!("unknown action {:?}", toks[5]))?;
+        let category =
+            category_from_rwbs(toks[6]).ok_or_else(|| format!("bad RWBS field {:?}", toks[6]))?;
         let rest = &toks[7..];
         let mut ev = TraceEvent::queue(time, category, 0, 0);
         ev.dev_major = major;
@@ -493,7 +593,10 @@ impl LineParser for BlkparseText {
             if rest.len() >= 3 && rest[1] == "+" {
                 let s: u64 = num(rest[0], "sector")?;
                 let n: u64 = num(rest[2], "sector count")?;
-                Ok(Some((s, n.checked_mul(512).ok_or("sector count overflows")?)))
+                Ok(Some((
+                    s,
+                    n.checked_mul(512).ok_or("sector count overflows")?,
+                )))
             } else {
                 Ok(None)
             }
@@ -505,7 +608,9 @@ impl LineParser for BlkparseText {
             Action::Split => {
                 if rest.len() >= 3 && rest[1] == "/" {
                     ev.sector = num(rest[0], "sector")?;
-                    ev.payload = Payload::Split { new_sector: num(rest[2], "new sector")? };
+                    ev.payload = Payload::Split {
+                        new_sector: num(rest[2], "new sector")?,
+                    };
                 }
             }
             Action::Unplug | Action::UnplugTimer => {
@@ -521,8 +626,13 @@ impl LineParser for BlkparseText {
                 ev.bytes = b;
                 if rest.len() >= 6 && rest[3] == "<-" {
                     let d = rest[4].trim_start_matches('(').trim_end_matches(')');
-                    let (fm, fi) = parse_dev(d).ok_or_else(|| format!("bad remap source device {:?}", rest[4]))?;
-                    ev.payload = Payload::Remap { from_major: fm, from_minor: fi, from_sector: num(rest[5], "remap sector")? };
+                    let (fm, fi) = parse_dev(d)
+                        .ok_or_else(|| format!("bad remap source device {:?}", rest[4]))?;
+                    ev.payload = Payload::Remap {
+                        from_major: fm,
+                        from_minor: fi,
+                        from_sector: num(rest[5], "remap sector")?,
+                    };
                 }
             }
             Action::Complete | Action::Requeue => {
@@ -557,10 +667,16 @@ mod tests {
 
     #[test]
     fn decimal_ns_exact() {
-        assert_eq!(decimal_ns("1.5", 1_000_000_000, "t").unwrap(), 1_500_000_000);
+        assert_eq!(
+            decimal_ns("1.5", 1_000_000_000, "t").unwrap(),
+            1_500_000_000
+        );
         assert_eq!(decimal_ns("0.000000184", 1_000_000_000, "t").unwrap(), 184);
         assert_eq!(decimal_ns("12", 1000, "t").unwrap(), 12_000);
-        assert_eq!(decimal_ns("0.1234567891", 1_000_000_000, "t").unwrap(), 123_456_789);
+        assert_eq!(
+            decimal_ns("0.1234567891", 1_000_000_000, "t").unwrap(),
+            123_456_789
+        );
         assert!(decimal_ns("", 1, "t").is_err());
         assert!(decimal_ns("1e3", 1, "t").is_err());
         assert!(decimal_ns("-1", 1, "t").is_err());
@@ -569,7 +685,10 @@ mod tests {
 
     #[test]
     fn msr_line() {
-        let ev = Msr.parse("128166372003061629,wdev,0,Read,3154280448,4096,1331").unwrap().unwrap();
+        let ev = Msr
+            .parse("128166372003061629,wdev,0,Read,3154280448,4096,1331")
+            .unwrap()
+            .unwrap();
         assert_eq!(ev.time_ns, 12_816_637_200_306_162_900);
         assert_eq!(ev.offset_bytes, 3154280448);
         assert_eq!(ev.bytes, 4096);
@@ -584,15 +703,33 @@ mod tests {
         assert_eq!(ev.action, Action::Remap);
         assert_eq!(ev.bytes, 4096);
         assert_eq!(ev.rwbs(), "RA");
-        assert_eq!(ev.payload, Payload::Remap { from_major: 259, from_minor: 3, from_sector: 2345510680 });
-        let ev = p.parse("259,0    1        4     0.000001100 21279  P   N [(null)]").unwrap().unwrap();
+        assert_eq!(
+            ev.payload,
+            Payload::Remap {
+                from_major: 259,
+                from_minor: 3,
+                from_sector: 2345510680
+            }
+        );
+        let ev = p
+            .parse("259,0    1        4     0.000001100 21279  P   N [(null)]")
+            .unwrap()
+            .unwrap();
         assert_eq!((ev.action, ev.sector, ev.bytes), (Action::Plug, 0, 0));
         assert_eq!(ev.rwbs(), "N");
-        let ev = p.parse("259,0    1        5     0.000001290 21279  U   N [(null)] 1").unwrap().unwrap();
+        let ev = p
+            .parse("259,0    1        5     0.000001290 21279  U   N [(null)] 1")
+            .unwrap()
+            .unwrap();
         assert_eq!(ev.payload, Payload::Unplug { requests: 1 });
-        assert!(p.parse("259,0    1        5     0.000001290 21279  Z   N").is_err());
+        assert!(p
+            .parse("259,0    1        5     0.000001290 21279  Z   N")
+            .is_err());
         assert!(p.parse("CPU1 (259,0):").unwrap().is_none());
-        assert!(p.parse(" Reads Queued:         963,     3852KiB").unwrap().is_none());
+        assert!(p
+            .parse(" Reads Queued:         963,     3852KiB")
+            .unwrap()
+            .is_none());
     }
 
     #[test]
@@ -602,7 +739,10 @@ mod tests {
         assert!(p.parse("/dev/sda add").unwrap().is_none());
         assert!(p.parse("/dev/sda wait 250").unwrap().is_none());
         let ev = p.parse("/dev/sda write 4096 8192").unwrap().unwrap();
-        assert_eq!((ev.time_ns, ev.offset_bytes, ev.bytes, ev.op()), (250_000, 4096, 8192, Op::Write));
+        assert_eq!(
+            (ev.time_ns, ev.offset_bytes, ev.bytes, ev.op()),
+            (250_000, 4096, 8192, Op::Write)
+        );
         assert!(p.parse("/dev/sda frobnicate 1 2").is_err());
         let mut p3 = Iolog::new(3);
         assert!(p3.parse("fio version 2 iolog").is_err());

@@ -39,7 +39,15 @@ pub(crate) struct VscsiReader {
 
 impl VscsiReader {
     pub(crate) fn new(src: ByteSource, path: &Path, lenient: bool) -> VscsiReader {
-        VscsiReader { src, path: path.to_path_buf(), version: None, skips: Skips::new(lenient), origin: None, index: 0, done: false }
+        VscsiReader {
+            src,
+            path: path.to_path_buf(),
+            version: None,
+            skips: Skips::new(lenient),
+            origin: None,
+            index: 0,
+            done: false,
+        }
     }
 
     fn fail(&mut self, err: TraceError) -> Option<Result<TraceEvent, TraceError>> {
@@ -83,7 +91,10 @@ impl EventSource for VscsiReader {
                     v
                 }
                 None => {
-                    let e = TraceError::format(&self.path, "not a vscsi trace: the first record's version byte is neither 1 nor 2");
+                    let e = TraceError::format(
+                        &self.path,
+                        "not a vscsi trace: the first record's version byte is neither 1 nor 2",
+                    );
                     self.done = true;
                     return Some(Err(e));
                 }
@@ -92,19 +103,42 @@ impl EventSource for VscsiReader {
         let size = if version == 1 { V1_BYTES } else { V2_BYTES };
         if head.len() < size {
             let n = head.len();
-            let e = TraceError::record(&self.path, off, format!("truncated vscsi v{version} record: {n} of {size} bytes present at end of file"));
+            let e = TraceError::record(
+                &self.path,
+                off,
+                format!(
+                    "truncated vscsi v{version} record: {n} of {size} bytes present at end of file"
+                ),
+            );
             return self.fail(e);
         }
         let r = &head[..size];
         let (cmd, len, lbn, ts_us, rt_us) = if version == 1 {
-            (u16::from_le_bytes([r[12], r[13]]), le32(r, 4), le64(r, 16), le64(r, 24), None)
+            (
+                u16::from_le_bytes([r[12], r[13]]),
+                le32(r, 4),
+                le64(r, 16),
+                le64(r, 24),
+                None,
+            )
         } else {
-            (u16::from_le_bytes([r[0], r[1]]), le32(r, 8), le64(r, 16), le64(r, 24), Some(le64(r, 32)))
+            (
+                u16::from_le_bytes([r[0], r[1]]),
+                le32(r, 8),
+                le64(r, 16),
+                le64(r, 24),
+                Some(le64(r, 32)),
+            )
         };
         self.src.consume(size);
         let time = ts_us.saturating_mul(1000);
         let origin = *self.origin.get_or_insert(time);
-        let mut ev = TraceEvent::queue(time.saturating_sub(origin), scsi_category(cmd), lbn, u64::from(len));
+        let mut ev = TraceEvent::queue(
+            time.saturating_sub(origin),
+            scsi_category(cmd),
+            lbn,
+            u64::from(len),
+        );
         ev.offset_bytes = lbn.saturating_mul(512);
         ev.lbn = Some(lbn);
         ev.latency_ns = rt_us.map(|r| r.saturating_mul(1000));
@@ -118,6 +152,10 @@ impl EventSource for VscsiReader {
     }
 
     fn notes(&self) -> Vec<String> {
-        self.skips.first.iter().map(|f| format!("first skipped record: {f}")).collect()
+        self.skips
+            .first
+            .iter()
+            .map(|f| format!("first skipped record: {f}"))
+            .collect()
     }
 }
