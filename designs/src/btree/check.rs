@@ -1,0 +1,1 @@
+//! Model checking of the btree node protocols (filled in below).

@@ -1,0 +1,564 @@
+//! A bcache-style B+tree of extents (`drivers/md/bcache/{btree,bset}.c`).
+//!
+//! Main types: [`BTree`] (the tree the simulator looks extents up in),
+//! [`Node`] (one node: up to [`MAX_BSETS`] sorted bsets, auxiliary search
+//! trees of `bkey_float`s in Eytzinger order for written bsets, a flat
+//! per-cacheline table for the unwritten one, a six lock), [`Bkey`] (an
+//! extent key packed into three u64s), and the work counters [`SearchWork`]
+//! and [`InsertWork`] that the simulator turns into CPU time.
+//!
+//! Everything a node holds lives in backend atomics ([`crate::backend`]), so the
+//! same node code runs under std (the simulator: `Relaxed` loads compile to
+//! plain loads), and under loom and shuttle in [`check`], which model-checks
+//! lookups against concurrent inserts, bset writes and splits.
+//!
+//! ```
+//! use blocksim_designs::btree::{BTree, Bkey, Ptr, SequentialFill};
+//! let mut t: BTree = BTree::new(Default::default()).unwrap();
+//! // 1024 extents of 8 sectors (4 KiB) for backing device 1.
+//! t.populate_sequential(&SequentialFill { inode: 1, start_sector: 0, extent_sectors: 8,
+//!     count: 1024, dev: 0, first_ptr_offset: 4096, gen: 0 }).unwrap();
+//! let (hit, work) = t.lookup(1, 100);
+//! assert_eq!(hit.unwrap().start(), 96);
+//! assert!(work.nodes_visited >= 1 && work.key_compares > 0);
+//! // Overwrite part of an extent: the old key is trimmed.
+//! t.insert(Bkey::extent(1, 98, 2, Ptr { dev: 0, offset: 1, gen: 0 })).unwrap();
+//! assert_eq!(t.lookup(1, 98).0.unwrap().ptr.offset, 1);
+//! assert_eq!(t.lookup(1, 97).0.unwrap().end, 98);
+//! ```
+
+pub mod aux;
+pub mod check;
+pub mod key;
+pub mod node;
+pub mod six;
+
+pub use key::{Bkey, KeyPos, Ptr, KEY_BYTES, KEY_U64S, MAX_POS};
+pub use node::{Node, NodeConfig, NodeInsert, PublishOrder, MAX_BSETS};
+pub use six::{NoTrace, SixLock, Step, Tracer};
+
+use crate::backend::{Backend, StdBackend};
+use key::child_key;
+
+/// Work done by one lookup; the simulator charges a per-unit cost for each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SearchWork {
+    /// Btree nodes visited root to leaf.
+    pub nodes_visited: u32,
+    /// Non-empty bsets searched (every bset of every visited node).
+    pub bsets_searched: u32,
+    /// Aux tree levels walked plus flat-table binary-search steps.
+    pub aux_levels: u32,
+    /// Distinct 64-byte cachelines read (node headers, aux entries, keys).
+    pub cachelines_touched: u32,
+    /// Full key comparisons (boundary checks, table search, linear scan,
+    /// iterator heap).
+    pub key_compares: u32,
+    /// Aux tree nodes whose compressed key was ambiguous (exponent 127),
+    /// forcing a full-key compare (a subset of `key_compares`).
+    pub full_key_compares: u32,
+    /// Keys stepped over in the final linear scans and deleted-key skips.
+    pub linear_scan_keys: u32,
+}
+
+impl SearchWork {
+    /// Adds `o` into `self`.
+    pub fn add(&mut self, o: &SearchWork) {
+        self.nodes_visited += o.nodes_visited;
+        self.bsets_searched += o.bsets_searched;
+        self.aux_levels += o.aux_levels;
+        self.cachelines_touched += o.cachelines_touched;
+        self.key_compares += o.key_compares;
+        self.full_key_compares += o.full_key_compares;
+        self.linear_scan_keys += o.linear_scan_keys;
+    }
+}
+
+/// Work done by one insert.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InsertWork {
+    /// Nodes visited routing the key (and its pieces) to leaves.
+    pub nodes_visited: u64,
+    /// Keys inserted into an unwritten bset (`bch_bset_insert`).
+    pub bset_appends: u64,
+    /// Bsets written (closed: aux tree built).
+    pub bset_writes: u64,
+    /// Lazy partial sorts plus full sorts.
+    pub sorts: u64,
+    /// Full sorts (all bsets into one).
+    pub full_sorts: u64,
+    /// Node splits.
+    pub splits: u64,
+    /// Node rewrites without split (compactions).
+    pub compactions: u64,
+    /// Keys moved by memmove in bset inserts, sorts and splits.
+    pub keys_moved: u64,
+    /// Existing extents cut or deleted by the overlap fixup.
+    pub keys_trimmed: u64,
+    /// Key comparisons while locating insert positions.
+    pub key_compares: u64,
+}
+
+impl InsertWork {
+    /// Adds `o` into `self`.
+    pub fn add(&mut self, o: &InsertWork) {
+        self.nodes_visited += o.nodes_visited;
+        self.bset_appends += o.bset_appends;
+        self.bset_writes += o.bset_writes;
+        self.sorts += o.sorts;
+        self.full_sorts += o.full_sorts;
+        self.splits += o.splits;
+        self.compactions += o.compactions;
+        self.keys_moved += o.keys_moved;
+        self.keys_trimmed += o.keys_trimmed;
+        self.key_compares += o.key_compares;
+    }
+}
+
+/// Errors from tree construction and input validation.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BtreeError {
+    #[error("invalid node configuration: {0}")]
+    Config(String),
+    #[error("populate needs an empty tree (it holds {0} keys); populate before inserting")]
+    NotEmpty(usize),
+    #[error("populate key #{index} ({inode}:{start}..{end}) is not after the previous key; keys must be sorted and non-overlapping")]
+    Unsorted { index: u64, inode: u64, start: u64, end: u64 },
+    #[error("key #{index} has size 0; extents must cover at least one sector")]
+    EmptyKey { index: u64 },
+    #[error("field out of range: {0}")]
+    Range(String),
+}
+
+/// Sequential extents for [`BTree::populate_sequential`]: `count` extents of
+/// `extent_sectors` for `inode` from `start_sector`, pointing at consecutive
+/// cache sectors from `first_ptr_offset` on device `dev`, generation `gen`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SequentialFill {
+    pub inode: u64,
+    pub start_sector: u64,
+    pub extent_sectors: u64,
+    pub count: u64,
+    pub dev: u16,
+    pub first_ptr_offset: u64,
+    pub gen: u8,
+}
+
+/// Shape of a tree (for reports and tests).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TreeStats {
+    pub depth: u32,
+    pub leaves: u64,
+    pub interior_nodes: u64,
+    pub live_keys: u64,
+    /// Key slots in use, including deleted keys not yet sorted away.
+    pub key_slots: u64,
+    /// Leaves by number of bsets (index 1..=MAX_BSETS).
+    pub leaves_by_nsets: [u64; MAX_BSETS + 1],
+    /// Heap bytes held by node storage.
+    pub heap_bytes: u64,
+}
+
+/// The B+tree: an arena of nodes and a root.
+///
+/// `lookup` takes `&self` and read-locks each node it visits with lock
+/// coupling (as bcache does); `lookup_exclusive` takes `&mut self` and skips
+/// the locks (the simulator's single-threaded path). Mutation takes
+/// `&mut self`; the concurrent protocols for the same node operations are
+/// model-checked in [`check`].
+pub struct BTree<B: Backend = StdBackend> {
+    cfg: NodeConfig,
+    nodes: Vec<Node<B>>,
+    root: u32,
+}
+
+impl<B: Backend> std::fmt::Debug for BTree<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BTree").field("nodes", &self.nodes.len()).field("root", &self.root).finish()
+    }
+}
+
+/// Slack slots reserved in a leaf before an insert (the key plus a split piece).
+const INSERT_SLACK_KEYS: usize = 4;
+
+impl<B: Backend> BTree<B> {
+    /// An empty tree (one empty leaf as root).
+    pub fn new(cfg: NodeConfig) -> Result<Self, BtreeError> {
+        cfg.validate().map_err(BtreeError::Config)?;
+        Ok(Self { cfg, nodes: vec![Node::new(0, 0, cfg, INSERT_SLACK_KEYS)], root: 0 })
+    }
+
+    /// The node configuration.
+    pub fn config(&self) -> &NodeConfig {
+        &self.cfg
+    }
+
+    /// Node `id` (for diagnostics and tests).
+    pub fn node(&self, id: u32) -> &Node<B> {
+        &self.nodes[id as usize]
+    }
+
+    /// Root node id.
+    pub fn root(&self) -> u32 {
+        self.root
+    }
+
+    fn find<const LOCK: bool>(&self, s: KeyPos, w: &mut SearchWork) -> Option<Bkey> {
+        let mut id = self.root;
+        if LOCK {
+            self.nodes[id as usize].lock.read_lock();
+        }
+        loop {
+            let node = &self.nodes[id as usize];
+            let slot = node.search(s, w);
+            if node.level == 0 {
+                let k = slot.map(|sl| node.key(sl));
+                if LOCK {
+                    node.lock.read_unlock();
+                }
+                return k;
+            }
+            let Some(sl) = slot else {
+                if LOCK {
+                    node.lock.read_unlock();
+                }
+                return None;
+            };
+            let child = node.child_at(sl);
+            if LOCK {
+                self.nodes[child as usize].lock.read_lock();
+                node.lock.read_unlock();
+            }
+            id = child;
+        }
+    }
+
+    /// The first live extent of `inode` ending after `sector` in the leaf
+    /// that covers `sector` (what `cache_lookup_fn` sees first), with the
+    /// work done. Takes read locks with lock coupling.
+    pub fn search(&self, inode: u64, sector: u64) -> (Option<Bkey>, SearchWork) {
+        let mut w = SearchWork::default();
+        let k = self.find::<true>((inode, sector), &mut w);
+        (k, w)
+    }
+
+    /// The extent containing `sector` of `inode`, if cached, with the work
+    /// done (read locks taken, as bcache's `bch_btree_map_keys`).
+    pub fn lookup(&self, inode: u64, sector: u64) -> (Option<Bkey>, SearchWork) {
+        let (k, w) = self.search(inode, sector);
+        (k.filter(|k| k.contains(inode, sector)), w)
+    }
+
+    /// [`BTree::lookup`] without locking: exclusive access makes locks
+    /// unnecessary (the single-threaded simulator's path).
+    pub fn lookup_exclusive(&mut self, inode: u64, sector: u64) -> (Option<Bkey>, SearchWork) {
+        let mut w = SearchWork::default();
+        let k = self.find::<false>((inode, sector), &mut w);
+        (k.filter(|k| k.contains(inode, sector)), w)
+    }
+
+    /// Path from the root to the leaf covering `s`: node ids and each node's
+    /// upper bound (the parent key pointing at it; `MAX_POS` for the root).
+    fn path_to(&self, s: KeyPos, iw: &mut InsertWork) -> (Vec<u32>, Vec<KeyPos>) {
+        let mut path = vec![self.root];
+        let mut bounds = vec![MAX_POS];
+        let mut w = SearchWork::default();
+        loop {
+            let node = &self.nodes[*path.last().expect("path") as usize];
+            iw.nodes_visited += 1;
+            if node.level == 0 {
+                iw.key_compares += u64::from(w.key_compares);
+                return (path, bounds);
+            }
+            let sl = node.search(s, &mut w).expect("interior node has a MAX_POS key");
+            let k = node.key(sl);
+            path.push(k.ptr.offset as u32);
+            bounds.push(k.pos());
+        }
+    }
+
+    /// Inserts an extent (`bch_btree_insert`): the key is cut at leaf
+    /// boundaries, each piece trims overlapping older extents and goes into
+    /// its leaf's unwritten bset; full leaves split (or are compacted).
+    pub fn insert(&mut self, key: Bkey) -> Result<InsertWork, BtreeError> {
+        if key.size == 0 {
+            return Err(BtreeError::EmptyKey { index: 0 });
+        }
+        if key.inode > key::MAX_INODE {
+            return Err(BtreeError::Range(format!("inode {} > {}", key.inode, key::MAX_INODE)));
+        }
+        let mut iw = InsertWork::default();
+        let mut rest = key;
+        loop {
+            let (path, bounds) = self.path_to((rest.inode, rest.start()), &mut iw);
+            let leaf = *path.last().expect("path");
+            let bound = *bounds.last().expect("bounds");
+            let mut piece = rest;
+            let mut more = None;
+            if piece.pos() > bound {
+                piece.cut_back(bound.1);
+                let mut r = rest;
+                r.cut_front(bound.1);
+                more = Some(r);
+            }
+            let node = &mut self.nodes[leaf as usize];
+            let need = node.total_keys() + INSERT_SLACK_KEYS;
+            node.reserve_keys(need);
+            match node.insert_leaf(&piece, PublishOrder::KeysThenAux, &mut |_| {}, &mut NoTrace, &mut iw) {
+                NodeInsert::Done => match more {
+                    Some(r) => rest = r,
+                    None => return Ok(iw),
+                },
+                NodeInsert::Full => self.split(&path, &bounds, path.len() - 1, &mut iw),
+            }
+        }
+    }
+
+    /// Splits or compacts node `path[idx]` (`btree_split`). If the parent
+    /// has no room it is split first and the caller retries from the root.
+    fn split(&mut self, path: &[u32], bounds: &[KeyPos], idx: usize, iw: &mut InsertWork) {
+        let id = path[idx];
+        let keys = self.nodes[id as usize].sorted_live_keys();
+        let Some(left) = self.cfg.split_left(keys.len()) else {
+            iw.compactions += 1;
+            iw.keys_moved += keys.len() as u64;
+            self.nodes[id as usize].rebuild_from(&keys, &mut NoTrace);
+            return;
+        };
+        if idx > 0 {
+            let parent = &mut self.nodes[path[idx - 1] as usize];
+            let need = parent.total_keys() + INSERT_SLACK_KEYS;
+            parent.reserve_keys(need);
+            if parent.remaining_keys() < 1 {
+                self.split(path, bounds, idx - 1, iw);
+                return;
+            }
+        }
+        iw.splits += 1;
+        iw.keys_moved += keys.len() as u64;
+        let level = self.nodes[id as usize].level;
+        let (a, b) = keys.split_at(left);
+        let n2 = self.nodes.len() as u32;
+        let new = Node::new(n2, level, self.cfg, b.len() + INSERT_SLACK_KEYS);
+        new.rebuild_from(b, &mut NoTrace);
+        self.nodes.push(new);
+        self.nodes[id as usize].rebuild_from(a, &mut NoTrace);
+        let n1_pos = a.last().expect("left half non-empty").pos();
+        if idx == 0 {
+            let r = self.nodes.len() as u32;
+            let root = Node::new(r, level + 1, self.cfg, 2 + INSERT_SLACK_KEYS);
+            root.rebuild_from(&[child_key(n1_pos, id), child_key(MAX_POS, n2)], &mut NoTrace);
+            self.nodes.push(root);
+            self.root = r;
+        } else {
+            let parent = &self.nodes[path[idx - 1] as usize];
+            let r1 = parent.upsert_child(&child_key(bounds[idx], n2), &mut NoTrace, iw);
+            let r2 = parent.upsert_child(&child_key(n1_pos, id), &mut NoTrace, iw);
+            assert!(r1 == NodeInsert::Done && r2 == NodeInsert::Done, "parent had room");
+        }
+    }
+
+    /// Writes every leaf's unwritten bset (the journal / 30 s write timer).
+    pub fn flush_writes(&mut self) -> InsertWork {
+        let mut iw = InsertWork::default();
+        for n in &self.nodes {
+            if n.level == 0 {
+                n.write_bset(&mut NoTrace, &mut iw);
+            }
+        }
+        iw
+    }
+
+    /// Number of keys in the tree's nodes (live plus deleted).
+    fn is_empty(&self) -> bool {
+        self.nodes.len() == 1 && self.nodes[0].total_keys() == 0
+    }
+
+    /// Bulk-builds the tree from `keys` (sorted by position, non-overlapping),
+    /// producing the leaves sequential inserts would: each leaf but the last
+    /// holds the keys a split leaves in the left node, as one written bset
+    /// (the plan comes from [`leaf_plan`], which replays the insert path's
+    /// space accounting). Differences from real sequential inserts,
+    /// documented: the last leaf holds its keys in one written bset (inserts
+    /// would leave up to 4 bsets), and interior nodes are filled to the split
+    /// fraction (3/5) as one bset each.
+    pub fn populate(&mut self, keys: impl IntoIterator<Item = Bkey>) -> Result<TreeStats, BtreeError> {
+        if !self.is_empty() {
+            return Err(BtreeError::NotEmpty(self.nodes.iter().map(|n| n.total_keys()).sum()));
+        }
+        let keys: Vec<Bkey> = keys.into_iter().collect();
+        for (i, k) in keys.iter().enumerate() {
+            if k.size == 0 {
+                return Err(BtreeError::EmptyKey { index: i as u64 });
+            }
+            if i > 0 {
+                let p = &keys[i - 1];
+                if p.pos() >= k.pos() || (p.inode == k.inode && p.end > k.start()) {
+                    return Err(BtreeError::Unsorted { index: i as u64, inode: k.inode, start: k.start(), end: k.end });
+                }
+            }
+        }
+        self.nodes.clear();
+        let plan = leaf_plan(&self.cfg, keys.len());
+        let mut level_keys: Vec<Bkey> = Vec::with_capacity(plan.len());
+        let mut at = 0usize;
+        for (i, &n) in plan.iter().enumerate() {
+            let id = self.nodes.len() as u32;
+            let node = Node::new(id, 0, self.cfg, n + INSERT_SLACK_KEYS);
+            let chunk = &keys[at..at + n];
+            node.rebuild_from(chunk, &mut NoTrace);
+            self.nodes.push(node);
+            at += n;
+            let pos = if i + 1 == plan.len() { MAX_POS } else { chunk.last().expect("non-empty").pos() };
+            level_keys.push(child_key(pos, id));
+        }
+        let interior_fill = self.cfg.split_left(self.cfg.cap_keys()).unwrap_or(self.cfg.cap_keys() / 2).max(2);
+        let mut level = 0u8;
+        while level_keys.len() > 1 {
+            level += 1;
+            let mut next = Vec::new();
+            let chunks: Vec<&[Bkey]> = level_keys.chunks(interior_fill).collect();
+            let nchunks = chunks.len();
+            for (i, chunk) in chunks.into_iter().enumerate() {
+                let id = self.nodes.len() as u32;
+                let node = Node::new(id, level, self.cfg, chunk.len() + INSERT_SLACK_KEYS);
+                node.rebuild_from(chunk, &mut NoTrace);
+                self.nodes.push(node);
+                let pos = if i + 1 == nchunks { MAX_POS } else { chunk.last().expect("non-empty").pos() };
+                next.push(child_key(pos, id));
+            }
+            level_keys = next;
+        }
+        self.root = level_keys.first().map(|k| k.ptr.offset as u32).unwrap_or(0);
+        if self.nodes.is_empty() {
+            self.nodes.push(Node::new(0, 0, self.cfg, INSERT_SLACK_KEYS));
+            self.root = 0;
+        }
+        Ok(self.stats())
+    }
+
+    /// Populates with [`SequentialFill`] extents.
+    pub fn populate_sequential(&mut self, f: &SequentialFill) -> Result<TreeStats, BtreeError> {
+        if f.extent_sectors == 0 || f.extent_sectors > key::MAX_KEY_SIZE {
+            return Err(BtreeError::Range(format!("extent_sectors {} not in 1..={}", f.extent_sectors, key::MAX_KEY_SIZE)));
+        }
+        if f.inode > key::MAX_INODE || u64::from(f.dev) > key::MAX_PTR_DEV {
+            return Err(BtreeError::Range(format!("inode {} or dev {} too large", f.inode, f.dev)));
+        }
+        let last_ptr = f.count.checked_mul(f.extent_sectors).and_then(|s| s.checked_add(f.first_ptr_offset));
+        if last_ptr.is_none_or(|p| p > key::MAX_PTR_OFFSET) {
+            return Err(BtreeError::Range("pointer offsets exceed 43 bits".into()));
+        }
+        let keys = (0..f.count).map(|i| {
+            let ptr = Ptr { dev: f.dev, offset: f.first_ptr_offset + i * f.extent_sectors, gen: f.gen };
+            Bkey::extent(f.inode, f.start_sector + i * f.extent_sectors, f.extent_sectors, ptr)
+        });
+        self.populate(keys)
+    }
+
+    /// All live keys in order (walks every leaf; for tests and dumps).
+    pub fn live_keys(&self) -> Vec<Bkey> {
+        let mut out = Vec::new();
+        self.collect(self.root, &mut out);
+        out
+    }
+
+    fn collect(&self, id: u32, out: &mut Vec<Bkey>) {
+        let n = &self.nodes[id as usize];
+        let keys = n.sorted_live_keys();
+        if n.level == 0 {
+            out.extend(keys);
+        } else {
+            for k in keys {
+                self.collect(k.ptr.offset as u32, out);
+            }
+        }
+    }
+
+    /// Tree shape and memory.
+    pub fn stats(&self) -> TreeStats {
+        let mut s = TreeStats { depth: u32::from(self.nodes[self.root as usize].level) + 1, ..Default::default() };
+        for n in &self.nodes {
+            s.heap_bytes += n.heap_bytes() as u64;
+            s.key_slots += n.total_keys() as u64;
+            if n.level == 0 {
+                s.leaves += 1;
+                s.leaves_by_nsets[n.nsets().min(MAX_BSETS)] += 1;
+                s.live_keys += n.sorted_live_keys().len() as u64;
+            } else {
+                s.interior_nodes += 1;
+            }
+        }
+        s.heap_bytes += (self.nodes.capacity() * std::mem::size_of::<Node<B>>()) as u64;
+        s
+    }
+
+    /// Checks every node's invariants and that each child's keys lie within
+    /// the bounds its parent gives it.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.check_node(self.root, (0, 0), MAX_POS)
+    }
+
+    fn check_node(&self, id: u32, lo: KeyPos, hi: KeyPos) -> Result<(), String> {
+        let n = &self.nodes[id as usize];
+        n.check_invariants()?;
+        let keys = n.sorted_live_keys();
+        let mut prev = lo;
+        for k in &keys {
+            if k.pos() > hi || (k.pos() <= lo && lo != (0, 0)) {
+                return Err(format!("node {id}: key {:?} outside ({lo:?}, {hi:?}]", k.pos()));
+            }
+            if n.level > 0 {
+                let child = &self.nodes[k.ptr.offset as usize];
+                if child.level + 1 != n.level {
+                    return Err(format!("node {id}: child level mismatch"));
+                }
+                self.check_node(k.ptr.offset as u32, prev, k.pos())?;
+            } else if k.inode == prev.0 && k.start() < prev.1 && prev != lo {
+                return Err(format!("node {id}: overlapping extents at {:?}", k.pos()));
+            }
+            prev = k.pos();
+        }
+        if n.level > 0 && keys.last().map(|k| k.pos()) != Some(hi) {
+            return Err(format!("node {id}: last child key is not the node bound"));
+        }
+        Ok(())
+    }
+}
+
+/// Leaf sizes that appending `n` sorted keys one at a time produces: replays
+/// [`Node::insert_leaf`]'s space accounting (bset written past the write
+/// threshold, disk bytes rounded to blocks, `insert_u64s_remaining` with one
+/// key of slack) and [`NodeConfig::split_left`] at each full node.
+pub fn leaf_plan(cfg: &NodeConfig, n: usize) -> Vec<usize> {
+    let mut plan = Vec::new();
+    let (mut disk, mut set_keys, mut total) = (0usize, 0usize, 0usize);
+    for _ in 0..n {
+        loop {
+            let used = disk + node::BSET_HEADER_BYTES + set_keys * KEY_BYTES;
+            let room = cfg.node_bytes.saturating_sub(used) / KEY_BYTES;
+            if room.saturating_sub(1) >= 1 {
+                break;
+            }
+            if let Some(left) = cfg.split_left(total) {
+                plan.push(left);
+                total -= left;
+            }
+            disk = cfg.bset_disk_bytes(total);
+            set_keys = 0;
+        }
+        set_keys += 1;
+        total += 1;
+        if node::BSET_HEADER_BYTES + set_keys * KEY_BYTES > cfg.write_threshold_bytes {
+            disk += cfg.bset_disk_bytes(set_keys);
+            set_keys = 0;
+        }
+    }
+    if total > 0 || plan.is_empty() {
+        plan.push(total);
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1041 @@
+//! One btree node: up to [`MAX_BSETS`] sorted bsets in one key buffer, their
+//! auxiliary search structures, and the node's six lock. All state lives in
+//! backend atomics so the same code runs under std (plain loads and stores
+//! for `Relaxed`), loom and shuttle. Callers hold the lock the operation
+//! needs (documented per method); the simulator's exclusive path holds none.
+
+use crate::backend::{AtomicU64Cell, Backend, LineId, Ordering};
+
+use super::aux::{
+    cmp_value, extra, inorder_next, inorder_prev, inorder_to_tree, make_bfloat, mantissa_of,
+    to_inorder, BkeyFloat, EXPONENT_FAILED,
+};
+use super::key::{high_inode, high_size, Bkey, KeyPos, KEY_BYTES, KEY_U64S};
+use super::six::{SixLock, Step, Tracer};
+use super::{InsertWork, SearchWork};
+
+/// `MAX_BSETS` in bcache's bset.h.
+pub const MAX_BSETS: usize = 4;
+/// Size of a `struct bset` header on disk (csum, magic, seq, version, keys).
+pub const BSET_HEADER_BYTES: usize = 32;
+/// Hardware cacheline used for the `cachelines_touched` counter (x86).
+pub const HW_CACHELINE_BYTES: usize = 64;
+
+const R: Ordering = Ordering::Relaxed;
+
+/// Geometry and policy of a node. Defaults are bcache's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// Node capacity; bcache: one bucket, capped at 256 KiB (`btree_pages`).
+    pub node_bytes: usize,
+    /// `BSET_CACHELINE` (128 bytes): one aux tree node per this many key bytes.
+    pub bset_cacheline_bytes: usize,
+    /// A leaf's unwritten bset is written once it exceeds this
+    /// (`bch_btree_leaf_dirty`: `PAGE_SIZE - 48`).
+    pub write_threshold_bytes: usize,
+    /// `SORT_CRIT` = 4096 / sizeof(u64) u64s.
+    pub sort_crit_u64s: usize,
+    /// Page size for `crit_factor = int_sqrt(node pages)`.
+    pub page_bytes: usize,
+    /// On-disk block size bsets are rounded up to (make-bcache default: 512).
+    pub block_bytes: usize,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        Self {
+            node_bytes: 256 << 10,
+            bset_cacheline_bytes: 128,
+            write_threshold_bytes: 4096 - 48,
+            sort_crit_u64s: 4096 / 8,
+            page_bytes: 4096,
+            block_bytes: 512,
+        }
+    }
+}
+
+impl NodeConfig {
+    /// Checks the geometry; returns a description of the first problem.
+    pub fn validate(&self) -> Result<(), String> {
+        let cl = self.bset_cacheline_bytes;
+        if cl < KEY_BYTES || cl % 8 != 0 || cl > 1024 {
+            return Err(format!(
+                "bset_cacheline_bytes {cl} must be a multiple of 8 in {KEY_BYTES}..=1024"
+            ));
+        }
+        if self.node_bytes < 8 * KEY_BYTES || self.node_bytes > (64 << 20) {
+            return Err(format!("node_bytes {} must be in {}..=64 MiB", self.node_bytes, 8 * KEY_BYTES));
+        }
+        if self.block_bytes == 0 || self.page_bytes == 0 || self.sort_crit_u64s == 0 {
+            return Err("block_bytes, page_bytes and sort_crit_u64s must be > 0".into());
+        }
+        Ok(())
+    }
+    /// Keys the node buffer can hold.
+    pub fn cap_keys(&self) -> usize {
+        self.node_bytes / KEY_BYTES
+    }
+    fn cl_u64s(&self) -> u32 {
+        (self.bset_cacheline_bytes / 8) as u32
+    }
+    /// `crit_factor = int_sqrt(1 << page_order)`.
+    pub fn crit_factor(&self) -> usize {
+        let pages = (self.node_bytes / self.page_bytes).max(1);
+        let mut r = 1usize;
+        while (r + 1) * (r + 1) <= pages {
+            r += 1;
+        }
+        r
+    }
+    fn aux_cap(&self) -> usize {
+        self.node_bytes / self.bset_cacheline_bytes + 2 * MAX_BSETS + 2
+    }
+    /// `btree_split`'s decision for a node whose sorted live keys number
+    /// `total`: `Some(left)` (keys kept in the left node, the first 3/5 of the
+    /// u64s) when the sorted set fills more than 4/5 of the node's blocks,
+    /// `None` when the node is only compacted.
+    pub fn split_left(&self, total: usize) -> Option<usize> {
+        let blocks = self.bset_disk_bytes(total) / self.block_bytes;
+        let node_blocks = self.node_bytes / self.block_bytes;
+        if blocks > node_blocks * 4 / 5 {
+            let threshold_u64 = total * KEY_U64S * 3 / 5;
+            Some(threshold_u64.div_ceil(KEY_U64S).clamp(1, total.saturating_sub(1).max(1)))
+        } else {
+            None
+        }
+    }
+    /// Bytes a bset of `keys` keys occupies on disk.
+    pub fn bset_disk_bytes(&self, keys: usize) -> usize {
+        (BSET_HEADER_BYTES + keys * KEY_BYTES).div_ceil(self.block_bytes) * self.block_bytes
+    }
+}
+
+/// Result of trying to insert into a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeInsert {
+    Done,
+    /// No room: the caller must split or compact the node.
+    Full,
+}
+
+/// Order of the two halves of an insert into the unwritten bset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PublishOrder {
+    /// Shift and store the key words, then publish the set end and table (correct).
+    KeysThenAux,
+    /// Publish the set end and table, call `between`, then store keys (known bad).
+    AuxThenKeys,
+}
+
+/// Counts distinct hardware cachelines along a search (consecutive repeats
+/// of the same line are not recounted).
+struct Lines {
+    key: u64,
+    aux: u64,
+}
+impl Lines {
+    fn new() -> Self {
+        Self { key: u64::MAX, aux: u64::MAX }
+    }
+    #[inline(always)]
+    fn key_word(&mut self, w: &mut SearchWork, word: usize) {
+        let line = (word * 8 / HW_CACHELINE_BYTES) as u64;
+        if line != self.key {
+            self.key = line;
+            w.cachelines_touched += 1;
+        }
+    }
+    #[inline(always)]
+    fn aux_entry(&mut self, w: &mut SearchWork, idx: usize) {
+        let line = (idx * 4 / HW_CACHELINE_BYTES) as u64;
+        if line != self.aux {
+            self.aux = line;
+            w.cachelines_touched += 1;
+        }
+    }
+}
+
+/// A btree node.
+pub struct Node<B: Backend> {
+    pub(crate) id: u32,
+    pub(crate) level: u8,
+    pub(crate) cfg: NodeConfig,
+    /// The node lock (bcache six lock).
+    pub lock: SixLock<B>,
+    /// Number of bsets; the last one is the unwritten one.
+    nsets: B::AtomicU64,
+    /// Per set: start | end << 32, in key slots.
+    bounds: [B::AtomicU64; MAX_BSETS],
+    /// Per set: aux start | aux size << 32 (tree size for written sets,
+    /// table entries for the unwritten set).
+    auxb: [B::AtomicU64; MAX_BSETS],
+    /// Bytes of this node's bucket already written to disk.
+    disk_bytes: B::AtomicU64,
+    keys: Vec<B::AtomicU64>,
+    aux: Vec<B::AtomicU64>,
+}
+
+impl<B: Backend> std::fmt::Debug for Node<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("id", &self.id)
+            .field("level", &self.level)
+            .field("nsets", &self.nsets())
+            .field("keys", &self.total_keys())
+            .finish()
+    }
+}
+
+#[inline(always)]
+fn pack2(a: u32, b: u32) -> u64 {
+    u64::from(a) | (u64::from(b) << 32)
+}
+#[inline(always)]
+fn unpack2(v: u64) -> (u32, u32) {
+    (v as u32, (v >> 32) as u32)
+}
+
+fn line(id: u32, sub: u32) -> LineId {
+    LineId((id << 16) | (sub & 0xffff))
+}
+
+impl<B: Backend> Node<B> {
+    /// An empty node (one empty unwritten bset) with storage for
+    /// `initial_keys` key slots (grown later with [`Node::reserve_keys`]).
+    pub fn new(id: u32, level: u8, cfg: NodeConfig, initial_keys: usize) -> Self {
+        let initial_keys = initial_keys.min(cfg.cap_keys());
+        let mk = |v: u64, l: LineId| B::AtomicU64::new_on_line(v, l);
+        let keys = (0..initial_keys * KEY_U64S)
+            .map(|w| mk(0, line(id, (w / 8) as u32)))
+            .collect();
+        let aux = (0..cfg.aux_cap())
+            .map(|a| mk(0, line(id, 0x8000 | (a / 16) as u32)))
+            .collect();
+        let hdr = line(id, 0xffff);
+        Self {
+            id,
+            level,
+            cfg,
+            lock: SixLock::new(line(id, 0xfffe)),
+            nsets: mk(1, hdr),
+            bounds: std::array::from_fn(|_| mk(0, hdr)),
+            auxb: std::array::from_fn(|_| mk(0, hdr)),
+            disk_bytes: mk(0, hdr),
+            keys,
+            aux,
+        }
+    }
+
+    /// Node id.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+    /// Level (0 = leaf).
+    pub fn level(&self) -> u8 {
+        self.level
+    }
+
+    /// Grows key storage to at least `n` slots (capped at capacity). Needs
+    /// `&mut`: the simulator's single-threaded tree calls it between operations.
+    pub fn reserve_keys(&mut self, n: usize) {
+        let n = n.min(self.cfg.cap_keys());
+        let have = self.keys.len() / KEY_U64S;
+        if n > have {
+            let target = n.max(have + have / 2).min(self.cfg.cap_keys());
+            let id = self.id;
+            self.keys.reserve_exact((target - have) * KEY_U64S);
+            for w in have * KEY_U64S..target * KEY_U64S {
+                self.keys.push(B::AtomicU64::new_on_line(0, line(id, (w / 8) as u32)));
+            }
+        }
+    }
+    /// Key slots physically allocated.
+    pub fn allocated_keys(&self) -> usize {
+        self.keys.len() / KEY_U64S
+    }
+    /// Bytes of heap memory held by this node (approximate).
+    pub fn heap_bytes(&self) -> usize {
+        (self.keys.capacity() + self.aux.capacity()) * std::mem::size_of::<B::AtomicU64>()
+    }
+
+    // ---- raw access -------------------------------------------------------
+
+    #[inline(always)]
+    pub(crate) fn nsets(&self) -> usize {
+        self.nsets.load(R) as usize
+    }
+    #[inline(always)]
+    fn bounds_of(&self, set: usize) -> (u32, u32) {
+        unpack2(self.bounds[set].load(R))
+    }
+    #[inline(always)]
+    fn aux_of(&self, set: usize) -> (u32, u32) {
+        unpack2(self.auxb[set].load(R))
+    }
+    #[inline(always)]
+    fn word(&self, w: usize) -> u64 {
+        self.keys[w].load(R)
+    }
+    #[inline(always)]
+    fn pos(&self, idx: u32) -> KeyPos {
+        let w = idx as usize * KEY_U64S;
+        (high_inode(self.word(w)), self.word(w + 1))
+    }
+    #[inline(always)]
+    fn cmpv(&self, idx: u32) -> u128 {
+        let (i, e) = self.pos(idx);
+        cmp_value(i, e)
+    }
+    #[inline(always)]
+    fn size_of_key(&self, idx: u32) -> u64 {
+        high_size(self.word(idx as usize * KEY_U64S))
+    }
+    /// Reads the key in slot `idx`.
+    /// Child node id of the pointer key in slot `idx` (interior nodes).
+    pub fn child_at(&self, idx: u32) -> u32 {
+        self.key(idx).ptr.offset as u32
+    }
+    pub fn key(&self, idx: u32) -> Bkey {
+        let w = idx as usize * KEY_U64S;
+        Bkey::unpack([self.word(w), self.word(w + 1), self.word(w + 2)])
+    }
+    fn store_key(&self, idx: u32, k: &Bkey, tr: &mut impl Tracer) {
+        let w = idx as usize * KEY_U64S;
+        let p = k.pack();
+        for (i, v) in p.iter().enumerate() {
+            self.keys[w + i].store(*v, R);
+        }
+        tr.step(Step::KeyStored { node: self.id, slot: idx });
+    }
+    fn copy_slot(&self, from: u32, to: u32) {
+        let (f, t) = (from as usize * KEY_U64S, to as usize * KEY_U64S);
+        for i in 0..KEY_U64S {
+            self.keys[t + i].store(self.keys[f + i].load(R), R);
+        }
+    }
+    #[inline(always)]
+    fn bfloat(&self, a: usize) -> BkeyFloat {
+        BkeyFloat(self.aux[a].load(R) as u32)
+    }
+
+    /// Total key slots in use (sets are contiguous from slot 0).
+    pub fn total_keys(&self) -> usize {
+        let n = self.nsets();
+        self.bounds_of(n - 1).1 as usize
+    }
+    /// Keys in each bset (diagnostics and tests).
+    pub fn set_sizes(&self) -> Vec<usize> {
+        (0..self.nsets())
+            .map(|s| {
+                let (a, b) = self.bounds_of(s);
+                (b - a) as usize
+            })
+            .collect()
+    }
+    /// Bytes of the node's bucket written to disk so far.
+    pub fn disk_bytes(&self) -> usize {
+        self.disk_bytes.load(R) as usize
+    }
+
+    // ---- search -----------------------------------------------------------
+
+    /// `bch_bset_search`: first slot in `set` whose key is > `s`, or the set end.
+    #[inline]
+    fn bset_search(&self, set: usize, s: KeyPos, written: bool, w: &mut SearchWork, ln: &mut Lines) -> u32 {
+        let (start, end) = self.bounds_of(set);
+        if start == end {
+            return end;
+        }
+        w.bsets_searched += 1;
+        let gt = |node: &Self, idx: u32, w: &mut SearchWork, ln: &mut Lines| -> bool {
+            ln.key_word(w, idx as usize * KEY_U64S);
+            ln.key_word(w, idx as usize * KEY_U64S + 1);
+            w.key_compares += 1;
+            node.pos(idx) > s
+        };
+        let (abase, asize) = self.aux_of(set);
+        let clu = self.cfg.cl_u64s();
+        let (mut l, r);
+        if written {
+            if asize == 0 {
+                l = start;
+                r = end;
+            } else {
+                // Keys outside [start, end key] can differ from the tree's
+                // keys above the bits each node covers: special-case them.
+                if !gt(self, end - 1, w, ln) {
+                    return end;
+                }
+                if gt(self, start, w, ln) {
+                    return start;
+                }
+                let sv = cmp_value(s.0, s.1);
+                let size = asize;
+                let mut n = 1u32;
+                let mut j;
+                let mut f;
+                loop {
+                    j = n;
+                    let a = abase as usize + j as usize;
+                    ln.aux_entry(w, a);
+                    f = self.bfloat(a);
+                    w.aux_levels += 1;
+                    let go_left = if f.exponent() != EXPONENT_FAILED {
+                        f.mantissa() >= mantissa_of(sv, f.exponent())
+                    } else {
+                        w.full_key_compares += 1;
+                        let k = self.tree_key(start, j, size, f);
+                        gt(self, k, w, ln)
+                    };
+                    n = if go_left { j * 2 } else { j * 2 + 1 };
+                    if n >= size {
+                        break;
+                    }
+                }
+                let ex = extra(size);
+                let mut inorder = to_inorder(j, size, ex);
+                if n & 1 == 1 {
+                    l = self.cl_to_key(start, inorder, f.m(), clu);
+                    inorder += 1;
+                    r = if inorder != size {
+                        let a = abase as usize + inorder_next(j, size) as usize;
+                        ln.aux_entry(w, a);
+                        self.cl_to_key(start, inorder, self.bfloat(a).m(), clu)
+                    } else {
+                        end
+                    };
+                } else {
+                    r = self.cl_to_key(start, inorder, f.m(), clu);
+                    inorder -= 1;
+                    l = if inorder != 0 {
+                        let a = abase as usize + inorder_prev(j, size) as usize;
+                        ln.aux_entry(w, a);
+                        self.cl_to_key(start, inorder, self.bfloat(a).m(), clu)
+                    } else {
+                        start
+                    };
+                }
+            }
+        } else if asize == 0 {
+            l = start;
+            r = end;
+        } else {
+            // bset_search_write_set: binary search over the flat table.
+            let (mut li, mut ri) = (0u32, asize);
+            while li + 1 != ri {
+                let m = (li + ri) >> 1;
+                let a = abase as usize + m as usize;
+                ln.aux_entry(w, a);
+                w.aux_levels += 1;
+                let k = start + self.aux[a].load(R) as u32;
+                if gt(self, k, w, ln) {
+                    ri = m;
+                } else {
+                    li = m;
+                }
+            }
+            l = start + self.aux[abase as usize + li as usize].load(R) as u32;
+            r = if ri < asize { start + self.aux[abase as usize + ri as usize].load(R) as u32 } else { end };
+        }
+        // Linear scan within the cacheline(s).
+        let r = r.min(end);
+        while l < r && !gt(self, l, w, ln) {
+            w.linear_scan_keys += 1;
+            l += 1;
+        }
+        l
+    }
+
+    #[inline(always)]
+    fn cl_to_key(&self, start: u32, cacheline: u32, m: u32, clu: u32) -> u32 {
+        start + (cacheline * clu + m) / KEY_U64S as u32
+    }
+
+    #[inline(always)]
+    fn tree_key(&self, start: u32, j: u32, size: u32, f: BkeyFloat) -> u32 {
+        let c = to_inorder(j, size, extra(size));
+        self.cl_to_key(start, c, f.m(), self.cfg.cl_u64s())
+    }
+
+    /// Searches every bset and heap-merges their iterators
+    /// (`bch_btree_iter_init` + `bch_btree_iter_next_filter`): returns the slot
+    /// of the first key > `s` (skipping deleted keys in leaves).
+    /// Caller holds a read, intent or write lock (or has exclusive access).
+    pub fn search(&self, s: KeyPos, w: &mut SearchWork) -> Option<u32> {
+        w.nodes_visited += 1;
+        w.cachelines_touched += 1; // node header
+        let mut ln = Lines::new();
+        let n = self.nsets();
+        // (slot, end) per set iterator, as a binary min-heap by key.
+        let mut heap: [(u32, u32); MAX_BSETS] = [(0, 0); MAX_BSETS];
+        let mut len = 0usize;
+        for set in 0..n {
+            let pos = self.bset_search(set, s, set + 1 < n, w, &mut ln);
+            let end = self.bounds_of(set).1;
+            if pos < end {
+                heap[len] = (pos, end);
+                len += 1;
+                self.sift_up(&mut heap, len - 1, w);
+            }
+        }
+        let leaf = self.level == 0;
+        while len > 0 {
+            let (slot, end) = heap[0];
+            if !leaf || self.size_of_key(slot) != 0 {
+                return Some(slot);
+            }
+            // Deleted key: advance this iterator.
+            w.linear_scan_keys += 1;
+            ln.key_word(w, slot as usize * KEY_U64S);
+            if slot + 1 < end {
+                heap[0].0 = slot + 1;
+            } else {
+                len -= 1;
+                heap[0] = heap[len];
+            }
+            self.sift_down(&mut heap, len, w);
+        }
+        None
+    }
+
+    fn sift_up(&self, h: &mut [(u32, u32); MAX_BSETS], mut i: usize, w: &mut SearchWork) {
+        while i > 0 {
+            let p = (i - 1) / 2;
+            w.key_compares += 1;
+            if self.pos(h[i].0) < self.pos(h[p].0) {
+                h.swap(i, p);
+                i = p;
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn sift_down(&self, h: &mut [(u32, u32); MAX_BSETS], len: usize, w: &mut SearchWork) {
+        let mut i = 0;
+        loop {
+            let (a, b) = (2 * i + 1, 2 * i + 2);
+            let mut m = i;
+            if a < len {
+                w.key_compares += 1;
+                if self.pos(h[a].0) < self.pos(h[m].0) {
+                    m = a;
+                }
+            }
+            if b < len {
+                w.key_compares += 1;
+                if self.pos(h[b].0) < self.pos(h[m].0) {
+                    m = b;
+                }
+            }
+            if m == i {
+                return;
+            }
+            h.swap(i, m);
+            i = m;
+        }
+    }
+
+    /// Slot of a key with position exactly `p`, in any bset.
+    fn find_exact(&self, p: KeyPos) -> Option<u32> {
+        let n = self.nsets();
+        let before = if p.1 > 0 { (p.0, p.1 - 1) } else { (p.0.wrapping_sub(1), u64::MAX) };
+        let mut w = SearchWork::default();
+        let mut ln = Lines::new();
+        for set in 0..n {
+            let (_, end) = self.bounds_of(set);
+            let slot = self.bset_search(set, before, set + 1 < n, &mut w, &mut ln);
+            if slot < end && self.pos(slot) == p {
+                return Some(slot);
+            }
+        }
+        None
+    }
+
+    // ---- aux structures ---------------------------------------------------
+
+    /// Number of flat-table entries for a set of `n` keys: cachelines that
+    /// contain the start of a key.
+    fn table_size(&self, n: u32) -> u32 {
+        if n == 0 {
+            0
+        } else {
+            (KEY_U64S as u32 * (n - 1)) / self.cfg.cl_u64s() + 1
+        }
+    }
+
+    /// First key (relative slot) starting in cacheline `c`.
+    fn first_key_in_cacheline(&self, c: u32) -> u32 {
+        (c * self.cfg.cl_u64s()).div_ceil(KEY_U64S as u32)
+    }
+
+    /// Writes flat-table entries `from..to` for the unwritten set.
+    fn write_table(&self, abase: u32, from: u32, to: u32) {
+        for c in from..to {
+            self.aux[(abase + c) as usize].store(u64::from(self.first_key_in_cacheline(c)), R);
+        }
+    }
+
+    /// `bch_bset_build_written_tree` for `set` (whose aux region starts at
+    /// `abase`); returns the tree size.
+    fn build_tree(&self, set: usize, abase: u32) -> u32 {
+        let (start, end) = self.bounds_of(set);
+        let n = end - start;
+        let clu = self.cfg.cl_u64s();
+        let mut size = n * KEY_U64S as u32 / clu;
+        if size < 2 {
+            size = 0;
+        }
+        for j in 1..size {
+            self.make_bfloat_at(start, n, abase, size, j);
+        }
+        size
+    }
+
+    fn make_bfloat_at(&self, start: u32, n: u32, abase: u32, size: u32, j: u32) {
+        let clu = self.cfg.cl_u64s();
+        let ex = extra(size);
+        let key_of = |j: u32| {
+            let c = to_inorder(j, size, ex);
+            let rel = self.first_key_in_cacheline(c);
+            (start + rel, rel * KEY_U64S as u32 - c * clu)
+        };
+        let (m, m_off) = key_of(j);
+        let p = m - 1;
+        let l = if j.is_power_of_two() { start } else { key_of(j >> (j.trailing_zeros() + 1)).0 - 1 };
+        let r = if (j + 1).is_power_of_two() {
+            start + n - 1
+        } else {
+            key_of(j >> (j.trailing_ones() + 1)).0
+        };
+        debug_assert!(l <= p && m <= r, "bad bfloat bounds");
+        let f = make_bfloat(m_off, self.cmpv(m), self.cmpv(p), self.cmpv(l), self.cmpv(r));
+        self.aux[(abase + j) as usize].store(u64::from(f.0), R);
+    }
+
+    /// `bch_bset_fix_invalidated_key` after key `slot` of written `set`
+    /// changed its position (cut back).
+    fn fix_invalidated_key(&self, set: usize, slot: u32) {
+        let (start, end) = self.bounds_of(set);
+        let (abase, size) = self.aux_of(set);
+        if size == 0 {
+            return;
+        }
+        let n = end - start;
+        let rel = slot - start;
+        let ex = extra(size);
+        let inorder = rel * KEY_U64S as u32 / self.cfg.cl_u64s();
+        let tree_slot = |j: u32| {
+            let c = to_inorder(j, size, ex);
+            start + self.first_key_in_cacheline(c)
+        };
+        let fix_left = |mut j: u32| {
+            while j < size {
+                self.make_bfloat_at(start, n, abase, size, j);
+                j *= 2;
+            }
+        };
+        let fix_right = |mut j: u32| {
+            while j < size {
+                self.make_bfloat_at(start, n, abase, size, j);
+                j = j * 2 + 1;
+            }
+        };
+        if rel == 0 {
+            fix_left(1);
+        } else if rel + 1 == n {
+            fix_right(1);
+        }
+        if inorder >= 1 && inorder < size {
+            let j = inorder_to_tree(inorder, size, ex);
+            if j < size && tree_slot(j) == slot {
+                fix_left(j);
+            }
+        }
+        if inorder + 1 < size {
+            let j = inorder_to_tree(inorder + 1, size, ex);
+            if j < size && tree_slot(j) == slot + 1 {
+                fix_right(j);
+            }
+        }
+    }
+
+    // ---- mutation (caller holds the write lock, or exclusive access) -------
+
+    fn last_set_bytes(&self) -> usize {
+        let (a, b) = self.bounds_of(self.nsets() - 1);
+        BSET_HEADER_BYTES + (b - a) as usize * KEY_BYTES
+    }
+
+    /// `insert_u64s_remaining` in keys: room left in the bucket for new keys,
+    /// minus one key of slack for splitting an existing extent.
+    pub fn remaining_keys(&self) -> usize {
+        let used = self.disk_bytes() + self.last_set_bytes();
+        let room = self.cfg.node_bytes.saturating_sub(used) / KEY_BYTES;
+        let physical = self.allocated_keys().saturating_sub(self.total_keys());
+        room.saturating_sub(1).min(physical.saturating_sub(1))
+    }
+
+    /// `bch_bset_insert` into the unwritten set at the sorted position of `k`
+    /// (overwriting a deleted key with the same position in place).
+    fn insert_in_last(&self, k: &Bkey, order: PublishOrder, between: &mut dyn FnMut(&mut dyn FnMut(Step)), tr: &mut impl Tracer, iw: &mut InsertWork) {
+        let last = self.nsets() - 1;
+        let (start, end) = self.bounds_of(last);
+        let kp = k.pos();
+        // First slot whose key is >= k.
+        let mut sw = SearchWork::default();
+        let mut ln = Lines::new();
+        let before = if kp.1 > 0 { (kp.0, kp.1 - 1) } else { (kp.0.wrapping_sub(1), u64::MAX) };
+        let at = self.bset_search(last, before, false, &mut sw, &mut ln);
+        iw.key_compares += u64::from(sw.key_compares);
+        if at < end && self.pos(at) == kp && (self.level > 0 || self.size_of_key(at) == 0) {
+            self.store_key(at, k, tr);
+            return;
+        }
+        let new_end = end + 1;
+        let (abase, tsize) = self.aux_of(last);
+        let new_tsize = self.table_size(new_end - start);
+        let publish = |tr: &mut dyn FnMut(Step)| {
+            self.write_table(abase, tsize, new_tsize);
+            self.auxb[last].store(pack2(abase, new_tsize), R);
+            self.bounds[last].store(pack2(start, new_end), R);
+            tr(Step::Published { node: self.id, set: last as u32, end: new_end });
+        };
+        let shift = |tr: &mut dyn FnMut(Step)| {
+            for s in (at..end).rev() {
+                self.copy_slot(s, s + 1);
+            }
+            tr(Step::KeysShifted { node: self.id, at, count: end - at });
+        };
+        let mut trf = |s: Step| tr.step(s);
+        match order {
+            PublishOrder::KeysThenAux => {
+                shift(&mut trf);
+                let w = at as usize * KEY_U64S;
+                for (i, v) in k.pack().iter().enumerate() {
+                    self.keys[w + i].store(*v, R);
+                }
+                trf(Step::KeyStored { node: self.id, slot: at });
+                publish(&mut trf);
+            }
+            PublishOrder::AuxThenKeys => {
+                publish(&mut trf);
+                between(&mut trf);
+                shift(&mut trf);
+                let w = at as usize * KEY_U64S;
+                for (i, v) in k.pack().iter().enumerate() {
+                    self.keys[w + i].store(*v, R);
+                }
+                trf(Step::KeyStored { node: self.id, slot: at });
+            }
+        }
+        iw.keys_moved += u64::from(end - at);
+        iw.bset_appends += 1;
+    }
+
+    /// Inserts extent `k` into this leaf (`bch_btree_insert_key` with
+    /// `bch_extent_insert_fixup`): trims overlapping older extents, inserts
+    /// into the unwritten bset, and writes the bset once it exceeds the
+    /// write threshold. Caller holds the write lock (or exclusive access).
+    /// `between` runs between the two halves of the unwritten-bset insert
+    /// (only used by [`PublishOrder::AuxThenKeys`]).
+    pub fn insert_leaf(
+        &self,
+        k: &Bkey,
+        order: PublishOrder,
+        between: &mut dyn FnMut(&mut dyn FnMut(Step)),
+        tr: &mut impl Tracer,
+        iw: &mut InsertWork,
+    ) -> NodeInsert {
+        debug_assert_eq!(self.level, 0);
+        if self.remaining_keys() < 1 {
+            return NodeInsert::Full;
+        }
+        self.extent_fixup(k, tr, iw);
+        self.insert_in_last(k, order, between, tr, iw);
+        if self.last_set_bytes() > self.cfg.write_threshold_bytes {
+            self.write_bset(tr, iw);
+        }
+        NodeInsert::Done
+    }
+
+    /// `bch_extent_insert_fixup`: cut or delete keys overlapping `k`.
+    fn extent_fixup(&self, k: &Bkey, tr: &mut impl Tracer, iw: &mut InsertWork) {
+        let (ks, ke) = (k.start(), k.end);
+        if k.size == 0 {
+            return;
+        }
+        let n = self.nsets();
+        for set in 0..n {
+            let written = set + 1 < n;
+            let mut sw = SearchWork::default();
+            let mut ln = Lines::new();
+            let mut slot = self.bset_search(set, (k.inode, ks), written, &mut sw, &mut ln);
+            iw.key_compares += u64::from(sw.key_compares);
+            loop {
+                let (_, end) = self.bounds_of(set);
+                if slot >= end {
+                    break;
+                }
+                let mut old = self.key(slot);
+                if old.inode != k.inode {
+                    break;
+                }
+                if old.end <= ks {
+                    slot += 1;
+                    continue;
+                }
+                if old.start() >= ke {
+                    if old.size > 0 {
+                        break;
+                    }
+                    // Deleted keys say nothing about where live keys start.
+                    slot += 1;
+                    continue;
+                }
+                if old.size == 0 {
+                    // A deleted key inside the insert's range: in the
+                    // unwritten set bcache moves it to the insert's start
+                    // (`__bch_cut_back`), keeping the set sorted when keys
+                    // after it are cut back later.
+                    if !written {
+                        old.end = ks;
+                        self.store_key(slot, &old, tr);
+                    }
+                    slot += 1;
+                    continue;
+                }
+                iw.keys_trimmed += 1;
+                if old.start() < ks && old.end > ke {
+                    // k lands in the middle of old: insert the top piece into
+                    // the unwritten set, cut old back to ks.
+                    let mut top = old;
+                    top.cut_front(ke);
+                    old.cut_back(ks);
+                    self.store_key(slot, &old, tr);
+                    if written {
+                        self.fix_invalidated_key(set, slot);
+                    }
+                    self.insert_in_last(&top, PublishOrder::KeysThenAux, &mut |_| {}, tr, iw);
+                    return;
+                } else if old.start() < ks {
+                    old.cut_back(ks);
+                    self.store_key(slot, &old, tr);
+                    if written {
+                        self.fix_invalidated_key(set, slot);
+                    }
+                } else if old.end > ke {
+                    old.cut_front(ke);
+                    self.store_key(slot, &old, tr);
+                } else {
+                    // Completely overwritten: a written key keeps its
+                    // position (`bch_cut_front(k, k)`, the aux tree stays
+                    // valid); an unwritten one moves to the insert's start.
+                    if !written {
+                        old.end = ks;
+                    }
+                    old.size = 0;
+                    self.store_key(slot, &old, tr);
+                }
+                slot += 1;
+            }
+        }
+    }
+
+    /// Inserts or replaces a child pointer in an interior node, then writes
+    /// the bset (bcache writes interior nodes immediately).
+    pub fn upsert_child(&self, k: &Bkey, tr: &mut impl Tracer, iw: &mut InsertWork) -> NodeInsert {
+        debug_assert!(self.level > 0);
+        if let Some(slot) = self.find_exact(k.pos()) {
+            self.store_key(slot, k, tr);
+            return NodeInsert::Done;
+        }
+        if self.remaining_keys() < 1 {
+            return NodeInsert::Full;
+        }
+        self.insert_in_last(k, PublishOrder::KeysThenAux, &mut |_| {}, tr, iw);
+        self.write_bset(tr, iw);
+        NodeInsert::Done
+    }
+
+    /// Writes (closes) the unwritten bset if it holds keys: builds its aux
+    /// tree, applies `bch_btree_sort_lazy`, starts a new unwritten bset.
+    pub fn write_bset(&self, tr: &mut impl Tracer, iw: &mut InsertWork) {
+        let n = self.nsets();
+        let last = n - 1;
+        let (start, end) = self.bounds_of(last);
+        if start == end {
+            return;
+        }
+        let keys = (end - start) as usize;
+        self.disk_bytes.store((self.disk_bytes() + self.cfg.bset_disk_bytes(keys)) as u64, R);
+        iw.bset_writes += 1;
+        // bch_btree_sort_lazy
+        let mut crit = self.cfg.sort_crit_u64s;
+        let factor = self.cfg.crit_factor();
+        let mut sorted_from = None;
+        for i in (0..last).rev() {
+            crit *= factor;
+            let (a, b) = self.bounds_of(i);
+            if ((b - a) as usize) * KEY_U64S < crit {
+                sorted_from = Some(i);
+                break;
+            }
+        }
+        if sorted_from.is_none() && n == MAX_BSETS {
+            sorted_from = Some(0);
+        }
+        let kept = match sorted_from {
+            Some(from) => {
+                self.sort_from(from, iw);
+                from + 1
+            }
+            None => {
+                let (abase, _) = self.aux_of(last);
+                let size = self.build_tree(last, abase);
+                self.auxb[last].store(pack2(abase, size), R);
+                n
+            }
+        };
+        tr.step(Step::BsetWritten { node: self.id, set: last as u32 });
+        // bch_bset_init_next: a new empty unwritten set after the last one.
+        let (_, e) = self.bounds_of(kept - 1);
+        let (ab, asz) = self.aux_of(kept - 1);
+        self.bounds[kept].store(pack2(e, e), R);
+        self.auxb[kept].store(pack2(ab + asz, 0), R);
+        self.nsets.store((kept + 1) as u64, R);
+    }
+
+    /// Merge-sorts sets `from..nsets` into set `from` (dropping deleted keys
+    /// in leaves) and rebuilds its aux tree. Sets after `from` are removed.
+    fn sort_from(&self, from: usize, iw: &mut InsertWork) {
+        let n = self.nsets();
+        let (start, _) = self.bounds_of(from);
+        let mut all: Vec<(KeyPos, usize, Bkey)> = Vec::new();
+        for set in from..n {
+            let (a, b) = self.bounds_of(set);
+            for slot in a..b {
+                let k = self.key(slot);
+                if self.level == 0 && k.size == 0 {
+                    continue;
+                }
+                all.push((k.pos(), set, k));
+            }
+        }
+        // Newer sets win ties (interior nodes never hold duplicates; leaves
+        // only hold deleted duplicates, already dropped).
+        all.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        all.dedup_by(|b, a| a.0 == b.0);
+        for (i, (_, _, k)) in all.iter().enumerate() {
+            let w = (start as usize + i) * KEY_U64S;
+            for (j, v) in k.pack().iter().enumerate() {
+                self.keys[w + j].store(*v, R);
+            }
+        }
+        iw.keys_moved += all.len() as u64;
+        iw.sorts += 1;
+        if from == 0 {
+            iw.full_sorts += 1;
+        }
+        let new_end = start + all.len() as u32;
+        self.bounds[from].store(pack2(start, new_end), R);
+        let (abase, _) = self.aux_of(from);
+        let size = self.build_tree(from, abase);
+        self.auxb[from].store(pack2(abase, size), R);
+        self.nsets.store((from + 1) as u64, R);
+    }
+
+    /// All live keys in order (merging every bset).
+    pub fn sorted_live_keys(&self) -> Vec<Bkey> {
+        let n = self.nsets();
+        let mut all: Vec<(KeyPos, usize, Bkey)> = Vec::new();
+        for set in 0..n {
+            let (a, b) = self.bounds_of(set);
+            for slot in a..b {
+                let k = self.key(slot);
+                if self.level == 0 && k.size == 0 {
+                    continue;
+                }
+                all.push((k.pos(), set, k));
+            }
+        }
+        all.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        all.dedup_by(|b, a| a.0 == b.0);
+        all.into_iter().map(|x| x.2).collect()
+    }
+
+    /// Rewrites the node as one written, sorted bset holding `keys` plus an
+    /// empty unwritten bset (what `btree_node_alloc_replacement` +
+    /// `bch_btree_node_write` produce). Caller holds the write lock, or the
+    /// node is not yet reachable. Storage must hold `keys.len()` slots.
+    pub fn rebuild_from(&self, keys: &[Bkey], tr: &mut impl Tracer) {
+        assert!(keys.len() <= self.allocated_keys(), "rebuild_from: node storage too small");
+        for (i, k) in keys.iter().enumerate() {
+            let w = i * KEY_U64S;
+            for (j, v) in k.pack().iter().enumerate() {
+                self.keys[w + j].store(*v, R);
+            }
+        }
+        let n = keys.len() as u32;
+        self.bounds[0].store(pack2(0, n), R);
+        let size = self.build_tree(0, 0);
+        self.auxb[0].store(pack2(0, size), R);
+        self.bounds[1].store(pack2(n, n), R);
+        self.auxb[1].store(pack2(size, 0), R);
+        self.disk_bytes.store(self.cfg.bset_disk_bytes(keys.len()) as u64, R);
+        self.nsets.store(2, R);
+        tr.step(Step::Published { node: self.id, set: 0, end: n });
+    }
+
+    /// Checks structural invariants (sorted sets, aux trees consistent with
+    /// the keys); returns the first violation.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let n = self.nsets();
+        if n == 0 || n > MAX_BSETS {
+            return Err(format!("node {}: nsets {n}", self.id));
+        }
+        let mut prev_end = 0;
+        for set in 0..n {
+            let (a, b) = self.bounds_of(set);
+            if a != prev_end || b < a {
+                return Err(format!("node {}: set {set} bounds {a}..{b} not contiguous", self.id));
+            }
+            prev_end = b;
+            // Leaves may hold deleted keys at the same position as the
+            // next key (bcache allows equal keys); interior keys are unique.
+            let strict = self.level > 0;
+            for s in a + 1..b.max(a + 1) {
+                let (p, q) = (self.pos(s - 1), self.pos(s));
+                if p > q || (strict && p == q) {
+                    return Err(format!("node {}: set {set} unsorted at slot {s}", self.id));
+                }
+            }
+            let (abase, asize) = self.aux_of(set);
+            if set + 1 < n {
+                let want = {
+                    let s = (b - a) * KEY_U64S as u32 / self.cfg.cl_u64s();
+                    if s < 2 {
+                        0
+                    } else {
+                        s
+                    }
+                };
+                if asize != want {
+                    return Err(format!("node {}: set {set} tree size {asize} != {want}", self.id));
+                }
+                let ex = if asize >= 2 { extra(asize) } else { 0 };
+                for j in 1..asize {
+                    let f = self.bfloat((abase + j) as usize);
+                    let c = to_inorder(j, asize, ex);
+                    let slot = self.cl_to_key(a, c, f.m(), self.cfg.cl_u64s());
+                    if slot != a + self.first_key_in_cacheline(c) {
+                        return Err(format!("node {}: set {set} tree node {j} m offset wrong", self.id));
+                    }
+                }
+            } else if asize != self.table_size(b - a) {
+                return Err(format!("node {}: unwritten table size {asize} wrong", self.id));
+            }
+        }
+        Ok(())
+    }
+}
