@@ -75,7 +75,11 @@ pub fn lat_buckets(job: &JobReport) -> LatBuckets {
             p
         }
     };
-    LatBuckets { nsec: n.map(pct), usec: u.map(pct), msec: m.map(pct) }
+    LatBuckets {
+        nsec: n.map(pct),
+        usec: u.map(pct),
+        msec: m.map(pct),
+    }
 }
 
 /// fio's `stat_calc_dist` display rule: a non-zero share below 0.1% shows as 0.1%.

@@ -62,7 +62,10 @@ pub use fio_text::{render_text, TextOptions};
 pub use hist::LatencyHist;
 pub use num::{num2str, Units};
 pub use profile::{render_profile, render_profile_with, ProfileOptions};
-pub use report::{Dir, DirReport, DiskReport, JobReport, Profile, ProfileRow, RunReport};
+pub use report::{
+    iodepth_level_index, iodepth_submit_index, DepthCounts, Dir, DirReport, DiskReport, JobReport,
+    Profile, ProfileRow, RunReport,
+};
 pub use stats::{mean_ci95, welch_t_test, Ci};
 pub use table::{Cell, Table};
 

@@ -58,11 +58,13 @@ pub struct JobReport {
     pub majf: u64,
     /// Minor page faults.
     pub minf: u64,
-    /// IO depth distribution in percent for depths 1, 2, 4, 8, 16, 32, >=64
-    /// (fio's `IO depths`: share of submitted IOs by in-flight depth).
+    /// IO depth distribution in percent, buckets 1, 2-3, 4-7, 8-15, 16-31,
+    /// 32-63, >=64 (fio's `IO depths`: share of issued IOs by the number in
+    /// flight when each was queued). Fill with [`DepthCounts`] and
+    /// [`iodepth_level_index`].
     pub iodepth_level: [f64; 7],
     /// IOs per submit call in percent, buckets 0, 1-4, 5-8, 9-16, 17-32,
-    /// 33-64, >64 (fio's `submit`).
+    /// 33-64, >64 (fio's `submit`); see [`iodepth_submit_index`].
     pub iodepth_submit: [f64; 7],
     /// IOs reaped per completion call in percent, same buckets (`complete`).
     pub iodepth_complete: [f64; 7],
@@ -97,7 +99,153 @@ impl Default for JobReport {
     }
 }
 
+/// fio's `IO depths` bucket of an IO queued with `depth` IOs in flight
+/// (itself included): 1, 2-3, 4-7, 8-15, 16-31, 32-63, >=64.
+pub fn iodepth_level_index(depth: u32) -> usize {
+    match depth {
+        0..=1 => 0,
+        2..=3 => 1,
+        4..=7 => 2,
+        8..=15 => 3,
+        16..=31 => 4,
+        32..=63 => 5,
+        _ => 6,
+    }
+}
+
+/// fio's `submit` / `complete` bucket of a call that handled `n` IOs:
+/// 0, 1-4, 5-8, 9-16, 17-32, 33-64, >64.
+pub fn iodepth_submit_index(n: u32) -> usize {
+    match n {
+        0 => 0,
+        1..=4 => 1,
+        5..=8 => 2,
+        9..=16 => 3,
+        17..=32 => 4,
+        33..=64 => 5,
+        _ => 6,
+    }
+}
+
+/// Counts for one of the 7-bucket depth distributions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DepthCounts(pub [u64; 7]);
+
+impl DepthCounts {
+    /// Counts one event in bucket `index` (from [`iodepth_level_index`] or
+    /// [`iodepth_submit_index`]).
+    pub fn add(&mut self, index: usize, n: u64) {
+        self.0[index.min(6)] += n;
+    }
+
+    /// Adds another set of counts.
+    pub fn merge(&mut self, other: &DepthCounts) {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a += b;
+        }
+    }
+
+    /// Shares in percent (all zero when empty).
+    pub fn percentages(&self) -> [f64; 7] {
+        let total: u64 = self.0.iter().sum();
+        if total == 0 {
+            return [0.0; 7];
+        }
+        self.0.map(|c| c as f64 * 100.0 / total as f64)
+    }
+}
+
 impl JobReport {
+    /// Merges the reports of `numjobs` clones into one, as fio's
+    /// `group_reporting` does: bytes, IOs, latency histograms, context
+    /// switches and faults add up; each direction's runtime is the longest
+    /// one (so IOPS is the group's aggregate); CPU percentages are the
+    /// runtime-weighted mean over members (fio sums CPU time and run time);
+    /// depth distributions are weighted by issued IOs. Name, rw, bs, engine
+    /// and depth come from the first member; `numjobs` is the sum. None for
+    /// an empty slice.
+    pub fn merge_group(members: &[JobReport]) -> Option<JobReport> {
+        let first = members.first()?;
+        let mut out = first.clone();
+        out.numjobs = members.iter().map(|m| m.numjobs).sum();
+        let total_runtime: u128 = members.iter().map(|m| u128::from(m.runtime_ns)).sum();
+        let weighted = |f: &dyn Fn(&JobReport) -> f64| -> f64 {
+            if total_runtime == 0 {
+                return 0.0;
+            }
+            members
+                .iter()
+                .map(|m| f(m) * m.runtime_ns as f64)
+                .sum::<f64>()
+                / total_runtime as f64
+        };
+        out.usr_cpu_pct = weighted(&|m| m.usr_cpu_pct);
+        out.sys_cpu_pct = weighted(&|m| m.sys_cpu_pct);
+        out.runtime_ns = members.iter().map(|m| m.runtime_ns).max().unwrap_or(0);
+        out.ctx = members.iter().map(|m| m.ctx).sum();
+        out.majf = members.iter().map(|m| m.majf).sum();
+        out.minf = members.iter().map(|m| m.minf).sum();
+        let ios: u64 = members.iter().map(|m| m.total_ios()).sum();
+        let dist = |f: &dyn Fn(&JobReport) -> [f64; 7]| -> [f64; 7] {
+            let mut acc = [0.0; 7];
+            for m in members {
+                let w = if ios == 0 {
+                    1.0 / members.len() as f64
+                } else {
+                    m.total_ios() as f64 / ios as f64
+                };
+                for (a, v) in acc.iter_mut().zip(f(m)) {
+                    *a += v * w;
+                }
+            }
+            acc
+        };
+        out.iodepth_level = dist(&|m| m.iodepth_level);
+        out.iodepth_submit = dist(&|m| m.iodepth_submit);
+        out.iodepth_complete = dist(&|m| m.iodepth_complete);
+        for (i, dir) in [Dir::Read, Dir::Write, Dir::Trim].into_iter().enumerate() {
+            let mut d = DirReport::default();
+            for m in members {
+                let src = m.dirs()[i].1;
+                d.io_bytes += src.io_bytes;
+                d.total_ios += src.total_ios;
+                d.short_ios += src.short_ios;
+                d.runtime_ns = d.runtime_ns.max(src.runtime_ns);
+                d.slat.merge(&src.slat);
+                d.clat.merge(&src.clat);
+                d.lat.merge(&src.lat);
+            }
+            // Per-window samples are sums over members when windows line up.
+            let windows = members
+                .iter()
+                .map(|m| m.dirs()[i].1.bw_samples_kibs.len())
+                .min()
+                .unwrap_or(0);
+            d.bw_samples_kibs = (0..windows)
+                .map(|w| {
+                    members
+                        .iter()
+                        .map(|m| m.dirs()[i].1.bw_samples_kibs[w])
+                        .sum()
+                })
+                .collect();
+            let windows = members
+                .iter()
+                .map(|m| m.dirs()[i].1.iops_samples.len())
+                .min()
+                .unwrap_or(0);
+            d.iops_samples = (0..windows)
+                .map(|w| members.iter().map(|m| m.dirs()[i].1.iops_samples[w]).sum())
+                .collect();
+            match dir {
+                Dir::Read => out.read = d,
+                Dir::Write => out.write = d,
+                Dir::Trim => out.trim = d,
+            }
+        }
+        Some(out)
+    }
+
     /// The three data directions in fio's order with their names.
     pub fn dirs(&self) -> [(Dir, &DirReport); 3] {
         [
@@ -233,4 +381,63 @@ pub struct ProfileRow {
     pub symbol: String,
     /// Kernel symbol (`[k]`) rather than user (`[.]`).
     pub kernel: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_indexes_match_fio_buckets() {
+        let level: Vec<usize> = [1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63, 64, 1000]
+            .map(iodepth_level_index)
+            .to_vec();
+        assert_eq!(level, vec![0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6]);
+        let submit: Vec<usize> = [0, 1, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65]
+            .map(iodepth_submit_index)
+            .to_vec();
+        assert_eq!(submit, vec![0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6]);
+        let mut c = DepthCounts::default();
+        c.add(iodepth_level_index(64), 3);
+        c.add(iodepth_level_index(1), 1);
+        assert_eq!(c.percentages(), [25.0, 0.0, 0.0, 0.0, 0.0, 0.0, 75.0]);
+    }
+
+    #[test]
+    fn merge_group_like_fio() {
+        let member = |ios: u64, runtime_ns: u64, sys: f64| {
+            let mut read = DirReport {
+                runtime_ns,
+                total_ios: ios,
+                io_bytes: ios * 512,
+                ..Default::default()
+            };
+            for i in 0..ios {
+                read.clat.record(800 + i % 50);
+            }
+            JobReport {
+                name: "/dev/pmem0".into(),
+                read,
+                runtime_ns,
+                sys_cpu_pct: sys,
+                ctx: 10,
+                iodepth_level: [100.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+                ..Default::default()
+            }
+        };
+        let g = JobReport::merge_group(&[
+            member(1000, 10_000_000, 90.0),
+            member(3000, 12_000_000, 100.0),
+        ])
+        .unwrap();
+        assert_eq!(g.numjobs, 2);
+        assert_eq!(g.read.total_ios, 4000);
+        assert_eq!(g.read.runtime_ns, 12_000_000);
+        assert_eq!(g.read.clat.count(), 4000);
+        assert_eq!(g.ctx, 20);
+        assert!((g.sys_cpu_pct - (90.0 * 10.0 + 100.0 * 12.0) / 22.0).abs() < 1e-9);
+        assert_eq!(g.iodepth_level[0], 100.0);
+        assert!((g.read.iops() - 4000.0 / 0.012).abs() < 1e-6);
+        assert!(JobReport::merge_group(&[]).is_none());
+    }
 }
