@@ -123,13 +123,11 @@ fn dump(a: DumpArgs) -> anyhow::Result<ExitCode> {
     let start = std::time::Instant::now();
     let mut events = 0;
     for reader in readers {
-        let (skipped_before, path) = (reader.skipped(), reader.path().to_path_buf());
-        // The reader is consumed by the dump; keep counts via a wrapper.
+        // The reader is borrowed by the dump so skip counts stay readable.
         let mut counted = CountingReader::new(reader);
-        let sum = blocksim_traces::dump::write_csv_counted(&mut counted, &mut out)
-            .with_context(|| format!("dumping {}", path.display()))?;
+        // Trace errors already name the file and offset.
+        let sum = blocksim_traces::dump::write_csv_counted(&mut counted, &mut out)?;
         events += sum.events;
-        let _ = skipped_before;
         report_skips(counted.skipped(), &counted.notes());
     }
     out.flush().context("writing output")?;
@@ -166,7 +164,7 @@ fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
     let mut reader = blocksim_traces::open(&a.file, &opts)?;
     let mut st = blocksim_traces::stats::TraceStats::new();
     for ev in reader.by_ref() {
-        st.add(&ev.with_context(|| format!("reading {}", a.file.display()))?);
+        st.add(&ev?);
     }
     let mut out = std::io::stdout().lock();
     writeln!(out, "trace: {} ({})", a.file.display(), reader.format()).context("writing output")?;
