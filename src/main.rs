@@ -11,7 +11,10 @@ use clap::{Parser, Subcommand};
 
 mod cmd_cachesim;
 mod cmd_check;
+mod cmd_run;
 mod cmd_trace;
+mod fiojob;
+mod scenario;
 
 #[derive(Parser, Debug)]
 #[command(name = "sim", version, about = "blocksim: deterministic simulator and model checker for block-storage designs")]
@@ -22,6 +25,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run a scenario and print fio-style reports.
+    Run(cmd_run::RunArgs),
     /// Inspect block traces (blktrace, blkparse text, fio iolog, CSV formats).
     Trace(cmd_trace::TraceArgs),
     /// Cache-only simulation: miss-ratio tables over a trace.
@@ -40,6 +45,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
+        Command::Run(args) => cmd_run::run(args),
         Command::Trace(args) => cmd_trace::run(args),
         Command::Cachesim(args) => cmd_cachesim::run(args),
         Command::Check(args) => cmd_check::run(args),

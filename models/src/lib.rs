@@ -1,1 +1,34 @@
-//! placeholder
+//! blocksim's models: the things that exist in a kernel or a box.
+//!
+//! Main types: [`job::JobConfig`] (fio options), [`config::Scenario`] (all
+//! component configurations), [`device::BlockDevice`] (the interface every
+//! device and layer implements), and [`run::run`], which builds the stack for
+//! a scenario and returns an [`blocksim_analysis::RunReport`].
+//!
+//! **Architecture Invariant:** models never read the wall clock, files or the
+//! environment; they get configuration structs and a seed.
+
+pub mod ahci;
+pub mod backing;
+pub mod bcache;
+pub mod coherence;
+pub mod config;
+pub mod costs;
+pub mod cpu;
+pub mod device;
+pub mod dm;
+pub mod fs;
+pub mod hdd;
+pub mod index;
+pub mod job;
+pub mod offsets;
+pub mod pmem;
+pub mod raid10;
+pub mod run;
+pub mod ssd;
+pub mod stack;
+pub mod sync_stack;
+pub mod topology;
+
+pub use config::{Scenario, ScenarioFile};
+pub use run::{run, ModelError, RunOptions, RunOutput};

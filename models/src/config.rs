@@ -1,0 +1,150 @@
+//! Typed configuration of a scenario's components (serde, no file formats).
+//!
+//! The root package reads TOML (and fio job files) into these structs; models
+//! never see text. Every physical parameter carries its unit in its name.
+//! Component structs deny unknown fields so typos become errors.
+
+use blocksim_sim::units::Nanos;
+use serde::{Deserialize, Serialize};
+
+use std::collections::BTreeMap;
+
+use crate::job::{JobConfig, OptValue};
+
+/// `[simulation]`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimulationConfig {
+    /// Scenario name used in reports.
+    #[serde(default)]
+    pub name: String,
+    /// The one seed that drives every random stream.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Safety stop: the run ends with an error after this many events.
+    #[serde(default = "default_max_events")]
+    pub max_events: u64,
+    /// Interval of time series in reports (e.g. hit ratio over time).
+    #[serde(default = "default_report_interval")]
+    pub report_interval: Nanos,
+    #[serde(default)]
+    pub description: String,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+fn default_max_events() -> u64 {
+    2_000_000_000
+}
+fn default_report_interval() -> Nanos {
+    Nanos(10_000_000_000)
+}
+
+/// `[cpu]`: topology and per-CPU facts.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuConfig {
+    #[serde(default = "one")]
+    pub sockets: u32,
+    #[serde(default = "one")]
+    pub cores_per_socket: u32,
+    #[serde(default = "one")]
+    pub threads_per_core: u32,
+    /// Core clock, used to convert cycle counts to time.
+    pub clock_mhz: u32,
+    /// Throughput of one SMT thread when its sibling is busy, as a fraction
+    /// of a whole core (two busy siblings together get 2x this).
+    #[serde(default = "default_smt_factor")]
+    pub smt_throughput_factor: f64,
+    /// Logical CPU that takes device interrupts (None: the submitting CPU).
+    #[serde(default)]
+    pub irq_cpu: Option<u32>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn default_smt_factor() -> f64 {
+    // Intel's Hyper-Threading typically yields 1.15-1.3x a core's throughput
+    // for two threads [estimate]: 0.6 per thread.
+    0.6
+}
+
+impl CpuConfig {
+    pub fn logical_cpus(&self) -> u32 {
+        self.sockets * self.cores_per_socket * self.threads_per_core
+    }
+    pub fn cycles_to_ns(&self, cycles: f64) -> f64 {
+        cycles * 1000.0 / self.clock_mhz as f64
+    }
+}
+
+/// `[[variant]]`: a named set of overrides applied to the base scenario, in
+/// the same `path.to.key = value` form as `--set`. A scenario with variants
+/// runs each one and prints a comparison table.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantConfig {
+    pub name: String,
+    #[serde(default)]
+    pub set: BTreeMap<String, OptValue>,
+}
+
+/// A scenario, generic over how its jobs are represented: raw option maps
+/// as read from the file ([`ScenarioFile`]) or parsed [`JobConfig`]s
+/// ([`Scenario`]). Top-level TOML sections map one-to-one to fields.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioT<J> {
+    pub simulation: SimulationConfig,
+    pub cpu: CpuConfig,
+    #[serde(default)]
+    pub costs: crate::costs::CostsConfig,
+    #[serde(default)]
+    pub filesystem: Option<crate::fs::FsConfig>,
+    #[serde(default)]
+    pub bcache: Option<crate::bcache::BcacheConfig>,
+    #[serde(default)]
+    pub ahci: Option<crate::ahci::AhciConfig>,
+    #[serde(default)]
+    pub ssd: Vec<crate::ssd::SsdConfig>,
+    #[serde(default)]
+    pub hdd: Vec<crate::hdd::HddConfig>,
+    #[serde(default)]
+    pub raid10: Vec<crate::raid10::Raid10Config>,
+    #[serde(default)]
+    pub coherence: Option<crate::coherence::CoherenceConfig>,
+    #[serde(default)]
+    pub pmem: Vec<crate::pmem::PmemConfig>,
+    #[serde(default)]
+    pub dm: Option<crate::dm::DmConfig>,
+    #[serde(rename = "job")]
+    pub jobs: Vec<J>,
+    #[serde(default, rename = "variant")]
+    pub variants: Vec<VariantConfig>,
+}
+
+/// A scenario as read from a file: jobs are raw fio option maps.
+pub type ScenarioFile = ScenarioT<BTreeMap<String, OptValue>>;
+
+/// A loaded scenario with parsed jobs.
+pub type Scenario = ScenarioT<JobConfig>;
+
+/// Top-level section names, for "did you mean" hints.
+pub const SECTION_NAMES: &[&str] = &[
+    "simulation",
+    "cpu",
+    "costs",
+    "filesystem",
+    "bcache",
+    "ahci",
+    "ssd",
+    "hdd",
+    "raid10",
+    "coherence",
+    "pmem",
+    "dm",
+    "job",
+    "variant",
+];

@@ -1,0 +1,166 @@
+//! The block-device interface shared by every device and layer model.
+//!
+//! A device is a plain state machine. It is handed requests with
+//! [`BlockDevice::submit`] and its own timers with [`BlockDevice::on_timer`];
+//! it answers through a [`DevCtx`]: timers to set (delay, token) and requests
+//! it completed. The stack turns timers into kernel events and routes
+//! completions upward. Devices never see the event queue.
+//!
+//! **Architecture Invariant:** a device completes each request it accepted
+//! exactly once, and never serves more requests at once than its stated
+//! parallelism.
+
+use blocksim_sim::SimTime;
+
+/// Direction of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum Dir {
+    Read,
+    Write,
+}
+
+/// Identifies a request to the device that received it; the submitter picks
+/// it and gets it back on completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ReqTag(pub u32);
+
+/// A request as a device sees it: sector-addressed, 512-byte sectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DevRequest {
+    pub tag: ReqTag,
+    pub dir: Dir,
+    pub sector: u64,
+    pub sectors: u32,
+}
+
+impl DevRequest {
+    pub fn bytes(&self) -> u64 {
+        self.sectors as u64 * 512
+    }
+}
+
+/// What a device may do while handling a call: read the time, set timers,
+/// complete requests.
+pub struct DevCtx<'a> {
+    now: SimTime,
+    timers: &'a mut Vec<(u64, u32)>,
+    completions: &'a mut Vec<ReqTag>,
+}
+
+impl<'a> DevCtx<'a> {
+    pub fn new(now: SimTime, timers: &'a mut Vec<(u64, u32)>, completions: &'a mut Vec<ReqTag>) -> Self {
+        DevCtx {
+            now,
+            timers,
+            completions,
+        }
+    }
+
+    #[inline]
+    pub fn now(&self) -> SimTime {
+        self.now
+    }
+
+    /// Calls the device's `on_timer(token)` `delay_ns` from now.
+    #[inline]
+    pub fn set_timer(&mut self, delay_ns: u64, token: u32) {
+        self.timers.push((delay_ns, token));
+    }
+
+    /// Completes a request now.
+    #[inline]
+    pub fn complete(&mut self, tag: ReqTag) {
+        self.completions.push(tag);
+    }
+}
+
+/// Per-device statistics in the shape of /proc/diskstats.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskStats {
+    pub ios: [u64; 2],
+    pub merges: [u64; 2],
+    pub sectors: [u64; 2],
+    /// Sum of request service times (submit to complete), per direction.
+    pub ticks_ns: [u64; 2],
+    /// Integral of requests in flight over time (diskstats `time_in_queue`).
+    pub in_queue_ns: u64,
+    /// Time with at least one request in flight (diskstats `io_ticks`).
+    pub busy_ns: u64,
+}
+
+/// A block device model.
+pub trait BlockDevice {
+    /// Accepts a request. The device must eventually complete it exactly once.
+    fn submit(&mut self, req: DevRequest, ctx: &mut DevCtx<'_>);
+    /// A timer the device set has fired.
+    fn on_timer(&mut self, token: u32, ctx: &mut DevCtx<'_>);
+    /// Requests accepted and not yet completed.
+    fn in_flight(&self) -> u32;
+    /// Size of the device in 512-byte sectors.
+    fn capacity_sectors(&self) -> u64;
+    /// Disk statistics up to `now`.
+    fn disk_stats(&self, now: SimTime) -> DiskStats;
+    /// Forgets statistics (end of ramp time).
+    fn reset_stats(&mut self, now: SimTime);
+}
+
+/// Helper tracking diskstats-style accounting for a device.
+#[derive(Debug, Clone)]
+pub struct DiskAccounting {
+    stats: DiskStats,
+    in_flight: u32,
+    last_change: SimTime,
+}
+
+impl DiskAccounting {
+    pub fn new(now: SimTime) -> Self {
+        DiskAccounting {
+            stats: DiskStats::default(),
+            in_flight: 0,
+            last_change: now,
+        }
+    }
+
+    fn advance(&mut self, now: SimTime) {
+        let dt = now.since(self.last_change);
+        self.stats.in_queue_ns += dt * self.in_flight as u64;
+        if self.in_flight > 0 {
+            self.stats.busy_ns += dt;
+        }
+        self.last_change = now;
+    }
+
+    pub fn start(&mut self, now: SimTime) {
+        self.advance(now);
+        self.in_flight += 1;
+    }
+
+    pub fn done(&mut self, now: SimTime, dir: Dir, sectors: u32, service_ns: u64) {
+        self.advance(now);
+        assert!(self.in_flight > 0, "completion without a request in flight");
+        self.in_flight -= 1;
+        let d = dir as usize;
+        self.stats.ios[d] += 1;
+        self.stats.sectors[d] += sectors as u64;
+        self.stats.ticks_ns[d] += service_ns;
+    }
+
+    pub fn merged(&mut self, dir: Dir) {
+        self.stats.merges[dir as usize] += 1;
+    }
+
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    pub fn snapshot(&self, now: SimTime) -> DiskStats {
+        let mut c = self.clone();
+        c.advance(now);
+        c.stats
+    }
+
+    pub fn reset(&mut self, now: SimTime) {
+        self.advance(now);
+        self.stats = DiskStats::default();
+    }
+}

@@ -1,0 +1,407 @@
+//! A SATA flash SSD: link, controller firmware, flash channels.
+//!
+//! Life of a read command: the controller's firmware handles it (one embedded
+//! core, FIFO); the flash translation layer may first have to read a mapping
+//! page from flash (its DRAM holds only part of the map); then each 4 KiB
+//! page is read on the channel that holds it (pages are striped over
+//! channels); finally the data crosses the SATA link (one transfer at a time)
+//! and the command completes. Writes are buffered in the drive's DRAM: they
+//! complete after the link transfer and program in the background, occupying
+//! their channel for the program time.
+//!
+//! Every stage is a single FIFO server; a contended channel or link queues.
+
+use std::collections::VecDeque;
+
+use blocksim_sim::units::{Bytes, Nanos};
+use blocksim_sim::{ComponentRng, SimTime, Slab, SlotId};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats};
+#[cfg(test)]
+use crate::device::ReqTag;
+
+/// `[[ssd]]`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SsdConfig {
+    pub name: String,
+    pub capacity: Bytes,
+    /// Payload bandwidth of the host link (SATA 3 Gb/s after 8b/10b: 300 MB/s).
+    pub link_mb_per_s: f64,
+    /// Per-command link overhead: command FIS, DMA setup, status FIS.
+    pub link_cmd_overhead: Nanos,
+    /// Firmware time per command on the controller's core.
+    pub controller_per_cmd: Nanos,
+    /// Independent flash channels.
+    pub channels: u32,
+    /// Flash page size.
+    pub page_size: Bytes,
+    /// Time a page read occupies its channel: array read (tR) plus transfer
+    /// of the page to the controller.
+    pub page_read: Nanos,
+    /// Time a page program occupies its channel (tPROG plus transfer).
+    pub page_program: Nanos,
+    /// Probability that a read's logical-to-physical mapping is not in the
+    /// drive's DRAM, costing one extra page read on a channel.
+    pub ftl_map_miss_ratio: f64,
+    /// Commands the drive accepts at once (NCQ depth the drive advertises).
+    #[serde(default = "default_queue_depth")]
+    pub queue_depth: u32,
+}
+
+fn default_queue_depth() -> u32 {
+    32
+}
+
+impl SsdConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        let ctx = |m: &str| format!("[[ssd]] {}: {m}", self.name);
+        if self.channels == 0 || self.channels > 1024 {
+            return Err(ctx("channels must be 1..=1024"));
+        }
+        if self.page_size.0 < 512 || self.page_size.0 % 512 != 0 {
+            return Err(ctx("page_size must be a positive multiple of 512 bytes"));
+        }
+        if !(self.link_mb_per_s > 0.0 && self.link_mb_per_s.is_finite()) {
+            return Err(ctx("link_mb_per_s must be positive"));
+        }
+        if !(0.0..=1.0).contains(&self.ftl_map_miss_ratio) {
+            return Err(ctx("ftl_map_miss_ratio must be within 0..=1"));
+        }
+        if self.queue_depth == 0 || self.queue_depth > 65536 {
+            return Err(ctx("queue_depth must be 1..=65536"));
+        }
+        if self.capacity.0 < self.page_size.0 {
+            return Err(ctx("capacity must hold at least one page"));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FlashOp {
+    MapRead,
+    DataRead,
+    Program,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ChannelOp {
+    cmd: Option<SlotId>,
+    op: FlashOp,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Command {
+    req: DevRequest,
+    submitted: SimTime,
+    pages_pending: u32,
+    map_pending: bool,
+}
+
+const STAGE_CONTROLLER: u32 = 0;
+const STAGE_CHANNEL: u32 = 1;
+const STAGE_LINK: u32 = 2;
+
+fn token(stage: u32, index: u32) -> u32 {
+    debug_assert!(index < 1 << 24);
+    (stage << 24) | index
+}
+
+/// The SSD model.
+pub struct Ssd {
+    cfg: SsdConfig,
+    rng: ComponentRng,
+    cmds: Slab<Command>,
+    controller_queue: VecDeque<SlotId>,
+    controller_busy: Option<SlotId>,
+    channels: Vec<(VecDeque<ChannelOp>, Option<ChannelOp>)>,
+    link_queue: VecDeque<SlotId>,
+    link_busy: Option<SlotId>,
+    acct: DiskAccounting,
+    link_ns_per_byte: f64,
+}
+
+impl Ssd {
+    pub fn new(cfg: SsdConfig, rng: ComponentRng) -> Ssd {
+        let channels = (0..cfg.channels).map(|_| (VecDeque::new(), None)).collect();
+        Ssd {
+            link_ns_per_byte: 1000.0 / cfg.link_mb_per_s,
+            cmds: Slab::with_bound(cfg.queue_depth as usize),
+            controller_queue: VecDeque::with_capacity(cfg.queue_depth as usize),
+            controller_busy: None,
+            channels,
+            link_queue: VecDeque::with_capacity(cfg.queue_depth as usize),
+            link_busy: None,
+            acct: DiskAccounting::new(SimTime::ZERO),
+            rng,
+            cfg,
+        }
+    }
+
+    pub fn config(&self) -> &SsdConfig {
+        &self.cfg
+    }
+
+    fn pages_of(&self, req: &DevRequest) -> std::ops::Range<u64> {
+        let page_sectors = self.cfg.page_size.0 / 512;
+        let first = req.sector / page_sectors;
+        let last = (req.sector + req.sectors as u64 - 1) / page_sectors;
+        first..last + 1
+    }
+
+    fn start_controller(&mut self, ctx: &mut DevCtx<'_>) {
+        if self.controller_busy.is_none() {
+            if let Some(id) = self.controller_queue.pop_front() {
+                self.controller_busy = Some(id);
+                ctx.set_timer(self.cfg.controller_per_cmd.0, token(STAGE_CONTROLLER, 0));
+            }
+        }
+    }
+
+    fn start_channel(&mut self, ch: usize, ctx: &mut DevCtx<'_>) {
+        let (queue, busy) = &mut self.channels[ch];
+        if busy.is_none() {
+            if let Some(op) = queue.pop_front() {
+                *busy = Some(op);
+                let ns = match op.op {
+                    FlashOp::MapRead | FlashOp::DataRead => self.cfg.page_read.0,
+                    FlashOp::Program => self.cfg.page_program.0,
+                };
+                ctx.set_timer(ns, token(STAGE_CHANNEL, ch as u32));
+            }
+        }
+    }
+
+    fn start_link(&mut self, ctx: &mut DevCtx<'_>) {
+        if self.link_busy.is_none() {
+            if let Some(id) = self.link_queue.pop_front() {
+                self.link_busy = Some(id);
+                let bytes = self.cmds.get(id).req.bytes();
+                let ns = self.cfg.link_cmd_overhead.0
+                    + (bytes as f64 * self.link_ns_per_byte).round() as u64;
+                ctx.set_timer(ns, token(STAGE_LINK, 0));
+            }
+        }
+    }
+
+    fn queue_data_pages(&mut self, id: SlotId, ctx: &mut DevCtx<'_>) {
+        let req = self.cmds.get(id).req;
+        let pages = self.pages_of(&req);
+        let n = pages.end - pages.start;
+        self.cmds.get_mut(id).pages_pending = n as u32;
+        for page in pages {
+            let ch = (page % self.cfg.channels as u64) as usize;
+            self.channels[ch].0.push_back(ChannelOp {
+                cmd: Some(id),
+                op: FlashOp::DataRead,
+            });
+            self.start_channel(ch, ctx);
+        }
+    }
+
+    fn finish(&mut self, id: SlotId, ctx: &mut DevCtx<'_>) {
+        let cmd = self.cmds.remove(id);
+        let service = ctx.now().since(cmd.submitted);
+        self.acct
+            .done(ctx.now(), cmd.req.dir, cmd.req.sectors, service);
+        ctx.complete(cmd.req.tag);
+    }
+}
+
+impl BlockDevice for Ssd {
+    fn submit(&mut self, req: DevRequest, ctx: &mut DevCtx<'_>) {
+        assert!(
+            req.sector + req.sectors as u64 <= self.capacity_sectors(),
+            "request beyond the end of {}",
+            self.cfg.name
+        );
+        let id = self
+            .cmds
+            .insert(Command {
+                req,
+                submitted: ctx.now(),
+                pages_pending: 0,
+                map_pending: false,
+            })
+            .unwrap_or_else(|e| panic!("{}: more commands than queue_depth: {e}", self.cfg.name));
+        self.acct.start(ctx.now());
+        self.controller_queue.push_back(id);
+        self.start_controller(ctx);
+    }
+
+    fn on_timer(&mut self, tok: u32, ctx: &mut DevCtx<'_>) {
+        let (stage, index) = (tok >> 24, (tok & 0xff_ffff) as usize);
+        match stage {
+            STAGE_CONTROLLER => {
+                let id = self.controller_busy.take().expect("controller was busy");
+                let req = self.cmds.get(id).req;
+                match req.dir {
+                    Dir::Read => {
+                        if self.rng.random::<f64>() < self.cfg.ftl_map_miss_ratio {
+                            // The mapping page lives on a channel chosen by
+                            // its own address; model it as uniformly spread.
+                            let ch = self.rng.random_range(0..self.cfg.channels) as usize;
+                            self.cmds.get_mut(id).map_pending = true;
+                            self.channels[ch].0.push_back(ChannelOp {
+                                cmd: Some(id),
+                                op: FlashOp::MapRead,
+                            });
+                            self.start_channel(ch, ctx);
+                        } else {
+                            self.queue_data_pages(id, ctx);
+                        }
+                    }
+                    Dir::Write => {
+                        // Data comes over the link into DRAM first.
+                        self.link_queue.push_back(id);
+                        self.start_link(ctx);
+                    }
+                }
+                self.start_controller(ctx);
+            }
+            STAGE_CHANNEL => {
+                let op = self.channels[index].1.take().expect("channel was busy");
+                match (op.op, op.cmd) {
+                    (FlashOp::MapRead, Some(id)) => {
+                        self.cmds.get_mut(id).map_pending = false;
+                        self.queue_data_pages(id, ctx);
+                    }
+                    (FlashOp::DataRead, Some(id)) => {
+                        let c = self.cmds.get_mut(id);
+                        c.pages_pending -= 1;
+                        if c.pages_pending == 0 {
+                            self.link_queue.push_back(id);
+                            self.start_link(ctx);
+                        }
+                    }
+                    (FlashOp::Program, None) => {}
+                    other => unreachable!("inconsistent channel op {other:?}"),
+                }
+                self.start_channel(index, ctx);
+            }
+            STAGE_LINK => {
+                let id = self.link_busy.take().expect("link was busy");
+                let req = self.cmds.get(id).req;
+                if req.dir == Dir::Write {
+                    for page in self.pages_of(&req) {
+                        let ch = (page % self.cfg.channels as u64) as usize;
+                        self.channels[ch].0.push_back(ChannelOp {
+                            cmd: None,
+                            op: FlashOp::Program,
+                        });
+                        self.start_channel(ch, ctx);
+                    }
+                }
+                self.finish(id, ctx);
+                self.start_link(ctx);
+            }
+            _ => unreachable!("bad ssd timer token {tok:#x}"),
+        }
+    }
+
+    fn in_flight(&self) -> u32 {
+        self.cmds.len() as u32
+    }
+
+    fn capacity_sectors(&self) -> u64 {
+        self.cfg.capacity.0 / 512
+    }
+
+    fn disk_stats(&self, now: SimTime) -> DiskStats {
+        self.acct.snapshot(now)
+    }
+
+    fn reset_stats(&mut self, now: SimTime) {
+        self.acct.reset(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use blocksim_sim::component_rng;
+
+    fn cfg() -> SsdConfig {
+        SsdConfig {
+            name: "ssd".into(),
+            capacity: Bytes(1 << 30),
+            link_mb_per_s: 300.0,
+            link_cmd_overhead: Nanos(1000),
+            controller_per_cmd: Nanos(5000),
+            channels: 4,
+            page_size: Bytes(4096),
+            page_read: Nanos(100_000),
+            page_program: Nanos(900_000),
+            ftl_map_miss_ratio: 0.0,
+            queue_depth: 32,
+        }
+    }
+
+    /// Drives the device with a tiny timer loop; returns completion times.
+    fn drive(ssd: &mut Ssd, reqs: &[DevRequest]) -> Vec<(ReqTag, u64)> {
+        let mut now = SimTime::ZERO;
+        let mut pending: Vec<(u64, u64, u32)> = Vec::new(); // (time, seq, token)
+        let mut seq = 0;
+        let mut done = Vec::new();
+        let (mut timers, mut comps) = (Vec::new(), Vec::new());
+        for r in reqs {
+            ssd.submit(*r, &mut DevCtx::new(now, &mut timers, &mut comps));
+        }
+        loop {
+            for (d, t) in timers.drain(..) {
+                pending.push((now.0 + d, seq, t));
+                seq += 1;
+            }
+            for c in comps.drain(..) {
+                done.push((c, now.0));
+            }
+            pending.sort();
+            if pending.is_empty() {
+                break;
+            }
+            let (t, _, tok) = pending.remove(0);
+            now = SimTime(t);
+            ssd.on_timer(tok, &mut DevCtx::new(now, &mut timers, &mut comps));
+        }
+        done
+    }
+
+    #[test]
+    fn single_read_latency_is_the_sum_of_stages() {
+        let mut ssd = Ssd::new(cfg(), component_rng(1, "ssd"));
+        let r = DevRequest { tag: ReqTag(7), dir: Dir::Read, sector: 8, sectors: 8 };
+        let done = drive(&mut ssd, &[r]);
+        let link = 1000 + (4096.0 * 1000.0 / 300.0f64).round() as u64;
+        assert_eq!(done, vec![(ReqTag(7), 5000 + 100_000 + link)]);
+        assert_eq!(ssd.in_flight(), 0);
+    }
+
+    #[test]
+    fn channels_work_in_parallel_and_serialise_within() {
+        let mut ssd = Ssd::new(cfg(), component_rng(1, "ssd"));
+        // pages 0..8 -> channels 0,1,2,3,0,1,2,3
+        let reqs: Vec<_> = (0..8)
+            .map(|i| DevRequest { tag: ReqTag(i), dir: Dir::Read, sector: i as u64 * 8, sectors: 8 })
+            .collect();
+        let done = drive(&mut ssd, &reqs);
+        assert_eq!(done.len(), 8);
+        let last = done.iter().map(|d| d.1).max().unwrap();
+        // Two rounds of page reads dominate: ~ 2 x 100us plus pipeline fill.
+        assert!(last > 200_000 && last < 260_000, "{last}");
+        let stats = ssd.disk_stats(SimTime(last));
+        assert_eq!(stats.ios[0], 8);
+    }
+
+    #[test]
+    fn map_misses_add_a_page_read() {
+        let mut c = cfg();
+        c.ftl_map_miss_ratio = 1.0;
+        let mut ssd = Ssd::new(c, component_rng(1, "ssd"));
+        let r = DevRequest { tag: ReqTag(1), dir: Dir::Read, sector: 0, sectors: 8 };
+        let done = drive(&mut ssd, &[r]);
+        assert!(done[0].1 >= 5000 + 200_000);
+    }
+}

@@ -1,0 +1,1202 @@
+//! The asynchronous I/O stack: fio threads (libaio) -> filesystem -> bcache
+//! -> block layer/AHCI ports -> devices, with interrupts on an IRQ CPU.
+//!
+//! One [`AsyncStack`] is the whole simulated machine for a scenario. Its
+//! events ([`Ev`]) are a compact enum; components live in vectors and are
+//! addressed by index; in-flight I/Os live in a bounded slab.
+//!
+//! A fio thread alternates actions on its CPU, each taking the CPU time of
+//! the cost paths it runs: reap ready completions (`io_getevents`), submit a
+//! new I/O (`io_submit` down to the device), or sleep until an interrupt
+//! wakes it. Device completions set bits on their port; one interrupt
+//! handler on the IRQ CPU retires all of them, dispatches waiting requests
+//! into the freed NCQ tags and wakes sleeping threads.
+//!
+//! **Architecture Invariant:** every I/O a job submits is completed and
+//! reaped exactly once; conservation (submitted = reaped + in flight) is
+//! asserted at the end of every run.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use blocksim_analysis::{DirReport, DiskReport, JobReport, LatencyHist, Profile, ProfileRow, RunReport, Table, Cell};
+use blocksim_sim::{
+    component_rng, ComponentRng, ContextId, Ctx, CpuProfile, LatencyHistogram, Mode, Model,
+    SimOptions, SimTime, Simulation, Slab, SlotId, StopReason, SymbolId,
+};
+use rand::Rng;
+
+use crate::ahci::{Origin, Port, Queued};
+use crate::bcache::Bcache;
+use crate::config::Scenario;
+use crate::costs::Path;
+use crate::cpu::Cpus;
+use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, ReqTag};
+use crate::job::{IoEngine, JobConfig};
+use crate::offsets::OffsetGen;
+use crate::run::{ModelError, RunOptions, RunOutput};
+use crate::ssd::Ssd;
+
+/// Events of the stack.
+#[derive(Debug, Clone, Copy)]
+pub enum Ev {
+    /// A job thread finishes its current action and picks the next.
+    JobWake(u16),
+    /// A device timer.
+    DevTimer(u16, u32),
+    /// An interrupt handler starts on the IRQ CPU for a port.
+    IrqStart(u16),
+    /// The handler has finished; its completions are delivered.
+    IrqDone(u16),
+    /// End of ramp time: statistics restart.
+    RampEnd,
+    /// Periodic sample for time series.
+    Sample,
+}
+
+/// Largest number of I/Os in flight in the whole stack (a stated bound).
+const IO_SLAB_BOUND: usize = 1 << 20;
+/// Bound on requests waiting for a tag per port.
+const PORT_WAIT_BOUND: usize = 1 << 20;
+
+/// Where a job's I/O goes.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    Dev(usize),
+    Bcache(usize),
+}
+
+/// An I/O of a job.
+#[derive(Debug, Clone, Copy)]
+struct Io {
+    job: u16,
+    dir: Dir,
+    /// Sector on the job's target (after the filesystem mapping).
+    sector: u64,
+    sectors: u32,
+    t_prep: SimTime,
+    t_submitted: SimTime,
+    t_done: SimTime,
+}
+
+/// What a device-level request is for (encoded in an [`Origin`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Piece {
+    /// Completing it completes the job I/O.
+    User(SlotId),
+    /// A bcache miss read from the backing device.
+    BackingRead(SlotId),
+    /// A bcache cache fill (write to the cache device); index into `fills`.
+    Fill(SlotId),
+}
+
+impl Piece {
+    fn encode(self) -> Origin {
+        let (k, id) = match self {
+            Piece::User(s) => (0, s.0),
+            Piece::BackingRead(s) => (1, s.0),
+            Piece::Fill(s) => (2, s.0),
+        };
+        assert!(id < 1 << 30);
+        Origin((k << 30) | id)
+    }
+    fn decode(o: Origin) -> Piece {
+        let id = SlotId(o.0 & ((1 << 30) - 1));
+        match o.0 >> 30 {
+            0 => Piece::User(id),
+            1 => Piece::BackingRead(id),
+            _ => Piece::Fill(id),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Fill {
+    bcache: usize,
+    sector: u64,
+    sectors: u32,
+    cache_sector: u64,
+}
+
+/// The action a job thread is performing until its next `JobWake`.
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    None,
+    Submit { io: SlotId, dev: usize, piece: Piece, dev_sector: u64 },
+    Reap { count: u32 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JobState {
+    Running,
+    Sleeping,
+    Done,
+}
+
+/// One fio thread (a clone of a `[[job]]` when numjobs > 1).
+struct JobThread {
+    group: usize,
+    cpu: usize,
+    rng: ComponentRng,
+    offsets: OffsetGen,
+    target: Target,
+    on_file: bool,
+    /// First sector of the job's region on the target device.
+    region_sector: u64,
+    ios_limit: Option<u64>,
+    stop_issue_at: Option<SimTime>,
+    issued: u64,
+    in_flight: u32,
+    ready: VecDeque<SlotId>,
+    state: JobState,
+    action: Action,
+}
+
+/// Statistics of one `[[job]]` (all its clones).
+struct GroupStats {
+    slat: [LatencyHistogram; 2],
+    clat: [LatencyHistogram; 2],
+    lat: [LatencyHistogram; 2],
+    io_bytes: [u64; 2],
+    ios: [u64; 2],
+    depth: [u64; 7],
+    submit: [u64; 7],
+    complete: [u64; 7],
+    ctx_switches: u64,
+    usr_ns: u64,
+    sys_ns: u64,
+    end: Option<SimTime>,
+    clones_done: u32,
+}
+
+impl GroupStats {
+    fn new() -> Self {
+        GroupStats {
+            slat: [LatencyHistogram::new(), LatencyHistogram::new()],
+            clat: [LatencyHistogram::new(), LatencyHistogram::new()],
+            lat: [LatencyHistogram::new(), LatencyHistogram::new()],
+            io_bytes: [0; 2],
+            ios: [0; 2],
+            depth: [0; 7],
+            submit: [0; 7],
+            complete: [0; 7],
+            ctx_switches: 0,
+            usr_ns: 0,
+            sys_ns: 0,
+            end: None,
+            clones_done: 0,
+        }
+    }
+}
+
+/// fio's depth buckets 1, 2, 4, 8, 16, 32, >=64.
+fn depth_bucket(d: u32) -> usize {
+    match d {
+        0..=1 => 0,
+        2..=3 => 1,
+        4..=7 => 2,
+        8..=15 => 3,
+        16..=31 => 4,
+        32..=63 => 5,
+        _ => 6,
+    }
+}
+
+/// fio's submit/complete buckets 0, 1-4, 5-8, 9-16, 17-32, 33-64, >64.
+fn batch_bucket(n: u32) -> usize {
+    match n {
+        0 => 0,
+        1..=4 => 1,
+        5..=8 => 2,
+        9..=16 => 3,
+        17..=32 => 4,
+        33..=64 => 5,
+        _ => 6,
+    }
+}
+
+/// A device with its port (tags, queue, interrupt state).
+struct DevNode {
+    name: String,
+    dev: Box<dyn BlockDevice>,
+    port: Port,
+}
+
+/// The resolved cost paths the stack uses.
+struct Paths {
+    fio_prep: Path,
+    fio_complete: Path,
+    io_submit_call: Path,
+    submit_io: Path,
+    fs_lookup: Path,
+    make_request: Path,
+    bcache_request: Path,
+    issue_cmd: Path,
+    getevents_call: Path,
+    reap_event: Path,
+    sleep: Path,
+    wakeup_target: Path,
+    irq_entry: Path,
+    irq_per_cmd: Path,
+    wake_remote: Path,
+    idle_exit: Path,
+}
+
+struct Symbols {
+    bset_search: SymbolId,
+    search_leaf: SymbolId,
+    btree_insert: SymbolId,
+    idle: SymbolId,
+}
+
+struct Contexts {
+    fio: ContextId,
+    swapper: ContextId,
+    kworker: ContextId,
+}
+
+/// The simulated machine for an asynchronous-I/O scenario.
+pub struct AsyncStack {
+    seed: u64,
+    name: String,
+    jobs_cfg: Vec<JobConfig>,
+    threads: Vec<JobThread>,
+    groups: Vec<GroupStats>,
+    devs: Vec<DevNode>,
+    bcaches: Vec<(Bcache, usize, usize)>,
+    ios: Slab<Io>,
+    fills: Slab<Fill>,
+    cpus: Cpus,
+    irq_cpu: Option<usize>,
+    irq_delivery_ns: u64,
+    profile: CpuProfile,
+    paths: Paths,
+    syms: Symbols,
+    ctxs: Contexts,
+    perf_idle_weight: f64,
+    measure_start: SimTime,
+    threads_running: usize,
+    sample_interval_ns: u64,
+    hit_series: Vec<(u64, u64, u64)>,
+    last_sample: (u64, u64),
+    scratch_timers: Vec<(u64, u32)>,
+    scratch_done: Vec<ReqTag>,
+    submitted_total: u64,
+    reaped_total: u64,
+}
+
+fn cfg_err(msg: impl Into<String>) -> ModelError {
+    ModelError::Config(msg.into())
+}
+
+impl AsyncStack {
+    /// Builds the stack for a scenario whose jobs use an asynchronous engine.
+    pub fn build(sc: &Scenario, _opts: &RunOptions) -> Result<AsyncStack, ModelError> {
+        let seed = sc.simulation.seed;
+        let ncpu = sc.cpu.logical_cpus() as usize;
+        if ncpu == 0 || ncpu > 4096 {
+            return Err(cfg_err("[cpu] needs 1..=4096 logical CPUs"));
+        }
+        let irq_cpu = match sc.cpu.irq_cpu {
+            Some(c) if (c as usize) < ncpu => Some(c as usize),
+            Some(c) => {
+                return Err(cfg_err(format!(
+                    "[cpu] irq_cpu = {c} but the machine has {ncpu} logical CPUs (0..{})",
+                    ncpu - 1
+                )))
+            }
+            None => None,
+        };
+        let mut profile = CpuProfile::new(ncpu);
+        let ctxs = Contexts {
+            fio: profile.context("fio"),
+            swapper: profile.context("swapper"),
+            kworker: profile.context("kworker/u:1"),
+        };
+        let resolved = sc.costs.resolve(&mut profile).map_err(cfg_err)?;
+        let get = |n: &str| resolved.get(n).cloned().unwrap_or_default();
+        let paths = Paths {
+            fio_prep: get("fio_prep"),
+            fio_complete: get("fio_complete"),
+            io_submit_call: get("io_submit_call"),
+            submit_io: get("submit_io"),
+            fs_lookup: get("fs_lookup"),
+            make_request: get("make_request"),
+            bcache_request: get("bcache_request"),
+            issue_cmd: get("issue_cmd"),
+            getevents_call: get("getevents_call"),
+            reap_event: get("reap_event"),
+            sleep: get("sleep"),
+            wakeup_target: get("wakeup_target"),
+            irq_entry: get("irq_entry"),
+            irq_per_cmd: get("irq_per_cmd"),
+            wake_remote: get("wake_remote"),
+            idle_exit: get("idle_exit"),
+        };
+        let syms = Symbols {
+            bset_search: profile.symbol("__bset_search", "[kernel.kallsyms]", Mode::Kernel),
+            search_leaf: profile.symbol("btree_search_leaf", "[kernel.kallsyms]", Mode::Kernel),
+            btree_insert: profile.symbol("bch_btree_insert", "[kernel.kallsyms]", Mode::Kernel),
+            idle: profile.symbol("mwait_idle", "[kernel.kallsyms]", Mode::Idle),
+        };
+        if !(0.0..=1.0).contains(&sc.costs.perf_idle_weight) {
+            return Err(cfg_err("[costs] perf_idle_weight must be within 0..=1"));
+        }
+
+        // Devices. Each gets a port: AHCI NCQ tags, or unbounded for md.
+        let ncq_tags = sc.ahci.as_ref().map(|a| a.ncq_tags).unwrap_or(31);
+        if ncq_tags == 0 || ncq_tags > 32 {
+            return Err(cfg_err("[ahci] ncq_tags must be 1..=32"));
+        }
+        let mut devs: Vec<DevNode> = Vec::new();
+        let mut names: BTreeMap<String, usize> = BTreeMap::new();
+        for s in &sc.ssd {
+            s.validate().map_err(cfg_err)?;
+            let tags = ncq_tags.min(s.queue_depth);
+            add_dev(
+                &mut devs,
+                &mut names,
+                &s.name,
+                Box::new(Ssd::new(s.clone(), component_rng(seed, &s.name))),
+                tags,
+            )?;
+        }
+        crate::backing::add_backing_devices(sc, seed, ncq_tags, &mut |name, dev, tags| {
+            add_dev(&mut devs, &mut names, name, dev, tags)
+        })?;
+
+        let mut bcaches = Vec::new();
+        let mut targets: BTreeMap<String, Target> =
+            names.iter().map(|(n, &i)| (n.clone(), Target::Dev(i))).collect();
+        if let Some(b) = &sc.bcache {
+            let cache = *names.get(&b.cache).ok_or_else(|| {
+                cfg_err(format!("[bcache] cache = {:?} names no [[ssd]]", b.cache))
+            })?;
+            let backing = *names.get(&b.backing).ok_or_else(|| {
+                cfg_err(format!(
+                    "[bcache] backing = {:?} names no [[raid10]], [[hdd]] or [[ssd]]",
+                    b.backing
+                ))
+            })?;
+            if cache == backing {
+                return Err(cfg_err("[bcache] cache and backing must differ"));
+            }
+            let mut bc = Bcache::new(
+                b.clone(),
+                devs[cache].dev.capacity_sectors(),
+                sc.costs.btree.clone(),
+            )
+            .map_err(cfg_err)?;
+            bc.populate().map_err(cfg_err)?;
+            if targets.contains_key(&b.name) {
+                return Err(cfg_err(format!("[bcache] name {:?} is already a device", b.name)));
+            }
+            targets.insert(b.name.clone(), Target::Bcache(bcaches.len()));
+            bcaches.push((bc, cache, backing));
+        }
+
+        let target_size = |t: Target, devs: &[DevNode], bcaches: &[(Bcache, usize, usize)]| match t {
+            Target::Dev(i) => devs[i].dev.capacity_sectors(),
+            Target::Bcache(i) => devs[bcaches[i].2].dev.capacity_sectors(),
+        };
+
+        // Jobs.
+        let mut threads = Vec::new();
+        let mut groups = Vec::new();
+        let mut next_cpu = 0usize;
+        for (gi, j) in sc.jobs.iter().enumerate() {
+            if j.ioengine != IoEngine::Libaio {
+                return Err(cfg_err(format!(
+                    "job `{}`: ioengine {} on this stack is not modelled; use libaio (or io_uring), or target a pmem/dm device for psync",
+                    j.name,
+                    j.ioengine.as_str()
+                )));
+            }
+            if !j.direct {
+                return Err(cfg_err(format!(
+                    "job `{}`: buffered I/O (direct=0) is not modelled: the page cache is out of scope; set direct=1",
+                    j.name
+                )));
+            }
+            let (target_name, on_file, file_start) = match &sc.filesystem {
+                Some(fs) if fs.holds(&j.filename) => (fs.device.clone(), true, fs.file_start.0),
+                _ => (j.filename.trim_start_matches("/dev/").to_string(), false, 0),
+            };
+            let target = *targets.get(&target_name).ok_or_else(|| {
+                let known: Vec<&str> = targets.keys().map(|s| s.as_str()).collect();
+                cfg_err(format!(
+                    "job `{}`: filename {:?} is not a device of the stack (known: {}{})",
+                    j.name,
+                    j.filename,
+                    known.join(", "),
+                    sc.filesystem
+                        .as_ref()
+                        .map(|f| format!("; or a file under {}", f.mount))
+                        .unwrap_or_default()
+                ))
+            })?;
+            let size_sectors = target_size(target, &devs, &bcaches);
+            let start_bytes = file_start + j.offset_bytes;
+            let region_bytes = j
+                .size_bytes
+                .unwrap_or((size_sectors * 512).saturating_sub(start_bytes));
+            if start_bytes + region_bytes > size_sectors * 512 || region_bytes < j.bs_bytes_max {
+                return Err(cfg_err(format!(
+                    "job `{}`: region offset {} + size {} does not fit {} ({} bytes) or is smaller than bs",
+                    j.name,
+                    start_bytes,
+                    region_bytes,
+                    target_name,
+                    size_sectors * 512
+                )));
+            }
+            let blocks = region_bytes / j.bs_bytes_min;
+            let ios_limit = if j.time_based {
+                None
+            } else {
+                Some(j.io_limit_bytes(region_bytes) / j.bs_bytes_min)
+            };
+            if !j.time_based && j.runtime_ns.is_none() && ios_limit == Some(0) {
+                return Err(cfg_err(format!("job `{}` has nothing to do (size/io_size below bs)", j.name)));
+            }
+            for clone in 0..j.numjobs {
+                let cpu = match &j.cpus_allowed {
+                    Some(list) => {
+                        let c = list[clone as usize % list.len()] as usize;
+                        if c >= ncpu {
+                            return Err(cfg_err(format!(
+                                "job `{}`: cpus_allowed names CPU {c} but the machine has {ncpu}",
+                                j.name
+                            )));
+                        }
+                        c
+                    }
+                    None => {
+                        // Like the scheduler's wake-affine placement: spread
+                        // over CPUs, keeping the IRQ CPU for interrupts.
+                        let mut c = next_cpu % ncpu;
+                        if Some(c) == irq_cpu && ncpu > 1 {
+                            c = (c + 1) % ncpu;
+                        }
+                        next_cpu = c + 1;
+                        c
+                    }
+                };
+                let seed_j = j.randseed.unwrap_or(seed);
+                let mut rng = component_rng(seed_j, &format!("job/{}/{}", j.name, clone));
+                let offsets = OffsetGen::new(j.rw.is_random(), j.random_distribution, blocks, &mut rng);
+                threads.push(JobThread {
+                    group: gi,
+                    cpu,
+                    rng,
+                    offsets,
+                    target,
+                    on_file,
+                    region_sector: start_bytes / 512,
+                    ios_limit,
+                    stop_issue_at: j.runtime_ns.map(|r| SimTime(j.ramp_time_ns + r)),
+                    issued: 0,
+                    in_flight: 0,
+                    ready: VecDeque::new(),
+                    state: JobState::Running,
+                    action: Action::None,
+                });
+            }
+            groups.push(GroupStats::new());
+        }
+        if threads.is_empty() {
+            return Err(cfg_err("the scenario has no [[job]]"));
+        }
+        if threads.len() > u16::MAX as usize {
+            return Err(cfg_err("too many job threads (max 65535)"));
+        }
+        let threads_running = threads.len();
+        Ok(AsyncStack {
+            seed,
+            name: sc.simulation.name.clone(),
+            jobs_cfg: sc.jobs.clone(),
+            threads,
+            groups,
+            devs,
+            bcaches,
+            ios: Slab::with_bound(IO_SLAB_BOUND),
+            fills: Slab::with_bound(IO_SLAB_BOUND),
+            cpus: Cpus::new(ncpu),
+            irq_cpu,
+            irq_delivery_ns: sc.ahci.as_ref().map(|a| a.irq_delivery.0).unwrap_or(0),
+            profile,
+            paths,
+            syms,
+            ctxs,
+            perf_idle_weight: sc.costs.perf_idle_weight,
+            measure_start: SimTime::ZERO,
+            threads_running,
+            sample_interval_ns: sc.simulation.report_interval.0.max(1_000),
+            hit_series: Vec::new(),
+            last_sample: (0, 0),
+            scratch_timers: Vec::with_capacity(16),
+            scratch_done: Vec::with_capacity(16),
+            submitted_total: 0,
+            reaped_total: 0,
+        })
+    }
+
+    /// Calls a device and turns its timers and completions into events.
+    fn with_dev(
+        &mut self,
+        d: usize,
+        ctx: &mut Ctx<'_, Ev>,
+        f: impl FnOnce(&mut dyn BlockDevice, &mut DevCtx<'_>),
+    ) {
+        let mut timers = std::mem::take(&mut self.scratch_timers);
+        let mut done = std::mem::take(&mut self.scratch_done);
+        {
+            let mut dctx = DevCtx::new(ctx.now(), &mut timers, &mut done);
+            f(self.devs[d].dev.as_mut(), &mut dctx);
+        }
+        for (delay, tok) in timers.drain(..) {
+            ctx.schedule_in(delay, Ev::DevTimer(d as u16, tok));
+        }
+        if !done.is_empty() {
+            let port = &mut self.devs[d].port;
+            port.done_unretired.extend(done.drain(..).map(|t| t.0));
+            if !port.irq_active {
+                port.irq_active = true;
+                ctx.schedule_in(self.irq_delivery_ns, Ev::IrqStart(d as u16));
+            }
+        }
+        self.scratch_timers = timers;
+        self.scratch_done = done;
+    }
+
+    /// Hands a request to a device's block queue: issue now if a tag is free.
+    fn block_submit(&mut self, d: usize, q: Queued, ctx: &mut Ctx<'_, Ev>) {
+        if !self.devs[d].port.waiting.is_empty() {
+            self.devs[d].port.enqueue(q);
+            return;
+        }
+        match self.devs[d].port.take_tag(q.origin) {
+            Some(tag) => {
+                let req = DevRequest {
+                    tag: ReqTag(tag),
+                    dir: q.dir,
+                    sector: q.sector,
+                    sectors: q.sectors,
+                };
+                self.with_dev(d, ctx, |dev, c| dev.submit(req, c));
+            }
+            None => self.devs[d].port.enqueue(q),
+        }
+    }
+
+    fn charge(&mut self, cpu: usize, context: ContextId, path: PathId) -> (u64, u64) {
+        let p = path_of(&self.paths, path);
+        let total = p.charge(&mut self.profile, cpu, context);
+        (total, p.user_ns)
+    }
+
+}
+
+fn path_of(p: &Paths, id: PathId) -> &Path {
+        match id {
+            PathId::FioPrep => &p.fio_prep,
+            PathId::FioComplete => &p.fio_complete,
+            PathId::IoSubmitCall => &p.io_submit_call,
+            PathId::SubmitIo => &p.submit_io,
+            PathId::FsLookup => &p.fs_lookup,
+            PathId::MakeRequest => &p.make_request,
+            PathId::BcacheRequest => &p.bcache_request,
+            PathId::IssueCmd => &p.issue_cmd,
+            PathId::GeteventsCall => &p.getevents_call,
+            PathId::ReapEvent => &p.reap_event,
+            PathId::Sleep => &p.sleep,
+            PathId::WakeupTarget => &p.wakeup_target,
+            PathId::IrqEntry => &p.irq_entry,
+            PathId::IrqPerCmd => &p.irq_per_cmd,
+            PathId::WakeRemote => &p.wake_remote,
+            PathId::IdleExit => &p.idle_exit,
+        }
+}
+
+impl AsyncStack {
+
+    /// Runs a list of paths in a job's context; returns (total, user) ns.
+    fn run_job_paths(&mut self, t: usize, list: &[PathId]) -> u64 {
+        let cpu = self.threads[t].cpu;
+        let ctx = self.ctxs.fio;
+        let (mut total, mut user) = (0, 0);
+        for &p in list {
+            let (a, u) = self.charge(cpu, ctx, p);
+            total += a;
+            user += u;
+        }
+        let g = &mut self.groups[self.threads[t].group];
+        g.usr_ns += user;
+        g.sys_ns += total - user;
+        total
+    }
+
+    fn job_wake(&mut self, t: usize, ctx: &mut Ctx<'_, Ev>) {
+        let now = ctx.now();
+        // 1. Finish the action that ran until now.
+        match std::mem::replace(&mut self.threads[t].action, Action::None) {
+            Action::None => {}
+            Action::Submit { io, dev, piece, dev_sector } => {
+                let iov = self.ios.get_mut(io);
+                iov.t_submitted = now;
+                let (dir, sectors) = (iov.dir, iov.sectors);
+                let g = &mut self.groups[self.threads[t].group];
+                g.slat[dir as usize].record(now.since(iov.t_prep));
+                self.block_submit(
+                    dev,
+                    Queued { origin: piece.encode(), dir, sector: dev_sector, sectors },
+                    ctx,
+                );
+            }
+            Action::Reap { count } => {
+                for _ in 0..count {
+                    let id = self.threads[t].ready.pop_front().expect("reaped I/O was ready");
+                    let io = self.ios.remove(id);
+                    let g = &mut self.groups[self.threads[t].group];
+                    let d = io.dir as usize;
+                    g.clat[d].record(now.since(io.t_submitted));
+                    g.lat[d].record(now.since(io.t_prep));
+                    g.io_bytes[d] += io.sectors as u64 * 512;
+                    g.ios[d] += 1;
+                    self.threads[t].in_flight -= 1;
+                    self.reaped_total += 1;
+                }
+            }
+        }
+        // 2. Pick the next action.
+        let th = &self.threads[t];
+        let jc = &self.jobs_cfg[th.group];
+        let issuing_over = th.ios_limit.is_some_and(|l| th.issued >= l)
+            || th.stop_issue_at.is_some_and(|s| now >= s);
+        if !th.ready.is_empty() {
+            let count = th.ready.len().min(jc.iodepth as usize) as u32;
+            let mut cost = self.run_job_paths(t, &[PathId::GeteventsCall]);
+            for _ in 0..count {
+                cost += self.run_job_paths(t, &[PathId::ReapEvent, PathId::FioComplete]);
+            }
+            let g = &mut self.groups[self.threads[t].group];
+            g.complete[batch_bucket(count)] += 1;
+            self.threads[t].action = Action::Reap { count };
+            self.schedule_job(t, now, cost, ctx);
+        } else if !issuing_over && th.in_flight < jc.iodepth {
+            self.start_submit(t, now, ctx);
+        } else if th.in_flight > 0 {
+            let cost = self.run_job_paths(t, &[PathId::Sleep]);
+            let cpu = self.threads[t].cpu;
+            let (start, _) = self.cpus.start(cpu, now);
+            self.cpus.occupy(cpu, start, cost);
+            self.groups[self.threads[t].group].ctx_switches += 1;
+            self.threads[t].state = JobState::Sleeping;
+        } else {
+            self.threads[t].state = JobState::Done;
+            let g = &mut self.groups[self.threads[t].group];
+            g.clones_done += 1;
+            g.end = Some(g.end.map_or(now, |e| e.max(now)));
+            self.threads_running -= 1;
+            if self.threads_running == 0 {
+                ctx.stop();
+            }
+        }
+    }
+
+    fn schedule_job(&mut self, t: usize, now: SimTime, cost: u64, ctx: &mut Ctx<'_, Ev>) {
+        let cpu = self.threads[t].cpu;
+        let (start, _) = self.cpus.start(cpu, now);
+        let end = self.cpus.occupy(cpu, start, cost);
+        ctx.schedule_at(end, Ev::JobWake(t as u16));
+    }
+
+    fn start_submit(&mut self, t: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        let (group, target, on_file, region_sector) = {
+            let th = &self.threads[t];
+            (th.group, th.target, th.on_file, th.region_sector)
+        };
+        let jc = &self.jobs_cfg[group];
+        let (bs_min, bs_max, read_pct) = (jc.bs_bytes_min, jc.bs_bytes_max, jc.rwmixread_pct);
+        let th = &mut self.threads[t];
+        let block = th.offsets.next_block(&mut th.rng);
+        let bytes = if bs_max > bs_min {
+            let steps = (bs_max - bs_min) / 512;
+            bs_min + 512 * th.rng.random_range(0..=steps)
+        } else {
+            bs_min
+        };
+        let dir = if read_pct >= 100 || (read_pct > 0 && th.rng.random_range(0..100) < read_pct) {
+            Dir::Read
+        } else {
+            Dir::Write
+        };
+        let sector = region_sector + block * (bs_min / 512);
+        let sectors = (bytes / 512) as u32;
+        th.issued += 1;
+        th.in_flight += 1;
+        let depth = th.in_flight;
+        self.submitted_total += 1;
+        let io = self
+            .ios
+            .insert(Io {
+                job: t as u16,
+                dir,
+                sector,
+                sectors,
+                t_prep: now,
+                t_submitted: now,
+                t_done: now,
+            })
+            .expect("I/O slab bound: more than 2^20 I/Os in flight");
+        let g = &mut self.groups[group];
+        g.depth[depth_bucket(depth)] += 1;
+        g.submit[batch_bucket(1)] += 1;
+
+        let mut cost = self.run_job_paths(
+            t,
+            &[PathId::FioPrep, PathId::IoSubmitCall, PathId::SubmitIo],
+        );
+        if on_file {
+            cost += self.run_job_paths(t, &[PathId::FsLookup]);
+        }
+        cost += self.run_job_paths(t, &[PathId::MakeRequest]);
+        let (dev, piece, dev_sector) = match target {
+            Target::Dev(d) => (d, Piece::User(io), sector),
+            Target::Bcache(b) => {
+                cost += self.run_job_paths(t, &[PathId::BcacheRequest]);
+                let (hit, lc) = if dir == Dir::Read {
+                    self.bcaches[b].0.lookup(sector, sectors)
+                } else {
+                    (None, Default::default())
+                };
+                let cpu = self.threads[t].cpu;
+                self.profile.charge(cpu, self.ctxs.fio, self.syms.bset_search, lc.bset_search_ns);
+                self.profile.charge(cpu, self.ctxs.fio, self.syms.search_leaf, lc.search_leaf_ns);
+                let search = lc.bset_search_ns + lc.search_leaf_ns;
+                self.groups[group].sys_ns += search;
+                cost += search;
+                // The remapped bio enters the lower device's queue.
+                cost += self.run_job_paths(t, &[PathId::MakeRequest]);
+                let (_, cache, backing) = self.bcaches[b];
+                match hit {
+                    Some(cs) => (cache, Piece::User(io), cs),
+                    None if dir == Dir::Read => (backing, Piece::BackingRead(io), sector),
+                    None => (backing, Piece::User(io), sector),
+                }
+            }
+        };
+        if self.devs[dev].port.can_issue_now() {
+            cost += self.run_job_paths(t, &[PathId::IssueCmd]);
+        }
+        self.threads[t].action = Action::Submit { io, dev, piece, dev_sector };
+        self.schedule_job(t, now, cost, ctx);
+    }
+
+    fn irq_cpu_for(&self, d: usize) -> usize {
+        // Without a dedicated IRQ CPU, interrupts land on the CPU of the
+        // first job (the submitter in a one-job benchmark).
+        let _ = d;
+        self.irq_cpu.unwrap_or(self.threads[0].cpu)
+    }
+
+    fn irq_start(&mut self, d: usize, ctx: &mut Ctx<'_, Ev>) {
+        let now = ctx.now();
+        let cpu = self.irq_cpu_for(d);
+        if self.cpus.busy_until(cpu) > now {
+            // The CPU is busy: the interrupt is pending until it is free.
+            ctx.schedule_at(self.cpus.busy_until(cpu), Ev::IrqStart(d as u16));
+            return;
+        }
+        let (start, was_idle) = self.cpus.start(cpu, now);
+        let swapper = self.ctxs.swapper;
+        let port = &mut self.devs[d].port;
+        debug_assert!(port.retiring.is_empty());
+        std::mem::swap(&mut port.retiring, &mut port.done_unretired);
+        let n = port.retiring.len();
+        let dispatch = n.min(port.waiting.len());
+        let mut cost = 0;
+        if was_idle {
+            cost += self.charge(cpu, swapper, PathId::IdleExit).0;
+        }
+        cost += self.charge(cpu, swapper, PathId::IrqEntry).0;
+        for _ in 0..n {
+            cost += self.charge(cpu, swapper, PathId::IrqPerCmd).0;
+        }
+        for _ in 0..dispatch {
+            cost += self.charge(cpu, swapper, PathId::IssueCmd).0;
+        }
+        // Wake-ups this handler performs: each sleeping job that gets a
+        // completion, once.
+        let mut woken: Vec<u16> = Vec::new();
+        let retiring = std::mem::take(&mut self.devs[d].port.retiring);
+        for &tag in &retiring {
+            if let Some(origin) = self.devs[d].port.owner_of(tag) {
+                if let Piece::User(io) | Piece::BackingRead(io) = Piece::decode(origin) {
+                    let j = self.ios.get(io).job;
+                    if self.threads[j as usize].state == JobState::Sleeping && !woken.contains(&j) {
+                        woken.push(j);
+                    }
+                }
+            }
+        }
+        self.devs[d].port.retiring = retiring;
+        for _ in &woken {
+            cost += self.charge(cpu, swapper, PathId::WakeRemote).0;
+        }
+        let end = self.cpus.occupy(cpu, start, cost);
+        ctx.schedule_at(end, Ev::IrqDone(d as u16));
+    }
+
+    fn irq_done(&mut self, d: usize, ctx: &mut Ctx<'_, Ev>) {
+        let now = ctx.now();
+        let retiring = std::mem::take(&mut self.devs[d].port.retiring);
+        for &tag in &retiring {
+            let origin = self.devs[d].port.release_tag(tag);
+            match Piece::decode(origin) {
+                Piece::User(io) => self.io_done(io, now, ctx),
+                Piece::BackingRead(io) => {
+                    let (job, sector, sectors) = {
+                        let v = self.ios.get(io);
+                        (v.job, v.sector, v.sectors)
+                    };
+                    if let Target::Bcache(b) = self.threads[job as usize].target {
+                        if let Some((cache_sector, _)) = self.bcaches[b].0.reserve(sectors) {
+                            let fill = self
+                                .fills
+                                .insert(Fill { bcache: b, sector, sectors, cache_sector })
+                                .expect("fill slab bound");
+                            let cache = self.bcaches[b].1;
+                            self.block_submit(
+                                cache,
+                                Queued {
+                                    origin: Piece::Fill(fill).encode(),
+                                    dir: Dir::Write,
+                                    sector: cache_sector,
+                                    sectors,
+                                },
+                                ctx,
+                            );
+                        }
+                    }
+                    self.io_done(io, now, ctx);
+                }
+                Piece::Fill(f) => {
+                    let fill = self.fills.remove(f);
+                    let insert_ns = self.bcaches[fill.bcache].0.insert_key(
+                        fill.sector,
+                        fill.sectors,
+                        fill.cache_sector,
+                    );
+                    // bcache inserts keys from a workqueue on the completing CPU.
+                    let cpu = self.irq_cpu_for(d);
+                    self.profile.charge(cpu, self.ctxs.kworker, self.syms.btree_insert, insert_ns);
+                    let (start, _) = self.cpus.start(cpu, now);
+                    self.cpus.occupy(cpu, start, insert_ns);
+                }
+            }
+        }
+        // Dispatch waiting requests into the freed tags.
+        let mut retiring = retiring;
+        retiring.clear();
+        self.devs[d].port.retiring = retiring;
+        while self.devs[d].port.tags_busy() < self.devs[d].port.tags_max() {
+            let Some(q) = self.devs[d].port.waiting.pop_front() else {
+                break;
+            };
+            let tag = self.devs[d].port.take_tag(q.origin).expect("a tag is free");
+            let req = DevRequest { tag: ReqTag(tag), dir: q.dir, sector: q.sector, sectors: q.sectors };
+            self.with_dev(d, ctx, |dev, c| dev.submit(req, c));
+        }
+        if self.devs[d].port.done_unretired.is_empty() {
+            self.devs[d].port.irq_active = false;
+        } else {
+            ctx.schedule_at(now, Ev::IrqStart(d as u16));
+        }
+    }
+
+    fn io_done(&mut self, io: SlotId, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        let v = self.ios.get_mut(io);
+        v.t_done = now;
+        let t = v.job as usize;
+        self.threads[t].ready.push_back(io);
+        if self.threads[t].state == JobState::Sleeping {
+            self.threads[t].state = JobState::Running;
+            let cpu = self.threads[t].cpu;
+            let (start, was_idle) = self.cpus.start(cpu, now);
+            let mut cost = 0;
+            if was_idle {
+                cost += self.charge(cpu, self.ctxs.swapper, PathId::IdleExit).0;
+            }
+            cost += self.run_job_paths(t, &[PathId::WakeupTarget]);
+            let end = self.cpus.occupy(cpu, start, cost);
+            ctx.schedule_at(end, Ev::JobWake(t as u16));
+        }
+    }
+
+    fn ramp_end(&mut self, now: SimTime) {
+        self.measure_start = now;
+        for g in &mut self.groups {
+            *g = GroupStats::new();
+        }
+        self.profile.reset();
+        for d in &mut self.devs {
+            d.dev.reset_stats(now);
+        }
+    }
+
+    fn sample(&mut self, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        let (h, m) = self
+            .bcaches
+            .iter()
+            .fold((0, 0), |(h, m), (b, _, _)| (h + b.hits, m + b.misses));
+        let (dh, dm) = (h - self.last_sample.0, m - self.last_sample.1);
+        self.last_sample = (h, m);
+        if !self.bcaches.is_empty() {
+            self.hit_series.push((now.as_ns(), dh, dm));
+        }
+        if self.threads_running > 0 {
+            ctx.schedule_in(self.sample_interval_ns, Ev::Sample);
+        }
+    }
+
+    /// Builds the report at the end of the run.
+    pub fn report(&mut self, end: SimTime, with_profile: bool) -> RunReport {
+        assert_eq!(
+            self.submitted_total,
+            self.reaped_total + self.threads.iter().map(|t| t.in_flight as u64).sum::<u64>(),
+            "I/O conservation violated: submitted != reaped + in flight"
+        );
+        let mut jobs = Vec::new();
+        for (gi, jc) in self.jobs_cfg.iter().enumerate() {
+            let g = &self.groups[gi];
+            let run_end = g.end.unwrap_or(end);
+            let runtime_ns = run_end.since(self.measure_start).max(1);
+            let dir_report = |d: usize| DirReport {
+                io_bytes: g.io_bytes[d],
+                total_ios: g.ios[d],
+                short_ios: 0,
+                runtime_ns,
+                slat: LatencyHist::from_histogram(g.slat[d].histogram()),
+                clat: LatencyHist::from_histogram(g.clat[d].histogram()),
+                lat: LatencyHist::from_histogram(g.lat[d].histogram()),
+                ..Default::default()
+            };
+            let pct = |a: &[u64; 7]| {
+                let total: u64 = a.iter().sum();
+                let mut out = [0.0; 7];
+                if total > 0 {
+                    for (o, v) in out.iter_mut().zip(a) {
+                        *o = *v as f64 * 100.0 / total as f64;
+                    }
+                }
+                out
+            };
+            let per_job_cpu = runtime_ns as f64 * jc.numjobs as f64;
+            jobs.push(JobReport {
+                name: jc.name.clone(),
+                groupid: 0,
+                numjobs: jc.numjobs,
+                rw: jc.rw.as_str().to_string(),
+                bs_bytes: jc.bs_bytes_min,
+                ioengine: jc.ioengine.as_str().to_string(),
+                iodepth: jc.iodepth,
+                pid: 1000 + gi as u32,
+                read: dir_report(0),
+                write: dir_report(1),
+                trim: DirReport::default(),
+                usr_cpu_pct: g.usr_ns as f64 * 100.0 / per_job_cpu,
+                sys_cpu_pct: g.sys_ns as f64 * 100.0 / per_job_cpu,
+                ctx: g.ctx_switches,
+                majf: 0,
+                minf: 0,
+                iodepth_level: pct(&g.depth),
+                iodepth_submit: pct(&g.submit),
+                iodepth_complete: pct(&g.complete),
+                runtime_ns,
+            });
+        }
+        let elapsed = end.since(self.measure_start).max(1);
+        let mut disks = Vec::new();
+        for b in &self.bcaches {
+            // bcache is a bio-based device: like the seed, its own diskstats
+            // stay at zero.
+            disks.push(DiskReport { name: b.0.cfg.name.clone(), ..Default::default() });
+        }
+        for d in &self.devs {
+            let s = d.dev.disk_stats(end);
+            disks.push(DiskReport {
+                name: d.name.clone(),
+                read_ios: s.ios[0],
+                write_ios: s.ios[1],
+                read_merges: s.merges[0],
+                write_merges: s.merges[1],
+                read_ticks_ms: s.ticks_ns[0] / 1_000_000,
+                write_ticks_ms: s.ticks_ns[1] / 1_000_000,
+                in_queue_ms: s.in_queue_ns / 1_000_000,
+                util_pct: s.busy_ns as f64 * 100.0 / elapsed as f64,
+            });
+        }
+        let mut extra_tables = Vec::new();
+        if !self.hit_series.is_empty() {
+            let mut t = Table::new(
+                "bcache hit ratio over time",
+                &["time_s", "hits", "misses", "hit_ratio_pct"],
+            );
+            for &(ns, h, m) in &self.hit_series {
+                let total = h + m;
+                let ratio = if total == 0 { 0.0 } else { h as f64 * 100.0 / total as f64 };
+                t.push_row(vec![
+                    Cell::float(ns as f64 / 1e9, 1),
+                    Cell::Int(h as i64),
+                    Cell::Int(m as i64),
+                    Cell::float(ratio, 2),
+                ])
+                .expect("row shape");
+            }
+            extra_tables.push(t);
+        }
+        let mut notes = Vec::new();
+        for (b, _, _) in &self.bcaches {
+            let total = (b.hits + b.misses).max(1);
+            notes.push(format!(
+                "bcache {}: {} lookups, hit ratio {:.2}%, {} keys inserted, {} misses not cached (cache full); index: {}",
+                b.cfg.name,
+                b.hits + b.misses,
+                b.hits as f64 * 100.0 / total as f64,
+                b.inserts,
+                b.insert_skipped_full,
+                b.index_stats()
+            ));
+        }
+        let profile = with_profile.then(|| self.build_profile(elapsed));
+        RunReport {
+            seed: self.seed,
+            scenario_name: self.name.clone(),
+            jobs,
+            disks,
+            profile,
+            extra_tables,
+            notes,
+        }
+    }
+
+    fn build_profile(&mut self, elapsed: u64) -> Profile {
+        // Idle time on every CPU, sampled at perf_idle_weight.
+        let ncpu = self.cpus.count();
+        let swapper = self.ctxs.swapper;
+        for cpu in 0..ncpu {
+            let busy = self.profile.cpu_mode_ns(cpu, Mode::User)
+                + self.profile.cpu_mode_ns(cpu, Mode::Kernel);
+            let idle = elapsed.saturating_sub(busy);
+            let sampled = (idle as f64 * self.perf_idle_weight).round() as u64;
+            self.profile.charge(cpu, swapper, self.syms.idle, sampled);
+        }
+        let mut rows: Vec<ProfileRow> = self
+            .profile
+            .totals()
+            .into_iter()
+            .map(|(c, s, ns)| {
+                let sym = &self.profile.symbols()[s.0 as usize];
+                ProfileRow {
+                    cpu_ns: ns,
+                    command: self.profile.contexts()[c.0 as usize].clone(),
+                    dso: sym.dso.clone(),
+                    symbol: sym.name.clone(),
+                    kernel: sym.mode != Mode::User,
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| b.cpu_ns.cmp(&a.cpu_ns).then_with(|| a.symbol.cmp(&b.symbol)));
+        Profile { total_samples_ns: rows.iter().map(|r| r.cpu_ns).sum(), rows }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum PathId {
+    FioPrep,
+    FioComplete,
+    IoSubmitCall,
+    SubmitIo,
+    FsLookup,
+    MakeRequest,
+    BcacheRequest,
+    IssueCmd,
+    GeteventsCall,
+    ReapEvent,
+    Sleep,
+    WakeupTarget,
+    IrqEntry,
+    IrqPerCmd,
+    WakeRemote,
+    IdleExit,
+}
+
+fn add_dev(
+    devs: &mut Vec<DevNode>,
+    names: &mut BTreeMap<String, usize>,
+    name: &str,
+    dev: Box<dyn BlockDevice>,
+    tags: u32,
+) -> Result<(), ModelError> {
+    if names.insert(name.to_string(), devs.len()).is_some() {
+        return Err(cfg_err(format!("device name {name:?} is used twice")));
+    }
+    if devs.len() >= u16::MAX as usize {
+        return Err(cfg_err("too many devices"));
+    }
+    devs.push(DevNode { name: name.to_string(), dev, port: Port::new(tags, PORT_WAIT_BOUND) });
+    Ok(())
+}
+
+impl Model for AsyncStack {
+    type Event = Ev;
+
+    fn handle(&mut self, ev: Ev, ctx: &mut Ctx<'_, Ev>) {
+        match ev {
+            Ev::JobWake(t) => self.job_wake(t as usize, ctx),
+            Ev::DevTimer(d, tok) => self.with_dev(d as usize, ctx, |dev, c| dev.on_timer(tok, c)),
+            Ev::IrqStart(d) => self.irq_start(d as usize, ctx),
+            Ev::IrqDone(d) => self.irq_done(d as usize, ctx),
+            Ev::RampEnd => self.ramp_end(ctx.now()),
+            Ev::Sample => self.sample(ctx.now(), ctx),
+        }
+    }
+}
+
+/// Runs an asynchronous-I/O scenario.
+pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, ModelError> {
+    if crate::sync_stack::handles(sc) {
+        return crate::sync_stack::run(sc, opts);
+    }
+    let stack = AsyncStack::build(sc, opts)?;
+    let nthreads = stack.threads.len();
+    let ramp = sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0);
+    let sample = stack.sample_interval_ns;
+    let mut sim = Simulation::new(stack, SimOptions { queue_bound: 1 << 22 });
+    for t in 0..nthreads {
+        sim.schedule_at(SimTime::ZERO, Ev::JobWake(t as u16))?;
+    }
+    if ramp > 0 {
+        sim.schedule_at(SimTime(ramp), Ev::RampEnd)?;
+    }
+    sim.schedule_at(SimTime(sample), Ev::Sample)?;
+    let summary = sim.run(SimTime::MAX, sc.simulation.max_events)?;
+    match summary.reason {
+        StopReason::Requested => {}
+        StopReason::EventLimit => {
+            return Err(ModelError::Bound(format!(
+                "[simulation] max_events = {} reached before the jobs finished; raise it or shorten the jobs",
+                sc.simulation.max_events
+            )))
+        }
+        StopReason::Drained | StopReason::TimeLimit => {
+            return Err(ModelError::Bound(
+                "the simulation ran out of events before the jobs finished (a model lost an I/O)".into(),
+            ))
+        }
+    }
+    let end = sim.now();
+    let events = sim.events_processed();
+    let report = sim.model.report(end, opts.profile);
+    Ok(RunOutput { report, events_processed: events, sim_end: end })
+}

@@ -1,0 +1,228 @@
+//! `sim run`: run a scenario (and its variants) and print fio-style reports.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use blocksim_analysis::{render_json, render_text, Cell, JsonOptions, RunReport, Table, TextOptions};
+use blocksim_models::{RunOptions, RunOutput, Scenario};
+use rayon::prelude::*;
+
+use crate::scenario::{load, LoadOptions};
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Scenario file (TOML).
+    pub scenario: PathBuf,
+    /// A fio job file (INI) whose jobs replace the scenario's [[job]]s.
+    #[arg(long = "job", value_name = "FILE.fio")]
+    pub job: Option<PathBuf>,
+    /// Override a scenario value: path.to.key=value (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Override the scenario seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// normal, json or json+ (fio's names).
+    #[arg(long = "output-format", default_value = "normal")]
+    pub output_format: String,
+    /// Print a perf-report-like CPU profile.
+    #[arg(long)]
+    pub profile: bool,
+    /// Print invariant and Little's-law checks.
+    #[arg(long)]
+    pub verbose: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Normal,
+    Json,
+    JsonPlus,
+}
+
+pub fn parse_format(s: &str) -> Result<Format> {
+    Ok(match s {
+        "normal" | "terse-free" => Format::Normal,
+        "json" => Format::Json,
+        "json+" => Format::JsonPlus,
+        other => bail!("--output-format {other:?}: expected normal, json or json+"),
+    })
+}
+
+/// Runs one scenario, reporting wall-clock figures on stderr only.
+pub fn run_one(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput> {
+    let t0 = Instant::now();
+    let out = blocksim_models::run(sc, opts)?;
+    let wall = t0.elapsed().as_secs_f64();
+    eprintln!(
+        "[{}] {} events in {:.3} s wall ({:.1} M events/s), simulated {:.3} s",
+        sc.simulation.name,
+        out.events_processed,
+        wall,
+        out.events_processed as f64 / wall.max(1e-9) / 1e6,
+        out.sim_end.as_secs_f64()
+    );
+    Ok(out)
+}
+
+/// Little's law check per job (closed-loop jobs: iodepth = IOPS x mean latency).
+pub fn littles_law_lines(report: &RunReport) -> Vec<String> {
+    let mut v = Vec::new();
+    for j in &report.jobs {
+        let ios = j.total_ios();
+        if ios == 0 || j.runtime_ns == 0 {
+            continue;
+        }
+        let iops = ios as f64 * 1e9 / j.runtime_ns as f64;
+        let lat = j.read.lat.mean_ns() * j.read.total_ios as f64 + j.write.lat.mean_ns() * j.write.total_ios as f64;
+        let mean_lat_s = lat / ios as f64 / 1e9;
+        let l = iops * mean_lat_s / j.numjobs as f64;
+        v.push(format!(
+            "little's law: job {}: IOPS x mean latency / jobs = {:.3} (iodepth {}), deviation {:.2}%",
+            j.name,
+            l,
+            j.iodepth,
+            (l - j.iodepth as f64).abs() * 100.0 / j.iodepth as f64
+        ));
+    }
+    v
+}
+
+fn comparison_table(results: &[(String, RunReport)]) -> Table {
+    // Metric columns from each variant's "metrics" table (name, value), if any.
+    let mut metric_names: Vec<String> = Vec::new();
+    for (_, r) in results {
+        for t in r.extra_tables.iter().filter(|t| t.title == "metrics") {
+            for row in &t.rows {
+                if let Some(Cell::Text(n)) = row.first() {
+                    if !metric_names.contains(n) {
+                        metric_names.push(n.clone());
+                    }
+                }
+            }
+        }
+    }
+    let mut cols: Vec<String> = vec![
+        "variant".into(),
+        "iops".into(),
+        "bw_KiB_per_s".into(),
+        "ns_per_io_per_job".into(),
+        "clat_mean_ns".into(),
+        "usr_pct".into(),
+        "sys_pct".into(),
+    ];
+    cols.extend(metric_names.iter().cloned());
+    let col_refs: Vec<&str> = cols.iter().map(|s| s.as_str()).collect();
+    let mut t = Table::new("variants", &col_refs);
+    for (name, r) in results {
+        let (mut ios, mut bytes, mut runtime, mut jobs, mut clat_sum, mut usr, mut sys) = (0u64, 0u64, 0u64, 0u32, 0.0, 0.0, 0.0);
+        for j in &r.jobs {
+            ios += j.total_ios();
+            bytes += j.read.io_bytes + j.write.io_bytes;
+            runtime = runtime.max(j.runtime_ns);
+            jobs += j.numjobs;
+            clat_sum += j.read.clat.mean_ns() * j.read.total_ios as f64 + j.write.clat.mean_ns() * j.write.total_ios as f64;
+            usr += j.usr_cpu_pct;
+            sys += j.sys_cpu_pct;
+        }
+        let secs = runtime.max(1) as f64 / 1e9;
+        let iops = ios as f64 / secs;
+        let mut row = vec![
+            Cell::Text(name.clone()),
+            Cell::float(iops, 0),
+            Cell::float(bytes as f64 / 1024.0 / secs, 0),
+            Cell::float(if iops > 0.0 { jobs as f64 * 1e9 / iops } else { 0.0 }, 1),
+            Cell::float(if ios > 0 { clat_sum / ios as f64 } else { 0.0 }, 1),
+            Cell::float(usr, 2),
+            Cell::float(sys, 2),
+        ];
+        for m in &metric_names {
+            let v = r
+                .extra_tables
+                .iter()
+                .filter(|t| t.title == "metrics")
+                .flat_map(|t| t.rows.iter())
+                .find(|row| matches!(row.first(), Some(Cell::Text(n)) if n == m))
+                .and_then(|row| row.get(1).cloned())
+                .unwrap_or(Cell::Text("-".into()));
+            row.push(v);
+        }
+        t.push_row(row).expect("row shape matches columns");
+    }
+    t
+}
+
+pub fn run(args: RunArgs) -> Result<ExitCode> {
+    let format = parse_format(&args.output_format)?;
+    let loaded = load(
+        &args.scenario,
+        &LoadOptions { sets: &args.set, seed: args.seed, job_file: args.job.as_deref() },
+    )?;
+    let opts = RunOptions { profile: args.profile, verbose: args.verbose };
+    let seed = loaded.base.simulation.seed;
+    let text_opts = TextOptions { profile: args.profile, ..TextOptions::default() };
+    let json_opts = JsonOptions { plus: format == Format::JsonPlus, ..JsonOptions::default() };
+
+    if loaded.variants.is_empty() {
+        let out = run_one(&loaded.base, &opts)?;
+        let mut report = out.report;
+        if args.verbose {
+            report.notes.extend(littles_law_lines(&report));
+        }
+        match format {
+            Format::Normal => {
+                println!("blocksim: scenario {}, seed {}", loaded.base.simulation.name, seed);
+                print!("{}", render_text(&report, &text_opts));
+            }
+            Format::Json | Format::JsonPlus => print!("{}", render_json(&report, &json_opts)),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    // Variants run in parallel; results are collected in declaration order.
+    let results: Vec<Result<(String, RunReport)>> = loaded
+        .variants
+        .par_iter()
+        .map(|(name, sc)| {
+            let out = run_one(sc, &opts)?;
+            let mut report = out.report;
+            if args.verbose {
+                report.notes.extend(littles_law_lines(&report));
+            }
+            Ok((name.clone(), report))
+        })
+        .collect();
+    let results: Vec<(String, RunReport)> = results.into_iter().collect::<Result<_>>()?;
+    let table = comparison_table(&results);
+    match format {
+        Format::Normal => {
+            println!("blocksim: scenario {}, seed {}", loaded.base.simulation.name, seed);
+            for (name, r) in &results {
+                println!("\n=== variant: {name} ===");
+                print!("{}", render_text(r, &TextOptions { header: false, ..text_opts.clone() }));
+            }
+            println!();
+            print!("{}", table.to_text()?);
+        }
+        Format::Json | Format::JsonPlus => {
+            let mut variants = Vec::new();
+            for (name, r) in &results {
+                let v: serde_json::Value = serde_json::from_str(&render_json(r, &json_opts))?;
+                variants.push(serde_json::json!({ "name": name, "fio": v }));
+            }
+            let cmp: serde_json::Value = serde_json::from_str(&table.to_json()?)?;
+            let doc = serde_json::json!({
+                "blocksim": {
+                    "scenario": loaded.base.simulation.name,
+                    "seed": seed,
+                    "variants": variants,
+                    "comparison": cmp,
+                }
+            });
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
