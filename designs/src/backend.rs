@@ -21,6 +21,14 @@ pub trait AtomicU64Cell: Send + Sync + 'static {
     /// Creates a cell. `line` names the cache line this cell lives on; only the
     /// traced backend uses it.
     fn new_on_line(value: u64, line: LineId) -> Self;
+    /// Like [`AtomicU64Cell::new_on_line`], naming the field (checkers print
+    /// it in counterexamples; other backends ignore it).
+    fn new_named(value: u64, line: LineId, _field: &'static str) -> Self
+    where
+        Self: Sized,
+    {
+        Self::new_on_line(value, line)
+    }
     fn load(&self, order: Ordering) -> u64;
     fn store(&self, value: u64, order: Ordering);
     fn fetch_add(&self, value: u64, order: Ordering) -> u64;
@@ -46,6 +54,13 @@ pub trait AtomicU64Cell: Send + Sync + 'static {
 /// A boolean atomic cell (flags such as "suspending, block new I/O").
 pub trait AtomicBoolCell: Send + Sync + 'static {
     fn new_on_line(value: bool, line: LineId) -> Self;
+    /// See [`AtomicU64Cell::new_named`].
+    fn new_named(value: bool, line: LineId, _field: &'static str) -> Self
+    where
+        Self: Sized,
+    {
+        Self::new_on_line(value, line)
+    }
     fn load(&self, order: Ordering) -> bool;
     fn store(&self, value: bool, order: Ordering);
 }

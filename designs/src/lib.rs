@@ -41,10 +41,11 @@
 //!     .filter(|a| a.kind == AccessKind::Rmw)
 //!     .filter_map(|a| dm.line_name(a.line))
 //!     .collect();
-//! assert_eq!(rmw, ["part0(stamp,in_flight)", "md->pending", "md->wait"]);
+//! assert_eq!(rmw, ["part0", "md->pending", "md->wait"]);
 //! ```
 #![allow(missing_docs)]
 pub mod backend;
-
+pub mod check;
+pub mod btree;
 pub mod inflight;
 pub mod traced;

@@ -1,0 +1,295 @@
+//! The in-flight accounting scenario checked by `sim check inflight` and the
+//! `tests/loom_inflight.rs` / `tests/shuttle_inflight.rs` suites.
+//!
+//! Threads (all spawned by the model's main thread):
+//!
+//! * before anything is spawned, main submits I/O 0 ("P") on CPU 0, so P's
+//!   submission happens-before every other thread's first step;
+//! * `completer` completes P on CPU 1;
+//! * `submitter-k` (threads - 2 of them) each submit `ios` I/Os on CPU
+//!   `(k + j) % cpus` and complete them on the next CPU (an I/O submitted on
+//!   one CPU and completed on another);
+//! * `waiter` runs `wait_for_idle` with the chosen protocol.
+//!
+//! Invariants checked when the waiter returns:
+//!
+//! 1. *drained*: P (and, under block-then-drain, every admitted I/O) has
+//!    reached its completion. Ghost state (a plain `std` mutex, outside the
+//!    checked memory model, in execution order) marks an I/O in flight from
+//!    the end of `start_io` to the start of `end_io`.
+//! 2. *tail visible*: the I/O's last write to its own state (its `end_io`
+//!    tail, "dm_io freed") is visible to the waiter: a relaxed load of the
+//!    I/O's state cell must read FREED. Without release/acquire this fails.
+//! 3. *no lost update*: once every worker has finished (the waiter learns it
+//!    through an acquire load of a `workers_done` counter), the count must be
+//!    0; a waiter that would otherwise sleep forever is reported. main also
+//!    checks the count is 0 after joining everyone.
+
+use std::sync::{Arc, Mutex as StdMutex};
+
+use super::{fail, note, Model};
+use crate::backend::{AtomicU64Cell, Backend, JoinCell, LineId, Ordering};
+use crate::inflight::{
+    DesignKind, Dir, Inflight, InflightOptions, OrderingMode, Protocol, WaitOutcome,
+};
+
+/// State value of an I/O's own state cell: allocated and live.
+const IO_LIVE: u64 = 1;
+/// State value after the I/O's tail ran (accounting done, dm_io freed).
+const IO_FREED: u64 = 2;
+
+/// Errors building an [`InflightModel`].
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum InflightModelError {
+    #[error("--threads {threads} is too small: the scenario needs a waiter, a completer and at least one submitter (3)")]
+    TooFewThreads { threads: usize },
+    #[error("--threads {threads} exceeds loom's limit of 4 spawned threads; use --engine shuttle-pct or shuttle-random")]
+    TooManyLoomThreads { threads: usize },
+    #[error("design {design} has no dm layer and no suspend: valid protocols for it: naive")]
+    UnsupportedProtocol { design: &'static str },
+    #[error("--cpus must be at least 2 (submit on one CPU, complete on another), got {cpus}")]
+    TooFewCpus { cpus: usize },
+    #[error("--ios must be at least 1, got {ios}")]
+    NoIos { ios: usize },
+}
+
+/// Parameters of the scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InflightModel {
+    pub design: DesignKind,
+    pub protocol: Protocol,
+    pub ordering: OrderingMode,
+    /// Spawned threads: waiter + completer + (threads - 2) submitters.
+    pub threads: usize,
+    /// I/Os per submitter.
+    pub ios: usize,
+    pub cpus: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ghost {
+    NotStarted,
+    InFlight,
+    Ended,
+    Deferred,
+}
+
+impl InflightModel {
+    /// Validates the parameters (`loom` limits spawned threads to 4).
+    pub fn new(
+        design: DesignKind,
+        protocol: Protocol,
+        ordering: OrderingMode,
+        threads: usize,
+        ios: usize,
+        cpus: usize,
+        for_loom: bool,
+    ) -> Result<Self, InflightModelError> {
+        if threads < 3 {
+            return Err(InflightModelError::TooFewThreads { threads });
+        }
+        if for_loom && threads > 4 {
+            return Err(InflightModelError::TooManyLoomThreads { threads });
+        }
+        if !design.supports(protocol) {
+            return Err(InflightModelError::UnsupportedProtocol {
+                design: design.name(),
+            });
+        }
+        if cpus < 2 {
+            return Err(InflightModelError::TooFewCpus { cpus });
+        }
+        if ios == 0 {
+            return Err(InflightModelError::NoIos { ios });
+        }
+        Ok(Self {
+            design,
+            protocol,
+            ordering,
+            threads,
+            ios,
+            cpus,
+        })
+    }
+
+    fn submitters(&self) -> usize {
+        self.threads - 2
+    }
+
+    fn io_count(&self) -> usize {
+        1 + self.submitters() * self.ios
+    }
+
+    fn design_lines(&self) -> u32 {
+        Inflight::<crate::backend::StdBackend>::line_count(self.cpus)
+    }
+
+    fn options(&self) -> InflightOptions {
+        InflightOptions {
+            design: self.design,
+            cpus: self.cpus,
+            ordering: self.ordering,
+            line_base: 0,
+        }
+    }
+}
+
+fn set(ghost: &StdMutex<Vec<Ghost>>, io: usize, state: Ghost) {
+    match ghost.lock() {
+        Ok(mut g) => g[io] = state,
+        Err(p) => p.into_inner()[io] = state,
+    }
+}
+
+fn snapshot(ghost: &StdMutex<Vec<Ghost>>) -> Vec<Ghost> {
+    match ghost.lock() {
+        Ok(g) => g.clone(),
+        Err(p) => p.into_inner().clone(),
+    }
+}
+
+fn signed(v: u64) -> i64 {
+    v as i64
+}
+
+impl Model for InflightModel {
+    fn run<B: Backend>(&self) {
+        let design = Arc::new(Inflight::<B>::new(self.options()));
+        let n_ios = self.io_count();
+        let lines = self.design_lines();
+        let io_state: Arc<Vec<B::AtomicU64>> = Arc::new(
+            (0..n_ios)
+                .map(|i| B::AtomicU64::new_named(IO_LIVE, LineId(lines + i as u32), "state"))
+                .collect(),
+        );
+        let workers = (self.submitters() + 1) as u64;
+        let done = Arc::new(B::AtomicU64::new_named(
+            0,
+            LineId(lines + n_ios as u32),
+            "workers_done",
+        ));
+        let ghost = Arc::new(StdMutex::new(vec![Ghost::NotStarted; n_ios]));
+
+        // P: submitted before any other thread exists.
+        note::<B>("submit I/O 0 on cpu0 (before the other threads start)");
+        assert!(design.start_io(0, Dir::Read), "nothing blocks I/O yet");
+        set(&ghost, 0, Ghost::InFlight);
+
+        let waiter = {
+            let (design, io_state, done, ghost) = (
+                Arc::clone(&design),
+                Arc::clone(&io_state),
+                Arc::clone(&done),
+                Arc::clone(&ghost),
+            );
+            let protocol = self.protocol;
+            B::spawn("waiter", move || {
+                let outcome =
+                    design.wait_for_idle(protocol, &mut || done.load(Ordering::Acquire) == workers);
+                if let WaitOutcome::GaveUp { count } = outcome {
+                    fail::<B>(format!(
+                        "in-flight count stuck at {} after every I/O completed (lost update): \
+                         the waiter would sleep forever",
+                        signed(count)
+                    ));
+                }
+                let states = snapshot(&ghost);
+                let must_drain: Vec<usize> = match protocol {
+                    // Only P is known to have started before the wait began.
+                    Protocol::Naive => vec![0],
+                    // Suspend must drain every I/O it admitted.
+                    Protocol::BlockThenDrain => (0..states.len())
+                        .filter(|&i| matches!(states[i], Ghost::InFlight | Ghost::Ended))
+                        .collect(),
+                };
+                for &i in &must_drain {
+                    if states[i] == Ghost::InFlight {
+                        fail::<B>(format!(
+                            "waiter returned (in-flight count read 0) while I/O {i} is still in flight"
+                        ));
+                    }
+                }
+                for &i in &must_drain {
+                    let state = io_state[i].load(Ordering::Relaxed);
+                    if state != IO_FREED {
+                        fail::<B>(format!(
+                            "waiter proceeded but I/O {i}'s tail (accounting, free) is not visible to it \
+                             (state reads {state}, expected {IO_FREED}): the I/O still touches its state"
+                        ));
+                    }
+                }
+            })
+        };
+
+        let completer = {
+            let (design, io_state, done, ghost) = (
+                Arc::clone(&design),
+                Arc::clone(&io_state),
+                Arc::clone(&done),
+                Arc::clone(&ghost),
+            );
+            B::spawn("completer", move || {
+                set(&ghost, 0, Ghost::Ended);
+                design.end_io(1, Dir::Read, || {
+                    io_state[0].store(IO_FREED, Ordering::Relaxed)
+                });
+                done.fetch_add(1, Ordering::Release);
+            })
+        };
+
+        let submitters: Vec<_> = (0..self.submitters())
+            .map(|k| {
+                let (design, io_state, done, ghost) = (
+                    Arc::clone(&design),
+                    Arc::clone(&io_state),
+                    Arc::clone(&done),
+                    Arc::clone(&ghost),
+                );
+                let (ios, cpus) = (self.ios, self.cpus);
+                B::spawn(&format!("submitter-{k}"), move || {
+                    for j in 0..ios {
+                        let io = 1 + k * ios + j;
+                        let cpu = (k + j) % cpus;
+                        if design.start_io(cpu, Dir::Read) {
+                            set(&ghost, io, Ghost::InFlight);
+                            set(&ghost, io, Ghost::Ended);
+                            design.end_io((cpu + 1) % cpus, Dir::Read, || {
+                                io_state[io].store(IO_FREED, Ordering::Relaxed)
+                            });
+                        } else {
+                            set(&ghost, io, Ghost::Deferred);
+                        }
+                    }
+                    done.fetch_add(1, Ordering::Release);
+                })
+            })
+            .collect();
+
+        completer.join();
+        for s in submitters {
+            s.join();
+        }
+        waiter.join();
+        let left = design.in_flight();
+        if left != 0 {
+            fail::<B>(format!(
+                "in-flight count is {} after every I/O completed (lost update)",
+                signed(left)
+            ));
+        }
+    }
+
+    fn line_name(&self, line: LineId) -> String {
+        let lines = self.design_lines();
+        if line.0 < lines {
+            let design = Inflight::<crate::backend::StdBackend>::new(self.options());
+            design
+                .line_name(line)
+                .unwrap_or_else(|| format!("line {}", line.0))
+        } else if ((line.0 - lines) as usize) < self.io_count() {
+            format!("io[{}]", line.0 - lines)
+        } else {
+            "harness".to_string()
+        }
+    }
+}

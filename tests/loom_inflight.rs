@@ -1,0 +1,170 @@
+//! loom suite for the in-flight accounting designs (issue 5). Every known-bad
+//! variant asserts that loom FINDS a counterexample, so the suite can fail.
+//! Executions explored are printed (run with `--nocapture` to see them).
+//!
+//! Bounds: preemption bound 2, 3 spawned threads (waiter, completer, one
+//! submitter), 2 CPUs, 1 I/O per submitter plus the I/O in flight before the
+//! waiter starts.
+
+use blocksim_designs::check::inflight::InflightModel;
+use blocksim_designs::check::{self, CheckOptions, Engine, Model, Verdict};
+use blocksim_designs::inflight::{DesignKind, OrderingMode, Protocol};
+
+fn run(design: DesignKind, protocol: Protocol, ordering: OrderingMode) -> Verdict {
+    let model = InflightModel::new(design, protocol, ordering, 3, 1, 2, true).expect("valid model");
+    let opts = CheckOptions {
+        engine: Engine::Loom,
+        preemptions: 2,
+        capture_replay: false,
+        ..CheckOptions::default()
+    };
+    let start = std::time::Instant::now();
+    let verdict = check::check(model, &opts);
+    let label = format!(
+        "loom inflight {} {} {}",
+        design.name(),
+        protocol.name(),
+        ordering.name()
+    );
+    match &verdict {
+        Verdict::Verified { executions } => {
+            println!(
+                "{label}: verified, {executions} executions ({:.2?})",
+                start.elapsed()
+            )
+        }
+        Verdict::Counterexample(c) => {
+            println!(
+                "{label}: counterexample after {} executions ({:.2?}): {}",
+                c.executions,
+                start.elapsed(),
+                c.message
+            );
+            print!("{}", check::render_steps(&c.steps, &|l| model.line_name(l)));
+        }
+    }
+    verdict
+}
+
+fn assert_verified(design: DesignKind, protocol: Protocol, ordering: OrderingMode) {
+    let v = run(design, protocol, ordering);
+    assert!(
+        v.is_verified(),
+        "{design:?} {protocol:?} {ordering:?}: {v:?}"
+    );
+}
+
+fn assert_found(design: DesignKind, protocol: Protocol, ordering: OrderingMode, what: &[&str]) {
+    match run(design, protocol, ordering) {
+        Verdict::Counterexample(c) => assert!(
+            what.iter().any(|w| c.message.contains(w)),
+            "{design:?} {protocol:?} {ordering:?}: expected one of {what:?}, got '{}'",
+            c.message
+        ),
+        v => panic!("{design:?} {protocol:?} {ordering:?}: expected a counterexample, got {v:?}"),
+    }
+}
+
+const IN_FLIGHT: &str = "still in flight";
+const NOT_VISIBLE: &str = "is not visible to it";
+const LOST: &str = "lost update";
+
+use DesignKind::*;
+use OrderingMode::*;
+use Protocol::*;
+
+#[test]
+fn shared_counter_naive_wait_verified() {
+    assert_verified(Shared, Naive, ReleaseAcquire);
+}
+
+#[test]
+fn percpu_naive_wait_finds_zero_sum_while_in_flight() {
+    // The waiter's sum reads 0 without having observed P's completion: either
+    // P is still in flight, or its completion is not visible to the waiter.
+    assert_found(Percpu, Naive, ReleaseAcquire, &[IN_FLIGHT, NOT_VISIBLE]);
+}
+
+#[test]
+fn percpu_block_then_drain_verified() {
+    assert_verified(Percpu, BlockThenDrain, ReleaseAcquire);
+}
+
+#[test]
+fn shared_block_then_drain_verified() {
+    assert_verified(Shared, BlockThenDrain, ReleaseAcquire);
+}
+
+#[test]
+fn percpu_no_pending_block_then_drain_verified() {
+    assert_verified(PercpuNoPending, BlockThenDrain, ReleaseAcquire);
+}
+
+#[test]
+fn percpu_pending_io_2022_fix_verified() {
+    assert_verified(PercpuPendingIo, BlockThenDrain, ReleaseAcquire);
+}
+
+#[test]
+fn percpu_pending_io_relaxed_decrement_2022_bug_found() {
+    assert_found(PercpuPendingIo, BlockThenDrain, Relaxed, &[NOT_VISIBLE]);
+}
+
+#[test]
+fn percpu_relaxed_decrement_found() {
+    assert_found(Percpu, BlockThenDrain, Relaxed, &[NOT_VISIBLE]);
+}
+
+#[test]
+fn shared_relaxed_decrement_found() {
+    assert_found(Shared, Naive, Relaxed, &[NOT_VISIBLE]);
+}
+
+#[test]
+fn load_store_counter_lost_update_found() {
+    assert_found(
+        SharedLoadStore,
+        BlockThenDrain,
+        ReleaseAcquire,
+        &[LOST, IN_FLIGHT],
+    );
+}
+
+#[test]
+fn pmem_shared_naive_verified() {
+    assert_verified(PmemShared, Naive, ReleaseAcquire);
+}
+
+#[test]
+fn pmem_percpu_naive_found() {
+    assert_found(PmemPercpu, Naive, ReleaseAcquire, &[IN_FLIGHT, NOT_VISIBLE]);
+}
+
+#[test]
+fn counterexample_replays_from_loom_checkpoint() {
+    let model =
+        InflightModel::new(Percpu, Naive, ReleaseAcquire, 3, 1, 2, true).expect("valid model");
+    let opts = CheckOptions {
+        engine: Engine::Loom,
+        preemptions: 2,
+        capture_replay: true,
+        ..CheckOptions::default()
+    };
+    let Verdict::Counterexample(found) = check::check(model, &opts) else {
+        panic!("percpu naive must fail");
+    };
+    let payload = found.replay.clone().expect("loom checkpoint captured");
+    let Verdict::Counterexample(again) =
+        check::replay(model, &opts, &payload).expect("valid payload")
+    else {
+        panic!("replay must reproduce the failure");
+    };
+    assert_eq!(again.message, found.message);
+    assert_eq!(again.steps, found.steps);
+    println!(
+        "loom replay: checkpoint {} bytes reproduces {} steps",
+        payload.len(),
+        again.steps.len()
+    );
+    assert!(check::replay(model, &opts, "{not json").is_err());
+}
