@@ -3,8 +3,10 @@
 //! stderr, when the script or python3 is missing.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
+use blocksim_analysis::fio_json::{json_plus_bins, FIO_PLAT_MAX_NS};
 use blocksim_analysis::{render_json, DirReport, JobReport, JsonOptions, RunReport};
 
 fn script() -> Option<PathBuf> {
@@ -58,6 +60,13 @@ fn synthetic() -> RunReport {
         }
         if mixed {
             write.runtime_ns = 2_000_000_000;
+        } else {
+            // Beyond fio's last histogram bucket (~17.1 s): json+ must fold
+            // these into the bin at FIO_PLAT_MAX_NS or the script never ends.
+            read.clat.record(30_000_000_000);
+            read.clat.record(40_000_000_000);
+            read.total_ios += 2;
+            read.io_bytes += 8192;
         }
         jobs.push(JobReport {
             name: format!("job{j}"),
@@ -83,12 +92,26 @@ fn synthetic() -> RunReport {
     }
 }
 
+/// Runs the script with a 60 s limit (it loops forever on bins it cannot
+/// order, which must fail the test, not hang it).
 fn run(script: &Path, args: &[&str]) -> String {
-    let out = Command::new("python3")
+    let mut child = Command::new("python3")
         .arg(script)
         .args(args)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run python3");
+    let start = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{} {:?} did not finish in 60 s", script.display(), args);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("collect output");
     assert!(
         out.status.success(),
         "{} {:?} failed: {}\n{}",
@@ -182,8 +205,15 @@ fn fio_jsonplus_clat2csv_reads_our_json_plus() {
                 write_bins.push((nsec, cells[wc].parse::<u64>().unwrap()));
             }
         }
-        let expect_read: Vec<(u64, u64)> = job.read.clat.bins().collect();
-        let expect_write: Vec<(u64, u64)> = job.write.clat.bins().collect();
+        let expect_read = json_plus_bins(&job.read.clat);
+        let expect_write = json_plus_bins(&job.write.clat);
+        if j == 0 {
+            assert_eq!(
+                expect_read.last(),
+                Some(&(FIO_PLAT_MAX_NS, 2)),
+                "long latencies folded"
+            );
+        }
         assert_eq!(read_bins, expect_read, "job {j} read bins");
         assert_eq!(write_bins, expect_write, "job {j} write bins");
         assert_eq!(last_cum, job.read.clat.count());

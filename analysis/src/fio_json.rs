@@ -36,6 +36,26 @@ pub fn fio_version_string() -> String {
     format!("fio-3.33-blocksim-{}", env!("CARGO_PKG_VERSION"))
 }
 
+/// The largest value fio's latency histogram reports (its last bucket,
+/// ~17.1 s). `fio_jsonplus_clat2csv` uses it as its "no more bins" sentinel
+/// and loops forever on larger keys, so json+ folds longer latencies into a
+/// bin at this value (the summary `max` stays exact).
+pub const FIO_PLAT_MAX_NS: u64 = 17_112_760_320;
+
+/// `clat_ns.bins` of json+: the histogram's `(value_ns, count)` with values
+/// above [`FIO_PLAT_MAX_NS`] folded into one bin there.
+pub fn json_plus_bins(h: &LatencyHist) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (v, c) in h.bins() {
+        let v = v.min(FIO_PLAT_MAX_NS);
+        match out.last_mut() {
+            Some(last) if last.0 == v => last.1 += c,
+            _ => out.push((v, c)),
+        }
+    }
+    out
+}
+
 /// Renders the report as fio JSON (ending in a newline).
 pub fn render_json(report: &RunReport, opts: &JsonOptions) -> String {
     let mut s = json_value(report, opts).render();
@@ -222,8 +242,8 @@ fn lat_value(h: &LatencyHist, percentiles: bool, opts: &JsonOptions) -> JVal {
             .collect();
         o.add("percentile", JVal::Obj(po));
         if opts.plus {
-            let bins = h
-                .bins()
+            let bins = json_plus_bins(h)
+                .into_iter()
                 .map(|(v, c)| (v.to_string(), JVal::int(c)))
                 .collect();
             o.add("bins", JVal::Obj(bins));
