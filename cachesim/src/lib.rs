@@ -86,6 +86,10 @@ pub trait CachePolicy: Send {
     fn access(&mut self, req: &Request) -> bool;
     /// Units currently cached (ghost entries excluded).
     fn occupied_units(&self) -> u64;
+    /// Keys held in the policy's indexes (cached objects plus ghost/history entries): the
+    /// policy's memory is proportional to this, which stays bounded by a small multiple of
+    /// the capacity whatever the trace length.
+    fn tracked_keys(&self) -> usize;
 }
 
 /// Miss counters of one simulation.
@@ -489,6 +493,35 @@ mod tests {
             assert!(
                 t[3 + i].stats.misses <= t[i].stats.misses,
                 "Belady never worse than LRU"
+            );
+        }
+    }
+
+    #[test]
+    fn memory_bounded_by_capacity_not_trace_length() {
+        // 300k requests over 100k keys (mostly one-hit wonders) into 1000-unit caches.
+        let reqs: Vec<Request> = (0..300_000u64)
+            .map(|i| Request::new(list::fmix64(i) % 100_000 + (i % 7) * (i % 3), 4096))
+            .collect();
+        let next = Arc::new(policies::belady::next_access_times(&reqs));
+        for &p in &PolicyKind::ALL {
+            let size = if p.name().starts_with("bcache") {
+                128 * 8
+            } else {
+                1000
+            };
+            let mut c = p
+                .build(size, &SimOptions::default(), Some(next.clone()))
+                .unwrap();
+            let mut max_keys = 0;
+            for r in &reqs {
+                c.access(r);
+                max_keys = max_keys.max(c.tracked_keys());
+            }
+            // LIRS keeps a recency stack of up to 2x the capacity beyond the resident set.
+            assert!(
+                max_keys as u64 <= 4 * size,
+                "{p}: {max_keys} keys tracked for size {size}"
             );
         }
     }

@@ -172,4 +172,8 @@ impl CachePolicy for Arc {
     fn occupied_units(&self) -> u64 {
         self.t1.units + self.t2.units
     }
+
+    fn tracked_keys(&self) -> usize {
+        self.map.len()
+    }
 }

@@ -250,6 +250,10 @@ impl CachePolicy for Bcache {
     fn occupied_units(&self) -> u64 {
         self.buckets.iter().map(|b| b.used_units).sum()
     }
+
+    fn tracked_keys(&self) -> usize {
+        self.map.len()
+    }
 }
 
 #[cfg(test)]

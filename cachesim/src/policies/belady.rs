@@ -93,6 +93,10 @@ impl CachePolicy for Belady {
     fn occupied_units(&self) -> u64 {
         self.used
     }
+
+    fn tracked_keys(&self) -> usize {
+        self.map.len()
+    }
 }
 
 #[cfg(test)]

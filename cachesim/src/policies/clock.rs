@@ -65,4 +65,8 @@ impl CachePolicy for Clock {
     fn occupied_units(&self) -> u64 {
         self.q.units
     }
+
+    fn tracked_keys(&self) -> usize {
+        self.map.len()
+    }
 }

@@ -50,4 +50,8 @@ impl CachePolicy for Fifo {
     fn occupied_units(&self) -> u64 {
         self.q.units
     }
+
+    fn tracked_keys(&self) -> usize {
+        self.map.len()
+    }
 }

@@ -336,4 +336,8 @@ impl CachePolicy for Lirs {
     fn occupied_units(&self) -> u64 {
         self.occupied
     }
+
+    fn tracked_keys(&self) -> usize {
+        self.s.map.len() + self.q.map.len() + self.nh.map.len()
+    }
 }

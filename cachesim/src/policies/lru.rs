@@ -51,4 +51,8 @@ impl CachePolicy for Lru {
     fn occupied_units(&self) -> u64 {
         self.q.units
     }
+
+    fn tracked_keys(&self) -> usize {
+        self.map.len()
+    }
 }

@@ -180,4 +180,8 @@ impl CachePolicy for S3Fifo {
     fn occupied_units(&self) -> u64 {
         self.small.units + self.main.units
     }
+
+    fn tracked_keys(&self) -> usize {
+        self.map.len()
+    }
 }

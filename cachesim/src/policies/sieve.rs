@@ -70,4 +70,8 @@ impl CachePolicy for Sieve {
     fn occupied_units(&self) -> u64 {
         self.q.units
     }
+
+    fn tracked_keys(&self) -> usize {
+        self.map.len()
+    }
 }

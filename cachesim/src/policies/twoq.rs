@@ -149,4 +149,8 @@ impl CachePolicy for TwoQ {
     fn occupied_units(&self) -> u64 {
         self.ain.units + self.am.units
     }
+
+    fn tracked_keys(&self) -> usize {
+        self.map.len()
+    }
 }

@@ -259,4 +259,8 @@ impl CachePolicy for WTinyLfu {
     fn occupied_units(&self) -> u64 {
         self.window.units + self.main_units()
     }
+
+    fn tracked_keys(&self) -> usize {
+        self.map.len()
+    }
 }
