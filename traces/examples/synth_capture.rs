@@ -19,7 +19,7 @@ fn main() {
         1 << 20,
         std::fs::File::create(&args[1]).expect("create OUT"),
     );
-    let dev = (259u32 << 20) | 0;
+    let dev = 259u32 << 20; // device 259,0 as in the NVMe sample
     let life: [(Action, u16, usize); 8] = [
         (Action::Remap, cat::READ | cat::AHEAD | cat::QUEUE, 16),
         (Action::Queue, cat::READ | cat::AHEAD | cat::QUEUE, 0),
