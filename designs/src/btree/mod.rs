@@ -386,40 +386,41 @@ impl<B: Backend> BTree<B> {
         if !self.is_empty() {
             return Err(BtreeError::NotEmpty(self.nodes.iter().map(|n| n.total_keys()).sum()));
         }
-        let keys: Vec<Bkey> = keys.into_iter().collect();
-        for (i, k) in keys.iter().enumerate() {
+        self.nodes.clear();
+        // Streams: only the keys of the node being filled are buffered.
+        let mut planner = LeafPlanner::new(self.cfg);
+        let mut buf: Vec<Bkey> = Vec::new();
+        let mut level_keys: Vec<Bkey> = Vec::new();
+        let mut prev: Option<Bkey> = None;
+        for (i, k) in keys.into_iter().enumerate() {
             if k.size == 0 {
+                self.reset_empty();
                 return Err(BtreeError::EmptyKey { index: i as u64 });
             }
-            if i > 0 {
-                let p = &keys[i - 1];
+            if let Some(p) = prev {
                 if p.pos() >= k.pos() || (p.inode == k.inode && p.end > k.start()) {
+                    self.reset_empty();
                     return Err(BtreeError::Unsorted { index: i as u64, inode: k.inode, start: k.start(), end: k.end });
                 }
             }
+            prev = Some(k);
+            if let Some(left) = planner.push() {
+                self.emit_leaf(&buf[..left], false, &mut level_keys);
+                buf.drain(..left);
+            }
+            buf.push(k);
         }
-        self.nodes.clear();
-        let plan = leaf_plan(&self.cfg, keys.len());
-        let mut level_keys: Vec<Bkey> = Vec::with_capacity(plan.len());
-        let mut at = 0usize;
-        for (i, &n) in plan.iter().enumerate() {
-            let id = self.nodes.len() as u32;
-            let node = Node::new(id, 0, self.cfg, n + INSERT_SLACK_KEYS);
-            let chunk = &keys[at..at + n];
-            node.rebuild_from(chunk, &mut NoTrace);
-            self.nodes.push(node);
-            at += n;
-            let pos = if i + 1 == plan.len() { MAX_POS } else { chunk.last().expect("non-empty").pos() };
-            level_keys.push(child_key(pos, id));
-        }
+        let last = planner.finish();
+        debug_assert_eq!(last, buf.len());
+        self.emit_leaf(&buf, true, &mut level_keys);
+        drop(buf);
         let interior_fill = self.cfg.split_left(self.cfg.cap_keys()).unwrap_or(self.cfg.cap_keys() / 2).max(2);
         let mut level = 0u8;
         while level_keys.len() > 1 {
             level += 1;
             let mut next = Vec::new();
-            let chunks: Vec<&[Bkey]> = level_keys.chunks(interior_fill).collect();
-            let nchunks = chunks.len();
-            for (i, chunk) in chunks.into_iter().enumerate() {
+            let nchunks = level_keys.len().div_ceil(interior_fill);
+            for (i, chunk) in level_keys.chunks(interior_fill).enumerate() {
                 let id = self.nodes.len() as u32;
                 let node = Node::new(id, level, self.cfg, chunk.len() + INSERT_SLACK_KEYS);
                 node.rebuild_from(chunk, &mut NoTrace);
@@ -430,11 +431,22 @@ impl<B: Backend> BTree<B> {
             level_keys = next;
         }
         self.root = level_keys.first().map(|k| k.ptr.offset as u32).unwrap_or(0);
-        if self.nodes.is_empty() {
-            self.nodes.push(Node::new(0, 0, self.cfg, INSERT_SLACK_KEYS));
-            self.root = 0;
-        }
         Ok(self.stats())
+    }
+
+    fn reset_empty(&mut self) {
+        self.nodes.clear();
+        self.nodes.push(Node::new(0, 0, self.cfg, INSERT_SLACK_KEYS));
+        self.root = 0;
+    }
+
+    fn emit_leaf(&mut self, chunk: &[Bkey], last: bool, level_keys: &mut Vec<Bkey>) {
+        let id = self.nodes.len() as u32;
+        let node = Node::new(id, 0, self.cfg, chunk.len() + INSERT_SLACK_KEYS);
+        node.rebuild_from(chunk, &mut NoTrace);
+        self.nodes.push(node);
+        let pos = if last { MAX_POS } else { chunk.last().expect("non-empty leaf").pos() };
+        level_keys.push(child_key(pos, id));
     }
 
     /// Populates with [`SequentialFill`] extents.
@@ -526,37 +538,63 @@ impl<B: Backend> BTree<B> {
     }
 }
 
-/// Leaf sizes that appending `n` sorted keys one at a time produces: replays
-/// [`Node::insert_leaf`]'s space accounting (bset written past the write
-/// threshold, disk bytes rounded to blocks, `insert_u64s_remaining` with one
-/// key of slack) and [`NodeConfig::split_left`] at each full node.
-pub fn leaf_plan(cfg: &NodeConfig, n: usize) -> Vec<usize> {
-    let mut plan = Vec::new();
-    let (mut disk, mut set_keys, mut total) = (0usize, 0usize, 0usize);
-    for _ in 0..n {
+/// Replays [`Node::insert_leaf`]'s space accounting for keys appended one
+/// at a time (bset written past the write threshold, disk bytes rounded to
+/// blocks, `insert_u64s_remaining` with one key of slack) and
+/// [`NodeConfig::split_left`] at each full node.
+#[derive(Clone, Debug)]
+pub struct LeafPlanner {
+    cfg: NodeConfig,
+    disk: usize,
+    set_keys: usize,
+    total: usize,
+}
+
+impl LeafPlanner {
+    pub fn new(cfg: NodeConfig) -> Self {
+        Self { cfg, disk: 0, set_keys: 0, total: 0 }
+    }
+
+    /// Accounts one appended key. Returns `Some(left)` when the node was full
+    /// before this key: a leaf of the first `left` buffered keys is finished.
+    pub fn push(&mut self) -> Option<usize> {
+        let cfg = &self.cfg;
+        let mut emitted = None;
         loop {
-            let used = disk + node::BSET_HEADER_BYTES + set_keys * KEY_BYTES;
+            let used = self.disk + node::BSET_HEADER_BYTES + self.set_keys * KEY_BYTES;
             let room = cfg.node_bytes.saturating_sub(used) / KEY_BYTES;
             if room.saturating_sub(1) >= 1 {
                 break;
             }
-            if let Some(left) = cfg.split_left(total) {
-                plan.push(left);
-                total -= left;
+            if let Some(left) = cfg.split_left(self.total) {
+                assert!(emitted.is_none(), "one split per key");
+                emitted = Some(left);
+                self.total -= left;
             }
-            disk = cfg.bset_disk_bytes(total);
-            set_keys = 0;
+            self.disk = cfg.bset_disk_bytes(self.total);
+            self.set_keys = 0;
         }
-        set_keys += 1;
-        total += 1;
-        if node::BSET_HEADER_BYTES + set_keys * KEY_BYTES > cfg.write_threshold_bytes {
-            disk += cfg.bset_disk_bytes(set_keys);
-            set_keys = 0;
+        self.set_keys += 1;
+        self.total += 1;
+        if node::BSET_HEADER_BYTES + self.set_keys * KEY_BYTES > cfg.write_threshold_bytes {
+            self.disk += cfg.bset_disk_bytes(self.set_keys);
+            self.set_keys = 0;
         }
+        emitted
     }
-    if total > 0 || plan.is_empty() {
-        plan.push(total);
+
+    /// Keys in the last (unsplit) node.
+    pub fn finish(&self) -> usize {
+        self.total
     }
+}
+
+/// Leaf sizes that appending `n` sorted keys one at a time produces (see
+/// [`LeafPlanner`]).
+pub fn leaf_plan(cfg: &NodeConfig, n: usize) -> Vec<usize> {
+    let mut p = LeafPlanner::new(*cfg);
+    let mut plan: Vec<usize> = (0..n).filter_map(|_| p.push()).collect();
+    plan.push(p.finish());
     plan
 }
 

@@ -171,6 +171,10 @@ pub struct Node<B: Backend> {
     auxb: [B::AtomicU64; MAX_BSETS],
     /// Bytes of this node's bucket already written to disk.
     disk_bytes: B::AtomicU64,
+    /// Per written set: copies of its first and last key positions
+    /// (`inode_first | inode_last << 32`, `end_first`, `end_last`), like
+    /// bcache's `t->end`, so the boundary checks stay in the node header.
+    ends: [[B::AtomicU64; 3]; MAX_BSETS],
     keys: Vec<B::AtomicU64>,
     aux: Vec<B::AtomicU64>,
 }
@@ -208,8 +212,8 @@ impl<B: Backend> Node<B> {
         let keys = (0..initial_keys * KEY_U64S)
             .map(|w| mk(0, line(id, (w / 8) as u32)))
             .collect();
-        let aux = (0..cfg.aux_cap())
-            .map(|a| mk(0, line(id, 0x8000 | (a / 16) as u32)))
+        let aux = (0..cfg.aux_cap().div_ceil(2))
+            .map(|a| mk(0, line(id, 0x8000 | (a / 8) as u32)))
             .collect();
         let hdr = line(id, 0xffff);
         Self {
@@ -221,6 +225,7 @@ impl<B: Backend> Node<B> {
             bounds: std::array::from_fn(|_| mk(0, hdr)),
             auxb: std::array::from_fn(|_| mk(0, hdr)),
             disk_bytes: mk(0, hdr),
+            ends: std::array::from_fn(|_| std::array::from_fn(|_| mk(0, hdr))),
             keys,
             aux,
         }
@@ -241,7 +246,7 @@ impl<B: Backend> Node<B> {
         let n = n.min(self.cfg.cap_keys());
         let have = self.keys.len() / KEY_U64S;
         if n > have {
-            let target = n.max(have + have / 2).min(self.cfg.cap_keys());
+            let target = n.max(have + have / 8 + 16).min(self.cfg.cap_keys());
             let id = self.id;
             self.keys.reserve_exact((target - have) * KEY_U64S);
             for w in have * KEY_U64S..target * KEY_U64S {
@@ -315,7 +320,18 @@ impl<B: Backend> Node<B> {
     }
     #[inline(always)]
     fn bfloat(&self, a: usize) -> BkeyFloat {
-        BkeyFloat(self.aux[a].load(R) as u32)
+        BkeyFloat(self.aux_get(a))
+    }
+    /// Aux entries are 4 bytes (as bcache's `bkey_float`), two per cell.
+    #[inline(always)]
+    fn aux_get(&self, a: usize) -> u32 {
+        (self.aux[a >> 1].load(R) >> ((a & 1) * 32)) as u32
+    }
+    fn aux_set(&self, a: usize, v: u32) {
+        let cell = &self.aux[a >> 1];
+        let shift = (a & 1) * 32;
+        let old = cell.load(R);
+        cell.store((old & !(0xffff_ffffu64 << shift)) | (u64::from(v) << shift), R);
     }
 
     /// Total key slots in use (sets are contiguous from slot 0).
@@ -363,10 +379,13 @@ impl<B: Backend> Node<B> {
             } else {
                 // Keys outside [start, end key] can differ from the tree's
                 // keys above the bits each node covers: special-case them.
-                if !gt(self, end - 1, w, ln) {
+                let e = &self.ends[set];
+                let inodes = e[0].load(R);
+                w.key_compares += 2;
+                if (inodes >> 32, e[2].load(R)) <= s {
                     return end;
                 }
-                if gt(self, start, w, ln) {
+                if (inodes & 0xffff_ffff, e[1].load(R)) > s {
                     return start;
                 }
                 let sv = cmp_value(s.0, s.1);
@@ -427,15 +446,15 @@ impl<B: Backend> Node<B> {
                 let a = abase as usize + m as usize;
                 ln.aux_entry(w, a);
                 w.aux_levels += 1;
-                let k = start + self.aux[a].load(R) as u32;
+                let k = start + self.aux_get(a);
                 if gt(self, k, w, ln) {
                     ri = m;
                 } else {
                     li = m;
                 }
             }
-            l = start + self.aux[abase as usize + li as usize].load(R) as u32;
-            r = if ri < asize { start + self.aux[abase as usize + ri as usize].load(R) as u32 } else { end };
+            l = start + self.aux_get(abase as usize + li as usize);
+            r = if ri < asize { start + self.aux_get(abase as usize + ri as usize) } else { end };
         }
         // Linear scan within the cacheline(s).
         let r = r.min(end);
@@ -572,7 +591,7 @@ impl<B: Backend> Node<B> {
     /// Writes flat-table entries `from..to` for the unwritten set.
     fn write_table(&self, abase: u32, from: u32, to: u32) {
         for c in from..to {
-            self.aux[(abase + c) as usize].store(u64::from(self.first_key_in_cacheline(c)), R);
+            self.aux_set((abase + c) as usize, self.first_key_in_cacheline(c));
         }
     }
 
@@ -589,7 +608,19 @@ impl<B: Backend> Node<B> {
         for j in 1..size {
             self.make_bfloat_at(start, n, abase, size, j);
         }
+        if n > 0 {
+            self.refresh_ends(set);
+        }
         size
+    }
+
+    fn refresh_ends(&self, set: usize) {
+        let (start, end) = self.bounds_of(set);
+        let (fi, fe) = self.pos(start);
+        let (li, le) = self.pos(end - 1);
+        self.ends[set][0].store(fi | (li << 32), R);
+        self.ends[set][1].store(fe, R);
+        self.ends[set][2].store(le, R);
     }
 
     fn make_bfloat_at(&self, start: u32, n: u32, abase: u32, size: u32, j: u32) {
@@ -610,7 +641,7 @@ impl<B: Backend> Node<B> {
         };
         debug_assert!(l <= p && m <= r, "bad bfloat bounds");
         let f = make_bfloat(m_off, self.cmpv(m), self.cmpv(p), self.cmpv(l), self.cmpv(r));
-        self.aux[(abase + j) as usize].store(u64::from(f.0), R);
+        self.aux_set((abase + j) as usize, f.0);
     }
 
     /// `bch_bset_fix_invalidated_key` after key `slot` of written `set`
@@ -623,6 +654,9 @@ impl<B: Backend> Node<B> {
         }
         let n = end - start;
         let rel = slot - start;
+        if rel == 0 || rel + 1 == n {
+            self.refresh_ends(set);
+        }
         let ex = extra(size);
         let inorder = rel * KEY_U64S as u32 / self.cfg.cl_u64s();
         let tree_slot = |j: u32| {
