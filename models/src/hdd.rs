@@ -39,8 +39,9 @@
 //! command stops the read-ahead; a write overlapping the segment drops it.
 //! Simplification: the head's cylinder is not advanced by read-ahead.
 //!
-//! Write cache (`write_cache = true`; off by default, as md members under a
-//! barrier-using stack are often run): a write that fits in the free cache is
+//! Write cache (`write_cache = true`; off by default so a completion means
+//! data on the media, although desktop drives of the period shipped with it
+//! enabled, `hdparm -W1`): a write that fits in the free cache is
 //! acknowledged after overhead + interface transfer and destaged later as an
 //! internal command scheduled like the others. Host-visible acknowledgements
 //! go first.
@@ -130,7 +131,8 @@ pub struct HddConfig {
     /// desktop firmware reads ahead to fill a cache segment; 256 KiB].
     #[serde(default = "default_readahead")]
     pub readahead: Bytes,
-    /// Write-back cache on/off (`hdparm -W`). Off by default.
+    /// Write-back cache on/off (`hdparm -W`). Off by default; retail SATA
+    /// drives ship with it on [estimate], so set it to model a stock drive.
     #[serde(default)]
     pub write_cache: bool,
     /// Cache memory usable for dirty data [datasheet: 32 MB cache on
@@ -138,7 +140,8 @@ pub struct HddConfig {
     #[serde(default = "default_write_cache_size")]
     pub write_cache_size: Bytes,
     /// Host commands beyond `ncq_depth` wait in a FIFO inside the device
-    /// model (the block layer's queue); more than this many is a stack bug.
+    /// model (the member's request queue when md submits to it); more than
+    /// this many waiting is a stack bug (asserted). Storage grows lazily.
     #[serde(default = "default_backlog")]
     pub backlog_limit: u32,
 }
@@ -195,7 +198,7 @@ fn default_write_cache_size() -> Bytes {
     Bytes(16 << 20)
 }
 fn default_backlog() -> u32 {
-    4096
+    1 << 16
 }
 
 impl HddConfig {
