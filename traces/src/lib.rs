@@ -611,21 +611,38 @@ pub fn open_many(paths: &[PathBuf], opts: &OpenOptions) -> Result<TraceReader, T
     }
 }
 
-/// Runs every reader over arbitrary bytes, strict and lenient, discarding
-/// results: the body of the fuzz targets (must never panic).
-pub fn fuzz_all_readers(data: &[u8]) {
-    for format in TraceFormat::ALL {
+/// Runs the readers for `formats` over arbitrary bytes, strict and lenient,
+/// through the CSV dump and the stats accumulator, discarding results: the
+/// body of the fuzz targets (must never panic, never allocate by an
+/// untrusted length). An empty `formats` means auto-detection.
+pub fn fuzz_formats(formats: &[TraceFormat], data: &[u8]) {
+    let forced: Vec<Option<TraceFormat>> = if formats.is_empty() {
+        vec![None]
+    } else {
+        formats.iter().copied().map(Some).collect()
+    };
+    for format in forced {
         for lenient in [false, true] {
-            let opts = OpenOptions {
-                format: Some(format),
-                lenient,
-            };
+            let opts = OpenOptions { format, lenient };
             if let Ok(r) = from_bytes("fuzz", data.to_vec(), &opts) {
                 let mut sink = Vec::new();
                 let _ = dump::write_csv(r, &mut sink);
             }
+            if let Ok(r) = from_bytes("fuzz", data.to_vec(), &opts) {
+                let mut st = stats::TraceStats::new();
+                for ev in r.take(1 << 16).flatten() {
+                    st.add(&ev);
+                }
+                let _ = st.report();
+            }
         }
     }
+}
+
+/// [`fuzz_formats`] over every format and auto-detection.
+pub fn fuzz_all_readers(data: &[u8]) {
+    fuzz_formats(&TraceFormat::ALL, data);
+    fuzz_formats(&[], data);
 }
 
 #[cfg(test)]

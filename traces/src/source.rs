@@ -2,9 +2,9 @@
 
 use std::io::{self, Read};
 
-/// Read buffer size: large enough for any blktrace record (48 + 16 + 65535
+/// Read buffer size (128 KiB): large enough for any blktrace record (48 + 16 + 65535
 /// payload bytes) and big enough to amortise system calls.
-const CHUNK: usize = 1 << 20;
+const CHUNK: usize = 1 << 17;
 
 /// A buffered reader over any `Read` that hands out slices and tracks the
 /// absolute byte offset of the next unread byte. Memory is constant: the
