@@ -221,24 +221,50 @@ fn jobs_from_raw(
 
 fn finish(path: &Path, text: Option<&str>, file: ScenarioFile) -> Result<Scenario> {
     let jobs = jobs_from_raw(path, text, &file.jobs)?;
-    Ok(Scenario {
-        simulation: file.simulation,
-        cpu: file.cpu,
-        costs: file.costs,
-        filesystem: file.filesystem,
-        bcache: file.bcache,
-        ahci: file.ahci,
-        ssd: file.ssd,
-        hdd: file.hdd,
-        raid10: file.raid10,
-        jobs,
-        variants: file.variants,
-    })
+    Ok(file.with_jobs(jobs))
 }
 
 fn deserialize_table(path: &Path, table: toml::Table, what: &str) -> Result<ScenarioFile> {
     ScenarioFile::deserialize(toml::Value::Table(table))
         .map_err(|e| anyhow!("{}: after {what}: {}", path.display(), hint_unknown(e.message())))
+}
+
+/// Deep-merges `over` into `base`: tables merge key by key, anything else
+/// (values, arrays such as `[[job]]`) is replaced.
+fn merge_tables(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge_tables(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+/// Applies a top-level `extends = "base.toml"` (relative to the file):
+/// the base scenario is loaded and this file's tables are merged over it.
+fn resolve_extends(path: &Path, table: &mut toml::Table, depth: u32) -> Result<bool> {
+    let Some(base) = table.remove("extends") else {
+        return Ok(false);
+    };
+    let base = base
+        .as_str()
+        .ok_or_else(|| anyhow!("{}: `extends` must be a file name string", path.display()))?
+        .to_string();
+    if depth >= 8 {
+        bail!("{}: `extends` nests more than 8 files deep (a cycle?)", path.display());
+    }
+    let base_path = path.parent().unwrap_or(Path::new(".")).join(&base);
+    let text = read_text(&base_path)
+        .with_context(|| format!("{}: extends = {base:?}", path.display()))?;
+    let mut base_table: toml::Table =
+        toml::from_str(&text).map_err(|e| toml_error(&base_path, &text, &e))?;
+    resolve_extends(&base_path, &mut base_table, depth + 1)?;
+    let over = std::mem::take(table);
+    merge_tables(&mut base_table, over);
+    *table = base_table;
+    Ok(true)
 }
 
 /// Options of [`load`].
@@ -253,9 +279,14 @@ pub struct LoadOptions<'a> {
 /// Loads a scenario file with overrides.
 pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
     let text = read_text(path)?;
-    // First pass on the text as written: errors carry line and column.
-    let file: ScenarioFile = toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))?;
     let mut table: toml::Table = toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))?;
+    let extended = resolve_extends(path, &mut table, 0)?;
+    // On the text as written, typed errors carry line and column.
+    let file: Option<ScenarioFile> = if extended {
+        None
+    } else {
+        Some(toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))?)
+    };
     if let Some(jf) = opts.job_file {
         let jobs = crate::fiojob::parse_job_file(jf)?;
         let arr = jobs
@@ -278,10 +309,12 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
         apply_set(&mut table, "simulation.seed", toml::Value::Integer(seed as i64))?;
     }
     let modified = opts.job_file.is_some() || !opts.sets.is_empty() || opts.seed.is_some();
-    let (file, text_for_jobs) = if modified {
-        (deserialize_table(path, table.clone(), "--set/--seed/--job")?, None)
-    } else {
-        (file, Some(text.as_str()))
+    let (file, text_for_jobs) = match file {
+        Some(f) if !modified => (f, Some(text.as_str())),
+        _ => {
+            let what = if extended { "merging `extends`" } else { "--set/--seed/--job" };
+            (deserialize_table(path, table.clone(), what)?, None)
+        }
     };
     let variants_cfg = file.variants.clone();
     let base = finish(path, text_for_jobs, file)?;

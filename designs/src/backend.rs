@@ -124,21 +124,27 @@ pub trait Backend: Send + Sync + 'static {
 macro_rules! impl_cells {
     ($u64:ty, $bool:ty) => {
         impl AtomicU64Cell for $u64 {
+            #[inline]
             fn new_on_line(value: u64, _line: LineId) -> Self {
                 <$u64>::new(value)
             }
+            #[inline]
             fn load(&self, order: Ordering) -> u64 {
                 <$u64>::load(self, order)
             }
+            #[inline]
             fn store(&self, value: u64, order: Ordering) {
                 <$u64>::store(self, value, order)
             }
+            #[inline]
             fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
                 <$u64>::fetch_add(self, value, order)
             }
+            #[inline]
             fn fetch_sub(&self, value: u64, order: Ordering) -> u64 {
                 <$u64>::fetch_sub(self, value, order)
             }
+            #[inline]
             fn compare_exchange(
                 &self,
                 current: u64,
@@ -150,12 +156,15 @@ macro_rules! impl_cells {
             }
         }
         impl AtomicBoolCell for $bool {
+            #[inline]
             fn new_on_line(value: bool, _line: LineId) -> Self {
                 <$bool>::new(value)
             }
+            #[inline]
             fn load(&self, order: Ordering) -> bool {
                 <$bool>::load(self, order)
             }
+            #[inline]
             fn store(&self, value: bool, order: Ordering) {
                 <$bool>::store(self, value, order)
             }

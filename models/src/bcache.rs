@@ -47,7 +47,7 @@ pub struct PopulateConfig {
     /// Start of the cached region on the backing device.
     #[serde(default)]
     pub offset: Bytes,
-    /// Length of the cached region.
+    /// Length of the cached region (0: the cache starts empty).
     pub length: Bytes,
     /// Size of each cached extent (the size of the writes that filled it).
     pub extent_size: Bytes,
@@ -145,6 +145,9 @@ impl Bcache {
         let Some(p) = self.cfg.populate.clone() else {
             return Ok(());
         };
+        if p.length.0 == 0 {
+            return Ok(());
+        }
         if p.extent_size.0 == 0 || p.extent_size.0 % 512 != 0 || p.extent_size.0 > 65535 * 512 {
             return Err("[bcache.populate] extent_size must be a multiple of 512 up to 32 MiB".into());
         }

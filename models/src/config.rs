@@ -148,3 +148,26 @@ pub const SECTION_NAMES: &[&str] = &[
     "job",
     "variant",
 ];
+
+impl<J> ScenarioT<J> {
+    /// The same scenario with its jobs replaced (raw option maps to parsed
+    /// jobs). Every section is moved across; add new sections here too.
+    pub fn with_jobs<K>(self, jobs: Vec<K>) -> ScenarioT<K> {
+        ScenarioT {
+            simulation: self.simulation,
+            cpu: self.cpu,
+            costs: self.costs,
+            filesystem: self.filesystem,
+            bcache: self.bcache,
+            ahci: self.ahci,
+            ssd: self.ssd,
+            hdd: self.hdd,
+            raid10: self.raid10,
+            coherence: self.coherence,
+            pmem: self.pmem,
+            dm: self.dm,
+            jobs,
+            variants: self.variants,
+        }
+    }
+}

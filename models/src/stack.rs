@@ -149,6 +149,8 @@ struct JobThread {
     ready: VecDeque<SlotId>,
     state: JobState,
     action: Action,
+    /// Interrupt epoch in which this thread was last counted as woken.
+    woken_mark: u64,
 }
 
 /// Statistics of one `[[job]]` (all its clones).
@@ -282,6 +284,7 @@ pub struct AsyncStack {
     scratch_done: Vec<ReqTag>,
     submitted_total: u64,
     reaped_total: u64,
+    wake_epoch: u64,
 }
 
 fn cfg_err(msg: impl Into<String>) -> ModelError {
@@ -499,6 +502,7 @@ impl AsyncStack {
                     ready: VecDeque::new(),
                     state: JobState::Running,
                     action: Action::None,
+                    woken_mark: 0,
                 });
             }
             groups.push(GroupStats::new());
@@ -537,6 +541,7 @@ impl AsyncStack {
             scratch_done: Vec::with_capacity(16),
             submitted_total: 0,
             reaped_total: 0,
+            wake_epoch: 0,
         })
     }
 
@@ -826,21 +831,23 @@ impl AsyncStack {
             cost += self.charge(cpu, swapper, PathId::IssueCmd).0;
         }
         // Wake-ups this handler performs: each sleeping job that gets a
-        // completion, once.
-        let mut woken: Vec<u16> = Vec::new();
-        let retiring = std::mem::take(&mut self.devs[d].port.retiring);
-        for &tag in &retiring {
+        // completion, once (`woken_mark` dedups without allocating).
+        self.wake_epoch += 1;
+        let epoch = self.wake_epoch;
+        let mut wakes = 0u32;
+        for i in 0..self.devs[d].port.retiring.len() {
+            let tag = self.devs[d].port.retiring[i];
             if let Some(origin) = self.devs[d].port.owner_of(tag) {
                 if let Piece::User(io) | Piece::BackingRead(io) = Piece::decode(origin) {
-                    let j = self.ios.get(io).job;
-                    if self.threads[j as usize].state == JobState::Sleeping && !woken.contains(&j) {
-                        woken.push(j);
+                    let j = self.ios.get(io).job as usize;
+                    if self.threads[j].state == JobState::Sleeping && self.threads[j].woken_mark != epoch {
+                        self.threads[j].woken_mark = epoch;
+                        wakes += 1;
                     }
                 }
             }
         }
-        self.devs[d].port.retiring = retiring;
-        for _ in &woken {
+        for _ in 0..wakes {
             cost += self.charge(cpu, swapper, PathId::WakeRemote).0;
         }
         let end = self.cpus.occupy(cpu, start, cost);

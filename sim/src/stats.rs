@@ -241,10 +241,16 @@ impl CpuProfile {
         ContextId(u16::try_from(self.contexts.len() - 1).expect("too many contexts"))
     }
 
+    #[inline]
     fn ensure_sized(&mut self) {
         if self.ns.is_empty() {
-            self.ns = vec![0; self.cpus * self.contexts.len().max(1) * self.symbols.len().max(1)];
+            self.allocate();
         }
+    }
+
+    #[cold]
+    fn allocate(&mut self) {
+        self.ns = vec![0; self.cpus * self.contexts.len().max(1) * self.symbols.len().max(1)];
     }
 
     #[inline]
