@@ -3,8 +3,10 @@
 //! Reference values: tests/data/cache/libcachesim_reference.txt, the output of
 //! scripts/libcachesim_reference.py (libcachesim 0.3.5 from PyPI, `ignore_obj_size=True`,
 //! default parameters, Belady over libCacheSim's oracleGeneral conversion). Each request is
-//! one object keyed by lbn. FIFO, LRU, CLOCK and Belady must match exactly (miss counts);
-//! ARC, 2Q, LIRS, S3-FIFO, SIEVE and W-TinyLFU within 0.005 of the miss ratio.
+//! one object keyed by lbn. Issue 7 asks for exact miss counts for FIFO, LRU, CLOCK and
+//! Belady and 0.005 of the miss ratio for ARC, 2Q, LIRS, S3-FIFO, SIEVE and W-TinyLFU; the
+//! policies follow libCacheSim step by step (W-TinyLFU's sketch even uses XXH64 with
+//! libCacheSim's seeds), so every one of them is checked for the exact miss count.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -9,17 +9,47 @@
 //! cache is full, window LRU victims move to the main cache while it has room, otherwise the
 //! window victim replaces the main victim only if its estimated frequency is strictly
 //! higher. The sketch is incremented on insert, on main hits and for each window victim
-//! considered. Exact parity with libCacheSim is not possible because its sketch hashes
-//! keys with XXH64; this sketch uses murmur3 finalizers with the same geometry.
+//! considered; it hashes keys with XXH64 and libCacheSim's seeds, as libCacheSim does.
 
-use crate::list::{fmix64, key_map, Arena, KeyMap, List};
+use crate::list::{key_map, Arena, KeyMap, List};
 use crate::{CachePolicy, Request, Unit};
 
 const WINDOW: u8 = 0;
 const PROBATION: u8 = 1;
 const PROTECTED: u8 = 2;
 
-/// Counting Bloom filter (libCacheSim `minimalIncrementCBF` geometry).
+/// libCacheSim `hash.h` seeds.
+const HASH_SEED0: u64 = 0x1234_5678;
+const HASH_SEED1: u64 = 0x1234_4321;
+
+const PRIME64_1: u64 = 0x9E37_79B1_85EB_CA87;
+const PRIME64_2: u64 = 0xC2B2_AE3D_27D4_EB4F;
+const PRIME64_3: u64 = 0x1656_67B1_9E37_79F9;
+const PRIME64_4: u64 = 0x85EB_CA77_C2B2_AE63;
+const PRIME64_5: u64 = 0x27D4_EB2F_1656_67C5;
+
+/// XXH64 (xxHash specification) of the 8 little-endian bytes of `v` with `seed`: the hash
+/// libCacheSim applies to object ids.
+pub fn xxh64_u64(v: u64, seed: u64) -> u64 {
+    let mut h = seed.wrapping_add(PRIME64_5).wrapping_add(8);
+    let k1 = v
+        .wrapping_mul(PRIME64_2)
+        .rotate_left(31)
+        .wrapping_mul(PRIME64_1);
+    h ^= k1;
+    h = h
+        .rotate_left(27)
+        .wrapping_mul(PRIME64_1)
+        .wrapping_add(PRIME64_4);
+    h ^= h >> 33;
+    h = h.wrapping_mul(PRIME64_2);
+    h ^= h >> 29;
+    h = h.wrapping_mul(PRIME64_3);
+    h ^= h >> 32;
+    h
+}
+
+/// Counting Bloom filter (libCacheSim `minimalIncrementCBF`).
 #[derive(Debug)]
 pub struct CountingBloom {
     counters: Vec<u32>,
@@ -41,10 +71,10 @@ impl CountingBloom {
     }
 
     fn positions(&self, key: u64) -> impl Iterator<Item = usize> + '_ {
-        // Two independent 32-bit hashes combined as a + i*b (Kirsch-Mitzenmacher), like
-        // libCacheSim's (a + i * b) % counter_num with unsigned 32-bit arithmetic.
-        let a = fmix64(key ^ 0x5bd1_e995_0000_0001) as u32;
-        let b = fmix64(key ^ 0x9e37_79b9_7f4a_7c15) as u32;
+        // As libCacheSim: a = XXH64(key, seed0), b = XXH64(key, seed1), truncated to 32 bits,
+        // positions (a + i * b) % counter_num in unsigned 32-bit arithmetic.
+        let a = xxh64_u64(key, HASH_SEED0) as u32;
+        let b = xxh64_u64(key, HASH_SEED1) as u32;
         let n = self.counters.len() as u32;
         (0..self.hashes).map(move |i| (a.wrapping_add(i.wrapping_mul(b)) % n) as usize)
     }
@@ -262,5 +292,32 @@ impl CachePolicy for WTinyLfu {
 
     fn tracked_keys(&self) -> usize {
         self.map.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xxh64_matches_reference_vectors() {
+        // python3 -c "import xxhash,struct; print(hex(xxhash.xxh64(struct.pack('<Q',v), seed=0x12345678).intdigest()))"
+        assert_eq!(xxh64_u64(0, HASH_SEED0), 0x67bb_774d_39f5_d473);
+        assert_eq!(xxh64_u64(1, HASH_SEED0), 0x071b_9484_a237_4097);
+        assert_eq!(xxh64_u64(42_932_745, HASH_SEED0), 0x929d_563e_07da_a33f);
+    }
+
+    #[test]
+    fn bloom_geometry_and_counts() {
+        // libCacheSim: entries 990, error 0.001 -> 10 hashes, ceil(14.3775 * 990) counters.
+        let mut b = CountingBloom::new(990, 0.001);
+        assert_eq!(b.hashes, 10);
+        assert_eq!(b.counters.len(), 14_234);
+        for _ in 0..5 {
+            b.add(7);
+        }
+        assert_eq!(b.estimate(7), 5);
+        b.decay();
+        assert_eq!(b.estimate(7), 2);
     }
 }
