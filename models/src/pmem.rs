@@ -1,0 +1,110 @@
+//! pmem: a ramdisk-backed, bio-based persistent-memory block device
+//! (`drivers/nvdimm/pmem.c`).
+//!
+//! `pmem_make_request` copies each segment with `memcpy_mcsafe` (reads) or
+//! `memcpy_flushcache` (writes) and ends the bio before returning, so an I/O
+//! completes synchronously on the submitting CPU: a fixed per-bio cost plus
+//! a per-byte copy cost, no queue, no interrupt.
+//!
+//! Accounting: `nd_iostat_start`/`nd_iostat_end` do the genhd accounting
+//! only when the queue has `QUEUE_FLAG_IO_STAT`, which pmem does not set by
+//! default (`/sys/block/pmemN/queue/iostat` reads 0). With `iostat = true`
+//! the part0 in-flight counters of the chosen design run on every bio.
+
+use serde::{Deserialize, Serialize};
+
+/// `[[pmem]]`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PmemConfig {
+    /// Device name (`pmem0`); jobs and dm tables name it as `/dev/pmem0`.
+    pub name: String,
+    /// Capacity.
+    #[serde(default = "d_size")]
+    pub size_bytes: u64,
+    /// Per-bio CPU cost of `pmem_make_request` without the copy: bio
+    /// iteration, `pmem_do_bvec` setup, badblocks check, `bio_endio`.
+    pub request_ns: u64,
+    /// Single-thread copy bandwidth of `memcpy_mcsafe` from DRAM-backed
+    /// pmem, bytes per microsecond.
+    pub copy_bytes_per_us: u64,
+    /// Whether the queue does genhd I/O accounting (QUEUE_FLAG_IO_STAT).
+    #[serde(default)]
+    pub iostat: bool,
+    /// In-flight design when `iostat`: `shared` (4.20 atomics) or `percpu`.
+    #[serde(default = "d_accounting")]
+    pub accounting: String,
+}
+
+fn d_size() -> u64 {
+    16 << 30
+}
+fn d_accounting() -> String {
+    "shared".into()
+}
+
+/// Accounting designs a pmem device accepts (scenario name, design name).
+pub const PMEM_ACCOUNTING: &[(&str, &str)] =
+    &[("shared", "pmem_shared"), ("percpu", "pmem_percpu")];
+
+impl PmemConfig {
+    /// The `/dev` path jobs use.
+    pub fn dev_path(&self) -> String {
+        format!("/dev/{}", self.name)
+    }
+
+    /// CPU time of one bio of `bytes`.
+    pub fn bio_ns(&self, bytes: u64) -> u64 {
+        self.request_ns + (bytes * 1000).div_ceil(self.copy_bytes_per_us.max(1))
+    }
+
+    /// The design the simulator runs for `iostat`, checked.
+    pub fn design(&self) -> Result<blocksim_designs::inflight::DesignKind, String> {
+        let name = PMEM_ACCOUNTING
+            .iter()
+            .find(|(s, _)| *s == self.accounting)
+            .map(|(_, d)| *d)
+            .ok_or_else(|| {
+                format!(
+                    "[[pmem]] {}: accounting = {:?} is unknown; expected one of: shared, percpu",
+                    self.name, self.accounting
+                )
+            })?;
+        Ok(blocksim_designs::inflight::DesignKind::from_name(name).expect("known design"))
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.copy_bytes_per_us == 0 {
+            return Err(format!(
+                "[[pmem]] {}: copy_bytes_per_us must be > 0",
+                self.name
+            ));
+        }
+        self.design().map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bio_cost_and_design() {
+        let p = PmemConfig {
+            name: "pmem0".into(),
+            size_bytes: 1 << 30,
+            request_ns: 100,
+            copy_bytes_per_us: 4000,
+            iostat: false,
+            accounting: "percpu".into(),
+        };
+        assert_eq!(p.bio_ns(512), 100 + 128);
+        assert_eq!(p.dev_path(), "/dev/pmem0");
+        assert_eq!(p.design().unwrap().name(), "pmem_percpu");
+        let bad = PmemConfig {
+            accounting: "per-cpu".into(),
+            ..p
+        };
+        assert!(bad.validate().unwrap_err().contains("expected one of"));
+    }
+}

@@ -1,0 +1,781 @@
+//! The synchronous stack: fio `psync` jobs on pmem or dm-linear over pmem,
+//! with the in-flight accounting designs run as real code and their
+//! cache-line traffic charged by the coherence model.
+//!
+//! Each job is a thread pinned to a logical CPU ([`crate::topology`]) that
+//! loops over one I/O's *program*: CPU work (fio, `pread` system call, block
+//! layer, dm clone/remap, the pmem copy; costs from `[costs.paths]`,
+//! `[dm]`, `[[pmem]]`) and accounting calls (`start_io`/`end_io` of a
+//! [`blocksim_designs::inflight::Inflight`] through the traced backend).
+//! The accesses an accounting call records are replayed against
+//! [`crate::coherence::Coherence`] in simulated time: local hits inline, and
+//! one event per access that misses, at the instant it is issued, so the
+//! FIFO queue of each line sees requests in time order. pmem completes
+//! synchronously on the submitting CPU, so there is no interrupt, no sleep
+//! and no other queue: whatever differs between designs comes from the
+//! accesses the design code makes.
+//!
+//! Events per I/O: one per accounting call plus one per line miss (one per
+//! I/O when nothing is accounted). No allocation per I/O: access buffers
+//! are reused.
+
+use std::collections::BTreeMap;
+
+use blocksim_analysis::{
+    Cell, DirReport, JobReport, LatencyHist, Profile, ProfileRow, RunReport, Table,
+};
+use blocksim_designs::backend::LineId;
+use blocksim_designs::inflight::{DesignKind, Dir, Inflight, InflightOptions, OrderingMode};
+use blocksim_designs::traced::{self, Access, AccessKind, TracedBackend};
+use blocksim_sim::{
+    component_rng, ContextId, CpuProfile, Ctx, LatencyHistogram, Mode, Model, SimOptions, SimTime,
+    Simulation, SymbolId,
+};
+use rand::Rng;
+
+use crate::coherence::{Coherence, CoherenceConfig};
+use crate::config::Scenario;
+use crate::job::{IoEngine, JobConfig, RwMode};
+use crate::run::{ModelError, RunOptions, RunOutput};
+use crate::topology::Topology;
+
+/// Timer frequency of the simulated kernel: CONFIG_HZ=1000, as in the
+/// RHEL/Fedora kernels of 2018 [src: their kernel configs]. Drives
+/// `part_round_stats` / `update_io_ticks` once per jiffy.
+pub const KERNEL_HZ: u64 = 1000;
+
+/// How many following accesses of the same call a load looks ahead for a
+/// write to its line (the out-of-order window covers a few dozen
+/// instructions of these short accounting functions) [estimate].
+const RFO_WINDOW: usize = 4;
+
+/// Jobs start within this window (fio starts its threads one by one)
+/// [estimate: thread creation takes microseconds].
+const START_SPREAD_NS: u64 = 2_000;
+
+/// True when `scenario` is for this stack: every job uses a sync engine on
+/// a pmem or dm device.
+pub fn handles(scenario: &Scenario) -> bool {
+    !scenario.jobs.is_empty()
+        && scenario.jobs.iter().all(|j| {
+            j.ioengine == IoEngine::Psync
+                && (scenario.pmem.iter().any(|p| p.dev_path() == j.filename)
+                    || scenario
+                        .dm
+                        .as_ref()
+                        .is_some_and(|d| d.dev_path() == j.filename))
+        })
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StepKind {
+    Work,
+    Acct { inst: u8, start: bool },
+    IoDone,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Step {
+    kind: StepKind,
+    /// Work: CPU time (scaled by the job's SMT speed).
+    ns: u64,
+    /// Work: range of `Job::sym_costs`; Acct: symbol charged.
+    sym_first: u32,
+    sym_len: u32,
+    sym: SymbolId,
+}
+
+struct Job {
+    cpu: u32,
+    group: usize,
+    dir: Dir,
+    bytes_per_io: u64,
+    steps: Vec<Step>,
+    sym_costs: Vec<(SymbolId, u64)>,
+    has_acct: bool,
+    pos: usize,
+    accesses: Vec<Access>,
+    cursor: usize,
+    acct_running: bool,
+    acct_began: SimTime,
+    io_start: SimTime,
+    ios_left: u64,
+    // Counted after ramp:
+    ios: u64,
+    busy_ns: u64,
+    user_ns: u64,
+    stalled_ns: u64,
+}
+
+struct Group {
+    hist: LatencyHistogram,
+}
+
+struct SyncModel {
+    jobs: Vec<Job>,
+    groups: Vec<Group>,
+    coh: Coherence,
+    insts: Vec<Inflight<TracedBackend>>,
+    ramp_end: SimTime,
+    end: SimTime,
+    profile: Option<CpuProfile>,
+    fio: ContextId,
+    coherence_reset: bool,
+}
+
+impl SyncModel {
+    #[inline]
+    fn run_job(&mut self, j: usize, now: SimTime, ctx: &mut Ctx<'_, u32>) {
+        if !self.coherence_reset && now >= self.ramp_end {
+            self.coh.reset_stats();
+            self.coherence_reset = true;
+        }
+        let mut t = now;
+        loop {
+            let job = &mut self.jobs[j];
+            let step = job.steps[job.pos];
+            match step.kind {
+                StepKind::Work => {
+                    if t >= self.ramp_end {
+                        job.busy_ns += step.ns;
+                        if let Some(p) = self.profile.as_mut() {
+                            let r =
+                                step.sym_first as usize..(step.sym_first + step.sym_len) as usize;
+                            for &(sym, ns) in &job.sym_costs[r] {
+                                p.charge(job.cpu as usize, self.fio, sym, ns);
+                            }
+                        }
+                    }
+                    t += step.ns;
+                    job.pos += 1;
+                }
+                StepKind::IoDone => {
+                    if !job.has_acct && t > now {
+                        if t <= self.end {
+                            ctx.schedule_at(t, j as u32);
+                        }
+                        return;
+                    }
+                    if t > self.end {
+                        return;
+                    }
+                    if t >= self.ramp_end {
+                        job.ios += 1;
+                        self.groups[job.group].hist.record(t - job.io_start);
+                    }
+                    job.io_start = t;
+                    job.pos = 0;
+                    job.ios_left -= 1;
+                    if job.ios_left == 0 {
+                        return;
+                    }
+                }
+                StepKind::Acct { inst, start } => {
+                    if t > now {
+                        if t <= self.end {
+                            ctx.schedule_at(t, j as u32);
+                        }
+                        return;
+                    }
+                    if !job.acct_running {
+                        let d = &self.insts[inst as usize];
+                        d.set_now_jiffies(now.as_ns() / (1_000_000_000 / KERNEL_HZ));
+                        let (cpu, dir) = (job.cpu, job.dir);
+                        traced::record(cpu, &mut job.accesses, || {
+                            if start {
+                                let admitted = d.start_io(cpu as usize, dir);
+                                assert!(admitted, "no suspend runs, so every I/O is admitted");
+                            } else {
+                                d.end_io(cpu as usize, dir, || {});
+                            }
+                        });
+                        job.cursor = 0;
+                        job.acct_running = true;
+                        job.acct_began = now;
+                    }
+                    // Replay the accesses: hits inline, a miss only at `now`.
+                    while job.cursor < job.accesses.len() {
+                        let a = job.accesses[job.cursor];
+                        if self.coh.hit_cost(&a).is_none() && t > now {
+                            ctx.schedule_at(t, j as u32);
+                            return;
+                        }
+                        // Read-for-ownership: a load whose line this call
+                        // writes within the next few accesses.
+                        let will_write = a.kind == AccessKind::Load
+                            && job.accesses[job.cursor + 1..]
+                                .iter()
+                                .take(RFO_WINDOW)
+                                .any(|b| b.line == a.line && b.kind != AccessKind::Load);
+                        let c = self.coh.access_with_intent(&a, t, will_write);
+                        if t >= self.ramp_end {
+                            job.stalled_ns += c.stalled_ns;
+                        }
+                        t = c.done;
+                        job.cursor += 1;
+                    }
+                    job.acct_running = false;
+                    let spent = t - job.acct_began;
+                    if job.acct_began >= self.ramp_end {
+                        job.busy_ns += spent;
+                        if let Some(p) = self.profile.as_mut() {
+                            p.charge(job.cpu as usize, self.fio, step.sym, spent);
+                        }
+                    }
+                    job.pos += 1;
+                }
+            }
+        }
+    }
+}
+
+impl Model for SyncModel {
+    type Event = u32;
+    fn handle(&mut self, job: u32, ctx: &mut Ctx<'_, u32>) {
+        let now = ctx.now();
+        self.run_job(job as usize, now, ctx);
+    }
+}
+
+/// A device a job can target.
+enum Target<'a> {
+    Pmem(&'a crate::pmem::PmemConfig),
+    Dm(&'a crate::dm::DmConfig, &'a crate::pmem::PmemConfig),
+}
+
+fn cfg_err(s: impl Into<String>) -> ModelError {
+    ModelError::Config(s.into())
+}
+
+fn find_target<'a>(s: &'a Scenario, job: &JobConfig) -> Result<Target<'a>, ModelError> {
+    if let Some(p) = s.pmem.iter().find(|p| p.dev_path() == job.filename) {
+        return Ok(Target::Pmem(p));
+    }
+    if let Some(d) = s.dm.as_ref().filter(|d| d.dev_path() == job.filename) {
+        let p = s
+            .pmem
+            .iter()
+            .find(|p| p.dev_path() == d.device)
+            .ok_or_else(|| {
+                cfg_err(format!(
+                    "[dm] device = {:?} names no [[pmem]] device (known: {})",
+                    d.device,
+                    s.pmem
+                        .iter()
+                        .map(|p| p.dev_path())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })?;
+        return Ok(Target::Dm(d, p));
+    }
+    Err(cfg_err(format!(
+        "job `{}`: filename = {:?} is neither a [[pmem]] device nor the [dm] device",
+        job.name, job.filename
+    )))
+}
+
+/// Builds the per-I/O program for a target: (steps, sym_costs) unscaled.
+struct ProgramBuilder<'p> {
+    profile: &'p mut CpuProfile,
+    steps: Vec<Step>,
+    syms: Vec<(SymbolId, u64)>,
+    open: Option<usize>,
+}
+
+impl ProgramBuilder<'_> {
+    fn work(&mut self, name: &str, dso: &str, mode: Mode, ns: u64) {
+        if ns == 0 {
+            return;
+        }
+        let sym = self.profile.symbol(name, dso, mode);
+        self.work_sym(sym, ns);
+    }
+
+    fn work_sym(&mut self, sym: SymbolId, ns: u64) {
+        let i = match self.open {
+            Some(i) => i,
+            None => {
+                self.steps.push(Step {
+                    kind: StepKind::Work,
+                    ns: 0,
+                    sym_first: self.syms.len() as u32,
+                    sym_len: 0,
+                    sym: SymbolId(0),
+                });
+                self.open = Some(self.steps.len() - 1);
+                self.steps.len() - 1
+            }
+        };
+        self.syms.push((sym, ns));
+        self.steps[i].ns += ns;
+        self.steps[i].sym_len += 1;
+    }
+
+    fn path(&mut self, paths: &BTreeMap<String, crate::costs::Path>, name: &str) {
+        if let Some(p) = paths.get(name) {
+            for &(sym, ns) in &p.steps {
+                self.work_sym(sym, ns);
+            }
+        }
+    }
+
+    fn acct(&mut self, inst: u8, start: bool, symbol: &str) {
+        self.open = None;
+        let sym = self
+            .profile
+            .symbol(symbol, "[kernel.kallsyms]", Mode::Kernel);
+        self.steps.push(Step {
+            kind: StepKind::Acct { inst, start },
+            ns: 0,
+            sym_first: 0,
+            sym_len: 0,
+            sym,
+        });
+    }
+
+    fn io_done(&mut self) {
+        self.open = None;
+        self.steps.push(Step {
+            kind: StepKind::IoDone,
+            ns: 0,
+            sym_first: 0,
+            sym_len: 0,
+            sym: SymbolId(0),
+        });
+    }
+}
+
+const KERNEL: &str = "[kernel.kallsyms]";
+
+/// Runs a psync scenario on pmem / dm-linear.
+pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, ModelError> {
+    let topo = Topology::new(&scenario.cpu).map_err(cfg_err)?;
+    let coh_cfg: CoherenceConfig = scenario.coherence.clone().unwrap_or_default();
+    coh_cfg.validate().map_err(cfg_err)?;
+    for p in &scenario.pmem {
+        p.validate().map_err(cfg_err)?;
+    }
+    if let Some(d) = &scenario.dm {
+        d.validate().map_err(cfg_err)?;
+    }
+    if scenario.jobs.is_empty() {
+        return Err(cfg_err("the scenario has no [[job]]"));
+    }
+    let cpus = topo.logical_cpus() as usize;
+    let mut profile = CpuProfile::new(cpus);
+    let fio = profile.context("fio");
+    let paths = scenario.costs.resolve(&mut profile).map_err(cfg_err)?;
+
+    // Accounting instances: dm first, then each pmem with iostat.
+    let mut insts: Vec<Inflight<TracedBackend>> = Vec::new();
+    let mut inst_names: Vec<String> = Vec::new();
+    let mut line_base = 0u32;
+    let mut add_inst = |design: DesignKind, name: String| -> u8 {
+        let inst = Inflight::new(InflightOptions {
+            design,
+            cpus,
+            ordering: OrderingMode::ReleaseAcquire,
+            line_base,
+        });
+        line_base += Inflight::<TracedBackend>::line_count(cpus);
+        insts.push(inst);
+        inst_names.push(name);
+        (insts.len() - 1) as u8
+    };
+    let dm_inst = match &scenario.dm {
+        Some(d) => Some(add_inst(d.design().map_err(cfg_err)?, d.dev_path())),
+        None => None,
+    };
+    let mut pmem_inst: BTreeMap<String, u8> = BTreeMap::new();
+    for p in scenario.pmem.iter().filter(|p| p.iostat) {
+        let i = add_inst(p.design().map_err(cfg_err)?, p.dev_path());
+        pmem_inst.insert(p.name.clone(), i);
+    }
+
+    let mut jobs: Vec<Job> = Vec::new();
+    let mut groups: Vec<Group> = Vec::new();
+    let mut runtime_ns: Option<u64> = None;
+    let mut ramp_ns = 0u64;
+    let mut job_reports: Vec<JobReport> = Vec::new();
+    for (g, jc) in scenario.jobs.iter().enumerate() {
+        if jc.ioengine != IoEngine::Psync {
+            return Err(cfg_err(format!(
+                "job `{}`: ioengine = {} on a pmem/dm target; this stack models psync only",
+                jc.name,
+                jc.ioengine.as_str()
+            )));
+        }
+        let dir = match jc.rw {
+            RwMode::Read | RwMode::RandRead => Dir::Read,
+            RwMode::Write | RwMode::RandWrite => Dir::Write,
+            _ => {
+                return Err(cfg_err(format!(
+                    "job `{}`: rw = {} is not modelled on the psync stack; use read, randread, write or randwrite",
+                    jc.name,
+                    jc.rw.as_str()
+                )))
+            }
+        };
+        if jc.bs_bytes_min != jc.bs_bytes_max {
+            return Err(cfg_err(format!(
+                "job `{}`: bsrange is not modelled on the psync stack; give one bs",
+                jc.name
+            )));
+        }
+        let rt = match (jc.time_based, jc.runtime_ns) {
+            (_, Some(r)) => r,
+            (true, None) => {
+                return Err(cfg_err(format!(
+                    "job `{}`: time_based needs runtime",
+                    jc.name
+                )))
+            }
+            (false, None) => return Err(cfg_err(format!(
+                "job `{}`: give runtime (a size-bound run of a pmem device takes billions of I/Os)",
+                jc.name
+            ))),
+        };
+        if runtime_ns.is_some_and(|r| r != rt) || (g > 0 && ramp_ns != jc.ramp_time_ns) {
+            return Err(cfg_err(
+                "all jobs of a psync scenario must share runtime and ramp_time",
+            ));
+        }
+        runtime_ns = Some(rt);
+        ramp_ns = jc.ramp_time_ns;
+        let target = find_target(scenario, jc)?;
+        let bs = jc.bs_bytes_min;
+        let ios_limit = if jc.time_based {
+            u64::MAX
+        } else {
+            let size = match target {
+                Target::Pmem(p) | Target::Dm(_, p) => p.size_bytes,
+            };
+            (jc.io_limit_bytes(size) / bs.max(1)).max(1)
+        };
+        // The per-I/O program, unscaled.
+        let mut b = ProgramBuilder {
+            profile: &mut profile,
+            steps: Vec::new(),
+            syms: Vec::new(),
+            open: None,
+        };
+        b.path(&paths, "fio_prep");
+        b.path(&paths, "pread_call");
+        b.path(&paths, "make_request");
+        let pmem = match target {
+            Target::Pmem(p) => p,
+            Target::Dm(d, p) => {
+                b.work("dm_make_request", KERNEL, Mode::Kernel, d.submit_ns);
+                b.acct(dm_inst.expect("dm instance"), true, "start_io_acct");
+                b.work("__bio_clone_fast", KERNEL, Mode::Kernel, d.clone_ns);
+                b.work("linear_map", KERNEL, Mode::Kernel, d.map_ns);
+                b.path(&paths, "make_request");
+                p
+            }
+        };
+        let pi = pmem_inst.get(&pmem.name).copied();
+        if let Some(i) = pi {
+            b.acct(i, true, "generic_start_io_acct");
+        }
+        b.work("pmem_make_request", KERNEL, Mode::Kernel, pmem.request_ns);
+        b.work(
+            "memcpy_mcsafe",
+            KERNEL,
+            Mode::Kernel,
+            pmem.bio_ns(bs) - pmem.request_ns,
+        );
+        if let Some(i) = pi {
+            b.acct(i, false, "generic_end_io_acct");
+        }
+        if let Target::Dm(d, _) = target {
+            b.work("clone_endio", KERNEL, Mode::Kernel, d.endio_ns);
+            b.acct(dm_inst.expect("dm instance"), false, "end_io_acct");
+        }
+        b.path(&paths, "fio_complete");
+        b.io_done();
+        let (steps, syms) = (b.steps, b.syms);
+        let has_acct = steps
+            .iter()
+            .any(|s| matches!(s.kind, StepKind::Acct { .. }));
+
+        let placement = topo
+            .place_jobs(jc.numjobs, jc.cpus_allowed.as_deref())
+            .map_err(|e| cfg_err(format!("job `{}`: {e}", jc.name)))?;
+        let speeds = topo.speed_factors(&placement);
+        for (k, (&cpu, &speed)) in placement.iter().zip(&speeds).enumerate() {
+            if jobs.iter().any(|o| o.cpu == cpu) {
+                return Err(cfg_err(format!(
+                    "job `{}` clone {k} would share logical CPU {cpu} with another job: \
+                     time-sharing is not modelled; use cpus_allowed",
+                    jc.name
+                )));
+            }
+            let scale = |ns: u64| (ns as f64 / speed).round() as u64;
+            let mut steps = steps.clone();
+            for s in &mut steps {
+                s.ns = scale(s.ns);
+            }
+            let sym_costs = syms.iter().map(|&(s, ns)| (s, scale(ns))).collect();
+            jobs.push(Job {
+                cpu,
+                group: g,
+                dir,
+                bytes_per_io: bs,
+                steps,
+                sym_costs,
+                has_acct,
+                pos: 0,
+                accesses: Vec::with_capacity(64),
+                cursor: 0,
+                acct_running: false,
+                acct_began: SimTime::ZERO,
+                io_start: SimTime::ZERO,
+                ios_left: ios_limit,
+                ios: 0,
+                busy_ns: 0,
+                user_ns: 0,
+                stalled_ns: 0,
+            });
+        }
+        let user_per_io: u64 = syms
+            .iter()
+            .filter(|(s, _)| profile.symbols()[s.0 as usize].mode == Mode::User)
+            .map(|(_, ns)| ns)
+            .sum();
+        for job in jobs.iter_mut().filter(|j| j.group == g) {
+            job.user_ns = user_per_io; // per I/O for now; scaled at the end
+        }
+        groups.push(Group {
+            hist: LatencyHistogram::new(),
+        });
+        job_reports.push(JobReport {
+            name: jc.name.clone(),
+            groupid: 0,
+            numjobs: jc.numjobs,
+            rw: jc.rw.as_str().into(),
+            bs_bytes: bs,
+            ioengine: "psync".into(),
+            iodepth: 1,
+            ..JobReport::default()
+        });
+    }
+    let runtime_ns = runtime_ns.expect("at least one job");
+    let ramp_end = SimTime(ramp_ns);
+    let end = ramp_end + runtime_ns;
+
+    let line_count = line_base;
+    let coh = Coherence::new(coh_cfg.clone(), topo.clone(), line_count);
+    let mut rng = component_rng(scenario.simulation.seed, "psync-job-start");
+    let starts: Vec<u64> = jobs
+        .iter()
+        .map(|_| rng.random_range(0..START_SPREAD_NS))
+        .collect();
+    let model = SyncModel {
+        jobs,
+        groups,
+        coh,
+        insts,
+        ramp_end,
+        end,
+        profile: options.profile.then_some(profile.clone()),
+        fio,
+        coherence_reset: ramp_ns == 0,
+    };
+    let mut sim = Simulation::new(model, SimOptions::default());
+    for (j, &s) in starts.iter().enumerate() {
+        sim.model.jobs[j].io_start = SimTime(s);
+        sim.schedule_at(SimTime(s), j as u32)?;
+    }
+    let summary = sim.run(end, scenario.simulation.max_events)?;
+    if summary.reason == blocksim_sim::StopReason::EventLimit {
+        return Err(ModelError::Bound(format!(
+            "max_events = {} reached at {}; raise [simulation] max_events or shorten runtime",
+            scenario.simulation.max_events, summary.end_time
+        )));
+    }
+    let m = sim.model;
+    assert_eq!(
+        traced::unrecorded_count(),
+        0,
+        "design accesses escaped the recorder"
+    );
+
+    // Reports.
+    let mut report = RunReport {
+        seed: scenario.simulation.seed,
+        scenario_name: scenario.simulation.name.clone(),
+        ..RunReport::default()
+    };
+    let mut summary_table = Table::new(
+        "psync stack",
+        &[
+            "device",
+            "accounting",
+            "jobs",
+            "iops",
+            "ns_per_io_per_job",
+            "contended_wait_pct",
+        ],
+    );
+    for (g, jc) in scenario.jobs.iter().enumerate() {
+        let members: Vec<&Job> = m.jobs.iter().filter(|j| j.group == g).collect();
+        let ios: u64 = members.iter().map(|j| j.ios).sum();
+        let busy: u64 = members.iter().map(|j| j.busy_ns).sum();
+        let stalled: u64 = members.iter().map(|j| j.stalled_ns).sum();
+        let user: u64 = members.iter().map(|j| j.user_ns * j.ios).sum();
+        let bytes: u64 = members.iter().map(|j| j.ios * j.bytes_per_io).sum();
+        let n = members.len() as f64;
+        let hist = LatencyHist::from_histogram(m.groups[g].hist.histogram());
+        let dr = DirReport {
+            io_bytes: bytes,
+            total_ios: ios,
+            runtime_ns,
+            clat: hist.clone(),
+            lat: hist,
+            ..DirReport::default()
+        };
+        let jr = &mut job_reports[g];
+        let one_cpu = runtime_ns as f64 * n / 100.0;
+        jr.usr_cpu_pct = user as f64 / one_cpu;
+        jr.sys_cpu_pct = busy.saturating_sub(user) as f64 / one_cpu;
+        jr.runtime_ns = runtime_ns;
+        jr.iodepth_level = [100.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+        match members.first().map(|j| j.dir) {
+            Some(Dir::Write) => jr.write = dr,
+            _ => jr.read = dr,
+        }
+        let iops = ios as f64 * 1e9 / runtime_ns as f64;
+        let per_io = if ios > 0 {
+            n * runtime_ns as f64 / ios as f64
+        } else {
+            0.0
+        };
+        let accounting = match find_target(scenario, jc)? {
+            Target::Pmem(p) if p.iostat => format!("pmem {}", p.accounting),
+            Target::Pmem(_) => "none (iostat off)".to_string(),
+            Target::Dm(d, _) => d.accounting.clone(),
+        };
+        summary_table
+            .push_row(vec![
+                Cell::Text(jc.filename.clone()),
+                Cell::Text(accounting),
+                Cell::UInt(members.len() as u64),
+                Cell::float(iops, 0),
+                Cell::float(per_io, 1),
+                Cell::float(stalled as f64 * 100.0 / (n * runtime_ns as f64), 2),
+            ])
+            .expect("row shape");
+    }
+    // (name, value) rows the `sim run` variant comparison shows as columns.
+    let mut metrics = Table::new("metrics", &["metric", "value"]);
+    let all_jobs = m.jobs.len() as f64;
+    let stalled_all: u64 = m.jobs.iter().map(|j| j.stalled_ns).sum();
+    let ios_all: u64 = m.jobs.iter().map(|j| j.ios).sum();
+    metrics
+        .push_row(vec![
+            Cell::Text("contended_wait_pct".into()),
+            Cell::float(
+                stalled_all as f64 * 100.0 / (all_jobs * runtime_ns as f64),
+                2,
+            ),
+        ])
+        .expect("row shape");
+    metrics
+        .push_row(vec![
+            Cell::Text("events_per_io".into()),
+            Cell::float(summary.events_processed as f64 / ios_all.max(1) as f64, 2),
+        ])
+        .expect("row shape");
+    report.jobs = job_reports;
+    report.extra_tables.push(summary_table);
+    report.extra_tables.push(metrics);
+
+    // The most contended lines.
+    let mut lines: Vec<(u64, u32)> = (0..m.coh.line_count())
+        .map(|l| {
+            let s = m.coh.line_stats(LineId(l));
+            (s.queued_ns + s.transfer_ns, l)
+        })
+        .filter(|&(ns, _)| ns > 0)
+        .collect();
+    lines.sort_by(|a, b| b.cmp(a));
+    let mut line_table = Table::new(
+        "contended cache lines",
+        &[
+            "line",
+            "accesses",
+            "transfers",
+            "transfer_ns_mean",
+            "queued_ns_mean",
+        ],
+    );
+    for &(_, l) in lines.iter().take(6) {
+        let s = m.coh.line_stats(LineId(l));
+        let name = m
+            .insts
+            .iter()
+            .zip(&inst_names)
+            .find_map(|(i, dev)| i.line_name(LineId(l)).map(|n| format!("{dev} {n}")))
+            .unwrap_or_else(|| format!("line {l}"));
+        let per = |v: u64| v as f64 / s.transfers.max(1) as f64;
+        line_table
+            .push_row(vec![
+                Cell::Text(name),
+                Cell::UInt(s.accesses),
+                Cell::UInt(s.transfers),
+                Cell::float(per(s.transfer_ns), 1),
+                Cell::float(per(s.queued_ns), 1),
+            ])
+            .expect("row shape");
+    }
+    if !line_table.rows.is_empty() {
+        report.extra_tables.push(line_table);
+    }
+    if coh_cfg.free_transfers {
+        report.notes.push(
+            "coherence: free_transfers = true (ablation: cache-line transfers cost nothing)".into(),
+        );
+    }
+    if let Some(p) = &m.profile {
+        report.profile = Some(build_profile(p, runtime_ns));
+    }
+    Ok(RunOutput {
+        report,
+        events_processed: summary.events_processed,
+        sim_end: summary.end_time,
+    })
+}
+
+fn build_profile(p: &CpuProfile, runtime_ns: u64) -> Profile {
+    let mut rows: Vec<ProfileRow> = p
+        .totals()
+        .into_iter()
+        .map(|(c, s, ns)| {
+            let sym = &p.symbols()[s.0 as usize];
+            ProfileRow {
+                cpu_ns: ns,
+                command: p.contexts()[c.0 as usize].clone(),
+                dso: sym.dso.clone(),
+                symbol: sym.name.clone(),
+                kernel: sym.mode != Mode::User,
+            }
+        })
+        .collect();
+    let busy: u64 = rows.iter().map(|r| r.cpu_ns).sum();
+    let all = runtime_ns * p.cpus() as u64;
+    if all > busy {
+        rows.push(ProfileRow {
+            cpu_ns: all - busy,
+            command: "swapper".into(),
+            dso: KERNEL.into(),
+            symbol: "intel_idle".into(),
+            kernel: true,
+        });
+    }
+    rows.sort_by(|a, b| b.cpu_ns.cmp(&a.cpu_ns).then(a.symbol.cmp(&b.symbol)));
+    Profile {
+        total_samples_ns: all,
+        rows,
+    }
+}
