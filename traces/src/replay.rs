@@ -332,7 +332,7 @@ mod tests {
         // Three vs two samples: thirds vs halves.
         let f = d2c_demerit(&[1, 2, 3], &[1, 3]).unwrap();
         // q in (0,1/3]: 1-1=0; (1/3,1/2]: 2-1=1; (1/2,2/3]: 2-3=-1; (2/3,1]: 0.
-        let want = ((1.0 / 6.0) + (1.0 / 6.0) as f64).sqrt();
+        let want = (2.0f64 / 6.0).sqrt();
         assert!((f.rms_ns - want).abs() < 1e-12, "{} vs {want}", f.rms_ns);
     }
 
