@@ -66,7 +66,7 @@ impl Default for BtreeCosts {
 }
 
 /// `[costs]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CostsConfig {
     #[serde(default)]
@@ -78,6 +78,33 @@ pub struct CostsConfig {
     /// idle CPUs: halted cores do not count cycles).
     #[serde(default)]
     pub perf_idle_weight: f64,
+    /// How perf's idle samples split over idle-loop symbols (shares are
+    /// normalised); default: all in `mwait_idle`.
+    #[serde(default = "default_idle_symbols")]
+    pub idle_symbols: Vec<IdleShare>,
+}
+
+/// One idle-loop symbol and its share of idle samples.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdleShare {
+    pub sym: String,
+    pub share: f64,
+}
+
+fn default_idle_symbols() -> Vec<IdleShare> {
+    vec![IdleShare { sym: "mwait_idle".into(), share: 1.0 }]
+}
+
+impl Default for CostsConfig {
+    fn default() -> Self {
+        CostsConfig {
+            paths: BTreeMap::new(),
+            btree: BtreeCosts::default(),
+            perf_idle_weight: 0.0,
+            idle_symbols: default_idle_symbols(),
+        }
+    }
 }
 
 /// A resolved path: interned symbols with their costs.

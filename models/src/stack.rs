@@ -247,7 +247,8 @@ struct Symbols {
     bset_search: SymbolId,
     search_leaf: SymbolId,
     btree_insert: SymbolId,
-    idle: SymbolId,
+    /// Idle-loop symbols with their normalised share of idle samples.
+    idle: Vec<(SymbolId, f64)>,
 }
 
 struct Contexts {
@@ -339,7 +340,17 @@ impl AsyncStack {
             bset_search: profile.symbol("__bset_search", "[kernel.kallsyms]", Mode::Kernel),
             search_leaf: profile.symbol("btree_search_leaf", "[kernel.kallsyms]", Mode::Kernel),
             btree_insert: profile.symbol("bch_btree_insert", "[kernel.kallsyms]", Mode::Kernel),
-            idle: profile.symbol("mwait_idle", "[kernel.kallsyms]", Mode::Idle),
+            idle: {
+                let total: f64 = sc.costs.idle_symbols.iter().map(|s| s.share).sum();
+                if !(total > 0.0 && sc.costs.idle_symbols.iter().all(|s| s.share >= 0.0)) {
+                    return Err(cfg_err("[costs] idle_symbols shares must be >= 0 with a positive sum"));
+                }
+                sc.costs
+                    .idle_symbols
+                    .iter()
+                    .map(|s| (profile.symbol(&s.sym, "[kernel.kallsyms]", Mode::Idle), s.share / total))
+                    .collect()
+            },
         };
         if !(0.0..=1.0).contains(&sc.costs.perf_idle_weight) {
             return Err(cfg_err("[costs] perf_idle_weight must be within 0..=1"));
@@ -1095,8 +1106,11 @@ impl AsyncStack {
             let busy = self.profile.cpu_mode_ns(cpu, Mode::User)
                 + self.profile.cpu_mode_ns(cpu, Mode::Kernel);
             let idle = elapsed.saturating_sub(busy);
-            let sampled = (idle as f64 * self.perf_idle_weight).round() as u64;
-            self.profile.charge(cpu, swapper, self.syms.idle, sampled);
+            let sampled = idle as f64 * self.perf_idle_weight;
+            for i in 0..self.syms.idle.len() {
+                let (sym, share) = self.syms.idle[i];
+                self.profile.charge(cpu, swapper, sym, (sampled * share).round() as u64);
+            }
         }
         let mut rows: Vec<ProfileRow> = self
             .profile
