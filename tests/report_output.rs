@@ -29,6 +29,12 @@ fn report() -> RunReport {
     read.bw_samples_kibs = vec![68_000, 69_500, 68_700, 68_650];
     read.iops_samples = vec![17_000, 17_375, 17_175, 17_162];
     let job = JobReport {
+        // The simulator may give idle directions the job's runtime; fio
+        // reports no runtime and no group line for them.
+        write: DirReport {
+            runtime_ns: 244_169_000_000,
+            ..Default::default()
+        },
         name: "randwrite".into(),
         rw: "randread".into(),
         ioengine: "libaio".into(),
@@ -103,6 +109,7 @@ fn text_sections_and_determinism() {
         "     complete  : 0=0.0%, 4=100.0%, 8=0.0%, 16=0.0%, 32=0.0%, 64=0.1%, >=64=0.0%",
         "     issued rwts: total=4194367,0,0,0 short=0,0,0,0 dropped=0,0,0,0",
         "   READ: bw=67.1MiB/s (70.4MB/s), 67.1MiB/s-67.1MiB/s (70.4MB/s-70.4MB/s), io=16.0GiB (17.2GB), run=244169-244169msec",
+        "(70.4MB/s-70.4MB/s), io=16.0GiB (17.2GB), run=244169-244169msec\n\nDisk stats (read/write):\n",
         "  bcache0: ios=0/0, merge=0/0, ticks=0/0, in_queue=0, util=0.00%",
         "# Overhead  Command  Shared Object      Symbol",
         "     7.74%  fio      fio                [.] 0x1d2ed",
@@ -126,6 +133,10 @@ fn json_blocksim_key_and_round_trip() {
         Some(92.5)
     );
     assert_eq!(v["jobs"][0]["read"]["bw"], 68712);
+    assert_eq!(
+        v["jobs"][0]["write"]["runtime"], 0,
+        "idle direction has no runtime"
+    );
     assert_eq!(v["jobs"][0]["read"]["clat_ns"]["N"], 20000);
     assert!(
         v["jobs"][0]["read"]["clat_ns"].get("bins").is_none(),

@@ -134,7 +134,8 @@ pub fn group_stats(jobs: &[JobReport]) -> BTreeMap<u32, [GroupDir; 3]> {
     for job in jobs {
         let g = out.entry(job.groupid).or_default();
         for (i, (_, d)) in job.dirs().iter().enumerate() {
-            if d.runtime_ns == 0 {
+            // fio reports a direction only when it moved data.
+            if d.runtime_ns == 0 || !dir_active(d) {
                 continue;
             }
             let gd = &mut g[i];

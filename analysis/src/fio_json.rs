@@ -190,7 +190,13 @@ fn dir_value(d: &DirReport, g: &GroupDir, opts: &JsonOptions) -> JVal {
     o.add("bw_bytes", JVal::int(bwb));
     o.add("bw", JVal::int(bwb / 1024));
     o.add("iops", JVal::Float(d.iops()));
-    o.add("runtime", JVal::int(ms(d.runtime_ns)));
+    // fio keeps no runtime for a direction that moved no data.
+    let runtime_ms = if crate::fio_common::dir_active(d) {
+        ms(d.runtime_ns)
+    } else {
+        0
+    };
+    o.add("runtime", JVal::int(runtime_ms));
     o.add("total_ios", JVal::int(d.total_ios));
     o.add("short_ios", JVal::int(d.short_ios));
     o.add("drop_ios", JVal::int(0));
