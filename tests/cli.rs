@@ -1,0 +1,164 @@
+//! The `sim run` front door: bad input exits 2 with the location and the fix,
+//! fio job files work, and every scenario is deterministic whatever the
+//! thread count.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn sim_env(args: &[&str], env: &[(&str, &str)]) -> (String, String, i32) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sim"));
+    cmd.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run sim");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+fn sim(args: &[&str]) -> (String, String, i32) {
+    sim_env(args, &[])
+}
+
+fn temp_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("blocksim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn base_scenario() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/corsair_nova.toml")).unwrap()
+}
+
+fn assert_input_error(args: &[&str], must_contain: &[&str]) {
+    let (out, err, code) = sim(args);
+    assert_eq!(code, 2, "exit code for {args:?}: stdout {out} stderr {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    for m in must_contain {
+        assert!(err.contains(m), "stderr of {args:?} lacks {m:?}:\n{err}");
+    }
+}
+
+#[test]
+fn missing_file() {
+    assert_input_error(&["run", "scenarios/no_such.toml"], &["scenarios/no_such.toml", "cannot read"]);
+}
+
+#[test]
+fn toml_syntax_error_has_line_and_column() {
+    let text = base_scenario().replacen("seed = 1", "seed = = 1", 1);
+    let line = text.lines().position(|l| l.contains("seed = = 1")).unwrap() + 1;
+    let p = temp_file("syntax.toml", &text);
+    assert_input_error(&["run", p.to_str().unwrap()], &[&format!("syntax.toml:{line}:")]);
+}
+
+#[test]
+fn unknown_key_is_named_with_a_hint() {
+    let text = base_scenario().replacen("channels = 4", "chanels = 4", 1);
+    let line = text.lines().position(|l| l.starts_with("chanels")).unwrap() + 1;
+    let p = temp_file("unknown.toml", &text);
+    assert_input_error(
+        &["run", p.to_str().unwrap()],
+        &[&format!("unknown.toml:{line}:1"), "unknown field `chanels`", "did you mean `channels`"],
+    );
+}
+
+#[test]
+fn bad_unit_is_located() {
+    let text = base_scenario().replacen("page_read = \"150us\"", "page_read = \"150uz\"", 1);
+    let line = text.lines().position(|l| l.contains("150uz")).unwrap() + 1;
+    let p = temp_file("unit.toml", &text);
+    assert_input_error(&["run", p.to_str().unwrap()], &[&format!("unit.toml:{line}:"), "invalid duration", "ns, us, ms"]);
+}
+
+#[test]
+fn bad_job_option_is_located() {
+    let text = base_scenario().replacen("iodepth = 64", "iodepth = 64\nverify = \"md5\"", 1);
+    let line = text.lines().position(|l| l.starts_with("verify")).unwrap() + 1;
+    let p = temp_file("job.toml", &text);
+    assert_input_error(&["run", p.to_str().unwrap()], &[&format!("job.toml:{line}:"), "`verify` is not modelled"]);
+}
+
+#[test]
+fn bad_set_and_format() {
+    assert_input_error(&["run", "scenarios/corsair_nova.toml", "--set", "ssd.page_read"], &["key=value"]);
+    assert_input_error(&["run", "scenarios/corsair_nova.toml", "--set", "sssd.page_read=1us"], &["did you mean `ssd`"]);
+    assert_input_error(&["run", "scenarios/corsair_nova.toml", "--output-format", "xml"], &["normal, json or json+"]);
+}
+
+#[test]
+fn fio_job_file_drives_the_stack() {
+    let job = temp_file(
+        "rw4k.fio",
+        "; the seed's job file, shortened\n[global]\nioengine=libaio\ndirect=1\n\n[randwrite]\nrw=randread\nbs=4k\niodepth=64\nsize=64m\nfilename=/mnt/rw4k\ngroup_reporting\n",
+    );
+    let (out, err, code) = sim(&["run", "scenarios/corsair_nova.toml", "--job", job.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("randwrite: (groupid=0, jobs=1)"), "{out}");
+    assert!(out.contains("issued rwts: total=16384,0,0,0"), "{out}");
+
+    let bad = temp_file("bad.fio", "[a]\nfilename=/mnt/rw4k\nrw=randread\nverify=md5\n");
+    assert_input_error(&["run", "scenarios/corsair_nova.toml", "--job", bad.to_str().unwrap()], &["bad.fio:4:", "verify"]);
+}
+
+#[test]
+fn json_output_is_fio_layout() {
+    let (out, err, code) = sim(&["run", "scenarios/corsair_nova.toml", "--set", "job.size=32m", "--output-format=json+"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    let read = &v["jobs"][0]["read"];
+    for k in ["io_bytes", "bw", "iops", "runtime", "slat_ns", "clat_ns", "lat_ns"] {
+        assert!(!read[k].is_null(), "read.{k} missing");
+    }
+    assert!(read["clat_ns"]["percentile"]["99.000000"].as_u64().unwrap() > 0);
+    assert!(read["clat_ns"]["bins"].as_object().is_some_and(|b| !b.is_empty()));
+    assert!(v["disk_util"].as_array().is_some_and(|d| !d.is_empty()));
+    assert_eq!(v["blocksim"]["seed"], 1);
+}
+
+/// Shortening overrides so every scenario runs quickly in the test suite.
+fn quick_overrides(name: &str) -> Vec<&'static str> {
+    match name {
+        "corsair_nova.toml" => vec!["--set", "job.size=128m"],
+        "corsair_nova_cold.toml" => vec!["--set", "job.runtime=3s"],
+        "dm_inflight.toml" => vec!["--set", "job.runtime=5ms"],
+        "bcache_policies.toml" => vec!["--set", "job.runtime=2s"],
+        _ => vec![],
+    }
+}
+
+#[test]
+fn every_scenario_is_deterministic_across_runs_and_threads() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".toml"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 2, "{names:?}");
+    for name in names {
+        let path = format!("scenarios/{name}");
+        let mut args = vec!["run", path.as_str()];
+        let q = quick_overrides(&name);
+        args.extend(q.iter().copied());
+        let (a, err, code) = sim_env(&args, &[("RAYON_NUM_THREADS", "1")]);
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(a.starts_with("blocksim: scenario"), "{name}: seed line first:\n{a}");
+        let (b, _, _) = sim_env(&args, &[("RAYON_NUM_THREADS", "2")]);
+        assert_eq!(a, b, "{name}: output differs between 1 and 2 threads");
+        let (c, _, _) = sim_env(&args, &[("RAYON_NUM_THREADS", "2")]);
+        assert_eq!(b, c, "{name}: output differs between runs");
+        let mut seeded = args.clone();
+        seeded.extend(["--seed", "7"]);
+        let (d, _, code) = sim(&seeded);
+        assert_eq!(code, 0);
+        assert!(d.contains("seed 7"), "{name}: --seed is printed");
+    }
+}
