@@ -5,7 +5,8 @@
 //!
 //! * before anything is spawned, main submits I/O 0 ("P") on CPU 0, so P's
 //!   submission happens-before every other thread's first step;
-//! * `completer` completes P on CPU 1;
+//! * `completer` completes P on CPU 1 (with `hold_first_io`, only after every
+//!   submitter has finished);
 //! * `submitter-k` (threads - 2 of them) each submit `ios` I/Os on CPU
 //!   `(k + j) % cpus` and complete them on the next CPU (an I/O submitted on
 //!   one CPU and completed on another);
@@ -64,6 +65,11 @@ pub struct InflightModel {
     /// I/Os per submitter.
     pub ios: usize,
     pub cpus: usize,
+    /// The completer waits until every submitter has finished before it
+    /// completes P, so P stays in flight across all submissions (a larger
+    /// race window for randomised schedulers; loom explores every order
+    /// anyway, so its suites leave this off).
+    pub hold_first_io: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +115,7 @@ impl InflightModel {
             threads,
             ios,
             cpus,
+            hold_first_io: false,
         })
     }
 
@@ -228,7 +235,11 @@ impl Model for InflightModel {
                 Arc::clone(&done),
                 Arc::clone(&ghost),
             );
+            let (hold, submitters) = (self.hold_first_io, workers - 1);
             B::spawn("completer", move || {
+                while hold && done.load(Ordering::Acquire) < submitters {
+                    B::spin_yield();
+                }
                 set(&ghost, 0, Ghost::Ended);
                 design.end_io(1, Dir::Read, || {
                     io_state[0].store(IO_FREED, Ordering::Relaxed)

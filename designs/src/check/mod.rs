@@ -586,15 +586,62 @@ fn temp_path(stem: &str) -> PathBuf {
     ))
 }
 
-fn shuttle_config(persist_dir: Option<PathBuf>) -> shuttle::Config {
+/// shuttle installs its panic hook once per process with the failure
+/// persistence of the first run, so every run uses the same directory, runs
+/// are serialised by this lock, and the schedule file a failing run wrote is
+/// the one file that appeared during it.
+static SHUTTLE_RUN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn shuttle_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("blocksim-check-{}-shuttle", std::process::id()))
+}
+
+fn shuttle_config() -> shuttle::Config {
     let mut config = shuttle::Config::new();
     config.silence_warnings = true;
-    config.failure_persistence = match persist_dir {
-        Some(dir) => shuttle::FailurePersistence::File(Some(dir)),
-        None => shuttle::FailurePersistence::None,
-    };
+    config.failure_persistence = shuttle::FailurePersistence::File(Some(shuttle_dir()));
     config.max_steps = shuttle::MaxSteps::FailAfter(200_000);
     config
+}
+
+fn list_dir(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Runs one shuttle engine run; returns (executions, counterexample with the
+/// schedule it persisted, if any).
+fn shuttle_run(body: impl FnOnce()) -> (u64, Option<Counterexample>) {
+    let _guard = match SHUTTLE_RUN.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    };
+    let dir = shuttle_dir();
+    let _ = std::fs::create_dir_all(&dir);
+    let before = list_dir(&dir);
+    let (executions, cex) = run_engine(body);
+    let mut schedule = None;
+    for path in list_dir(&dir) {
+        if !before.contains(&path) {
+            if schedule.is_none() {
+                schedule = std::fs::read_to_string(&path)
+                    .ok()
+                    .map(|t| t.trim().to_string());
+            }
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    let _ = std::fs::remove_dir(&dir);
+    (
+        executions,
+        cex.map(|mut c| {
+            c.replay = schedule;
+            c
+        }),
+    )
 }
 
 /// Checks `model` with the engine in `opts`.
@@ -645,15 +692,9 @@ fn shuttle_closure<M: Model>(model: &Arc<M>) -> impl Fn() + Send + Sync + 'stati
 }
 
 fn check_shuttle<M: Model>(model: Arc<M>, opts: &CheckOptions) -> Verdict {
-    let dir = if opts.capture_replay {
-        let dir = temp_path("shuttle");
-        std::fs::create_dir_all(&dir).ok().map(|_| dir)
-    } else {
-        None
-    };
-    let config = shuttle_config(dir.clone());
     let f = shuttle_closure(&model);
-    let (executions, cex) = run_engine(|| match opts.engine {
+    let config = shuttle_config();
+    let (executions, cex) = shuttle_run(|| match opts.engine {
         Engine::ShuttlePct => {
             let s = shuttle::scheduler::PctScheduler::new_from_seed(
                 opts.seed,
@@ -667,15 +708,12 @@ fn check_shuttle<M: Model>(model: Arc<M>, opts: &CheckOptions) -> Verdict {
             shuttle::Runner::new(s, config).run(f);
         }
     });
-    let replay = dir.as_ref().and_then(|d| {
-        let text = std::fs::read_to_string(d.join("schedule000.txt")).ok();
-        let _ = std::fs::remove_dir_all(d);
-        text.map(|t| t.trim().to_string())
-    });
     match cex {
         None => Verdict::Verified { executions },
         Some(mut cex) => {
-            cex.replay = replay;
+            if !opts.capture_replay {
+                cex.replay = None;
+            }
             Verdict::Counterexample(cex)
         }
     }
@@ -729,8 +767,8 @@ pub fn replay<M: Model>(
         Engine::ShuttlePct | Engine::ShuttleRandom => {
             let schedule = payload.trim().to_string();
             let f = shuttle_closure(&model);
-            let config = shuttle_config(None);
-            let (_, cex) = run_engine(|| {
+            let config = shuttle_config();
+            let (_, cex) = shuttle_run(|| {
                 let s = shuttle::scheduler::ReplayScheduler::new_from_encoded(&schedule);
                 shuttle::Runner::new(s, config).run(f);
             });
