@@ -125,8 +125,17 @@ fn dump(a: DumpArgs) -> anyhow::Result<ExitCode> {
     for reader in readers {
         // The reader is borrowed by the dump so skip counts stay readable.
         let mut counted = CountingReader::new(reader);
-        // Trace errors already name the file and offset.
-        let sum = blocksim_traces::dump::write_csv_counted(&mut counted, &mut out)?;
+        // Trace errors already name the file and offset. A closed pipe
+        // (`sim trace dump X | head`) ends the dump quietly.
+        let sum = match blocksim_traces::dump::write_csv_counted(&mut counted, &mut out) {
+            Ok(sum) => sum,
+            Err(blocksim_traces::TraceError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::BrokenPipe =>
+            {
+                return Ok(ExitCode::SUCCESS);
+            }
+            Err(e) => return Err(e.into()),
+        };
         events += sum.events;
         report_skips(counted.skipped(), &counted.notes());
     }
