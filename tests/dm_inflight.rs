@@ -29,7 +29,9 @@ fn set(t: &mut toml::Table, path: &str, v: &toml::Value) {
     match t.get_mut(sec).unwrap_or_else(|| panic!("no section {sec}")) {
         toml::Value::Array(items) => {
             for it in items {
-                it.as_table_mut().expect("table").insert(key.into(), v.clone());
+                it.as_table_mut()
+                    .expect("table")
+                    .insert(key.into(), v.clone());
             }
         }
         toml::Value::Table(tt) => {
@@ -65,7 +67,10 @@ fn variants(extra: &[(&str, toml::Value)]) -> Vec<(String, Scenario)> {
             for (k, val) in extra {
                 set(&mut t, k, val);
             }
-            (v["name"].as_str().expect("name").to_string(), to_scenario(t))
+            (
+                v["name"].as_str().expect("name").to_string(),
+                to_scenario(t),
+            )
         })
         .collect()
 }
@@ -95,14 +100,30 @@ fn seed_rows_fit_predictions_and_ordering() {
     let show: Vec<String> = r
         .iter()
         .zip(SEED_IOPS)
-        .map(|(o, s)| format!("{:.2}M vs {:.2}M ({:+.1}%)", o / 1e6, s / 1e6, (o / s - 1.0) * 100.0))
+        .map(|(o, s)| {
+            format!(
+                "{:.2}M vs {:.2}M ({:+.1}%)",
+                o / 1e6,
+                s / 1e6,
+                (o / s - 1.0) * 100.0
+            )
+        })
         .collect();
     eprintln!("{show:#?}");
     // Row 1 is the fit.
-    assert!(within(r[0], SEED_IOPS[0], 2.0), "row 1 (fitted): {}", show[0]);
+    assert!(
+        within(r[0], SEED_IOPS[0], 2.0),
+        "row 1 (fitted): {}",
+        show[0]
+    );
     // Rows 2, 4, 5 are predictions of the mechanism.
     for i in [1, 3, 4] {
-        assert!(within(r[i], SEED_IOPS[i], 15.0), "row {}: {}", i + 1, show[i]);
+        assert!(
+            within(r[i], SEED_IOPS[i], 15.0),
+            "row {}: {}",
+            i + 1,
+            show[i]
+        );
     }
     // Ordering of the seed among rows 1, 2, 4, 5 (rows 1 and 2 tie: pmem does
     // no accounting with iostat off, in both kernels).
@@ -118,7 +139,11 @@ fn seed_rows_fit_predictions_and_ordering() {
 #[ignore = "known gap: row 3 (4.20 shared) comes out ~2.4M, seed 4736k"]
 fn seed_row3_shared_dm() {
     let r = five_rows(&[]);
-    assert!(within(r[2], SEED_IOPS[2], 15.0), "row 3: {:.2}M", r[2] / 1e6);
+    assert!(
+        within(r[2], SEED_IOPS[2], 15.0),
+        "row 3: {:.2}M",
+        r[2] / 1e6
+    );
     assert!(r[2] > r[3]);
 }
 
