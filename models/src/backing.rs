@@ -14,12 +14,15 @@ use crate::run::ModelError;
 /// Tags of a bio-based device's "port": effectively unbounded.
 const BIO_BASED_TAGS: u32 = 1 << 16;
 
+/// Receives each device built: (name, device, tags of its port).
+pub type AddDevice<'a> = dyn FnMut(&str, Box<dyn BlockDevice>, u32) -> Result<(), ModelError> + 'a;
+
 /// Adds every backing device of the scenario through `add(name, device, tags)`.
 pub fn add_backing_devices(
     sc: &Scenario,
     seed: u64,
     ncq_tags: u32,
-    add: &mut dyn FnMut(&str, Box<dyn BlockDevice>, u32) -> Result<(), ModelError>,
+    add: &mut AddDevice<'_>,
 ) -> Result<(), ModelError> {
     let mut in_array = std::collections::BTreeSet::new();
     for r in &sc.raid10 {
