@@ -61,7 +61,9 @@ fn populated() -> BTree {
 fn bench_lookup(c: &mut Criterion) {
     let mut t = populated();
     let mut rng = Rng(1);
-    let sectors: Vec<u64> = (0..(1 << 16)).map(|_| (rng.next() % SECTORS) & !7).collect();
+    let sectors: Vec<u64> = (0..(1 << 16))
+        .map(|_| (rng.next() % SECTORS) & !7)
+        .collect();
     // Average work per lookup, for the record.
     let mut sum = SearchWork::default();
     for &s in &sectors {
@@ -104,16 +106,41 @@ fn bench_lookup(c: &mut Criterion) {
         b.iter(|| {
             let s = (rng.next() % SECTORS) & !7;
             ptr += 8;
-            black_box(t.insert(Bkey::extent(1, s, 8, Ptr { dev: 0, offset: ptr, gen: 1 })).expect("insert"))
+            black_box(
+                t.insert(Bkey::extent(
+                    1,
+                    s,
+                    8,
+                    Ptr {
+                        dev: 0,
+                        offset: ptr,
+                        gen: 1,
+                    },
+                ))
+                .expect("insert"),
+            )
         })
     });
     // Appends into an initially empty tree (sequential fill by inserts).
     g.bench_function("append_100k", |b| {
         b.iter_batched(
-            || BTree::<blocksim_designs::backend::StdBackend>::new(NodeConfig::default()).expect("cfg"),
+            || {
+                BTree::<blocksim_designs::backend::StdBackend>::new(NodeConfig::default())
+                    .expect("cfg")
+            },
             |mut t| {
                 for i in 0..100_000u64 {
-                    t.insert(Bkey::extent(1, i * 8, 8, Ptr { dev: 0, offset: i * 8, gen: 0 })).expect("insert");
+                    t.insert(Bkey::extent(
+                        1,
+                        i * 8,
+                        8,
+                        Ptr {
+                            dev: 0,
+                            offset: i * 8,
+                            gen: 0,
+                        },
+                    ))
+                    .expect("insert");
                 }
                 t
             },
@@ -121,7 +148,11 @@ fn bench_lookup(c: &mut Criterion) {
         )
     });
     g.finish();
-    eprintln!("after inserts: {:?}; peak RSS {:?} KiB", t.stats(), peak_rss_kib());
+    eprintln!(
+        "after inserts: {:?}; peak RSS {:?} KiB",
+        t.stats(),
+        peak_rss_kib()
+    );
 }
 
 criterion_group! {

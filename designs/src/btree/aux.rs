@@ -166,7 +166,11 @@ mod tests {
             for (i, &j) in order.iter().enumerate() {
                 let inorder = i as u32 + 1;
                 assert_eq!(to_inorder(j, size, ex), inorder, "size {size} j {j}");
-                assert_eq!(inorder_to_tree(inorder, size, ex), j, "size {size} inorder {inorder}");
+                assert_eq!(
+                    inorder_to_tree(inorder, size, ex),
+                    j,
+                    "size {size} inorder {inorder}"
+                );
                 let next = order.get(i + 1).copied().unwrap_or(0);
                 assert_eq!(inorder_next(j, size), next, "next size {size} j {j}");
                 let prev = if i == 0 { 0 } else { order[i - 1] };

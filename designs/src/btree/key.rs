@@ -77,7 +77,13 @@ impl Bkey {
         assert!(size <= MAX_KEY_SIZE, "extent size {size} exceeds 16 bits");
         assert!(ptr.offset <= MAX_PTR_OFFSET, "ptr offset exceeds 43 bits");
         assert!(u64::from(ptr.dev) <= MAX_PTR_DEV, "ptr dev exceeds 12 bits");
-        Self { inode, end: start + size, size, dirty: false, ptr }
+        Self {
+            inode,
+            end: start + size,
+            size,
+            dirty: false,
+            ptr,
+        }
     }
 
     /// First sector (`KEY_START`).
@@ -165,7 +171,11 @@ pub(crate) fn child_key(pos: KeyPos, child: u32) -> Bkey {
         end: pos.1,
         size: 0,
         dirty: false,
-        ptr: Ptr { dev: 0, offset: u64::from(child), gen: 0 },
+        ptr: Ptr {
+            dev: 0,
+            offset: u64::from(child),
+            gen: 0,
+        },
     }
 }
 
@@ -175,7 +185,11 @@ mod tests {
 
     #[test]
     fn pack_roundtrip_and_cuts() {
-        let ptr = Ptr { dev: 3, offset: 123_456, gen: 200 };
+        let ptr = Ptr {
+            dev: 3,
+            offset: 123_456,
+            gen: 200,
+        };
         let k = Bkey::extent(7, 1000, 8, ptr);
         assert_eq!(Bkey::unpack(k.pack()), k);
         assert_eq!(k.start(), 1000);

@@ -123,7 +123,12 @@ pub enum BtreeError {
     #[error("populate needs an empty tree (it holds {0} keys); populate before inserting")]
     NotEmpty(usize),
     #[error("populate key #{index} ({inode}:{start}..{end}) is not after the previous key; keys must be sorted and non-overlapping")]
-    Unsorted { index: u64, inode: u64, start: u64, end: u64 },
+    Unsorted {
+        index: u64,
+        inode: u64,
+        start: u64,
+        end: u64,
+    },
     #[error("key #{index} has size 0; extents must cover at least one sector")]
     EmptyKey { index: u64 },
     #[error("field out of range: {0}")]
@@ -174,7 +179,10 @@ pub struct BTree<B: Backend = StdBackend> {
 
 impl<B: Backend> std::fmt::Debug for BTree<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BTree").field("nodes", &self.nodes.len()).field("root", &self.root).finish()
+        f.debug_struct("BTree")
+            .field("nodes", &self.nodes.len())
+            .field("root", &self.root)
+            .finish()
     }
 }
 
@@ -185,7 +193,11 @@ impl<B: Backend> BTree<B> {
     /// An empty tree (one empty leaf as root).
     pub fn new(cfg: NodeConfig) -> Result<Self, BtreeError> {
         cfg.validate().map_err(BtreeError::Config)?;
-        Ok(Self { cfg, nodes: vec![Node::new(0, 0, cfg, INSERT_SLACK_KEYS)], root: 0 })
+        Ok(Self {
+            cfg,
+            nodes: vec![Node::new(0, 0, cfg, INSERT_SLACK_KEYS)],
+            root: 0,
+        })
     }
 
     /// The node configuration.
@@ -270,7 +282,9 @@ impl<B: Backend> BTree<B> {
                 iw.key_compares += u64::from(w.key_compares);
                 return (path, bounds);
             }
-            let sl = node.search(s, &mut w).expect("interior node has a MAX_POS key");
+            let sl = node
+                .search(s, &mut w)
+                .expect("interior node has a MAX_POS key");
             let k = node.key(sl);
             path.push(k.ptr.offset as u32);
             bounds.push(k.pos());
@@ -285,7 +299,11 @@ impl<B: Backend> BTree<B> {
             return Err(BtreeError::EmptyKey { index: 0 });
         }
         if key.inode > key::MAX_INODE {
-            return Err(BtreeError::Range(format!("inode {} > {}", key.inode, key::MAX_INODE)));
+            return Err(BtreeError::Range(format!(
+                "inode {} > {}",
+                key.inode,
+                key::MAX_INODE
+            )));
         }
         let mut iw = InsertWork::default();
         let mut rest = key;
@@ -304,7 +322,13 @@ impl<B: Backend> BTree<B> {
             let node = &mut self.nodes[leaf as usize];
             let need = node.total_keys() + INSERT_SLACK_KEYS;
             node.reserve_keys(need);
-            match node.insert_leaf(&piece, PublishOrder::KeysThenAux, &mut |_| {}, &mut NoTrace, &mut iw) {
+            match node.insert_leaf(
+                &piece,
+                PublishOrder::KeysThenAux,
+                &mut |_| {},
+                &mut NoTrace,
+                &mut iw,
+            ) {
                 NodeInsert::Done => match more {
                     Some(r) => rest = r,
                     None => return Ok(iw),
@@ -347,14 +371,20 @@ impl<B: Backend> BTree<B> {
         if idx == 0 {
             let r = self.nodes.len() as u32;
             let root = Node::new(r, level + 1, self.cfg, 2 + INSERT_SLACK_KEYS);
-            root.rebuild_from(&[child_key(n1_pos, id), child_key(MAX_POS, n2)], &mut NoTrace);
+            root.rebuild_from(
+                &[child_key(n1_pos, id), child_key(MAX_POS, n2)],
+                &mut NoTrace,
+            );
             self.nodes.push(root);
             self.root = r;
         } else {
             let parent = &self.nodes[path[idx - 1] as usize];
             let r1 = parent.upsert_child(&child_key(bounds[idx], n2), &mut NoTrace, iw);
             let r2 = parent.upsert_child(&child_key(n1_pos, id), &mut NoTrace, iw);
-            assert!(r1 == NodeInsert::Done && r2 == NodeInsert::Done, "parent had room");
+            assert!(
+                r1 == NodeInsert::Done && r2 == NodeInsert::Done,
+                "parent had room"
+            );
         }
     }
 
@@ -382,9 +412,14 @@ impl<B: Backend> BTree<B> {
     /// documented: the last leaf holds its keys in one written bset (inserts
     /// would leave up to 4 bsets), and interior nodes are filled to the split
     /// fraction (3/5) as one bset each.
-    pub fn populate(&mut self, keys: impl IntoIterator<Item = Bkey>) -> Result<TreeStats, BtreeError> {
+    pub fn populate(
+        &mut self,
+        keys: impl IntoIterator<Item = Bkey>,
+    ) -> Result<TreeStats, BtreeError> {
         if !self.is_empty() {
-            return Err(BtreeError::NotEmpty(self.nodes.iter().map(|n| n.total_keys()).sum()));
+            return Err(BtreeError::NotEmpty(
+                self.nodes.iter().map(|n| n.total_keys()).sum(),
+            ));
         }
         self.nodes.clear();
         // Streams: only the keys of the node being filled are buffered.
@@ -400,7 +435,12 @@ impl<B: Backend> BTree<B> {
             if let Some(p) = prev {
                 if p.pos() >= k.pos() || (p.inode == k.inode && p.end > k.start()) {
                     self.reset_empty();
-                    return Err(BtreeError::Unsorted { index: i as u64, inode: k.inode, start: k.start(), end: k.end });
+                    return Err(BtreeError::Unsorted {
+                        index: i as u64,
+                        inode: k.inode,
+                        start: k.start(),
+                        end: k.end,
+                    });
                 }
             }
             prev = Some(k);
@@ -414,7 +454,11 @@ impl<B: Backend> BTree<B> {
         debug_assert_eq!(last, buf.len());
         self.emit_leaf(&buf, true, &mut level_keys);
         drop(buf);
-        let interior_fill = self.cfg.split_left(self.cfg.cap_keys()).unwrap_or(self.cfg.cap_keys() / 2).max(2);
+        let interior_fill = self
+            .cfg
+            .split_left(self.cfg.cap_keys())
+            .unwrap_or(self.cfg.cap_keys() / 2)
+            .max(2);
         let mut level = 0u8;
         while level_keys.len() > 1 {
             level += 1;
@@ -425,7 +469,11 @@ impl<B: Backend> BTree<B> {
                 let node = Node::new(id, level, self.cfg, chunk.len() + INSERT_SLACK_KEYS);
                 node.rebuild_from(chunk, &mut NoTrace);
                 self.nodes.push(node);
-                let pos = if i + 1 == nchunks { MAX_POS } else { chunk.last().expect("non-empty").pos() };
+                let pos = if i + 1 == nchunks {
+                    MAX_POS
+                } else {
+                    chunk.last().expect("non-empty").pos()
+                };
                 next.push(child_key(pos, id));
             }
             level_keys = next;
@@ -436,7 +484,8 @@ impl<B: Backend> BTree<B> {
 
     fn reset_empty(&mut self) {
         self.nodes.clear();
-        self.nodes.push(Node::new(0, 0, self.cfg, INSERT_SLACK_KEYS));
+        self.nodes
+            .push(Node::new(0, 0, self.cfg, INSERT_SLACK_KEYS));
         self.root = 0;
     }
 
@@ -445,25 +494,48 @@ impl<B: Backend> BTree<B> {
         let node = Node::new(id, 0, self.cfg, chunk.len() + INSERT_SLACK_KEYS);
         node.rebuild_from(chunk, &mut NoTrace);
         self.nodes.push(node);
-        let pos = if last { MAX_POS } else { chunk.last().expect("non-empty leaf").pos() };
+        let pos = if last {
+            MAX_POS
+        } else {
+            chunk.last().expect("non-empty leaf").pos()
+        };
         level_keys.push(child_key(pos, id));
     }
 
     /// Populates with [`SequentialFill`] extents.
     pub fn populate_sequential(&mut self, f: &SequentialFill) -> Result<TreeStats, BtreeError> {
         if f.extent_sectors == 0 || f.extent_sectors > key::MAX_KEY_SIZE {
-            return Err(BtreeError::Range(format!("extent_sectors {} not in 1..={}", f.extent_sectors, key::MAX_KEY_SIZE)));
+            return Err(BtreeError::Range(format!(
+                "extent_sectors {} not in 1..={}",
+                f.extent_sectors,
+                key::MAX_KEY_SIZE
+            )));
         }
         if f.inode > key::MAX_INODE || u64::from(f.dev) > key::MAX_PTR_DEV {
-            return Err(BtreeError::Range(format!("inode {} or dev {} too large", f.inode, f.dev)));
+            return Err(BtreeError::Range(format!(
+                "inode {} or dev {} too large",
+                f.inode, f.dev
+            )));
         }
-        let last_ptr = f.count.checked_mul(f.extent_sectors).and_then(|s| s.checked_add(f.first_ptr_offset));
+        let last_ptr = f
+            .count
+            .checked_mul(f.extent_sectors)
+            .and_then(|s| s.checked_add(f.first_ptr_offset));
         if last_ptr.is_none_or(|p| p > key::MAX_PTR_OFFSET) {
             return Err(BtreeError::Range("pointer offsets exceed 43 bits".into()));
         }
         let keys = (0..f.count).map(|i| {
-            let ptr = Ptr { dev: f.dev, offset: f.first_ptr_offset + i * f.extent_sectors, gen: f.gen };
-            Bkey::extent(f.inode, f.start_sector + i * f.extent_sectors, f.extent_sectors, ptr)
+            let ptr = Ptr {
+                dev: f.dev,
+                offset: f.first_ptr_offset + i * f.extent_sectors,
+                gen: f.gen,
+            };
+            Bkey::extent(
+                f.inode,
+                f.start_sector + i * f.extent_sectors,
+                f.extent_sectors,
+                ptr,
+            )
         });
         self.populate(keys)
     }
@@ -489,7 +561,10 @@ impl<B: Backend> BTree<B> {
 
     /// Tree shape and memory.
     pub fn stats(&self) -> TreeStats {
-        let mut s = TreeStats { depth: u32::from(self.nodes[self.root as usize].level) + 1, ..Default::default() };
+        let mut s = TreeStats {
+            depth: u32::from(self.nodes[self.root as usize].level) + 1,
+            ..Default::default()
+        };
         for n in &self.nodes {
             s.heap_bytes += n.heap_bytes() as u64;
             s.key_slots += n.total_keys() as u64;
@@ -518,7 +593,10 @@ impl<B: Backend> BTree<B> {
         let mut prev = lo;
         for k in &keys {
             if k.pos() > hi || (k.pos() <= lo && lo != (0, 0)) {
-                return Err(format!("node {id}: key {:?} outside ({lo:?}, {hi:?}]", k.pos()));
+                return Err(format!(
+                    "node {id}: key {:?} outside ({lo:?}, {hi:?}]",
+                    k.pos()
+                ));
             }
             if n.level > 0 {
                 let child = &self.nodes[k.ptr.offset as usize];
@@ -552,7 +630,12 @@ pub struct LeafPlanner {
 
 impl LeafPlanner {
     pub fn new(cfg: NodeConfig) -> Self {
-        Self { cfg, disk: 0, set_keys: 0, total: 0 }
+        Self {
+            cfg,
+            disk: 0,
+            set_keys: 0,
+            total: 0,
+        }
     }
 
     /// Accounts one appended key. Returns `Some(left)` when the node was full

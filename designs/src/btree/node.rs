@@ -63,8 +63,12 @@ impl NodeConfig {
                 "bset_cacheline_bytes {cl} must be a multiple of 8 in {KEY_BYTES}..=1024"
             ));
         }
-        if self.node_bytes < 8 * KEY_BYTES || self.node_bytes > (64 << 20) {
-            return Err(format!("node_bytes {} must be in {}..=64 MiB", self.node_bytes, 8 * KEY_BYTES));
+        if self.node_bytes < 4 * KEY_BYTES || self.node_bytes > (64 << 20) {
+            return Err(format!(
+                "node_bytes {} must be in {}..=64 MiB",
+                self.node_bytes,
+                4 * KEY_BYTES
+            ));
         }
         if self.block_bytes == 0 || self.page_bytes == 0 || self.sort_crit_u64s == 0 {
             return Err("block_bytes, page_bytes and sort_crit_u64s must be > 0".into());
@@ -99,7 +103,11 @@ impl NodeConfig {
         let node_blocks = self.node_bytes / self.block_bytes;
         if blocks > node_blocks * 4 / 5 {
             let threshold_u64 = total * KEY_U64S * 3 / 5;
-            Some(threshold_u64.div_ceil(KEY_U64S).clamp(1, total.saturating_sub(1).max(1)))
+            Some(
+                threshold_u64
+                    .div_ceil(KEY_U64S)
+                    .clamp(1, total.saturating_sub(1).max(1)),
+            )
         } else {
             None
         }
@@ -127,6 +135,10 @@ pub enum PublishOrder {
     AuxThenKeys,
 }
 
+/// Hook run between the two halves of [`PublishOrder::AuxThenKeys`]; it
+/// receives the step recorder (used by the checker to drop the write lock).
+pub type Between<'a> = dyn FnMut(&mut dyn FnMut(Step)) + 'a;
+
 /// Counts distinct hardware cachelines along a search (consecutive repeats
 /// of the same line are not recounted).
 struct Lines {
@@ -135,7 +147,10 @@ struct Lines {
 }
 impl Lines {
     fn new() -> Self {
-        Self { key: u64::MAX, aux: u64::MAX }
+        Self {
+            key: u64::MAX,
+            aux: u64::MAX,
+        }
     }
     #[inline(always)]
     fn key_word(&mut self, w: &mut SearchWork, word: usize) {
@@ -250,7 +265,8 @@ impl<B: Backend> Node<B> {
             let id = self.id;
             self.keys.reserve_exact((target - have) * KEY_U64S);
             for w in have * KEY_U64S..target * KEY_U64S {
-                self.keys.push(B::AtomicU64::new_on_line(0, line(id, (w / 8) as u32)));
+                self.keys
+                    .push(B::AtomicU64::new_on_line(0, line(id, (w / 8) as u32)));
             }
         }
     }
@@ -310,7 +326,10 @@ impl<B: Backend> Node<B> {
         for (i, v) in p.iter().enumerate() {
             self.keys[w + i].store(*v, R);
         }
-        tr.step(Step::KeyStored { node: self.id, slot: idx });
+        tr.step(Step::KeyStored {
+            node: self.id,
+            slot: idx,
+        });
     }
     fn copy_slot(&self, from: u32, to: u32) {
         let (f, t) = (from as usize * KEY_U64S, to as usize * KEY_U64S);
@@ -331,7 +350,10 @@ impl<B: Backend> Node<B> {
         let cell = &self.aux[a >> 1];
         let shift = (a & 1) * 32;
         let old = cell.load(R);
-        cell.store((old & !(0xffff_ffffu64 << shift)) | (u64::from(v) << shift), R);
+        cell.store(
+            (old & !(0xffff_ffffu64 << shift)) | (u64::from(v) << shift),
+            R,
+        );
     }
 
     /// Total key slots in use (sets are contiguous from slot 0).
@@ -357,7 +379,14 @@ impl<B: Backend> Node<B> {
 
     /// `bch_bset_search`: first slot in `set` whose key is > `s`, or the set end.
     #[inline]
-    fn bset_search(&self, set: usize, s: KeyPos, written: bool, w: &mut SearchWork, ln: &mut Lines) -> u32 {
+    fn bset_search(
+        &self,
+        set: usize,
+        s: KeyPos,
+        written: bool,
+        w: &mut SearchWork,
+        ln: &mut Lines,
+    ) -> u32 {
         let (start, end) = self.bounds_of(set);
         if start == end {
             return end;
@@ -454,7 +483,11 @@ impl<B: Backend> Node<B> {
                 }
             }
             l = start + self.aux_get(abase as usize + li as usize);
-            r = if ri < asize { start + self.aux_get(abase as usize + ri as usize) } else { end };
+            r = if ri < asize {
+                start + self.aux_get(abase as usize + ri as usize)
+            } else {
+                end
+            };
         }
         // Linear scan within the cacheline(s).
         let r = r.min(end);
@@ -558,7 +591,11 @@ impl<B: Backend> Node<B> {
     /// Slot of a key with position exactly `p`, in any bset.
     fn find_exact(&self, p: KeyPos) -> Option<u32> {
         let n = self.nsets();
-        let before = if p.1 > 0 { (p.0, p.1 - 1) } else { (p.0.wrapping_sub(1), u64::MAX) };
+        let before = if p.1 > 0 {
+            (p.0, p.1 - 1)
+        } else {
+            (p.0.wrapping_sub(1), u64::MAX)
+        };
         let mut w = SearchWork::default();
         let mut ln = Lines::new();
         for set in 0..n {
@@ -633,14 +670,24 @@ impl<B: Backend> Node<B> {
         };
         let (m, m_off) = key_of(j);
         let p = m - 1;
-        let l = if j.is_power_of_two() { start } else { key_of(j >> (j.trailing_zeros() + 1)).0 - 1 };
+        let l = if j.is_power_of_two() {
+            start
+        } else {
+            key_of(j >> (j.trailing_zeros() + 1)).0 - 1
+        };
         let r = if (j + 1).is_power_of_two() {
             start + n - 1
         } else {
             key_of(j >> (j.trailing_ones() + 1)).0
         };
         debug_assert!(l <= p && m <= r, "bad bfloat bounds");
-        let f = make_bfloat(m_off, self.cmpv(m), self.cmpv(p), self.cmpv(l), self.cmpv(r));
+        let f = make_bfloat(
+            m_off,
+            self.cmpv(m),
+            self.cmpv(p),
+            self.cmpv(l),
+            self.cmpv(r),
+        );
         self.aux_set((abase + j) as usize, f.0);
     }
 
@@ -712,14 +759,25 @@ impl<B: Backend> Node<B> {
 
     /// `bch_bset_insert` into the unwritten set at the sorted position of `k`
     /// (overwriting a deleted key with the same position in place).
-    fn insert_in_last(&self, k: &Bkey, order: PublishOrder, between: &mut dyn FnMut(&mut dyn FnMut(Step)), tr: &mut impl Tracer, iw: &mut InsertWork) {
+    fn insert_in_last(
+        &self,
+        k: &Bkey,
+        order: PublishOrder,
+        between: &mut Between<'_>,
+        tr: &mut impl Tracer,
+        iw: &mut InsertWork,
+    ) {
         let last = self.nsets() - 1;
         let (start, end) = self.bounds_of(last);
         let kp = k.pos();
         // First slot whose key is >= k.
         let mut sw = SearchWork::default();
         let mut ln = Lines::new();
-        let before = if kp.1 > 0 { (kp.0, kp.1 - 1) } else { (kp.0.wrapping_sub(1), u64::MAX) };
+        let before = if kp.1 > 0 {
+            (kp.0, kp.1 - 1)
+        } else {
+            (kp.0.wrapping_sub(1), u64::MAX)
+        };
         let at = self.bset_search(last, before, false, &mut sw, &mut ln);
         iw.key_compares += u64::from(sw.key_compares);
         if at < end && self.pos(at) == kp && (self.level > 0 || self.size_of_key(at) == 0) {
@@ -733,13 +791,21 @@ impl<B: Backend> Node<B> {
             self.write_table(abase, tsize, new_tsize);
             self.auxb[last].store(pack2(abase, new_tsize), R);
             self.bounds[last].store(pack2(start, new_end), R);
-            tr(Step::Published { node: self.id, set: last as u32, end: new_end });
+            tr(Step::Published {
+                node: self.id,
+                set: last as u32,
+                end: new_end,
+            });
         };
         let shift = |tr: &mut dyn FnMut(Step)| {
             for s in (at..end).rev() {
                 self.copy_slot(s, s + 1);
             }
-            tr(Step::KeysShifted { node: self.id, at, count: end - at });
+            tr(Step::KeysShifted {
+                node: self.id,
+                at,
+                count: end - at,
+            });
         };
         let mut trf = |s: Step| tr.step(s);
         match order {
@@ -749,7 +815,10 @@ impl<B: Backend> Node<B> {
                 for (i, v) in k.pack().iter().enumerate() {
                     self.keys[w + i].store(*v, R);
                 }
-                trf(Step::KeyStored { node: self.id, slot: at });
+                trf(Step::KeyStored {
+                    node: self.id,
+                    slot: at,
+                });
                 publish(&mut trf);
             }
             PublishOrder::AuxThenKeys => {
@@ -760,7 +829,10 @@ impl<B: Backend> Node<B> {
                 for (i, v) in k.pack().iter().enumerate() {
                     self.keys[w + i].store(*v, R);
                 }
-                trf(Step::KeyStored { node: self.id, slot: at });
+                trf(Step::KeyStored {
+                    node: self.id,
+                    slot: at,
+                });
             }
         }
         iw.keys_moved += u64::from(end - at);
@@ -777,7 +849,24 @@ impl<B: Backend> Node<B> {
         &self,
         k: &Bkey,
         order: PublishOrder,
-        between: &mut dyn FnMut(&mut dyn FnMut(Step)),
+        between: &mut Between<'_>,
+        tr: &mut impl Tracer,
+        iw: &mut InsertWork,
+    ) -> NodeInsert {
+        let r = self.insert_leaf_key(k, order, between, tr, iw);
+        if r == NodeInsert::Done {
+            self.maybe_write_bset(tr, iw);
+        }
+        r
+    }
+
+    /// The first half of [`Node::insert_leaf`]: overlap fixup and the insert
+    /// into the unwritten bset, without the bset write.
+    pub fn insert_leaf_key(
+        &self,
+        k: &Bkey,
+        order: PublishOrder,
+        between: &mut Between<'_>,
         tr: &mut impl Tracer,
         iw: &mut InsertWork,
     ) -> NodeInsert {
@@ -787,10 +876,15 @@ impl<B: Backend> Node<B> {
         }
         self.extent_fixup(k, tr, iw);
         self.insert_in_last(k, order, between, tr, iw);
+        NodeInsert::Done
+    }
+
+    /// Writes the unwritten bset if it has grown past the write threshold
+    /// (`bch_btree_leaf_dirty`). Caller holds the write lock.
+    pub fn maybe_write_bset(&self, tr: &mut impl Tracer, iw: &mut InsertWork) {
         if self.last_set_bytes() > self.cfg.write_threshold_bytes {
             self.write_bset(tr, iw);
         }
-        NodeInsert::Done
     }
 
     /// `bch_extent_insert_fixup`: cut or delete keys overlapping `k`.
@@ -902,7 +996,10 @@ impl<B: Backend> Node<B> {
             return;
         }
         let keys = (end - start) as usize;
-        self.disk_bytes.store((self.disk_bytes() + self.cfg.bset_disk_bytes(keys)) as u64, R);
+        self.disk_bytes.store(
+            (self.disk_bytes() + self.cfg.bset_disk_bytes(keys)) as u64,
+            R,
+        );
         iw.bset_writes += 1;
         // bch_btree_sort_lazy
         let mut crit = self.cfg.sort_crit_u64s;
@@ -931,7 +1028,10 @@ impl<B: Backend> Node<B> {
                 n
             }
         };
-        tr.step(Step::BsetWritten { node: self.id, set: last as u32 });
+        tr.step(Step::BsetWritten {
+            node: self.id,
+            set: last as u32,
+        });
         // bch_bset_init_next: a new empty unwritten set after the last one.
         let (_, e) = self.bounds_of(kept - 1);
         let (ab, asz) = self.aux_of(kept - 1);
@@ -1003,7 +1103,10 @@ impl<B: Backend> Node<B> {
     /// `bch_btree_node_write` produce). Caller holds the write lock, or the
     /// node is not yet reachable. Storage must hold `keys.len()` slots.
     pub fn rebuild_from(&self, keys: &[Bkey], tr: &mut impl Tracer) {
-        assert!(keys.len() <= self.allocated_keys(), "rebuild_from: node storage too small");
+        assert!(
+            keys.len() <= self.allocated_keys(),
+            "rebuild_from: node storage too small"
+        );
         for (i, k) in keys.iter().enumerate() {
             let w = i * KEY_U64S;
             for (j, v) in k.pack().iter().enumerate() {
@@ -1016,9 +1119,14 @@ impl<B: Backend> Node<B> {
         self.auxb[0].store(pack2(0, size), R);
         self.bounds[1].store(pack2(n, n), R);
         self.auxb[1].store(pack2(size, 0), R);
-        self.disk_bytes.store(self.cfg.bset_disk_bytes(keys.len()) as u64, R);
+        self.disk_bytes
+            .store(self.cfg.bset_disk_bytes(keys.len()) as u64, R);
         self.nsets.store(2, R);
-        tr.step(Step::Published { node: self.id, set: 0, end: n });
+        tr.step(Step::Published {
+            node: self.id,
+            set: 0,
+            end: n,
+        });
     }
 
     /// Checks structural invariants (sorted sets, aux trees consistent with
@@ -1032,7 +1140,10 @@ impl<B: Backend> Node<B> {
         for set in 0..n {
             let (a, b) = self.bounds_of(set);
             if a != prev_end || b < a {
-                return Err(format!("node {}: set {set} bounds {a}..{b} not contiguous", self.id));
+                return Err(format!(
+                    "node {}: set {set} bounds {a}..{b} not contiguous",
+                    self.id
+                ));
             }
             prev_end = b;
             // Leaves may hold deleted keys at the same position as the
@@ -1055,7 +1166,10 @@ impl<B: Backend> Node<B> {
                     }
                 };
                 if asize != want {
-                    return Err(format!("node {}: set {set} tree size {asize} != {want}", self.id));
+                    return Err(format!(
+                        "node {}: set {set} tree size {asize} != {want}",
+                        self.id
+                    ));
                 }
                 let ex = if asize >= 2 { extra(asize) } else { 0 };
                 for j in 1..asize {
@@ -1063,11 +1177,17 @@ impl<B: Backend> Node<B> {
                     let c = to_inorder(j, asize, ex);
                     let slot = self.cl_to_key(a, c, f.m(), self.cfg.cl_u64s());
                     if slot != a + self.first_key_in_cacheline(c) {
-                        return Err(format!("node {}: set {set} tree node {j} m offset wrong", self.id));
+                        return Err(format!(
+                            "node {}: set {set} tree node {j} m offset wrong",
+                            self.id
+                        ));
                     }
                 }
             } else if asize != self.table_size(b - a) {
-                return Err(format!("node {}: unwritten table size {asize} wrong", self.id));
+                return Err(format!(
+                    "node {}: unwritten table size {asize} wrong",
+                    self.id
+                ));
             }
         }
         Ok(())

@@ -34,7 +34,9 @@ impl<B: Backend> std::fmt::Debug for SixLock<B> {
 
 impl<B: Backend> SixLock<B> {
     pub fn new(line: LineId) -> Self {
-        Self { state: B::AtomicU64::new_on_line(0, line) }
+        Self {
+            state: B::AtomicU64::new_on_line(0, line),
+        }
     }
 
     pub fn read_lock(&self) {
@@ -107,31 +109,69 @@ impl<B: Backend> SixLock<B> {
 /// [`Tracer`]. Node ids are the harness's node numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
-    ReadLock { node: u32 },
-    ReadUnlock { node: u32 },
-    IntentLock { node: u32 },
-    WriteLock { node: u32 },
+    ReadLock {
+        node: u32,
+    },
+    ReadUnlock {
+        node: u32,
+    },
+    IntentLock {
+        node: u32,
+    },
+    WriteLock {
+        node: u32,
+    },
     /// Write lock dropped to intent.
-    Downgrade { node: u32 },
-    IntentUnlock { node: u32 },
+    Downgrade {
+        node: u32,
+    },
+    IntentUnlock {
+        node: u32,
+    },
     /// Keys of the unwritten bset moved one slot right to open slot `at`.
-    KeysShifted { node: u32, at: u32, count: u32 },
+    KeysShifted {
+        node: u32,
+        at: u32,
+        count: u32,
+    },
     /// The words of a key were stored into key slot `slot`.
-    KeyStored { node: u32, slot: u32 },
+    KeyStored {
+        node: u32,
+        slot: u32,
+    },
     /// The unwritten bset's end and lookup table were published.
-    Published { node: u32, set: u32, end: u32 },
+    Published {
+        node: u32,
+        set: u32,
+        end: u32,
+    },
     /// A bset was closed (written): aux tree built, lazy sort applied.
-    BsetWritten { node: u32, set: u32 },
+    BsetWritten {
+        node: u32,
+        set: u32,
+    },
     /// Node split: upper keys moved to `new`.
-    Split { node: u32, new: u32 },
+    Split {
+        node: u32,
+        new: u32,
+    },
     /// Parent child pointer updated.
-    ParentUpdated { node: u32 },
+    ParentUpdated {
+        node: u32,
+    },
     /// A lookup started for `sector`.
-    LookupStart { sector: u64 },
+    LookupStart {
+        sector: u64,
+    },
     /// A lookup returned.
-    LookupDone { sector: u64, found: Option<Bkey> },
+    LookupDone {
+        sector: u64,
+        found: Option<Bkey>,
+    },
     /// An insert of `key` started / finished.
-    InsertStart { key: Bkey },
+    InsertStart {
+        key: Bkey,
+    },
     InsertDone,
 }
 
@@ -147,12 +187,20 @@ impl std::fmt::Display for Step {
             Step::KeysShifted { node, at, count } => {
                 write!(f, "node {node}: shift {count} key(s) right from slot {at}")
             }
-            Step::KeyStored { node, slot } => write!(f, "node {node}: store key words in slot {slot}"),
+            Step::KeyStored { node, slot } => {
+                write!(f, "node {node}: store key words in slot {slot}")
+            }
             Step::Published { node, set, end } => {
-                write!(f, "node {node}: publish bset {set} end={end} and lookup table")
+                write!(
+                    f,
+                    "node {node}: publish bset {set} end={end} and lookup table"
+                )
             }
             Step::BsetWritten { node, set } => {
-                write!(f, "node {node}: bset {set} written (aux tree built, lazy sort)")
+                write!(
+                    f,
+                    "node {node}: bset {set} written (aux tree built, lazy sort)"
+                )
             }
             Step::Split { node, new } => write!(f, "node {node}: split, upper keys -> node {new}"),
             Step::ParentUpdated { node } => write!(f, "node {node}: child pointers updated"),
@@ -171,7 +219,13 @@ impl std::fmt::Display for Step {
                 None => write!(f, "lookup sector {sector}: miss"),
             },
             Step::InsertStart { key } => {
-                write!(f, "insert [{}, {}) ptr offset {}: start", key.start(), key.end, key.ptr.offset)
+                write!(
+                    f,
+                    "insert [{}, {}) ptr offset {}: start",
+                    key.start(),
+                    key.end,
+                    key.ptr.offset
+                )
             }
             Step::InsertDone => write!(f, "insert done"),
         }

@@ -16,7 +16,11 @@ impl Rng {
 }
 
 fn small_cfg(node_bytes: usize) -> NodeConfig {
-    NodeConfig { node_bytes, write_threshold_bytes: 512 - 48, ..NodeConfig::default() }
+    NodeConfig {
+        node_bytes,
+        write_threshold_bytes: 512 - 48,
+        ..NodeConfig::default()
+    }
 }
 
 /// Per-sector oracle: cache pointer offset of every cached sector.
@@ -27,7 +31,11 @@ struct Oracle {
 }
 impl Oracle {
     fn new(inodes: u64, sectors: u64) -> Self {
-        Self { inodes, sectors, map: vec![None; (inodes * sectors) as usize] }
+        Self {
+            inodes,
+            sectors,
+            map: vec![None; (inodes * sectors) as usize],
+        }
     }
     fn insert(&mut self, k: &Bkey) {
         for s in k.start()..k.end {
@@ -64,7 +72,16 @@ fn random_inserts_match_oracle() {
             let big = rng.below(4) == 0;
             let size = 1 + rng.below(if big { 64 } else { 8 });
             let start = rng.below(6000 - size);
-            let k = Bkey::extent(inode, start, size, Ptr { dev: 0, offset: next_ptr, gen: 1 });
+            let k = Bkey::extent(
+                inode,
+                start,
+                size,
+                Ptr {
+                    dev: 0,
+                    offset: next_ptr,
+                    gen: 1,
+                },
+            );
             next_ptr += size;
             total.add(&t.insert(k).unwrap());
             o.insert(&k);
@@ -77,7 +94,10 @@ fn random_inserts_match_oracle() {
         }
         t.check_invariants().unwrap();
         check_all(&mut t, &o);
-        assert!(total.splits > 0 && total.sorts > 0 && total.keys_trimmed > 0, "{total:?}");
+        assert!(
+            total.splits > 0 && total.sorts > 0 && total.keys_trimmed > 0,
+            "{total:?}"
+        );
         assert!(t.stats().depth >= 2);
     }
 }
@@ -86,12 +106,30 @@ fn random_inserts_match_oracle() {
 fn sequential_inserts_build_what_populate_builds() {
     let cfg = small_cfg(16 << 10);
     let n = 6000u64;
-    let fill = SequentialFill { inode: 2, start_sector: 0, extent_sectors: 8, count: n, dev: 1, first_ptr_offset: 0, gen: 3 };
+    let fill = SequentialFill {
+        inode: 2,
+        start_sector: 0,
+        extent_sectors: 8,
+        count: n,
+        dev: 1,
+        first_ptr_offset: 0,
+        gen: 3,
+    };
     let mut a: BTree = BTree::new(cfg).unwrap();
     a.populate_sequential(&fill).unwrap();
     let mut b: BTree = BTree::new(cfg).unwrap();
     for i in 0..n {
-        b.insert(Bkey::extent(2, i * 8, 8, Ptr { dev: 1, offset: i * 8, gen: 3 })).unwrap();
+        b.insert(Bkey::extent(
+            2,
+            i * 8,
+            8,
+            Ptr {
+                dev: 1,
+                offset: i * 8,
+                gen: 3,
+            },
+        ))
+        .unwrap();
     }
     a.check_invariants().unwrap();
     b.check_invariants().unwrap();
@@ -129,18 +167,31 @@ fn sequential_inserts_build_what_populate_builds() {
 fn populate_rejects_bad_input() {
     let mut t: BTree = BTree::new(NodeConfig::default()).unwrap();
     let p = Ptr::default();
-    let err = t.populate([Bkey::extent(1, 0, 8, p), Bkey::extent(1, 4, 8, p)]).unwrap_err();
+    let err = t
+        .populate([Bkey::extent(1, 0, 8, p), Bkey::extent(1, 4, 8, p)])
+        .unwrap_err();
     assert!(matches!(err, BtreeError::Unsorted { index: 1, .. }));
     t.populate([Bkey::extent(1, 0, 8, p)]).unwrap();
-    assert!(matches!(t.populate([Bkey::extent(1, 0, 8, p)]), Err(BtreeError::NotEmpty(1))));
-    assert!(BTree::<crate::backend::StdBackend>::new(NodeConfig { bset_cacheline_bytes: 12, ..NodeConfig::default() }).is_err());
+    assert!(matches!(
+        t.populate([Bkey::extent(1, 0, 8, p)]),
+        Err(BtreeError::NotEmpty(1))
+    ));
+    assert!(BTree::<crate::backend::StdBackend>::new(NodeConfig {
+        bset_cacheline_bytes: 12,
+        ..NodeConfig::default()
+    })
+    .is_err());
 }
 
 #[test]
 fn aux_tree_search_equals_linear_search_per_bset() {
     // A node with several written bsets of varied sizes; every position's
     // search result must equal a brute-force scan.
-    let cfg = NodeConfig { node_bytes: 64 << 10, write_threshold_bytes: 2048, ..NodeConfig::default() };
+    let cfg = NodeConfig {
+        node_bytes: 64 << 10,
+        write_threshold_bytes: 2048,
+        ..NodeConfig::default()
+    };
     let mut t: BTree = BTree::new(cfg).unwrap();
     let mut rng = Rng(7);
     let mut o = Oracle::new(2, 30_000);
@@ -148,7 +199,16 @@ fn aux_tree_search_equals_linear_search_per_bset() {
         let inode = rng.below(2);
         let size = 1 + rng.below(16);
         let start = rng.below(30_000 - size);
-        let k = Bkey::extent(inode, start, size, Ptr { dev: 0, offset: rng.below(1 << 40), gen: 0 });
+        let k = Bkey::extent(
+            inode,
+            start,
+            size,
+            Ptr {
+                dev: 0,
+                offset: rng.below(1 << 40),
+                gen: 0,
+            },
+        );
         t.insert(k).unwrap();
         o.insert(&k);
     }
@@ -164,7 +224,10 @@ fn aux_tree_search_equals_linear_search_per_bset() {
                 assert_eq!(Some(&k), want, "inode {inode} sector {s}");
             }
             assert!(w.bsets_searched >= 1);
-            assert_eq!(t.lookup(inode, s).0.map(|k| k.ptr.offset + s - k.start()), o.get(inode, s));
+            assert_eq!(
+                t.lookup(inode, s).0.map(|k| k.ptr.offset + s - k.start()),
+                o.get(inode, s)
+            );
         }
     }
 }
@@ -174,7 +237,16 @@ fn work_grows_logarithmically() {
     let mut avg = Vec::new();
     for count in [1_000u64, 16_000, 256_000] {
         let mut t: BTree = BTree::new(NodeConfig::default()).unwrap();
-        t.populate_sequential(&SequentialFill { inode: 1, start_sector: 0, extent_sectors: 8, count, dev: 0, first_ptr_offset: 0, gen: 0 }).unwrap();
+        t.populate_sequential(&SequentialFill {
+            inode: 1,
+            start_sector: 0,
+            extent_sectors: 8,
+            count,
+            dev: 0,
+            first_ptr_offset: 0,
+            gen: 0,
+        })
+        .unwrap();
         let mut rng = Rng(count);
         let mut sum = SearchWork::default();
         let lookups = 4000;
@@ -185,14 +257,23 @@ fn work_grows_logarithmically() {
             sum.add(&w);
         }
         let per = |x: u32| f64::from(x) / lookups as f64;
-        avg.push((per(sum.aux_levels), per(sum.cachelines_touched), per(sum.key_compares), per(sum.full_key_compares), per(sum.nodes_visited)));
+        avg.push((
+            per(sum.aux_levels),
+            per(sum.cachelines_touched),
+            per(sum.key_compares),
+            per(sum.full_key_compares),
+            per(sum.nodes_visited),
+        ));
     }
     // 16x more keys: a few more aux levels, not 16x the work.
     for w in avg.windows(2) {
         let (a, b) = (w[0], w[1]);
         assert!(b.0 > a.0, "aux levels grow: {avg:?}");
         assert!(b.0 < a.0 + 8.0, "aux levels grow ~log: {avg:?}");
-        assert!(b.1 < a.1 * 3.0 && b.2 < a.2 * 3.0, "bounded growth: {avg:?}");
+        assert!(
+            b.1 < a.1 * 3.0 && b.2 < a.2 * 3.0,
+            "bounded growth: {avg:?}"
+        );
     }
     // Ambiguous floats are rare (bcache: about 1%).
     assert!(avg[2].3 < 0.2 * avg[2].0, "{avg:?}");
@@ -200,7 +281,10 @@ fn work_grows_logarithmically() {
 
 #[test]
 fn lazy_sort_and_max_bsets() {
-    let cfg = NodeConfig { node_bytes: 256 << 10, ..NodeConfig::default() };
+    let cfg = NodeConfig {
+        node_bytes: 256 << 10,
+        ..NodeConfig::default()
+    };
     let mut t: BTree = BTree::new(cfg).unwrap();
     let mut rng = Rng(3);
     let mut max_sets = 0;
@@ -213,13 +297,15 @@ fn lazy_sort_and_max_bsets() {
             max_sets = max_sets.max(root.nsets());
         }
     }
-    assert!(max_sets <= MAX_BSETS && max_sets >= 2, "{max_sets}");
+    assert!((2..=MAX_BSETS).contains(&max_sets), "{max_sets}");
     assert!(iw.sorts > 0 && iw.bset_writes > 0, "{iw:?}");
     t.check_invariants().unwrap();
 }
 
-
 fn stress_iters() -> u64 {
     // BTREE_STRESS=<n> runs a longer randomized comparison locally.
-    std::env::var("BTREE_STRESS").ok().and_then(|v| v.parse().ok()).unwrap_or(2500)
+    std::env::var("BTREE_STRESS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2500)
 }
