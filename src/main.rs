@@ -13,8 +13,8 @@ mod cmd_cachesim;
 mod cmd_check;
 mod cmd_run;
 mod cmd_trace;
-mod fiojob;
-mod scenario;
+
+use blocksim::scenario;
 
 #[derive(Parser, Debug)]
 #[command(name = "sim", version, about = "blocksim: deterministic simulator and model checker for block-storage designs")]
