@@ -11,7 +11,17 @@ use blocksim_designs::check::{self, CheckOptions, Engine, Model, Verdict};
 use blocksim_designs::inflight::{DesignKind, OrderingMode, Protocol};
 
 fn run(design: DesignKind, protocol: Protocol, ordering: OrderingMode) -> Verdict {
-    let model = InflightModel::new(design, protocol, ordering, 3, 1, 2, true).expect("valid model");
+    run_threads(design, protocol, ordering, 3)
+}
+
+fn run_threads(
+    design: DesignKind,
+    protocol: Protocol,
+    ordering: OrderingMode,
+    threads: usize,
+) -> Verdict {
+    let model =
+        InflightModel::new(design, protocol, ordering, threads, 1, 2, true).expect("valid model");
     let opts = CheckOptions {
         engine: Engine::Loom,
         preemptions: 2,
@@ -21,7 +31,7 @@ fn run(design: DesignKind, protocol: Protocol, ordering: OrderingMode) -> Verdic
     let start = std::time::Instant::now();
     let verdict = check::check(model, &opts);
     let label = format!(
-        "loom inflight {} {} {}",
+        "loom inflight {} {} {} threads {threads}",
         design.name(),
         protocol.name(),
         ordering.name()
@@ -98,6 +108,14 @@ fn shared_block_then_drain_verified() {
 #[test]
 fn percpu_no_pending_block_then_drain_verified() {
     assert_verified(PercpuNoPending, BlockThenDrain, ReleaseAcquire);
+}
+
+/// The largest loom configuration in CI: two submitters racing the suspend
+/// (4 spawned threads, loom's maximum).
+#[test]
+fn percpu_no_pending_block_then_drain_two_submitters_verified() {
+    let v = run_threads(PercpuNoPending, BlockThenDrain, ReleaseAcquire, 4);
+    assert!(v.is_verified(), "{v:?}");
 }
 
 #[test]
