@@ -33,6 +33,10 @@ pub struct RunArgs {
     /// Print invariant and Little's-law checks.
     #[arg(long)]
     pub verbose: bool,
+    /// Test only: inject a fault to show the invariant checks catch it
+    /// (drop-completion:N, duplicate-completion:N).
+    #[arg(long = "inject-fault", hide = true)]
+    pub inject_fault: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,9 +56,33 @@ pub fn parse_format(s: &str) -> Result<Format> {
 }
 
 /// Runs one scenario, reporting wall-clock figures on stderr only.
+/// A model invariant failed: a bug in blocksim (or an injected fault), not
+/// bad input. `main` exits 3 for it.
+#[derive(Debug, thiserror::Error)]
+#[error("internal invariant violated in scenario {scenario:?}: {message}")]
+pub struct InvariantViolation {
+    pub scenario: String,
+    pub message: String,
+}
+
 pub fn run_one(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput> {
     let t0 = Instant::now();
-    let out = blocksim_models::run(sc, opts)?;
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| blocksim_models::run(sc, opts)));
+    let out = match result {
+        Ok(Ok(out)) => out,
+        Ok(Err(blocksim_models::ModelError::Invariant(message))) => {
+            return Err(InvariantViolation { scenario: sc.simulation.name.clone(), message }.into())
+        }
+        Ok(Err(e)) => return Err(e.into()),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            return Err(InvariantViolation { scenario: sc.simulation.name.clone(), message }.into());
+        }
+    };
     let wall = t0.elapsed().as_secs_f64();
     eprintln!(
         "[{}] {} events in {:.3} s wall ({:.1} M events/s), simulated {:.3} s",
@@ -160,7 +188,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         &args.scenario,
         &LoadOptions { sets: &args.set, seed: args.seed, job_file: args.job.as_deref() },
     )?;
-    let opts = RunOptions { profile: args.profile, verbose: args.verbose };
+    let fault = match &args.inject_fault {
+        None => None,
+        Some(f) => Some(blocksim_models::Fault::parse(f).ok_or_else(|| {
+            anyhow::anyhow!("--inject-fault {f:?}: expected drop-completion:N or duplicate-completion:N")
+        })?),
+    };
+    let opts = RunOptions { profile: args.profile, verbose: args.verbose, fault };
     let seed = loaded.base.simulation.seed;
     let text_opts = TextOptions { profile: args.profile, ..TextOptions::default() };
     let json_opts = JsonOptions { plus: format == Format::JsonPlus, ..JsonOptions::default() };

@@ -12,7 +12,9 @@ use clap::{Parser, Subcommand};
 mod cmd_cachesim;
 mod cmd_check;
 mod cmd_run;
+mod cmd_swarm;
 mod cmd_trace;
+mod swarm;
 
 use blocksim::scenario;
 
@@ -33,6 +35,8 @@ enum Command {
     Cachesim(cmd_cachesim::CachesimArgs),
     /// Model-check a concurrent design with loom or shuttle.
     Check(cmd_check::CheckArgs),
+    /// Swarm testing: random valid scenarios, every invariant checked.
+    Swarm(cmd_swarm::SwarmArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,12 +53,17 @@ fn main() -> ExitCode {
         Command::Trace(args) => cmd_trace::run(args),
         Command::Cachesim(args) => cmd_cachesim::run(args),
         Command::Check(args) => cmd_check::run(args),
+        Command::Swarm(args) => cmd_swarm::run(args),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(2)
+            if e.downcast_ref::<cmd_run::InvariantViolation>().is_some() {
+                ExitCode::from(3)
+            } else {
+                ExitCode::from(2)
+            }
         }
     }
 }

@@ -13,6 +13,30 @@ pub struct RunOptions {
     pub profile: bool,
     /// Verbose diagnostics (invariant summaries, Little's law check).
     pub verbose: bool,
+    /// A deliberate fault, for tests that prove the invariant checks fire.
+    pub fault: Option<Fault>,
+}
+
+/// Test-only faults injected into a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The interrupt handler silently drops the n-th completion it retires.
+    DropCompletion { nth: u64 },
+    /// The interrupt handler delivers the n-th completion twice.
+    DuplicateCompletion { nth: u64 },
+}
+
+impl Fault {
+    /// Parses `drop-completion:N` or `duplicate-completion:N`.
+    pub fn parse(s: &str) -> Option<Fault> {
+        let (kind, n) = s.split_once(':')?;
+        let nth: u64 = n.parse().ok()?;
+        match kind {
+            "drop-completion" => Some(Fault::DropCompletion { nth }),
+            "duplicate-completion" => Some(Fault::DuplicateCompletion { nth }),
+            _ => None,
+        }
+    }
 }
 
 /// The result of one run.
@@ -32,6 +56,9 @@ pub enum ModelError {
     /// The simulation hit a stated bound (event queue, slab, max_events).
     #[error("simulation aborted: {0}")]
     Bound(String),
+    /// A model invariant does not hold (a bug, or an injected fault).
+    #[error("invariant violated: {0}")]
+    Invariant(String),
 }
 
 impl From<blocksim_sim::SimError> for ModelError {

@@ -33,7 +33,7 @@ use crate::cpu::Cpus;
 use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, ReqTag};
 use crate::job::{IoEngine, JobConfig};
 use crate::offsets::OffsetGen;
-use crate::run::{ModelError, RunOptions, RunOutput};
+use crate::run::{Fault, ModelError, RunOptions, RunOutput};
 use crate::ssd::Ssd;
 
 /// Events of the stack.
@@ -286,6 +286,8 @@ pub struct AsyncStack {
     submitted_total: u64,
     reaped_total: u64,
     wake_epoch: u64,
+    fault: Option<Fault>,
+    retired_total: u64,
 }
 
 fn cfg_err(msg: impl Into<String>) -> ModelError {
@@ -294,7 +296,7 @@ fn cfg_err(msg: impl Into<String>) -> ModelError {
 
 impl AsyncStack {
     /// Builds the stack for a scenario whose jobs use an asynchronous engine.
-    pub fn build(sc: &Scenario, _opts: &RunOptions) -> Result<AsyncStack, ModelError> {
+    pub fn build(sc: &Scenario, opts: &RunOptions) -> Result<AsyncStack, ModelError> {
         let seed = sc.simulation.seed;
         let ncpu = sc.cpu.logical_cpus() as usize;
         if ncpu == 0 || ncpu > 4096 {
@@ -553,6 +555,8 @@ impl AsyncStack {
             submitted_total: 0,
             reaped_total: 0,
             wake_epoch: 0,
+            fault: opts.fault,
+            retired_total: 0,
         })
     }
 
@@ -870,7 +874,18 @@ impl AsyncStack {
         let retiring = std::mem::take(&mut self.devs[d].port.retiring);
         for &tag in &retiring {
             let origin = self.devs[d].port.release_tag(tag);
-            match Piece::decode(origin) {
+            self.retired_total += 1;
+            let piece = Piece::decode(origin);
+            match self.fault {
+                Some(Fault::DropCompletion { nth }) if nth == self.retired_total => continue,
+                Some(Fault::DuplicateCompletion { nth }) if nth == self.retired_total => {
+                    if let Piece::User(io) = piece {
+                        self.io_done(io, now, ctx);
+                    }
+                }
+                _ => {}
+            }
+            match piece {
                 Piece::User(io) => self.io_done(io, now, ctx),
                 Piece::BackingRead(io) => {
                     let (job, sector, sectors) = {
@@ -934,6 +949,13 @@ impl AsyncStack {
 
     fn io_done(&mut self, io: SlotId, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
         let v = self.ios.get_mut(io);
+        assert!(
+            v.t_done == v.t_prep,
+            "invariant violated: I/O completed twice (job {}, sector {}, first completion at {}, again at {now})",
+            v.job,
+            v.sector,
+            v.t_done
+        );
         v.t_done = now;
         let t = v.job as usize;
         self.threads[t].ready.push_back(io);
@@ -949,6 +971,32 @@ impl AsyncStack {
             let end = self.cpus.occupy(cpu, start, cost);
             ctx.schedule_at(end, Ev::JobWake(t as u16));
         }
+    }
+
+    /// Describes which jobs still have I/O in flight when no event is left:
+    /// a completion was lost somewhere below them.
+    fn conservation_report(&self, now: SimTime) -> String {
+        let mut parts = Vec::new();
+        for (i, th) in self.threads.iter().enumerate() {
+            if th.state != JobState::Done {
+                parts.push(format!(
+                    "job {} clone {i}: submitted {}, in flight {} (ready to reap {}), state {:?}",
+                    self.jobs_cfg[th.group].name,
+                    th.issued,
+                    th.in_flight,
+                    th.ready.len(),
+                    th.state
+                ));
+            }
+        }
+        format!(
+            "I/O conservation at {now}: no event is pending but jobs are not done (a completion was lost): \
+             stack submitted {} I/Os, reaped {}, {} still in flight; {}",
+            self.submitted_total,
+            self.reaped_total,
+            self.submitted_total - self.reaped_total,
+            parts.join("; ")
+        )
     }
 
     fn ramp_end(&mut self, now: SimTime) {
@@ -1211,9 +1259,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, ModelError> {
             )))
         }
         StopReason::Drained | StopReason::TimeLimit => {
-            return Err(ModelError::Bound(
-                "the simulation ran out of events before the jobs finished (a model lost an I/O)".into(),
-            ))
+            return Err(ModelError::Invariant(sim.model.conservation_report(sim.now())));
         }
     }
     let end = sim.now();

@@ -1,0 +1,56 @@
+//! Breaking an invariant on purpose (test-only faults) is caught with a
+//! clear message, and normal runs keep I/O conservation and Little's law.
+
+use std::process::Command;
+
+fn sim(args: &[&str]) -> (String, String, i32) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run sim");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+#[test]
+fn dropped_completion_is_caught() {
+    let (_, err, code) = sim(&[
+        "run",
+        "scenarios/corsair_nova.toml",
+        "--set",
+        "job.size=4m",
+        "--inject-fault",
+        "drop-completion:100",
+    ]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("invariant violated"), "{err}");
+    assert!(err.contains("I/O conservation"), "{err}");
+    assert!(err.contains("1 still in flight"), "{err}");
+}
+
+#[test]
+fn duplicated_completion_is_caught() {
+    let (_, err, code) = sim(&[
+        "run",
+        "scenarios/corsair_nova.toml",
+        "--set",
+        "job.size=4m",
+        "--inject-fault",
+        "duplicate-completion:7",
+    ]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("I/O completed twice"), "{err}");
+}
+
+#[test]
+fn verbose_reports_littles_law() {
+    let (out, err, code) = sim(&["run", "scenarios/corsair_nova.toml", "--set", "job.size=64m", "--verbose"]);
+    assert_eq!(code, 0, "{err}");
+    let line = out.lines().find(|l| l.contains("little's law")).expect("little's law line");
+    let dev: f64 = line.rsplit("deviation ").next().unwrap().trim_end_matches('%').parse().unwrap();
+    assert!(dev < 1.0, "{line}");
+}
