@@ -1,0 +1,182 @@
+//! `sim swarm`: swarm testing of random scenarios (see `swarm.rs`).
+//!
+//! Scenario K of seed S is generated as TOML, loaded through the same loader
+//! as `sim run`, run twice with every invariant checked, and on the first
+//! violation printed with the reproduce command and saved as a regression
+//! scenario (replayed by `sim swarm --check FILE` and `cargo test`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use blocksim_models::Fault;
+use rayon::prelude::*;
+
+use crate::scenario::{load, LoadOptions};
+use crate::swarm::{check_scenario, generate, GenOptions, PanicCapture, Violation, MAX_EVENTS_DEFAULT};
+
+#[derive(clap::Args, Debug)]
+pub struct SwarmArgs {
+    /// Swarm seed: scenario K is drawn from the stream (seed, "swarm/K").
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Number of scenarios: 0..COUNT.
+    #[arg(long, default_value_t = 100)]
+    pub count: u64,
+    /// Bound on the events of one scenario run (a run that hits it fails).
+    #[arg(long = "max-events", default_value_t = MAX_EVENTS_DEFAULT)]
+    pub max_events: u64,
+    /// Run only scenario K (reproduces a failure reported by a larger run).
+    #[arg(long, value_name = "K")]
+    pub only: Option<u64>,
+    /// Print the generated scenarios' TOML instead of running them.
+    #[arg(long)]
+    pub print: bool,
+    /// Check scenario files with the swarm's invariants instead of
+    /// generating (the saved regressions).
+    #[arg(long = "check", value_name = "FILE.toml", conflicts_with_all = ["only", "print"])]
+    pub check: Vec<PathBuf>,
+    /// Where a failing scenario is saved.
+    #[arg(long = "save-dir", value_name = "DIR", default_value = "tests/regressions")]
+    pub save_dir: PathBuf,
+    /// Do not save a failing scenario.
+    #[arg(long = "no-save")]
+    pub no_save: bool,
+    /// Test only: inject a fault into every run (drop-completion:N or
+    /// duplicate-completion:N) to show the swarm catches it.
+    #[arg(long = "inject-fault", hide = true)]
+    pub inject_fault: Option<String>,
+}
+
+/// Loads a scenario file (and its variants) and checks each.
+fn check_file(path: &Path, fault: Option<Fault>) -> std::result::Result<u64, Violation> {
+    let loaded = load(path, &LoadOptions::default()).map_err(|e| Violation {
+        invariant: "the loader accepts the scenario (generator bug if generated)".into(),
+        detail: format!("{e:#}"),
+    })?;
+    let mut events = check_scenario(&loaded.base, fault)?;
+    for (name, sc) in &loaded.variants {
+        events += check_scenario(sc, fault).map_err(|v| Violation {
+            detail: format!("[[variant]] {name:?}: {}", v.detail),
+            ..v
+        })?;
+    }
+    Ok(events)
+}
+
+struct Failure {
+    index: u64,
+    toml: String,
+    violation: Violation,
+}
+
+fn reproduce_command(args: &SwarmArgs, index: u64) -> String {
+    let mut cmd = format!("sim swarm --seed {} --count {} --only {index}", args.seed, args.count);
+    if args.max_events != MAX_EVENTS_DEFAULT {
+        cmd.push_str(&format!(" --max-events {}", args.max_events));
+    }
+    if let Some(f) = &args.inject_fault {
+        cmd.push_str(&format!(" --inject-fault {f}"));
+    }
+    cmd
+}
+
+pub fn run(args: SwarmArgs) -> Result<ExitCode> {
+    let fault = match &args.inject_fault {
+        None => None,
+        Some(f) => Some(Fault::parse(f).ok_or_else(|| {
+            anyhow::anyhow!("--inject-fault {f:?}: expected drop-completion:N or duplicate-completion:N")
+        })?),
+    };
+    let _capture = PanicCapture::install();
+    if !args.check.is_empty() {
+        let mut failed = false;
+        for path in &args.check {
+            // A missing or unreadable file is bad input (exit 2), not a violation.
+            std::fs::metadata(path).with_context(|| format!("{}: cannot read the file", path.display()))?;
+            match check_file(path, fault) {
+                Ok(events) => println!("ok: {}: {events} events", path.display()),
+                Err(v) => {
+                    failed = true;
+                    println!("violation: {}: {}\n  {}", path.display(), v.invariant, v.detail.replace('\n', "\n  "));
+                }
+            }
+        }
+        return Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS });
+    }
+
+    let gen = GenOptions { max_events: args.max_events };
+    let indices: Vec<u64> = match args.only {
+        Some(k) => vec![k],
+        None => (0..args.count).collect(),
+    };
+    if args.print {
+        for &k in &indices {
+            print!("{}", generate(args.seed, k, &gen));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let dir = std::env::temp_dir().join(format!("blocksim-swarm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create the directory", dir.display()))?;
+    let t0 = Instant::now();
+    let run_one = |k: u64| -> Result<std::result::Result<u64, Failure>> {
+        let toml = generate(args.seed, k, &gen);
+        let path = dir.join(format!("swarm-{}-{k}.toml", args.seed));
+        std::fs::write(&path, &toml).with_context(|| format!("{}: cannot write", path.display()))?;
+        let r = check_file(&path, fault);
+        let _ = std::fs::remove_file(&path);
+        Ok(r.map_err(|violation| Failure { index: k, toml, violation }))
+    };
+    // Batches in parallel; the first failure by index is reported, so the
+    // output does not depend on the thread count.
+    let batch = (rayon::current_num_threads() * 4).max(1);
+    let mut events_total = 0u64;
+    let mut failure: Option<Failure> = None;
+    for chunk in indices.chunks(batch) {
+        let results: Vec<Result<std::result::Result<u64, Failure>>> = chunk.par_iter().map(|&k| run_one(k)).collect();
+        for r in results {
+            match r? {
+                Ok(e) => events_total += e,
+                Err(f) => {
+                    failure = Some(f);
+                    break;
+                }
+            }
+        }
+        if failure.is_some() {
+            break;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let wall = t0.elapsed().as_secs_f64();
+    let Some(f) = failure else {
+        println!("ok: {} scenarios, {events_total} events", indices.len());
+        eprintln!("swarm: {:.2} s wall ({:.1} M events/s)", wall, events_total as f64 / wall.max(1e-9) / 1e6);
+        return Ok(ExitCode::SUCCESS);
+    };
+    let repro = reproduce_command(&args, f.index);
+    println!("violation: scenario {} of seed {}: {}", f.index, args.seed, f.violation.invariant);
+    println!("  {}", f.violation.detail.replace('\n', "\n  "));
+    println!("--- scenario {} (TOML) ---", f.index);
+    print!("{}", f.toml);
+    println!("--- reproduce ---");
+    println!("{repro}");
+    if !args.no_save {
+        let path = args.save_dir.join(format!("swarm-seed{}-{}.toml", args.seed, f.index));
+        let mut text = String::new();
+        text.push_str(&format!("# violation: {}\n", f.violation.invariant));
+        for line in f.violation.detail.lines() {
+            text.push_str(&format!("#   {line}\n"));
+        }
+        text.push_str(&format!("# found by: {repro}\n# replay: sim swarm --check {}\n", path.display()));
+        text.push_str(&f.toml);
+        std::fs::create_dir_all(&args.save_dir)
+            .and_then(|_| std::fs::write(&path, text))
+            .with_context(|| format!("{}: cannot save the failing scenario", path.display()))?;
+        println!("saved: {} (replay: sim swarm --check {}; run: sim run {})", path.display(), path.display(), path.display());
+    }
+    eprintln!("swarm: {:.2} s wall", wall);
+    Ok(ExitCode::from(1))
+}
