@@ -205,6 +205,22 @@ impl<B: Backend> std::fmt::Debug for Node<B> {
     }
 }
 
+/// Field names shown in checker steps.
+const KEY_WORD_NAMES: [&str; KEY_U64S] = ["key.high (inode|size)", "key.low (end)", "key.ptr"];
+const BOUNDS_NAMES: [&str; MAX_BSETS] = [
+    "bset[0] start|end",
+    "bset[1] start|end",
+    "bset[2] start|end",
+    "bset[3] start|end",
+];
+const AUXB_NAMES: [&str; MAX_BSETS] = [
+    "bset[0] aux start|size",
+    "bset[1] aux start|size",
+    "bset[2] aux start|size",
+    "bset[3] aux start|size",
+];
+const ENDS_NAMES: [&str; 3] = ["bset end inodes", "bset first end", "bset last end"];
+
 #[inline(always)]
 fn pack2(a: u32, b: u32) -> u64 {
     u64::from(a) | (u64::from(b) << 32)
@@ -223,12 +239,12 @@ impl<B: Backend> Node<B> {
     /// `initial_keys` key slots (grown later with [`Node::reserve_keys`]).
     pub fn new(id: u32, level: u8, cfg: NodeConfig, initial_keys: usize) -> Self {
         let initial_keys = initial_keys.min(cfg.cap_keys());
-        let mk = |v: u64, l: LineId| B::AtomicU64::new_on_line(v, l);
+        let mk = |v: u64, l: LineId, f: &'static str| B::AtomicU64::new_named(v, l, f);
         let keys = (0..initial_keys * KEY_U64S)
-            .map(|w| mk(0, line(id, (w / 8) as u32)))
+            .map(|w| mk(0, line(id, (w / 8) as u32), KEY_WORD_NAMES[w % KEY_U64S]))
             .collect();
         let aux = (0..cfg.aux_cap().div_ceil(2))
-            .map(|a| mk(0, line(id, 0x8000 | (a / 8) as u32)))
+            .map(|a| mk(0, line(id, 0x8000 | (a / 8) as u32), "aux (2 entries)"))
             .collect();
         let hdr = line(id, 0xffff);
         Self {
@@ -236,11 +252,11 @@ impl<B: Backend> Node<B> {
             level,
             cfg,
             lock: SixLock::new(line(id, 0xfffe)),
-            nsets: mk(1, hdr),
-            bounds: std::array::from_fn(|_| mk(0, hdr)),
-            auxb: std::array::from_fn(|_| mk(0, hdr)),
-            disk_bytes: mk(0, hdr),
-            ends: std::array::from_fn(|_| std::array::from_fn(|_| mk(0, hdr))),
+            nsets: mk(1, hdr, "nsets"),
+            bounds: std::array::from_fn(|i| mk(0, hdr, BOUNDS_NAMES[i])),
+            auxb: std::array::from_fn(|i| mk(0, hdr, AUXB_NAMES[i])),
+            disk_bytes: mk(0, hdr, "disk_bytes"),
+            ends: std::array::from_fn(|_| std::array::from_fn(|j| mk(0, hdr, ENDS_NAMES[j]))),
             keys,
             aux,
         }
@@ -265,8 +281,11 @@ impl<B: Backend> Node<B> {
             let id = self.id;
             self.keys.reserve_exact((target - have) * KEY_U64S);
             for w in have * KEY_U64S..target * KEY_U64S {
-                self.keys
-                    .push(B::AtomicU64::new_on_line(0, line(id, (w / 8) as u32)));
+                self.keys.push(B::AtomicU64::new_named(
+                    0,
+                    line(id, (w / 8) as u32),
+                    KEY_WORD_NAMES[w % KEY_U64S],
+                ));
             }
         }
     }
