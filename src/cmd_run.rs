@@ -37,6 +37,13 @@ pub struct RunArgs {
     /// (drop-completion:N, duplicate-completion:N).
     #[arg(long = "inject-fault", hide = true)]
     pub inject_fault: Option<String>,
+    /// Run N times with seeds derive_seed(seed, 0..N) in parallel; report
+    /// every metric as mean and 95% confidence interval (normal, json, csv).
+    #[arg(long, value_name = "N")]
+    pub replications: Option<u32>,
+    /// Write an SVG latency CDF (one line per job, or per variant).
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,6 +190,9 @@ fn comparison_table(results: &[(String, RunReport)]) -> Table {
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
+    if let Some(n) = args.replications {
+        return crate::experiment::run_replications(&args, n);
+    }
     let format = parse_format(&args.output_format)?;
     let loaded = load(
         &args.scenario,
@@ -212,6 +222,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             }
             Format::Json | Format::JsonPlus => print!("{}", render_json(&report, &json_opts)),
         }
+        if let Some(path) = &args.plot {
+            crate::experiment::plot_cdf(path, &crate::experiment::job_cdf_series(&report))?;
+        }
         return Ok(ExitCode::SUCCESS);
     }
 
@@ -230,6 +243,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         .collect();
     let results: Vec<(String, RunReport)> = results.into_iter().collect::<Result<_>>()?;
     let table = comparison_table(&results);
+    if let Some(path) = &args.plot {
+        let series: Vec<_> = results.iter().map(|(n, r)| (n.clone(), crate::experiment::report_clat(r))).collect();
+        crate::experiment::plot_cdf(path, &series)?;
+    }
     match format {
         Format::Normal => {
             println!("blocksim: scenario {}, seed {}", loaded.base.simulation.name, seed);

@@ -11,9 +11,13 @@ use clap::{Parser, Subcommand};
 
 mod cmd_cachesim;
 mod cmd_check;
+mod cmd_compare;
+mod cmd_merge;
 mod cmd_run;
 mod cmd_swarm;
+mod cmd_sweep;
 mod cmd_trace;
+mod experiment;
 mod swarm;
 
 use blocksim::scenario;
@@ -37,6 +41,12 @@ enum Command {
     Check(cmd_check::CheckArgs),
     /// Swarm testing: random valid scenarios, every invariant checked.
     Swarm(cmd_swarm::SwarmArgs),
+    /// Sweep a parameter grid (replicated, parallel, resumable, shardable) into a CSV and plot.
+    Sweep(cmd_sweep::SweepArgs),
+    /// Compare two designs: differences, confidence intervals, Welch's t-test.
+    Compare(cmd_compare::CompareArgs),
+    /// Join the CSVs of a sharded sweep.
+    Merge(cmd_merge::MergeArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +64,9 @@ fn main() -> ExitCode {
         Command::Cachesim(args) => cmd_cachesim::run(args),
         Command::Check(args) => cmd_check::run(args),
         Command::Swarm(args) => cmd_swarm::run(args),
+        Command::Sweep(args) => cmd_sweep::run(args),
+        Command::Compare(args) => cmd_compare::run(args),
+        Command::Merge(args) => cmd_merge::run(args),
     };
     match result {
         Ok(code) => code,
