@@ -213,8 +213,23 @@ fn inflight_model(a: &InflightArgs, engine: Engine) -> anyhow::Result<InflightMo
     })
 }
 
-fn btree_model(a: &BtreeArgs) -> anyhow::Result<InflightModel> {
-    bail!("BTREE-PENDING {}", a.variant)
+fn btree_model(a: &BtreeArgs) -> anyhow::Result<blocksim_designs::btree::check::BtreeModel> {
+    use blocksim_designs::btree::check as bt;
+    let valid = || {
+        bt::VARIANTS
+            .iter()
+            .map(|(name, desc)| format!("  {name}: {desc}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    if !(1..=3).contains(&a.threads) {
+        bail!(
+            "--threads {}: btree models take 1..=3 lookup threads (the writer is one more)",
+            a.threads
+        );
+    }
+    bt::model(&a.variant, a.threads)
+        .with_context(|| format!("--variant {}: valid variants:\n{}", a.variant, valid()))
 }
 
 fn run_target(target: &Target, replay_payload: Option<&str>) -> anyhow::Result<ExitCode> {
