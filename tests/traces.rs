@@ -569,3 +569,55 @@ fn stats_runs_on_every_sample() {
     let so = String::from_utf8_lossy(&out.stdout);
     assert!(so.contains("requests: 963"), "{so}");
 }
+
+#[test]
+fn every_text_format_dumps_and_stats() {
+    let cases: [(&str, &str, &[&str]); 6] = [
+        (
+            "msr.csv",
+            "128166372003061629,wdev,0,Read,3154280448,4096,1331\n128166372016382155,wdev,0,Write,3154280448,8192,2000\n",
+            &["0,0,0,0.000000000,Q,R,6160704,4096", "0,0,0,1.332052600,Q,W,6160704,8192"],
+        ),
+        (
+            "systor.csv",
+            "Timestamp,Response,IOType,LUN,Offset,Size\n1487579403.113277,0.000214,W,2,1024,4096\n1487579403.2,0.01,R,2,0,512\n",
+            &["0,2,0,0.000000000,Q,W,2,4096", "0,2,0,0.086723000,Q,R,0,512"],
+        ),
+        ("alibaba.csv", "3,R,4096,4096,1577808000000261\n3,W,8192,8192,1577808000000301\n", &["0,3,0,0.000000000,Q,R,8,4096", "0,3,0,0.000040000,Q,W,16,8192"]),
+        ("tencent.csv", "1538323200,16,8,1,1283\n1538323201,24,16,0,1283\n", &["0,1283,0,0.000000000,Q,W,16,4096", "0,1283,0,1.000000000,Q,R,24,8192"]),
+        ("fiu.txt", "1000 4545 syslogd 800 8 W 6 0 7a8e\n3000 4545 syslogd 808 8 R 6 0 7a8f\n", &["6,0,0,0.000000000,Q,W,800,4096", "6,0,0,0.000002000,Q,R,808,4096"]),
+        (
+            "v2.iolog",
+            "fio version 2 iolog\n/dev/sda add\n/dev/sda open\n/dev/sda write 0 4096\n/dev/sda wait 1500 0\n/dev/sda trim 4096 8192\n/dev/sda close\n",
+            &["0,0,0,0.000000000,Q,W,0,4096", "0,0,0,0.001500000,Q,D,8,8192"],
+        ),
+    ];
+    for (name, body, want) in cases {
+        let out = run_dump(body.as_bytes(), name, &[]);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(String::from)
+            .collect();
+        assert_eq!(got, want, "{name}");
+        let dir = tmpdir(&format!("stats-{name}"));
+        let f = dir.join(name);
+        std::fs::write(&f, body).unwrap();
+        let st = sim().args(["trace", "stats"]).arg(&f).output().unwrap();
+        assert!(
+            st.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+        let so = String::from_utf8_lossy(&st.stdout);
+        assert!(so.contains("requests: 2"), "{name}:\n{so}");
+        if matches!(name, "msr.csv" | "systor.csv") {
+            assert!(so.contains("trace response"), "{name}:\n{so}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -543,7 +543,6 @@ fn is_summary_start(t: &str) -> bool {
         || t.starts_with("Throughput")
         || t.starts_with("Events (")
         || t.starts_with("Skips:")
-        || t.starts_with("Input file")
 }
 
 impl LineParser for BlkparseText {
@@ -554,6 +553,10 @@ impl LineParser for BlkparseText {
     fn parse(&mut self, line: &str) -> Result<Option<TraceEvent>, String> {
         let t = line.trim();
         if t.is_empty() {
+            return Ok(None);
+        }
+        // blkparse file mode prints "Input file NAME added" before events.
+        if t.starts_with("Input file ") {
             return Ok(None);
         }
         let toks: Vec<&str> = t.split_ascii_whitespace().collect();
@@ -725,6 +728,14 @@ mod tests {
         assert!(p
             .parse("259,0    1        5     0.000001290 21279  Z   N")
             .is_err());
+        assert!(p
+            .parse("Input file sda.blktrace.0 added")
+            .unwrap()
+            .is_none());
+        assert!(p
+            .parse("  8,0    0        1     0.000000000     1  Q   R 8 + 8 [x]")
+            .unwrap()
+            .is_some());
         assert!(p.parse("CPU1 (259,0):").unwrap().is_none());
         assert!(p
             .parse(" Reads Queued:         963,     3852KiB")
