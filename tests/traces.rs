@@ -366,6 +366,35 @@ fn synthetic_capture_matches_blkparse_live() {
         reference,
         "file mode differs"
     );
+    // `blkparse -d` merged binary output reads as a single stream.
+    let merged_bin = dir.join("merged.bin");
+    let st = Command::new("blkparse")
+        .args([
+            "-q",
+            "-O",
+            "-D",
+            dir.to_str().unwrap(),
+            "-i",
+            "set",
+            "-d",
+            merged_bin.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let reference = blkparse(Some(&merged_bin), None);
+    assert!(reference.lines().count() > 2900);
+    let out = sim()
+        .args(["trace", "dump"])
+        .arg(&merged_bin)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        reference,
+        "blkparse -d output differs"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
