@@ -457,6 +457,8 @@ fn bad_binary_input_names_file_and_offset_and_lenient_skips() {
             "truncated record",
         ],
     );
+    // Records before the error are still printed.
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 10);
     let out = run_dump(&trunc, "trunc.blktrace", &["--lenient"]);
     assert!(out.status.success());
     assert!(

@@ -433,6 +433,7 @@ pub(crate) struct PipeReader {
     names: Names,
     input_done: bool,
     check_sequence: bool,
+    deferred: Option<TraceError>,
 }
 
 impl PipeReader {
@@ -448,6 +449,7 @@ impl PipeReader {
             names: Names::default(),
             input_done: false,
             check_sequence,
+            deferred: None,
         }
     }
 
@@ -473,8 +475,9 @@ impl PipeReader {
         }
     }
 
-    /// Reads one batch. Returns an error to hand back (strict mode).
-    fn read_batch(&mut self) -> Option<TraceError> {
+    /// Reads one batch; an error ends input and is reported after the
+    /// records read before it.
+    fn read_batch(&mut self) {
         self.batch.clear();
         while self.batch.len() < BATCH {
             match self.dec.next_item() {
@@ -483,8 +486,10 @@ impl PipeReader {
                     break;
                 }
                 Some(Err(e)) => {
+                    // Emit what was read before the error, then report it.
                     self.input_done = true;
-                    return Some(e);
+                    self.deferred = Some(e);
+                    break;
                 }
                 Some(Ok(Item::Event(ev))) => self.batch.push(ev),
                 Some(Ok(Item::Process(pid, name))) => self.names.add(pid, name),
@@ -492,7 +497,7 @@ impl PipeReader {
             }
         }
         if self.batch.is_empty() {
-            return None;
+            return;
         }
         if self.genesis == 0 {
             // find_genesis runs while genesis_time is 0 (blkparse quirk kept).
@@ -513,7 +518,6 @@ impl PipeReader {
             self.pending.extend(self.batch.drain(..).rev());
             self.pending.make_contiguous().sort_by_key(key);
         }
-        None
     }
 }
 
@@ -528,15 +532,12 @@ impl EventSource for PipeReader {
             }
             if self.input_done {
                 if self.pending.is_empty() {
-                    return None;
+                    return self.deferred.take().map(Err);
                 }
                 self.mark_ready(true);
                 continue;
             }
-            if let Some(e) = self.read_batch() {
-                self.pending.clear();
-                return Some(Err(e));
-            }
+            self.read_batch();
             self.mark_ready(self.input_done);
         }
     }
