@@ -151,7 +151,15 @@ where
     let mut buf = Vec::with_capacity(OUT_CHUNK + 256);
     let mut sum = DumpSummary::default();
     for ev in reader {
-        let ev = ev?;
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => {
+                // Lines before the error are still written.
+                out.write_all(&buf).map_err(out_err)?;
+                out.flush().map_err(out_err)?;
+                return Err(e);
+            }
+        };
         sum.events += 1;
         if !blkparse_prints(&ev) {
             continue;
