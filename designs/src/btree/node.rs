@@ -91,8 +91,10 @@ impl NodeConfig {
         }
         r
     }
-    fn aux_cap(&self) -> usize {
-        self.node_bytes / self.bset_cacheline_bytes + 2 * MAX_BSETS + 2
+    /// Aux entries (4 bytes each) a node with `keys` key slots can need: one
+    /// per cacheline of keys, plus one per bset for rounding and the table.
+    fn aux_entries_for(&self, keys: usize) -> usize {
+        keys * KEY_BYTES / self.bset_cacheline_bytes + 2 * MAX_BSETS + 2
     }
     /// `btree_split`'s decision for a node whose sorted live keys number
     /// `total`: `Some(left)` (keys kept in the left node, the first 3/5 of the
@@ -219,6 +221,7 @@ const AUXB_NAMES: [&str; MAX_BSETS] = [
     "bset[2] aux start|size",
     "bset[3] aux start|size",
 ];
+const AUX_NAME: &str = "aux (2 entries)";
 const ENDS_NAMES: [&str; 3] = ["bset end inodes", "bset first end", "bset last end"];
 
 #[inline(always)]
@@ -243,8 +246,8 @@ impl<B: Backend> Node<B> {
         let keys = (0..initial_keys * KEY_U64S)
             .map(|w| mk(0, line(id, (w / 8) as u32), KEY_WORD_NAMES[w % KEY_U64S]))
             .collect();
-        let aux = (0..cfg.aux_cap().div_ceil(2))
-            .map(|a| mk(0, line(id, 0x8000 | (a / 8) as u32), "aux (2 entries)"))
+        let aux = (0..cfg.aux_entries_for(initial_keys).div_ceil(2))
+            .map(|a| mk(0, line(id, 0x8000 | (a / 8) as u32), AUX_NAME))
             .collect();
         let hdr = line(id, 0xffff);
         Self {
@@ -285,6 +288,14 @@ impl<B: Backend> Node<B> {
                     0,
                     line(id, (w / 8) as u32),
                     KEY_WORD_NAMES[w % KEY_U64S],
+                ));
+            }
+            let aux_cells = self.cfg.aux_entries_for(target).div_ceil(2);
+            for a in self.aux.len()..aux_cells {
+                self.aux.push(B::AtomicU64::new_named(
+                    0,
+                    line(id, 0x8000 | (a / 8) as u32),
+                    AUX_NAME,
                 ));
             }
         }
@@ -437,6 +448,9 @@ impl<B: Backend> Node<B> {
                     return start;
                 }
                 let sv = cmp_value(s.0, s.1);
+                // Folded into one black_box after the walk, so the
+                // prefetching loads never stall it.
+                let mut sink = 0u64;
                 let size = asize;
                 let mut n = 1u32;
                 let mut j;
@@ -447,7 +461,7 @@ impl<B: Backend> Node<B> {
                     // whose value is unused lets the CPU overlap those misses.
                     let p = n << 4;
                     if p < size {
-                        std::hint::black_box(self.aux[(abase + p) as usize >> 1].load(R));
+                        sink ^= self.aux[(abase + p) as usize >> 1].load(R);
                     }
                     let a = abase as usize + j as usize;
                     ln.aux_entry(w, a);
@@ -465,6 +479,7 @@ impl<B: Backend> Node<B> {
                         break;
                     }
                 }
+                std::hint::black_box(sink);
                 let ex = extra(size);
                 let mut inorder = to_inorder(j, size, ex);
                 if n & 1 == 1 {
