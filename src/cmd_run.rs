@@ -204,7 +204,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             anyhow::anyhow!("--inject-fault {f:?}: expected drop-completion:N or duplicate-completion:N")
         })?),
     };
-    let opts = RunOptions { profile: args.profile, verbose: args.verbose, fault };
+    let opts = RunOptions { profile: args.profile, verbose: args.verbose, fault, ..RunOptions::default() };
     let seed = loaded.base.simulation.seed;
     let text_opts = TextOptions { profile: args.profile, ..TextOptions::default() };
     let json_opts = JsonOptions { plus: format == Format::JsonPlus, ..JsonOptions::default() };

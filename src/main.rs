@@ -13,6 +13,7 @@ mod cmd_cachesim;
 mod cmd_check;
 mod cmd_compare;
 mod cmd_merge;
+mod cmd_replay;
 mod cmd_run;
 mod cmd_swarm;
 mod cmd_sweep;
@@ -33,6 +34,8 @@ struct Cli {
 enum Command {
     /// Run a scenario and print fio-style reports.
     Run(cmd_run::RunArgs),
+    /// Replay a block trace through a scenario's device stack.
+    Replay(cmd_replay::ReplayArgs),
     /// Inspect block traces (blktrace, blkparse text, fio iolog, CSV formats).
     Trace(cmd_trace::TraceArgs),
     /// Cache-only simulation: miss-ratio tables over a trace.
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(args) => cmd_run::run(args),
+        Command::Replay(args) => cmd_replay::run(args),
         Command::Trace(args) => cmd_trace::run(args),
         Command::Cachesim(args) => cmd_cachesim::run(args),
         Command::Check(args) => cmd_check::run(args),

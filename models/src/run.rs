@@ -15,6 +15,8 @@ pub struct RunOptions {
     pub verbose: bool,
     /// A deliberate fault, for tests that prove the invariant checks fire.
     pub fault: Option<Fault>,
+    /// The jobs come from a trace replay (a scenario without jobs is fine).
+    pub replay: bool,
 }
 
 /// Test-only faults injected into a model.

@@ -46,9 +46,18 @@ pub struct SsdConfig {
     /// Probability that a read's logical-to-physical mapping is not in the
     /// drive's DRAM, costing one extra page read on a channel.
     pub ftl_map_miss_ratio: f64,
-    /// Commands the drive accepts at once (NCQ depth the drive advertises).
+    /// Commands the drive accepts at once (NCQ depth the drive advertises,
+    /// or the NVMe submission queue depth).
     #[serde(default = "default_queue_depth")]
     pub queue_depth: u32,
+    /// Host interface: `sata` (behind an AHCI port and its NCQ tags) or
+    /// `nvme` (its own queue of `queue_depth` commands, no AHCI).
+    #[serde(default = "default_interface")]
+    pub interface: String,
+}
+
+fn default_interface() -> String {
+    "sata".into()
 }
 
 fn default_queue_depth() -> u32 {
@@ -72,6 +81,9 @@ impl SsdConfig {
         }
         if self.queue_depth == 0 || self.queue_depth > 65536 {
             return Err(ctx("queue_depth must be 1..=65536"));
+        }
+        if !matches!(self.interface.as_str(), "sata" | "nvme") {
+            return Err(ctx("interface must be \"sata\" or \"nvme\""));
         }
         if self.capacity.0 < self.page_size.0 {
             return Err(ctx("capacity must hold at least one page"));
@@ -337,6 +349,7 @@ mod tests {
             page_program: Nanos(900_000),
             ftl_map_miss_ratio: 0.0,
             queue_depth: 32,
+            interface: "sata".into(),
         }
     }
 

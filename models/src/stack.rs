@@ -51,6 +51,8 @@ pub enum Ev {
     RampEnd,
     /// Periodic sample for time series.
     Sample,
+    /// The next replayed request is due (open loop).
+    ReplayIssue,
 }
 
 /// Largest number of I/Os in flight in the whole stack (a stated bound).
@@ -68,15 +70,80 @@ enum Target {
 /// An I/O of a job.
 #[derive(Debug, Clone, Copy)]
 struct Io {
+    /// The job thread, or [`REPLAY_JOB`] for a replayed trace request.
     job: u16,
     dir: Dir,
     /// Sector on the job's target (after the filesystem mapping).
     sector: u64,
     sectors: u32,
+    /// The bcache this I/O went through ([`NO_BCACHE`] if none).
+    bcache: u16,
     t_prep: SimTime,
     t_submitted: SimTime,
+    /// When the request got a tag and went to the device (blktrace's D).
+    t_dispatch: SimTime,
     t_done: SimTime,
 }
+
+/// `Io::job` of replayed trace requests.
+const REPLAY_JOB: u16 = u16::MAX;
+const NO_BCACHE: u16 = u16::MAX;
+
+/// One request of a replayed trace, as the stack sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayRequest {
+    /// Issue time (open loop), ns from the start of the replay.
+    pub issue_ns: u64,
+    pub dir: Dir,
+    pub offset_bytes: u64,
+    pub len_bytes: u64,
+    /// Index into [`ReplayFeed::targets`].
+    pub target: usize,
+}
+
+/// A trace to replay through the stack instead of the scenario's jobs.
+pub struct ReplayFeed {
+    /// Requests in issue order.
+    pub requests: Box<dyn Iterator<Item = ReplayRequest> + Send>,
+    /// Stack device names requests go to; empty: the stack's top device.
+    pub targets: Vec<String>,
+    /// Closed loop keeps `depth` in flight; open loop issues at the traced
+    /// times and caps in-flight requests at `depth` (excess waits, FIFO).
+    pub closed_loop: bool,
+    pub depth: u32,
+}
+
+/// What a replay measured besides the fio-style report.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayStats {
+    /// Simulated D2C (dispatch to completion) per request, in ns.
+    pub d2c_ns: Vec<u64>,
+    /// Requests issued.
+    pub issued: u64,
+    /// Requests skipped: zero length (flush) or beyond the target's end.
+    pub skipped_empty: u64,
+    pub skipped_out_of_range: u64,
+}
+
+/// Replay state inside the stack.
+struct Replay {
+    feed: Box<dyn Iterator<Item = ReplayRequest> + Send>,
+    targets: Vec<Target>,
+    closed: bool,
+    depth: u32,
+    in_flight: u32,
+    /// Open loop: requests due while `depth` were in flight.
+    waiting: VecDeque<ReplayRequest>,
+    /// Open loop: the next request, not yet due.
+    pending: Option<ReplayRequest>,
+    exhausted: bool,
+    stats: GroupStats,
+    result: ReplayStats,
+    end: SimTime,
+}
+
+/// Bound on open-loop requests waiting for the depth cap.
+const REPLAY_WAIT_BOUND: usize = 1 << 22;
 
 /// What a device-level request is for (encoded in an [`Origin`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,6 +355,7 @@ pub struct AsyncStack {
     wake_epoch: u64,
     fault: Option<Fault>,
     retired_total: u64,
+    replay: Option<Replay>,
 }
 
 fn cfg_err(msg: impl Into<String>) -> ModelError {
@@ -319,6 +387,7 @@ impl AsyncStack {
             kworker: profile.context("kworker/u:1"),
         };
         let resolved = sc.costs.resolve(&mut profile).map_err(cfg_err)?;
+        profile.set_enabled(opts.profile);
         let get = |n: &str| resolved.get(n).cloned().unwrap_or_default();
         let paths = Paths {
             fio_prep: get("fio_prep"),
@@ -367,7 +436,7 @@ impl AsyncStack {
         let mut names: BTreeMap<String, usize> = BTreeMap::new();
         for s in &sc.ssd {
             s.validate().map_err(cfg_err)?;
-            let tags = ncq_tags.min(s.queue_depth);
+            let tags = if s.interface == "nvme" { s.queue_depth } else { ncq_tags.min(s.queue_depth) };
             add_dev(
                 &mut devs,
                 &mut names,
@@ -520,7 +589,7 @@ impl AsyncStack {
             }
             groups.push(GroupStats::new());
         }
-        if threads.is_empty() {
+        if threads.is_empty() && !opts.replay {
             return Err(cfg_err("the scenario has no [[job]]"));
         }
         if threads.len() > u16::MAX as usize {
@@ -557,6 +626,7 @@ impl AsyncStack {
             wake_epoch: 0,
             fault: opts.fault,
             retired_total: 0,
+            replay: None,
         })
     }
 
@@ -596,6 +666,7 @@ impl AsyncStack {
         }
         match self.devs[d].port.take_tag(q.origin) {
             Some(tag) => {
+                self.mark_dispatch(q.origin, ctx.now());
                 let req = DevRequest {
                     tag: ReqTag(tag),
                     dir: q.dir,
@@ -605,6 +676,13 @@ impl AsyncStack {
                 self.with_dev(d, ctx, |dev, c| dev.submit(req, c));
             }
             None => self.devs[d].port.enqueue(q),
+        }
+    }
+
+    #[inline]
+    fn mark_dispatch(&mut self, origin: Origin, now: SimTime) {
+        if let Piece::User(io) | Piece::BackingRead(io) = Piece::decode(origin) {
+            self.ios.get_mut(io).t_dispatch = now;
         }
     }
 
@@ -763,8 +841,13 @@ impl AsyncStack {
                 dir,
                 sector,
                 sectors,
+                bcache: match target {
+                    Target::Bcache(b) => b as u16,
+                    Target::Dev(_) => NO_BCACHE,
+                },
                 t_prep: now,
                 t_submitted: now,
+                t_dispatch: now,
                 t_done: now,
             })
             .expect("I/O slab bound: more than 2^20 I/Os in flight");
@@ -816,7 +899,9 @@ impl AsyncStack {
         // Without a dedicated IRQ CPU, interrupts land on the CPU of the
         // first job (the submitter in a one-job benchmark).
         let _ = d;
-        self.irq_cpu.unwrap_or(self.threads[0].cpu)
+        self.irq_cpu
+            .or_else(|| self.threads.first().map(|t| t.cpu))
+            .unwrap_or(0)
     }
 
     fn irq_start(&mut self, d: usize, ctx: &mut Ctx<'_, Ev>) {
@@ -855,7 +940,7 @@ impl AsyncStack {
             if let Some(origin) = self.devs[d].port.owner_of(tag) {
                 if let Piece::User(io) | Piece::BackingRead(io) = Piece::decode(origin) {
                     let j = self.ios.get(io).job as usize;
-                    if self.threads[j].state == JobState::Sleeping && self.threads[j].woken_mark != epoch {
+                    if j != REPLAY_JOB as usize && self.threads[j].state == JobState::Sleeping && self.threads[j].woken_mark != epoch {
                         self.threads[j].woken_mark = epoch;
                         wakes += 1;
                     }
@@ -888,11 +973,12 @@ impl AsyncStack {
             match piece {
                 Piece::User(io) => self.io_done(io, now, ctx),
                 Piece::BackingRead(io) => {
-                    let (job, sector, sectors) = {
+                    let (bcache, sector, sectors) = {
                         let v = self.ios.get(io);
-                        (v.job, v.sector, v.sectors)
+                        (v.bcache, v.sector, v.sectors)
                     };
-                    if let Target::Bcache(b) = self.threads[job as usize].target {
+                    if bcache != NO_BCACHE {
+                        let b = bcache as usize;
                         if let Some((cache_sector, _)) = self.bcaches[b].0.reserve(sectors) {
                             let fill = self
                                 .fills
@@ -937,6 +1023,7 @@ impl AsyncStack {
                 break;
             };
             let tag = self.devs[d].port.take_tag(q.origin).expect("a tag is free");
+            self.mark_dispatch(q.origin, now);
             let req = DevRequest { tag: ReqTag(tag), dir: q.dir, sector: q.sector, sectors: q.sectors };
             self.with_dev(d, ctx, |dev, c| dev.submit(req, c));
         }
@@ -957,6 +1044,10 @@ impl AsyncStack {
             v.t_done
         );
         v.t_done = now;
+        if v.job == REPLAY_JOB {
+            self.replay_done(io, now, ctx);
+            return;
+        }
         let t = v.job as usize;
         self.threads[t].ready.push_back(io);
         if self.threads[t].state == JobState::Sleeping {
@@ -970,6 +1061,220 @@ impl AsyncStack {
             cost += self.run_job_paths(t, &[PathId::WakeupTarget]);
             let end = self.cpus.occupy(cpu, start, cost);
             ctx.schedule_at(end, Ev::JobWake(t as u16));
+        }
+    }
+
+    /// Resolves replay targets and starts the replay.
+    fn start_replay(&mut self, feed: ReplayFeed, ctx_start: &mut Vec<(SimTime, Ev)>) -> Result<(), ModelError> {
+        let mut targets = Vec::new();
+        let names: Vec<String> = if feed.targets.is_empty() {
+            // The top of the stack: the bcache device if any, else the only device.
+            if let Some((b, _, _)) = self.bcaches.first() {
+                vec![b.cfg.name.clone()]
+            } else if self.devs.len() == 1 {
+                vec![self.devs[0].name.clone()]
+            } else {
+                let names: Vec<&str> = self.devs.iter().map(|d| d.name.as_str()).collect();
+                return Err(cfg_err(format!(
+                    "the stack has several devices ({}): name the replay target with --map MAJ,MIN=DEVICE",
+                    names.join(", ")
+                )));
+            }
+        } else {
+            feed.targets.clone()
+        };
+        for n in &names {
+            let t = if let Some(i) = self.bcaches.iter().position(|(b, _, _)| &b.cfg.name == n) {
+                Target::Bcache(i)
+            } else if let Some(i) = self.devs.iter().position(|d| &d.name == n) {
+                Target::Dev(i)
+            } else {
+                let mut known: Vec<&str> = self.devs.iter().map(|d| d.name.as_str()).collect();
+                known.extend(self.bcaches.iter().map(|(b, _, _)| b.cfg.name.as_str()));
+                return Err(cfg_err(format!("replay target {n:?} is not a stack device (known: {})", known.join(", "))));
+            };
+            targets.push(t);
+        }
+        if feed.depth == 0 {
+            return Err(cfg_err("replay depth must be at least 1"));
+        }
+        self.replay = Some(Replay {
+            feed: feed.requests,
+            targets,
+            closed: feed.closed_loop,
+            depth: feed.depth,
+            in_flight: 0,
+            waiting: VecDeque::new(),
+            pending: None,
+            exhausted: false,
+            stats: GroupStats::new(),
+            result: ReplayStats::default(),
+            end: SimTime::ZERO,
+        });
+        ctx_start.push((SimTime::ZERO, Ev::ReplayIssue));
+        Ok(())
+    }
+
+    /// Open loop: issue everything due now, then wait for the next due time.
+    /// Closed loop (first call only): fill the queue to `depth`.
+    fn replay_issue_due(&mut self, ctx: &mut Ctx<'_, Ev>) {
+        let now = ctx.now();
+        let closed = self.replay.as_ref().expect("replay active").closed;
+        if closed {
+            while self.replay.as_ref().is_some_and(|r| r.in_flight < r.depth) {
+                if !self.replay_issue_next(ctx) {
+                    break;
+                }
+            }
+            self.replay_maybe_finish(ctx);
+            return;
+        }
+        loop {
+            let r = self.replay.as_mut().expect("replay active");
+            let req = match r.pending.take() {
+                Some(p) => p,
+                None => match r.feed.next() {
+                    Some(x) => x,
+                    None => {
+                        r.exhausted = true;
+                        break;
+                    }
+                },
+            };
+            if req.issue_ns > now.as_ns() {
+                // Not due yet: come back at its time.
+                r.pending = Some(req);
+                ctx.schedule_at(SimTime(req.issue_ns), Ev::ReplayIssue);
+                break;
+            }
+            if r.in_flight >= r.depth {
+                assert!(r.waiting.len() < REPLAY_WAIT_BOUND, "replay wait queue bound exceeded");
+                r.waiting.push_back(req);
+                continue;
+            }
+            self.replay_submit(req, ctx);
+        }
+        self.replay_maybe_finish(ctx);
+    }
+
+    /// Open loop: issues due requests that waited for the depth cap.
+    fn replay_drain_waiting(&mut self, ctx: &mut Ctx<'_, Ev>) {
+        loop {
+            let r = self.replay.as_mut().expect("replay active");
+            if r.in_flight >= r.depth {
+                break;
+            }
+            let Some(req) = r.waiting.pop_front() else {
+                break;
+            };
+            self.replay_submit(req, ctx);
+        }
+    }
+
+    /// Closed loop: issues the next request of the feed; false when exhausted.
+    fn replay_issue_next(&mut self, ctx: &mut Ctx<'_, Ev>) -> bool {
+        let r = self.replay.as_mut().expect("replay active");
+        match r.feed.next() {
+            Some(req) => {
+                self.replay_submit(req, ctx);
+                true
+            }
+            None => {
+                r.exhausted = true;
+                false
+            }
+        }
+    }
+
+    fn replay_submit(&mut self, req: ReplayRequest, ctx: &mut Ctx<'_, Ev>) {
+        let now = ctx.now();
+        let r = self.replay.as_mut().expect("replay active");
+        let sectors = req.len_bytes.div_ceil(512);
+        if sectors == 0 {
+            r.result.skipped_empty += 1;
+            return;
+        }
+        let Some(&target) = r.targets.get(req.target) else {
+            r.result.skipped_out_of_range += 1;
+            return;
+        };
+        let sector = req.offset_bytes / 512;
+        let cap = match target {
+            Target::Dev(d) => self.devs[d].dev.capacity_sectors(),
+            Target::Bcache(b) => self.devs[self.bcaches[b].2].dev.capacity_sectors(),
+        };
+        if sector + sectors > cap || sectors > u32::MAX as u64 {
+            r.result.skipped_out_of_range += 1;
+            return;
+        }
+        let sectors = sectors as u32;
+        r.in_flight += 1;
+        r.result.issued += 1;
+        // Open loop: the request was queued (Q) at its traced time.
+        let t_q = if r.closed { now } else { SimTime(req.issue_ns.min(now.as_ns())) };
+        let io = self
+            .ios
+            .insert(Io {
+                job: REPLAY_JOB,
+                dir: req.dir,
+                sector,
+                sectors,
+                bcache: match target {
+                    Target::Bcache(b) => b as u16,
+                    Target::Dev(_) => NO_BCACHE,
+                },
+                t_prep: t_q,
+                t_submitted: now,
+                t_dispatch: now,
+                t_done: t_q,
+            })
+            .expect("I/O slab bound: more than 2^20 replayed I/Os in flight");
+        self.submitted_total += 1;
+        let (dev, piece, dev_sector) = match target {
+            Target::Dev(d) => (d, Piece::User(io), sector),
+            Target::Bcache(b) => {
+                let (hit, _) = if req.dir == Dir::Read {
+                    self.bcaches[b].0.lookup(sector, sectors)
+                } else {
+                    (None, Default::default())
+                };
+                let (_, cache, backing) = self.bcaches[b];
+                match hit {
+                    Some(cs) => (cache, Piece::User(io), cs),
+                    None if req.dir == Dir::Read => (backing, Piece::BackingRead(io), sector),
+                    None => (backing, Piece::User(io), sector),
+                }
+            }
+        };
+        self.block_submit(dev, Queued { origin: piece.encode(), dir: req.dir, sector: dev_sector, sectors }, ctx);
+    }
+
+    fn replay_done(&mut self, io: SlotId, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        let v = self.ios.remove(io);
+        self.reaped_total += 1;
+        let r = self.replay.as_mut().expect("replay active");
+        let d = v.dir as usize;
+        let d2c = now.since(v.t_dispatch);
+        r.stats.slat[d].record(v.t_dispatch.since(v.t_prep));
+        r.stats.clat[d].record(d2c);
+        r.stats.lat[d].record(now.since(v.t_prep));
+        r.stats.io_bytes[d] += v.sectors as u64 * 512;
+        r.stats.ios[d] += 1;
+        r.result.d2c_ns.push(d2c);
+        r.in_flight -= 1;
+        if r.closed {
+            self.replay_issue_next(ctx);
+        } else {
+            self.replay_drain_waiting(ctx);
+        }
+        self.replay_maybe_finish(ctx);
+    }
+
+    fn replay_maybe_finish(&mut self, ctx: &mut Ctx<'_, Ev>) {
+        let r = self.replay.as_mut().expect("replay active");
+        if r.exhausted && r.in_flight == 0 && r.waiting.is_empty() && r.pending.is_none() {
+            r.end = ctx.now();
+            ctx.stop();
         }
     }
 
@@ -1020,7 +1325,7 @@ impl AsyncStack {
         if !self.bcaches.is_empty() {
             self.hit_series.push((now.as_ns(), dh, dm));
         }
-        if self.threads_running > 0 {
+        if self.threads_running > 0 || self.replay.is_some() {
             ctx.schedule_in(self.sample_interval_ns, Ev::Sample);
         }
     }
@@ -1228,8 +1533,79 @@ impl Model for AsyncStack {
             Ev::IrqDone(d) => self.irq_done(d as usize, ctx),
             Ev::RampEnd => self.ramp_end(ctx.now()),
             Ev::Sample => self.sample(ctx.now(), ctx),
+            Ev::ReplayIssue => self.replay_issue_due(ctx),
         }
     }
+}
+
+/// Replays a trace through the scenario's stack (its `[[job]]`s are not
+/// run). Returns the fio-style report (one job "replay": slat = Q2D,
+/// clat = D2C, lat = Q2C) and the simulated D2C samples.
+pub fn run_replay(
+    sc: &Scenario,
+    opts: &RunOptions,
+    feed: ReplayFeed,
+) -> Result<(RunOutput, ReplayStats), ModelError> {
+    let mut sc = sc.clone();
+    sc.jobs.clear();
+    let replay_opts = RunOptions { replay: true, ..*opts };
+    let mut stack = AsyncStack::build(&sc, &replay_opts)?;
+    let depth = feed.depth;
+    let closed = feed.closed_loop;
+    let mut starts = Vec::new();
+    stack.start_replay(feed, &mut starts)?;
+    let sample = stack.sample_interval_ns;
+    let mut sim = Simulation::new(stack, SimOptions { queue_bound: 1 << 22 });
+    for (t, ev) in starts {
+        sim.schedule_at(t, ev)?;
+    }
+    sim.schedule_at(SimTime(sample), Ev::Sample)?;
+    let summary = sim.run(SimTime::MAX, sc.simulation.max_events)?;
+    match summary.reason {
+        StopReason::Requested => {}
+        StopReason::EventLimit => {
+            return Err(ModelError::Bound(format!(
+                "[simulation] max_events = {} reached before the replay finished",
+                sc.simulation.max_events
+            )))
+        }
+        StopReason::Drained | StopReason::TimeLimit => {
+            return Err(ModelError::Invariant(sim.model.conservation_report(sim.now())));
+        }
+    }
+    let end = sim.now();
+    let events = sim.events_processed();
+    let mut report = sim.model.report(end, opts.profile);
+    let r = sim.model.replay.take().expect("replay state");
+    let g = &r.stats;
+    let runtime_ns = end.as_ns().max(1);
+    let dir_report = |d: usize| DirReport {
+        io_bytes: g.io_bytes[d],
+        total_ios: g.ios[d],
+        short_ios: 0,
+        runtime_ns,
+        slat: LatencyHist::from_histogram(g.slat[d].histogram()),
+        clat: LatencyHist::from_histogram(g.clat[d].histogram()),
+        lat: LatencyHist::from_histogram(g.lat[d].histogram()),
+        ..Default::default()
+    };
+    report.jobs.push(JobReport {
+        name: "replay".into(),
+        numjobs: 1,
+        rw: if closed { "trace (closed loop)".into() } else { "trace (open loop)".into() },
+        bs_bytes: 0,
+        ioengine: "replay".into(),
+        iodepth: depth,
+        read: dir_report(0),
+        write: dir_report(1),
+        runtime_ns,
+        ..Default::default()
+    });
+    report.notes.push(format!(
+        "replay: {} requests issued, {} skipped (zero length), {} skipped (beyond the target device); slat = Q2D, clat = D2C, lat = Q2C",
+        r.result.issued, r.result.skipped_empty, r.result.skipped_out_of_range
+    ));
+    Ok((RunOutput { report, events_processed: events, sim_end: end }, r.result))
 }
 
 /// Runs an asynchronous-I/O scenario.
