@@ -153,8 +153,8 @@ fn parse_count(s: &str) -> anyhow::Result<u64> {
         .with_context(|| format!("`{t}` overflows 64 bits"))
 }
 
-/// Requests of the trace in the chosen view, plus the number of trace records read.
-fn load(args: &CachesimArgs, unit: UnitArg) -> anyhow::Result<(Vec<Request>, u64, String)> {
+/// Requests of the trace in the chosen view, trace requests read, records skipped, format.
+fn load(args: &CachesimArgs, unit: UnitArg) -> anyhow::Result<(Vec<Request>, u64, u64, String)> {
     let format = match &args.format {
         Some(f) => Some(
             f.parse::<TraceFormat>()
@@ -167,13 +167,15 @@ fn load(args: &CachesimArgs, unit: UnitArg) -> anyhow::Result<(Vec<Request>, u64
         format,
         lenient: args.lenient,
     };
-    let reader = blocksim_traces::open(&args.trace, &opts)?;
+    // TraceError's message already names the file, offset and cause (its source chain would
+    // repeat the cause), so it is reported as one message.
+    let reader = blocksim_traces::open(&args.trace, &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
     let fmt_name = reader.format().name().to_string();
     let mut reqs = Vec::new();
     let mut records = 0u64;
     let mut it = reader.requests();
     for r in it.by_ref() {
-        let r = r?;
+        let r = r.map_err(|e| anyhow::anyhow!("{e}"))?;
         records += 1;
         let size_bytes = u32::try_from(r.len_bytes).unwrap_or(u32::MAX);
         match unit {
@@ -193,7 +195,7 @@ fn load(args: &CachesimArgs, unit: UnitArg) -> anyhow::Result<(Vec<Request>, u64
             eprintln!("  {n}");
         }
     }
-    Ok((reqs, records, fmt_name))
+    Ok((reqs, records, skipped, fmt_name))
 }
 
 fn distinct_keys(reqs: &[Request]) -> u64 {
@@ -240,8 +242,7 @@ pub fn run(args: CachesimArgs) -> anyhow::Result<ExitCode> {
     };
 
     let t0 = Instant::now();
-    let (reqs, records, fmt_name) =
-        load(&args, unit).with_context(|| format!("reading {}", args.trace.display()))?;
+    let (reqs, records, skipped, fmt_name) = load(&args, unit)?;
     if reqs.is_empty() {
         bail!("{}: the trace has no requests", args.trace.display());
     }
@@ -280,6 +281,9 @@ pub fn run(args: CachesimArgs) -> anyhow::Result<ExitCode> {
         args.trace.display(),
         unit.name()
     )?;
+    if skipped > 0 {
+        writeln!(out, "# skipped {skipped} malformed record(s) (--lenient)")?;
+    }
     writeln!(
         out,
         "# cold-miss floor {:.6} ({distinct} / {n}); cells: miss ratio (misses / requests)",
