@@ -14,7 +14,9 @@ use blocksim_models::Fault;
 use rayon::prelude::*;
 
 use crate::scenario::{load, LoadOptions};
-use crate::swarm::{check_scenario, generate, GenOptions, PanicCapture, Violation, MAX_EVENTS_DEFAULT};
+use crate::swarm::{
+    check_scenario, generate, GenOptions, PanicCapture, StackChoice, Violation, MAX_EVENTS_DEFAULT,
+};
 
 #[derive(clap::Args, Debug)]
 pub struct SwarmArgs {
@@ -27,6 +29,9 @@ pub struct SwarmArgs {
     /// Bound on the events of one scenario run (a run that hits it fails).
     #[arg(long = "max-events", default_value_t = MAX_EVENTS_DEFAULT)]
     pub max_events: u64,
+    /// Machine families to draw.
+    #[arg(long, value_enum, default_value = "all")]
+    pub stack: StackChoice,
     /// Run only scenario K (reproduces a failure reported by a larger run).
     #[arg(long, value_name = "K")]
     pub only: Option<u64>,
@@ -35,11 +40,18 @@ pub struct SwarmArgs {
     pub print: bool,
     /// Check scenario files with the swarm's invariants instead of
     /// generating (the saved regressions).
-    #[arg(long = "check", value_name = "FILE.toml", conflicts_with_all = ["only", "print"])]
+    #[arg(long = "check", value_name = "FILE.toml", num_args = 1.., conflicts_with_all = ["only", "print"])]
     pub check: Vec<PathBuf>,
     /// Where a failing scenario is saved.
-    #[arg(long = "save-dir", value_name = "DIR", default_value = "tests/regressions")]
+    #[arg(
+        long = "save-dir",
+        value_name = "DIR",
+        default_value = "tests/regressions"
+    )]
     pub save_dir: PathBuf,
+    /// Run every scenario and list all violations (not only the first).
+    #[arg(long = "keep-going")]
+    pub keep_going: bool,
     /// Do not save a failing scenario.
     #[arg(long = "no-save")]
     pub no_save: bool,
@@ -72,9 +84,17 @@ struct Failure {
 }
 
 fn reproduce_command(args: &SwarmArgs, index: u64) -> String {
-    let mut cmd = format!("sim swarm --seed {} --count {} --only {index}", args.seed, args.count);
+    let mut cmd = format!(
+        "sim swarm --seed {} --count {} --only {index}",
+        args.seed, args.count
+    );
     if args.max_events != MAX_EVENTS_DEFAULT {
         cmd.push_str(&format!(" --max-events {}", args.max_events));
+    }
+    match args.stack {
+        StackChoice::All => {}
+        StackChoice::Async => cmd.push_str(" --stack async"),
+        StackChoice::Psync => cmd.push_str(" --stack psync"),
     }
     if let Some(f) = &args.inject_fault {
         cmd.push_str(&format!(" --inject-fault {f}"));
@@ -86,7 +106,9 @@ pub fn run(args: SwarmArgs) -> Result<ExitCode> {
     let fault = match &args.inject_fault {
         None => None,
         Some(f) => Some(Fault::parse(f).ok_or_else(|| {
-            anyhow::anyhow!("--inject-fault {f:?}: expected drop-completion:N or duplicate-completion:N")
+            anyhow::anyhow!(
+                "--inject-fault {f:?}: expected drop-completion:N or duplicate-completion:N"
+            )
         })?),
     };
     let _capture = PanicCapture::install();
@@ -94,19 +116,32 @@ pub fn run(args: SwarmArgs) -> Result<ExitCode> {
         let mut failed = false;
         for path in &args.check {
             // A missing or unreadable file is bad input (exit 2), not a violation.
-            std::fs::metadata(path).with_context(|| format!("{}: cannot read the file", path.display()))?;
+            std::fs::metadata(path)
+                .with_context(|| format!("{}: cannot read the file", path.display()))?;
             match check_file(path, fault) {
                 Ok(events) => println!("ok: {}: {events} events", path.display()),
                 Err(v) => {
                     failed = true;
-                    println!("violation: {}: {}\n  {}", path.display(), v.invariant, v.detail.replace('\n', "\n  "));
+                    println!(
+                        "violation: {}: {}\n  {}",
+                        path.display(),
+                        v.invariant,
+                        v.detail.replace('\n', "\n  ")
+                    );
                 }
             }
         }
-        return Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS });
+        return Ok(if failed {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        });
     }
 
-    let gen = GenOptions { max_events: args.max_events };
+    let gen = GenOptions {
+        max_events: args.max_events,
+        stack: args.stack,
+    };
     let indices: Vec<u64> = match args.only {
         Some(k) => vec![k],
         None => (0..args.count).collect(),
@@ -119,64 +154,125 @@ pub fn run(args: SwarmArgs) -> Result<ExitCode> {
     }
 
     let dir = std::env::temp_dir().join(format!("blocksim-swarm-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create the directory", dir.display()))?;
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("{}: cannot create the directory", dir.display()))?;
     let t0 = Instant::now();
     let run_one = |k: u64| -> Result<std::result::Result<u64, Failure>> {
         let toml = generate(args.seed, k, &gen);
         let path = dir.join(format!("swarm-{}-{k}.toml", args.seed));
-        std::fs::write(&path, &toml).with_context(|| format!("{}: cannot write", path.display()))?;
+        std::fs::write(&path, &toml)
+            .with_context(|| format!("{}: cannot write", path.display()))?;
         let r = check_file(&path, fault);
         let _ = std::fs::remove_file(&path);
-        Ok(r.map_err(|violation| Failure { index: k, toml, violation }))
+        Ok(r.map_err(|violation| Failure {
+            index: k,
+            toml,
+            violation,
+        }))
     };
     // Batches in parallel; the first failure by index is reported, so the
     // output does not depend on the thread count.
     let batch = (rayon::current_num_threads() * 4).max(1);
     let mut events_total = 0u64;
-    let mut failure: Option<Failure> = None;
+    let mut failures: Vec<Failure> = Vec::new();
     for chunk in indices.chunks(batch) {
-        let results: Vec<Result<std::result::Result<u64, Failure>>> = chunk.par_iter().map(|&k| run_one(k)).collect();
+        let results: Vec<Result<std::result::Result<u64, Failure>>> =
+            chunk.par_iter().map(|&k| run_one(k)).collect();
         for r in results {
             match r? {
                 Ok(e) => events_total += e,
                 Err(f) => {
-                    failure = Some(f);
-                    break;
+                    failures.push(f);
+                    if !args.keep_going {
+                        break;
+                    }
                 }
             }
         }
-        if failure.is_some() {
+        if !failures.is_empty() && !args.keep_going {
             break;
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
     let wall = t0.elapsed().as_secs_f64();
-    let Some(f) = failure else {
+    if failures.is_empty() {
         println!("ok: {} scenarios, {events_total} events", indices.len());
-        eprintln!("swarm: {:.2} s wall ({:.1} M events/s)", wall, events_total as f64 / wall.max(1e-9) / 1e6);
+        eprintln!(
+            "swarm: {:.2} s wall ({:.1} M events/s)",
+            wall,
+            events_total as f64 / wall.max(1e-9) / 1e6
+        );
         return Ok(ExitCode::SUCCESS);
-    };
-    let repro = reproduce_command(&args, f.index);
-    println!("violation: scenario {} of seed {}: {}", f.index, args.seed, f.violation.invariant);
+    }
+    if args.keep_going {
+        for f in &failures {
+            let first = f.violation.detail.lines().next().unwrap_or("");
+            let stack = if f
+                .toml
+                .lines()
+                .next()
+                .is_some_and(|l| l.contains("(psync stack)"))
+            {
+                "psync"
+            } else {
+                "async"
+            };
+            println!(
+                "violation: scenario {} ({stack}): {}: {first}",
+                f.index, f.violation.invariant
+            );
+        }
+        println!(
+            "failed: {} of {} scenarios ({events_total} events in the passing ones)",
+            failures.len(),
+            indices.len()
+        );
+    }
+    for f in failures
+        .iter()
+        .take(if args.keep_going { failures.len() } else { 1 })
+    {
+        report_failure(&args, f)?;
+    }
+    eprintln!("swarm: {:.2} s wall", wall);
+    Ok(ExitCode::from(1))
+}
+
+/// Prints a failure with its scenario and reproduce command, and saves it.
+fn report_failure(args: &SwarmArgs, f: &Failure) -> Result<()> {
+    let repro = reproduce_command(args, f.index);
+    println!(
+        "violation: scenario {} of seed {}: {}",
+        f.index, args.seed, f.violation.invariant
+    );
     println!("  {}", f.violation.detail.replace('\n', "\n  "));
     println!("--- scenario {} (TOML) ---", f.index);
     print!("{}", f.toml);
     println!("--- reproduce ---");
     println!("{repro}");
     if !args.no_save {
-        let path = args.save_dir.join(format!("swarm-seed{}-{}.toml", args.seed, f.index));
+        let path = args
+            .save_dir
+            .join(format!("swarm-seed{}-{}.toml", args.seed, f.index));
         let mut text = String::new();
         text.push_str(&format!("# violation: {}\n", f.violation.invariant));
         for line in f.violation.detail.lines() {
             text.push_str(&format!("#   {line}\n"));
         }
-        text.push_str(&format!("# found by: {repro}\n# replay: sim swarm --check {}\n", path.display()));
+        text.push_str(&format!(
+            "# found by: {repro}\n# replay: sim swarm --check {}\n",
+            path.display()
+        ));
         text.push_str(&f.toml);
         std::fs::create_dir_all(&args.save_dir)
             .and_then(|_| std::fs::write(&path, text))
             .with_context(|| format!("{}: cannot save the failing scenario", path.display()))?;
-        println!("saved: {} (replay: sim swarm --check {}; run: sim run {})", path.display(), path.display(), path.display());
+        println!(
+            "saved: {} (replay: sim swarm --check {}; run: sim run {})",
+            path.display(),
+            path.display(),
+            path.display()
+        );
     }
-    eprintln!("swarm: {:.2} s wall", wall);
-    Ok(ExitCode::from(1))
+    Ok(())
 }

@@ -38,11 +38,23 @@ use rand::Rng;
 /// that sized a scenario too large (both reported).
 pub const MAX_EVENTS_DEFAULT: u64 = 5_000_000;
 
+/// Which machine family the generator draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StackChoice {
+    /// 70% async (libaio) machines, 30% psync machines.
+    All,
+    /// libaio over SSDs, disks, md raid10, bcache, filesystem.
+    Async,
+    /// psync over pmem and dm-linear with the in-flight counter designs.
+    Psync,
+}
+
 /// Options of the generator.
 #[derive(Debug, Clone, Copy)]
 pub struct GenOptions {
     /// Written as `[simulation] max_events`.
     pub max_events: u64,
+    pub stack: StackChoice,
 }
 
 /// A TOML string literal.
@@ -83,15 +95,36 @@ struct Dev {
 pub fn generate(seed: u64, index: u64, opts: &GenOptions) -> String {
     let mut rng = component_rng(seed, &format!("swarm/{index}"));
     let mut t = String::new();
-    let sync = rng.random_bool(0.3);
-    let _ = writeln!(t, "# sim swarm --seed {seed}: scenario {index} ({} stack)", if sync { "psync" } else { "async" });
-    let _ = writeln!(t, "# reproduce: sim swarm --seed {seed} --count {} --only {index}", index + 1);
+    let drawn = rng.random_bool(0.3);
+    let sync = match opts.stack {
+        StackChoice::All => drawn,
+        StackChoice::Async => false,
+        StackChoice::Psync => true,
+    };
+    let _ = writeln!(
+        t,
+        "# sim swarm --seed {seed}: scenario {index} ({} stack)",
+        if sync { "psync" } else { "async" }
+    );
+    let stack = match opts.stack {
+        StackChoice::All => String::new(),
+        StackChoice::Async => " --stack async".into(),
+        StackChoice::Psync => " --stack psync".into(),
+    };
+    let _ = writeln!(
+        t,
+        "# reproduce: sim swarm --seed {seed} --only {index}{stack}"
+    );
     t.push_str("\n[simulation]\n");
     let _ = writeln!(t, "name = {}", q(&format!("swarm-{seed}-{index}")));
     let _ = writeln!(t, "seed = {}", rng.random_range(0..1u64 << 40));
     let _ = writeln!(t, "max_events = {}", opts.max_events);
     if rng.random_bool(0.5) {
-        let _ = writeln!(t, "report_interval = {}", q(&format!("{}us", rng.random_range(50..5000u64))));
+        let _ = writeln!(
+            t,
+            "report_interval = {}",
+            q(&format!("{}us", rng.random_range(50..5000u64)))
+        );
     }
     if sync {
         gen_sync(&mut rng, &mut t);
@@ -106,10 +139,17 @@ fn gen_cpu(rng: &mut ComponentRng, t: &mut String, max_sockets: u32, max_cores: 
     let cores = rng.random_range(1..=max_cores);
     let threads = rng.random_range(1..=2u32);
     t.push_str("\n[cpu]\n");
-    let _ = writeln!(t, "sockets = {sockets}\ncores_per_socket = {cores}\nthreads_per_core = {threads}");
+    let _ = writeln!(
+        t,
+        "sockets = {sockets}\ncores_per_socket = {cores}\nthreads_per_core = {threads}"
+    );
     let _ = writeln!(t, "clock_mhz = {}", rng.random_range(800..=4000u32));
     if rng.random_bool(0.5) {
-        let _ = writeln!(t, "smt_throughput_factor = {:.3}", rng.random_range(0.3..=1.0f64));
+        let _ = writeln!(
+            t,
+            "smt_throughput_factor = {:.3}",
+            rng.random_range(0.3..=1.0f64)
+        );
     }
     sockets * cores * threads
 }
@@ -125,8 +165,16 @@ fn gen_paths(rng: &mut ComponentRng, t: &mut String, names: &[&str]) {
         }
         let steps: Vec<String> = (0..rng.random_range(1..=3))
             .map(|k| {
-                let mode = if rng.random_bool(0.25) { ", dso = \"fio\", mode = \"user\"" } else { "" };
-                format!("{{ sym = {}, ns = {}{mode} }}", q(&format!("{name}_{k}")), rng.random_range(0..3000u32))
+                let mode = if rng.random_bool(0.25) {
+                    ", dso = \"fio\", mode = \"user\""
+                } else {
+                    ""
+                };
+                format!(
+                    "{{ sym = {}, ns = {}{mode} }}",
+                    q(&format!("{name}_{k}")),
+                    rng.random_range(0..3000u32)
+                )
             })
             .collect();
         let _ = writeln!(t, "{name} = [{}]", steps.join(", "));
@@ -144,14 +192,22 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) {
         t.push_str("\n[ahci]\n");
         let _ = writeln!(t, "ncq_tags = {ncq_tags}");
         if rng.random_bool(0.7) {
-            let _ = writeln!(t, "irq_delivery = {}", q(&format!("{}ns", rng.random_range(0..3000u32))));
+            let _ = writeln!(
+                t,
+                "irq_delivery = {}",
+                q(&format!("{}ns", rng.random_range(0..3000u32)))
+            );
         }
     }
     let _ = ncq_tags;
 
     let mut devs: Vec<Dev> = Vec::new();
     let n_ssd = rng.random_range(0..=2u32);
-    let n_hdd = if n_ssd == 0 { rng.random_range(1..=4u32) } else { rng.random_range(0..=4u32) };
+    let n_hdd = if n_ssd == 0 {
+        rng.random_range(1..=4u32)
+    } else {
+        rng.random_range(0..=4u32)
+    };
     let mut ssd_names = Vec::new();
     for i in 0..n_ssd {
         let name = format!("ssd{i}");
@@ -159,18 +215,46 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) {
         let bytes = *pick(rng, &[256u64 << 20, 1 << 30, 4 << 30, 60 << 30]);
         t.push_str("\n[[ssd]]\n");
         let _ = writeln!(t, "name = {}\ncapacity = {}", q(&name), size(bytes));
-        let _ = writeln!(t, "link_mb_per_s = {:.1}", rng.random_range(100.0..1000.0f64));
-        let _ = writeln!(t, "link_cmd_overhead = {}", q(&format!("{}ns", rng.random_range(0..3000u32))));
-        let _ = writeln!(t, "controller_per_cmd = {}", q(&format!("{}ns", rng.random_range(0..10_000u32))));
+        let _ = writeln!(
+            t,
+            "link_mb_per_s = {:.1}",
+            rng.random_range(100.0..1000.0f64)
+        );
+        let _ = writeln!(
+            t,
+            "link_cmd_overhead = {}",
+            q(&format!("{}ns", rng.random_range(0..3000u32)))
+        );
+        let _ = writeln!(
+            t,
+            "controller_per_cmd = {}",
+            q(&format!("{}ns", rng.random_range(0..10_000u32)))
+        );
         let _ = writeln!(t, "channels = {}", rng.random_range(1..=16u32));
         let _ = writeln!(t, "page_size = {}", size(page));
-        let _ = writeln!(t, "page_read = {}", q(&format!("{}us", rng.random_range(20..=200u32))));
-        let _ = writeln!(t, "page_program = {}", q(&format!("{}us", rng.random_range(200..=2000u32))));
-        let _ = writeln!(t, "ftl_map_miss_ratio = {:.3}", rng.random_range(0.0..=1.0f64));
+        let _ = writeln!(
+            t,
+            "page_read = {}",
+            q(&format!("{}us", rng.random_range(20..=200u32)))
+        );
+        let _ = writeln!(
+            t,
+            "page_program = {}",
+            q(&format!("{}us", rng.random_range(200..=2000u32)))
+        );
+        let _ = writeln!(
+            t,
+            "ftl_map_miss_ratio = {:.3}",
+            rng.random_range(0.0..=1.0f64)
+        );
         if rng.random_bool(0.6) {
             let _ = writeln!(t, "queue_depth = {}", rng.random_range(1..=32u32));
         }
-        devs.push(Dev { name: name.clone(), bytes, in_array: false });
+        devs.push(Dev {
+            name: name.clone(),
+            bytes,
+            in_array: false,
+        });
         ssd_names.push(name);
     }
     let mut hdd_bytes = Vec::new();
@@ -191,7 +275,10 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) {
         if rng.random_bool(0.4) {
             let outer = rng.random_range(60.0..200.0f64);
             let inner = outer * rng.random_range(0.4..=1.0f64);
-            let _ = writeln!(t, "media_outer_mb_per_s = {outer:.1}\nmedia_inner_mb_per_s = {inner:.1}");
+            let _ = writeln!(
+                t,
+                "media_outer_mb_per_s = {outer:.1}\nmedia_inner_mb_per_s = {inner:.1}"
+            );
         }
         if rng.random_bool(0.3) {
             // Scaling the default seek curve keeps it fittable.
@@ -206,13 +293,21 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) {
             );
         }
         if rng.random_bool(0.3) {
-            let _ = writeln!(t, "command_overhead = {}", q(&format!("{}us", rng.random_range(0..=300u32))));
+            let _ = writeln!(
+                t,
+                "command_overhead = {}",
+                q(&format!("{}us", rng.random_range(0..=300u32)))
+            );
         }
         if rng.random_bool(0.5) {
             let _ = writeln!(t, "ncq_depth = {}", rng.random_range(1..=32u32));
         }
         if rng.random_bool(0.3) {
-            let _ = writeln!(t, "readahead = {}", size(*pick(rng, &[0u64, 64 << 10, 256 << 10])));
+            let _ = writeln!(
+                t,
+                "readahead = {}",
+                size(*pick(rng, &[0u64, 64 << 10, 256 << 10]))
+            );
         }
         if rng.random_bool(0.5) {
             let _ = writeln!(t, "write_cache = true");
@@ -221,9 +316,17 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) {
             }
         }
         if rng.random_bool(0.2) {
-            let _ = writeln!(t, "starvation_limit = {}", q(&format!("{}ms", rng.random_range(5..=500u32))));
+            let _ = writeln!(
+                t,
+                "starvation_limit = {}",
+                q(&format!("{}ms", rng.random_range(5..=500u32)))
+            );
         }
-        devs.push(Dev { name, bytes, in_array: false });
+        devs.push(Dev {
+            name,
+            bytes,
+            in_array: false,
+        });
         hdd_bytes.push(bytes);
     }
     // md raid10 over some of the disks.
@@ -243,14 +346,22 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) {
         }
         // Half the exact array size, minus a chunk: safely inside.
         let bytes = (min_member.saturating_sub(chunk) / copies as u64 * n as u64) / 2;
-        devs.push(Dev { name: "md0".into(), bytes, in_array: false });
+        devs.push(Dev {
+            name: "md0".into(),
+            bytes,
+            in_array: false,
+        });
     }
     let mut targets: Vec<Dev> = devs.iter().filter(|d| !d.in_array).cloned().collect();
 
     // bcache: an SSD caching another device.
     if !ssd_names.is_empty() && targets.len() >= 2 && rng.random_bool(0.6) {
         let cache = pick(rng, &ssd_names).clone();
-        let backs: Vec<Dev> = targets.iter().filter(|d| d.name != cache).cloned().collect();
+        let backs: Vec<Dev> = targets
+            .iter()
+            .filter(|d| d.name != cache)
+            .cloned()
+            .collect();
         let backing = pick(rng, &backs).clone();
         let cache_bytes = devs.iter().find(|d| d.name == cache).map_or(0, |d| d.bytes);
         let bucket = pow2(rng, 12, 20);
@@ -260,7 +371,11 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) {
         if rng.random_bool(0.5) {
             let _ = writeln!(t, "btree_node_size = {}", size(pow2(rng, 12, 18)));
         }
-        let _ = writeln!(t, "cache_mode = {}", q(*pick(rng, &["writethrough", "writearound", "none"])));
+        let _ = writeln!(
+            t,
+            "cache_mode = {}",
+            q(*pick(rng, &["writethrough", "writearound", "none"]))
+        );
         if rng.random_bool(0.6) {
             let ext = pow2(rng, 12, 20);
             let room = (cache_bytes - bucket).min(backing.bytes) / 2;
@@ -268,9 +383,19 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) {
             let offset = rng.random_range(0..=(backing.bytes / 2 / ext)) * ext;
             let offset = offset.min(backing.bytes - n_ext * ext);
             t.push_str("\n[bcache.populate]\n");
-            let _ = writeln!(t, "offset = {}\nlength = {}\nextent_size = {}", size(offset), size(n_ext * ext), size(ext));
+            let _ = writeln!(
+                t,
+                "offset = {}\nlength = {}\nextent_size = {}",
+                size(offset),
+                size(n_ext * ext),
+                size(ext)
+            );
         }
-        targets.push(Dev { name: "bcache0".into(), bytes: backing.bytes, in_array: false });
+        targets.push(Dev {
+            name: "bcache0".into(),
+            bytes: backing.bytes,
+            in_array: false,
+        });
     }
 
     // A filesystem on one target.
@@ -286,7 +411,11 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) {
     if rng.random_bool(0.5) {
         t.push_str("\n[costs]\n");
         if rng.random_bool(0.5) {
-            let _ = writeln!(t, "perf_idle_weight = {:.3}", rng.random_range(0.0..=1.0f64));
+            let _ = writeln!(
+                t,
+                "perf_idle_weight = {:.3}",
+                rng.random_range(0.0..=1.0f64)
+            );
         }
         if rng.random_bool(0.3) {
             let _ = writeln!(
@@ -301,9 +430,22 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) {
         rng,
         t,
         &[
-            "fio_prep", "fio_complete", "io_submit_call", "submit_io", "fs_lookup", "make_request",
-            "bcache_request", "issue_cmd", "getevents_call", "reap_event", "sleep", "wakeup_target",
-            "irq_entry", "irq_per_cmd", "wake_remote", "idle_exit",
+            "fio_prep",
+            "fio_complete",
+            "io_submit_call",
+            "submit_io",
+            "fs_lookup",
+            "make_request",
+            "bcache_request",
+            "issue_cmd",
+            "getevents_call",
+            "reap_event",
+            "sleep",
+            "wakeup_target",
+            "irq_entry",
+            "irq_per_cmd",
+            "wake_remote",
+            "idle_exit",
         ],
     );
 
@@ -312,7 +454,10 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) {
         let target = pick(rng, &targets).clone();
         t.push_str("\n[[job]]\n");
         let _ = writeln!(t, "name = {}", q(&format!("job{i}")));
-        let rw = *pick(rng, &["read", "write", "randread", "randwrite", "rw", "randrw"]);
+        let rw = *pick(
+            rng,
+            &["read", "write", "randread", "randwrite", "rw", "randrw"],
+        );
         let _ = writeln!(t, "rw = {}", q(rw));
         let (bs_min, bs_max) = if rng.random_bool(0.75) {
             let b = *pick(rng, &[512u64, 4096, 8192, 16384, 65536, 131072]);
@@ -331,7 +476,11 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) {
             let _ = writeln!(t, "buffered = 0");
         }
         let any_depth = rng.random_range(1..=128u32);
-        let _ = writeln!(t, "iodepth = {}", pick(rng, &[1u32, 2, 4, 8, 16, 31, 32, 64, any_depth]));
+        let _ = writeln!(
+            t,
+            "iodepth = {}",
+            pick(rng, &[1u32, 2, 4, 8, 16, 31, 32, 64, any_depth])
+        );
         if rng.random_bool(0.5) {
             let _ = writeln!(t, "numjobs = {}", rng.random_range(1..=4u32));
         }
@@ -361,13 +510,25 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) {
                 let _ = writeln!(t, "io_size = {}", size(region * rng.random_range(1..=3u64)));
             }
             2 => {
-                let _ = writeln!(t, "time_based = 1\nruntime = {}", q(&format!("{}us", rng.random_range(100..=20_000u32))));
+                let _ = writeln!(
+                    t,
+                    "time_based = 1\nruntime = {}",
+                    q(&format!("{}us", rng.random_range(100..=20_000u32)))
+                );
                 if rng.random_bool(0.3) {
-                    let _ = writeln!(t, "ramp_time = {}", q(&format!("{}us", rng.random_range(10..=2_000u32))));
+                    let _ = writeln!(
+                        t,
+                        "ramp_time = {}",
+                        q(&format!("{}us", rng.random_range(10..=2_000u32)))
+                    );
                 }
             }
             _ => {
-                let _ = writeln!(t, "runtime = {}", q(&format!("{}us", rng.random_range(100..=20_000u32))));
+                let _ = writeln!(
+                    t,
+                    "runtime = {}",
+                    q(&format!("{}us", rng.random_range(100..=20_000u32)))
+                );
             }
         }
         if rw.starts_with("rand") && rng.random_bool(0.4) {
@@ -394,7 +555,12 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) {
         for v in 0..rng.random_range(1..=2u32) {
             t.push_str("\n[[variant]]\n");
             let _ = writeln!(t, "name = \"v{v}\"");
-            let _ = writeln!(t, "set = {{ \"job.iodepth\" = {}, \"simulation.seed\" = {} }}", rng.random_range(1..=32u32), rng.random_range(0..100u32));
+            let _ = writeln!(
+                t,
+                "set = {{ \"job.iodepth\" = {}, \"simulation.seed\" = {} }}",
+                rng.random_range(1..=32u32),
+                rng.random_range(0..100u32)
+            );
         }
     }
 }
@@ -407,7 +573,13 @@ fn gen_sync(rng: &mut ComponentRng, t: &mut String) {
         let other = socket + rng.random_range(0..=300u64);
         t.push_str("\n[coherence]\n");
         let _ = writeln!(t, "transfer_same_core_ns = {core}\ntransfer_same_socket_ns = {socket}\ntransfer_other_socket_ns = {other}");
-        let _ = writeln!(t, "local_rmw_ns = {}\nlocal_access_ns = {}\nfence_ns = {}", rng.random_range(0..=30u32), rng.random_range(0..=5u32), rng.random_range(0..=30u32));
+        let _ = writeln!(
+            t,
+            "local_rmw_ns = {}\nlocal_access_ns = {}\nfence_ns = {}",
+            rng.random_range(0..=30u32),
+            rng.random_range(0..=5u32),
+            rng.random_range(0..=30u32)
+        );
         if rng.random_bool(0.15) {
             let _ = writeln!(t, "free_transfers = true");
         }
@@ -419,7 +591,12 @@ fn gen_sync(rng: &mut ComponentRng, t: &mut String) {
         let bytes = *pick(rng, &[1u64 << 20, 64 << 20, 1 << 30, 16 << 30]);
         t.push_str("\n[[pmem]]\n");
         let _ = writeln!(t, "name = \"pmem{i}\"\nsize_bytes = {bytes}");
-        let _ = writeln!(t, "request_ns = {}\ncopy_bytes_per_us = {}", rng.random_range(0..=500u32), rng.random_range(100..=10_000u32));
+        let _ = writeln!(
+            t,
+            "request_ns = {}\ncopy_bytes_per_us = {}",
+            rng.random_range(0..=500u32),
+            rng.random_range(100..=10_000u32)
+        );
         let _ = writeln!(t, "iostat = {}", rng.random_bool(0.6));
         let _ = writeln!(t, "accounting = {}", q(*pick(rng, &["shared", "percpu"])));
         files.push(format!("/dev/pmem{i}"));
@@ -429,7 +606,14 @@ fn gen_sync(rng: &mut ComponentRng, t: &mut String) {
         let under = rng.random_range(0..n_pmem as usize);
         t.push_str("\n[dm]\nname = \"linear\"\ntarget = \"linear\"\n");
         let _ = writeln!(t, "device = {}", q(&files[under]));
-        let _ = writeln!(t, "accounting = {}", q(*pick(rng, &["shared", "percpu", "percpu_no_pending", "percpu_pending_io"])));
+        let _ = writeln!(
+            t,
+            "accounting = {}",
+            q(*pick(
+                rng,
+                &["shared", "percpu", "percpu_no_pending", "percpu_pending_io"]
+            ))
+        );
         let _ = writeln!(
             t,
             "submit_ns = {}\nclone_ns = {}\nmap_ns = {}\nendio_ns = {}",
@@ -441,12 +625,20 @@ fn gen_sync(rng: &mut ComponentRng, t: &mut String) {
         files.push("/dev/mapper/linear".into());
         pmem_bytes.push(pmem_bytes[under]);
     }
-    gen_paths(rng, t, &["fio_prep", "pread_call", "make_request", "fio_complete"]);
+    gen_paths(
+        rng,
+        t,
+        &["fio_prep", "pread_call", "make_request", "fio_complete"],
+    );
 
     // Jobs: disjoint CPU blocks (time-sharing a CPU is not modelled), one
     // runtime and ramp for all.
     let runtime_us = rng.random_range(20..=300u32);
-    let ramp_us = if rng.random_bool(0.3) { rng.random_range(1..=50u32) } else { 0 };
+    let ramp_us = if rng.random_bool(0.3) {
+        rng.random_range(1..=50u32)
+    } else {
+        0
+    };
     let n_jobs = rng.random_range(1..=3u32).min(ncpu);
     let mut next_cpu = 0u32;
     for i in 0..n_jobs {
@@ -455,14 +647,28 @@ fn gen_sync(rng: &mut ComponentRng, t: &mut String) {
         let f = rng.random_range(0..files.len());
         let bs = *pick(rng, &[512u64, 4096, 8192, 65536]);
         t.push_str("\n[[job]]\n");
-        let _ = writeln!(t, "name = \"job{i}\"\nfilename = {}\nioengine = {}", q(&files[f]), q(*pick(rng, &["psync", "sync", "pvsync"])));
-        let _ = writeln!(t, "rw = {}\nbs = {}\ndirect = 1", q(*pick(rng, &["read", "randread", "write", "randwrite"])), size(bs));
+        let _ = writeln!(
+            t,
+            "name = \"job{i}\"\nfilename = {}\nioengine = {}",
+            q(&files[f]),
+            q(*pick(rng, &["psync", "sync", "pvsync"]))
+        );
+        let _ = writeln!(
+            t,
+            "rw = {}\nbs = {}\ndirect = 1",
+            q(*pick(rng, &["read", "randread", "write", "randwrite"])),
+            size(bs)
+        );
         if rng.random_bool(0.3) {
             let _ = writeln!(t, "iodepth = {}", rng.random_range(1..=8u32));
         }
         let _ = writeln!(t, "numjobs = {numjobs}");
         if n_jobs > 1 || rng.random_bool(0.3) {
-            let _ = writeln!(t, "cpus_allowed = {}", q(&format!("{}-{}", next_cpu, next_cpu + numjobs - 1)));
+            let _ = writeln!(
+                t,
+                "cpus_allowed = {}",
+                q(&format!("{}-{}", next_cpu, next_cpu + numjobs - 1))
+            );
         }
         next_cpu += numjobs;
         let _ = writeln!(t, "runtime = {}", q(&format!("{runtime_us}us")));
@@ -480,8 +686,12 @@ fn gen_sync(rng: &mut ComponentRng, t: &mut String) {
         }
     }
     if rng.random_bool(0.2) {
-        t.push_str("\n[[variant]]\nname = \"shared\"\nset = { \"pmem.accounting\" = \"shared\" }\n");
-        t.push_str("\n[[variant]]\nname = \"percpu\"\nset = { \"pmem.accounting\" = \"percpu\" }\n");
+        t.push_str(
+            "\n[[variant]]\nname = \"shared\"\nset = { \"pmem.accounting\" = \"shared\" }\n",
+        );
+        t.push_str(
+            "\n[[variant]]\nname = \"percpu\"\nset = { \"pmem.accounting\" = \"percpu\" }\n",
+        );
     }
 }
 
@@ -496,7 +706,10 @@ pub struct Violation {
 
 impl Violation {
     fn new(invariant: &str, detail: impl Into<String>) -> Self {
-        Violation { invariant: invariant.into(), detail: detail.into() }
+        Violation {
+            invariant: invariant.into(),
+            detail: detail.into(),
+        }
     }
 }
 
@@ -534,17 +747,25 @@ fn run_caught(sc: &Scenario, opts: &RunOptions) -> Result<blocksim_models::RunOu
     PANIC_MSG.with(|m| m.borrow_mut().take());
     match catch_unwind(AssertUnwindSafe(|| blocksim_models::run(sc, opts))) {
         Ok(Ok(out)) => Ok(out),
-        Ok(Err(ModelError::Config(e))) => Err(Violation::new("invalid scenario (generator bug if generated)", e)),
-        Ok(Err(e @ ModelError::Bound(_))) => Err(Violation::new("simulation did not finish normally", e.to_string())),
+        Ok(Err(ModelError::Config(e))) => Err(Violation::new(
+            "invalid scenario (generator bug if generated)",
+            e,
+        )),
+        Ok(Err(e @ ModelError::Bound(_))) => Err(Violation::new(
+            "simulation did not finish normally",
+            e.to_string(),
+        )),
         Ok(Err(ModelError::Invariant(e))) => Err(Violation::new("model invariant", e)),
         Err(payload) => {
-            let msg = PANIC_MSG.with(|m| m.borrow_mut().take()).unwrap_or_else(|| {
-                payload
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "(non-string panic payload)".into())
-            });
+            let msg = PANIC_MSG
+                .with(|m| m.borrow_mut().take())
+                .unwrap_or_else(|| {
+                    payload
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "(non-string panic payload)".into())
+                });
             Err(Violation::new("model assertion (panic)", msg))
         }
     }
@@ -564,11 +785,29 @@ fn results_json(r: &RunReport) -> String {
 /// checks every invariant. Returns the events of the first run. `fault` is
 /// a test-only injected fault (proves the checks fire).
 pub fn check_scenario(sc: &Scenario, fault: Option<Fault>) -> Result<u64, Violation> {
-    let first = run_caught(sc, &RunOptions { fault, ..RunOptions::default() })?;
-    let second = run_caught(sc, &RunOptions { profile: true, verbose: true, fault })?;
+    let first = run_caught(
+        sc,
+        &RunOptions {
+            fault,
+            ..RunOptions::default()
+        },
+    )?;
+    let second = run_caught(
+        sc,
+        &RunOptions {
+            profile: true,
+            verbose: true,
+            fault,
+            ..RunOptions::default()
+        },
+    )?;
     let (a, b) = (results_json(&first.report), results_json(&second.report));
     if a != b || first.events_processed != second.events_processed {
-        let at = a.bytes().zip(b.bytes()).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+        let at = a
+            .bytes()
+            .zip(b.bytes())
+            .position(|(x, y)| x != y)
+            .unwrap_or(a.len().min(b.len()));
         let lo = at.saturating_sub(80);
         return Err(Violation::new(
             "determinism: a second run (with --profile --verbose) differs",
@@ -589,22 +828,39 @@ fn near_pct(sum: f64) -> bool {
     (sum - 100.0).abs() < 0.01 || sum == 0.0
 }
 
-fn check_dir(job: &JobConfig, name: &str, d: &DirReport) -> Result<(), Violation> {
-    let bad = |what: &str, detail: String| Err(Violation::new(what, format!("job `{}` {name}: {detail}", job.name)));
+fn check_dir(job: &JobConfig, ramp: bool, name: &str, d: &DirReport) -> Result<(), Violation> {
+    let bad = |what: &str, detail: String| {
+        Err(Violation::new(
+            what,
+            format!("job `{}` {name}: {detail}", job.name),
+        ))
+    };
     let n = d.total_ios;
     if d.lat.count() != n || (!d.clat.is_empty() && d.clat.count() != n) {
         return bad(
             "report: latency samples = I/Os",
-            format!("{n} I/Os but lat has {} samples, clat {}", d.lat.count(), d.clat.count()),
+            format!(
+                "{n} I/Os but lat has {} samples, clat {}",
+                d.lat.count(),
+                d.clat.count()
+            ),
         );
     }
-    if !d.slat.is_empty() && d.slat.count() != n {
-        return bad("report: latency samples = I/Os", format!("{n} I/Os but slat has {} samples", d.slat.count()));
+    // Statistics restart at the end of ramp_time: I/Os submitted before and
+    // completed after it have clat and lat but no slat (as in fio).
+    if !ramp && !d.slat.is_empty() && d.slat.count() != n {
+        return bad(
+            "report: latency samples = I/Os",
+            format!("{n} I/Os but slat has {} samples", d.slat.count()),
+        );
     }
     if d.io_bytes < n * job.bs_bytes_min || d.io_bytes > n * job.bs_bytes_max {
         return bad(
             "report: bytes fit the block sizes",
-            format!("{} bytes in {n} I/Os of {}..={} bytes", d.io_bytes, job.bs_bytes_min, job.bs_bytes_max),
+            format!(
+                "{} bytes in {n} I/Os of {}..={} bytes",
+                d.io_bytes, job.bs_bytes_min, job.bs_bytes_max
+            ),
         );
     }
     if n > 0 && !d.clat.is_empty() {
@@ -624,7 +880,10 @@ fn check_dir(job: &JobConfig, name: &str, d: &DirReport) -> Result<(), Violation
             );
         }
         if !c.mean_ns().is_finite() || !l.mean_ns().is_finite() {
-            return bad("report: finite numbers", "latency mean is not finite".into());
+            return bad(
+                "report: finite numbers",
+                "latency mean is not finite".into(),
+            );
         }
     }
     Ok(())
@@ -635,20 +894,33 @@ pub fn check_report(sc: &Scenario, r: &RunReport) -> Result<(), Violation> {
     if r.jobs.len() != sc.jobs.len() {
         return Err(Violation::new(
             "report: one entry per [[job]]",
-            format!("{} jobs in the scenario, {} in the report", sc.jobs.len(), r.jobs.len()),
+            format!(
+                "{} jobs in the scenario, {} in the report",
+                sc.jobs.len(),
+                r.jobs.len()
+            ),
         ));
     }
     let sync = blocksim_models::sync_stack::handles(sc);
     for (job, jr) in sc.jobs.iter().zip(&r.jobs) {
-        let bad = |what: &str, detail: String| Err(Violation::new(what, format!("job `{}`: {detail}", job.name)));
-        check_dir(job, "read", &jr.read)?;
-        check_dir(job, "write", &jr.write)?;
+        let bad = |what: &str, detail: String| {
+            Err(Violation::new(
+                what,
+                format!("job `{}`: {detail}", job.name),
+            ))
+        };
+        let ramp = sc.jobs.iter().any(|j| j.ramp_time_ns > 0);
+        check_dir(job, ramp, "read", &jr.read)?;
+        check_dir(job, ramp, "write", &jr.write)?;
         let (reads, writes) = (jr.read.total_ios, jr.write.total_ios);
         let read_pct = job.rwmixread_pct;
         if (read_pct == 0 && reads > 0) || (read_pct == 100 && writes > 0) {
             return bad(
                 "report: directions follow rw/rwmixread",
-                format!("rw={} rwmixread={read_pct} but {reads} reads, {writes} writes", job.rw.as_str()),
+                format!(
+                    "rw={} rwmixread={read_pct} but {reads} reads, {writes} writes",
+                    job.rw.as_str()
+                ),
             );
         }
         let ios = reads + writes;
@@ -656,7 +928,7 @@ pub fn check_report(sc: &Scenario, r: &RunReport) -> Result<(), Violation> {
         // psync stack always has a runtime).
         if let Some(limit_bytes) = job.io_size_bytes.or(job.size_bytes) {
             let per_clone = limit_bytes / job.bs_bytes_min;
-            if !sync && !job.time_based && job.runtime_ns.is_none() && job.ramp_time_ns == 0 {
+            if !sync && !job.time_based && job.runtime_ns.is_none() && !ramp {
                 let want = per_clone * job.numjobs as u64;
                 if ios != want {
                     return bad(
@@ -664,12 +936,16 @@ pub fn check_report(sc: &Scenario, r: &RunReport) -> Result<(), Violation> {
                         format!("{ios} I/Os, expected {} clones x {per_clone}", job.numjobs),
                     );
                 }
-            } else if !job.time_based && job.ramp_time_ns == 0 {
+            } else if !job.time_based && !ramp {
                 let limit = per_clone.max(1) * job.numjobs as u64;
                 if ios > limit {
                     return bad(
                         "report: no job does more than size/bs I/Os per clone",
-                        format!("{ios} I/Os, limit {} clones x {}", job.numjobs, per_clone.max(1)),
+                        format!(
+                            "{ios} I/Os, limit {} clones x {}",
+                            job.numjobs,
+                            per_clone.max(1)
+                        ),
                     );
                 }
             }
@@ -684,23 +960,40 @@ pub fn check_report(sc: &Scenario, r: &RunReport) -> Result<(), Violation> {
                 }
             }
         }
-        for (what, a) in [("iodepth_level", &jr.iodepth_level), ("iodepth_submit", &jr.iodepth_submit), ("iodepth_complete", &jr.iodepth_complete)] {
+        for (what, a) in [
+            ("iodepth_level", &jr.iodepth_level),
+            ("iodepth_submit", &jr.iodepth_submit),
+            ("iodepth_complete", &jr.iodepth_complete),
+        ] {
             let sum: f64 = a.iter().sum();
             if !near_pct(sum) || a.iter().any(|v| !(0.0..=100.0 + 1e-9).contains(v)) {
-                return bad("report: depth distributions sum to 100%", format!("{what} = {a:?} (sum {sum})"));
+                return bad(
+                    "report: depth distributions sum to 100%",
+                    format!("{what} = {a:?} (sum {sum})"),
+                );
             }
         }
         let cpu = jr.usr_cpu_pct + jr.sys_cpu_pct;
-        if !(cpu.is_finite() && jr.usr_cpu_pct >= 0.0 && jr.sys_cpu_pct >= 0.0 && cpu <= 100.0 + 1e-6) {
+        if !(cpu.is_finite()
+            && jr.usr_cpu_pct >= 0.0
+            && jr.sys_cpu_pct >= 0.0
+            && cpu <= 100.0 + 1e-6)
+        {
             return bad(
                 "report: a job thread uses at most 100% of a CPU",
-                format!("usr {:.4}% + sys {:.4}% = {cpu:.4}%", jr.usr_cpu_pct, jr.sys_cpu_pct),
+                format!(
+                    "usr {:.4}% + sys {:.4}% = {cpu:.4}%",
+                    jr.usr_cpu_pct, jr.sys_cpu_pct
+                ),
             );
         }
     }
     for d in &r.disks {
         if !(d.util_pct.is_finite() && (0.0..=100.0 + 1e-6).contains(&d.util_pct)) {
-            return Err(Violation::new("report: device utilisation within 0..=100%", format!("{}: util {}%", d.name, d.util_pct)));
+            return Err(Violation::new(
+                "report: device utilisation within 0..=100%",
+                format!("{}: util {}%", d.name, d.util_pct),
+            ));
         }
     }
     if !sync {
@@ -732,9 +1025,14 @@ fn check_device_counts(sc: &Scenario, r: &RunReport) -> Result<(), Violation> {
         e[1] += jr.write.total_ios;
     }
     let disk = |name: &str| r.disks.iter().find(|d| d.name == name);
-    let got = |name: &str| disk(name).map(|d| [d.read_ios + d.read_merges, d.write_ios + d.write_merges]);
+    let got =
+        |name: &str| disk(name).map(|d| [d.read_ios + d.read_merges, d.write_ios + d.write_merges]);
     let (bc_name, cache, backing) = match &sc.bcache {
-        Some(b) => (b.name.clone(), Some(b.cache.clone()), Some(b.backing.clone())),
+        Some(b) => (
+            b.name.clone(),
+            Some(b.cache.clone()),
+            Some(b.backing.clone()),
+        ),
         None => (String::new(), None, None),
     };
     for (dev, want) in &per_dev {
@@ -779,7 +1077,10 @@ mod tests {
 
     #[test]
     fn generation_is_deterministic_and_parses() {
-        let opts = GenOptions { max_events: 1000 };
+        let opts = GenOptions {
+            max_events: 1000,
+            stack: StackChoice::All,
+        };
         for i in 0..50 {
             let a = generate(7, i, &opts);
             assert_eq!(a, generate(7, i, &opts));

@@ -1,0 +1,10 @@
+//! Fuzz target: fio job files (`sim run --job`) (see tests/fuzz_regressions/harness.rs).
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+#[path = "../../tests/fuzz_regressions/harness.rs"]
+mod harness;
+
+fuzz_target!(|data: &[u8]| {
+    harness::fio_job(data);
+});

@@ -1,0 +1,10 @@
+//! Fuzz target: scenario TOML files, loaded and run as `sim run` does (see tests/fuzz_regressions/harness.rs).
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+#[path = "../../tests/fuzz_regressions/harness.rs"]
+mod harness;
+
+fuzz_target!(|data: &[u8]| {
+    harness::scenario_toml(data);
+});

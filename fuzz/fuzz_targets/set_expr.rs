@@ -1,0 +1,10 @@
+//! Fuzz target: `--set` expressions on small base scenarios (see tests/fuzz_regressions/harness.rs).
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+#[path = "../../tests/fuzz_regressions/harness.rs"]
+mod harness;
+
+fuzz_target!(|data: &[u8]| {
+    harness::set_expr(data);
+});

@@ -1,0 +1,196 @@
+//! The bodies of the input fuzz targets, shared by `fuzz/fuzz_targets/
+//! {scenario_toml,fio_job,set_expr}.rs` (cargo-fuzz) and
+//! `tests/fuzz_regressions.rs` (replays saved inputs on every `cargo test`).
+//!
+//! Each body must return normally for any input: bad input is an `Err`, never
+//! a panic. Loaded scenarios are also run, with `max_events` capped so one
+//! execution stays short, so values the loader accepts but a model cannot
+//! handle are found too.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+
+use blocksim::scenario::{load, LoadOptions};
+use blocksim_models::{RunOptions, Scenario};
+
+/// Events one fuzz execution may simulate per scenario.
+const FUZZ_MAX_EVENTS: u64 = 2_000;
+
+thread_local! {
+    static DIR: RefCell<Option<PathBuf>> = const { RefCell::new(None) };
+}
+
+/// A per-process, per-thread scratch directory (the loaders read files).
+fn scratch(name: &str) -> PathBuf {
+    DIR.with(|d| {
+        let mut d = d.borrow_mut();
+        let dir = d.get_or_insert_with(|| {
+            let dir = std::env::temp_dir().join(format!(
+                "blocksim-fuzz-{}-{:?}",
+                std::process::id(),
+                std::thread::current().id()
+            ));
+            std::fs::create_dir_all(&dir).expect("create the fuzz scratch directory");
+            dir
+        });
+        dir.join(name)
+    })
+}
+
+fn run_capped(sc: &Scenario) {
+    let mut sc = sc.clone();
+    sc.simulation.max_events = sc.simulation.max_events.min(FUZZ_MAX_EVENTS);
+    let _ = blocksim_models::run(&sc, &RunOptions::default());
+}
+
+fn load_and_run(path: &Path, opts: &LoadOptions<'_>) {
+    if let Ok(loaded) = load(path, opts) {
+        run_capped(&loaded.base);
+        for (_, sc) in &loaded.variants {
+            run_capped(sc);
+        }
+    }
+}
+
+/// Scenario TOML: any bytes as a scenario file, loaded as `sim run` does.
+pub fn scenario_toml(data: &[u8]) {
+    let path = scratch("scenario.toml");
+    std::fs::write(&path, data).expect("write the fuzz input");
+    load_and_run(&path, &LoadOptions::default());
+}
+
+/// fio job files: any bytes as a job file replacing a scenario's jobs.
+pub fn fio_job(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = blocksim::fiojob::parse_job_text(Path::new("fuzz.fio"), text);
+    }
+    let job = scratch("job.fio");
+    std::fs::write(&job, data).expect("write the fuzz input");
+    let base = base_scenario(0);
+    load_and_run(
+        &base,
+        &LoadOptions {
+            job_file: Some(&job),
+            ..LoadOptions::default()
+        },
+    );
+}
+
+/// `--set` expressions: one per line, applied to a small base scenario
+/// (the first byte picks the async or the psync base).
+pub fn set_expr(data: &[u8]) {
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    let Ok(text) = std::str::from_utf8(rest) else {
+        return;
+    };
+    let sets: Vec<String> = text.lines().map(str::to_string).collect();
+    let base = base_scenario(which as usize % 2);
+    load_and_run(
+        &base,
+        &LoadOptions {
+            sets: &sets,
+            ..LoadOptions::default()
+        },
+    );
+}
+
+/// Small base scenarios for `--set` and job-file fuzzing.
+const BASES: [&str; 2] = [
+    r#"
+[simulation]
+name = "fuzz-async"
+[cpu]
+cores_per_socket = 2
+clock_mhz = 2000
+irq_cpu = 0
+[ahci]
+ncq_tags = 8
+[[ssd]]
+name = "sda"
+capacity = "256m"
+link_mb_per_s = 300.0
+link_cmd_overhead = "1us"
+controller_per_cmd = "4us"
+channels = 4
+page_size = "4k"
+page_read = "100us"
+page_program = "900us"
+ftl_map_miss_ratio = 0.5
+[[hdd]]
+name = "sdb"
+capacity = "2g"
+[[hdd]]
+name = "sdc"
+capacity = "2g"
+[[raid10]]
+name = "md0"
+members = ["sdb", "sdc"]
+[bcache]
+name = "bcache0"
+cache = "sda"
+backing = "md0"
+[bcache.populate]
+length = "1m"
+extent_size = "64k"
+[filesystem]
+mount = "/mnt"
+device = "bcache0"
+[costs.paths]
+fio_prep = [{ sym = "prep", ns = 100 }]
+[[job]]
+name = "j"
+rw = "randread"
+bs = "4k"
+ioengine = "libaio"
+iodepth = 4
+direct = 1
+size = "64k"
+filename = "/mnt/f"
+[[variant]]
+name = "v"
+set = { "job.iodepth" = 2 }
+"#,
+    r#"
+[simulation]
+name = "fuzz-psync"
+[cpu]
+sockets = 2
+cores_per_socket = 2
+threads_per_core = 2
+clock_mhz = 2000
+[coherence]
+transfer_same_socket_ns = 50
+[[pmem]]
+name = "pmem0"
+request_ns = 60
+copy_bytes_per_us = 4000
+iostat = true
+[dm]
+name = "linear"
+device = "/dev/pmem0"
+accounting = "percpu"
+submit_ns = 40
+clone_ns = 70
+map_ns = 25
+endio_ns = 60
+[[job]]
+name = "j"
+filename = "/dev/mapper/linear"
+ioengine = "psync"
+rw = "read"
+bs = 512
+numjobs = 2
+runtime = "20us"
+time_based = 1
+"#,
+];
+
+fn base_scenario(which: usize) -> PathBuf {
+    let path = scratch(&format!("base{which}.toml"));
+    if !path.exists() {
+        std::fs::write(&path, BASES[which]).expect("write the base scenario");
+    }
+    path
+}
