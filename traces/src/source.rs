@@ -6,6 +6,10 @@ use std::io::{self, Read};
 /// payload bytes) and big enough to amortise system calls.
 const CHUNK: usize = 1 << 17;
 
+/// Initial buffer size; it doubles on each refill up to `CHUNK`, so small
+/// inputs (and fuzzing) stay cheap and large ones get big reads.
+const FIRST_CHUNK: usize = 4096;
+
 /// A buffered reader over any `Read` that hands out slices and tracks the
 /// absolute byte offset of the next unread byte. Memory is constant: the
 /// buffer never grows past `CHUNK` bytes.
@@ -22,7 +26,7 @@ impl ByteSource {
     pub(crate) fn new(inner: Box<dyn Read + Send>) -> ByteSource {
         ByteSource {
             inner,
-            buf: vec![0; CHUNK],
+            buf: vec![0; FIRST_CHUNK],
             start: 0,
             end: 0,
             offset: 0,
@@ -45,6 +49,10 @@ impl ByteSource {
                 self.buf.copy_within(self.start..self.end, 0);
                 self.end -= self.start;
                 self.start = 0;
+            }
+            if self.buf.len() < CHUNK {
+                let want = (2 * self.buf.len()).max(n).min(CHUNK);
+                self.buf.resize(want, 0);
             }
             while self.end < n && !self.eof {
                 match self.inner.read(&mut self.buf[self.end..]) {
@@ -190,6 +198,28 @@ mod tests {
         bs.consume(2);
         assert_eq!(bs.offset(), 2);
         assert_eq!(bs.fill(48).unwrap(), &[3]);
+    }
+
+    #[test]
+    fn buffer_grows_for_large_records_and_stays_bounded() {
+        let data: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        let mut bs = ByteSource::new(Box::new(io::Cursor::new(data.clone())));
+        assert_eq!(bs.fill(10).unwrap().len(), FIRST_CHUNK);
+        bs.consume(5);
+        let got = bs.fill(70_000).unwrap();
+        assert!(got.len() >= 70_000);
+        assert_eq!(&got[..70_000], &data[5..70_005]);
+        let mut total = 5 + got.len();
+        let n = got.len();
+        bs.consume(n);
+        while !bs.available().unwrap().is_empty() {
+            let n = bs.available().unwrap().len();
+            assert!(bs.buf.len() <= CHUNK);
+            total += n;
+            bs.consume(n);
+        }
+        assert_eq!(total, data.len());
+        assert_eq!(bs.offset(), data.len() as u64);
     }
 
     #[test]
