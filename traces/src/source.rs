@@ -204,7 +204,7 @@ mod tests {
     fn buffer_grows_for_large_records_and_stays_bounded() {
         let data: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
         let mut bs = ByteSource::new(Box::new(io::Cursor::new(data.clone())));
-        assert_eq!(bs.fill(10).unwrap().len(), FIRST_CHUNK);
+        assert!(bs.fill(10).unwrap().len() >= 10);
         bs.consume(5);
         let got = bs.fill(70_000).unwrap();
         assert!(got.len() >= 70_000);
