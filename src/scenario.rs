@@ -305,10 +305,9 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
         let (k, v) = split_set(s)?;
         apply_set(&mut table, k, parse_set_value(v))?;
     }
-    if let Some(seed) = opts.seed {
-        apply_set(&mut table, "simulation.seed", toml::Value::Integer(seed as i64))?;
-    }
-    let modified = opts.job_file.is_some() || !opts.sets.is_empty() || opts.seed.is_some();
+    // `--seed` is applied after deserialising: TOML integers are signed, a
+    // u64 seed above i64::MAX would not survive the table.
+    let modified = opts.job_file.is_some() || !opts.sets.is_empty();
     let (file, text_for_jobs) = match file {
         Some(f) if !modified => (f, Some(text.as_str())),
         _ => {
@@ -317,7 +316,10 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
         }
     };
     let variants_cfg = file.variants.clone();
-    let base = finish(path, text_for_jobs, file)?;
+    let mut base = finish(path, text_for_jobs, file)?;
+    if let Some(seed) = opts.seed {
+        base.simulation.seed = seed;
+    }
     let mut variants = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for v in &variants_cfg {
@@ -337,7 +339,11 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
                 .with_context(|| format!("{}: [[variant]] {:?}", path.display(), v.name))?;
         }
         let f = deserialize_table(path, t, &format!("[[variant]] {:?}", v.name))?;
-        variants.push((v.name.clone(), finish(path, None, f)?));
+        let mut sc = finish(path, None, f)?;
+        if let Some(seed) = opts.seed {
+            sc.simulation.seed = seed;
+        }
+        variants.push((v.name.clone(), sc));
     }
     Ok(Loaded { base, variants })
 }
