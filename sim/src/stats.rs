@@ -199,8 +199,10 @@ pub struct CpuProfile {
     symbols: Vec<Symbol>,
     contexts: Vec<String>,
     cpus: usize,
-    /// ns[(cpu * contexts + context) * symbols + symbol]; sized on `freeze`.
+    /// ns[(cpu * contexts + context) * symbols + symbol]; sized on first charge.
     ns: Vec<u64>,
+    /// When false, `charge` records nothing (runs without `--profile`).
+    enabled: bool,
 }
 
 impl CpuProfile {
@@ -210,6 +212,7 @@ impl CpuProfile {
             contexts: Vec::new(),
             cpus,
             ns: Vec::new(),
+            enabled: true,
         }
     }
 
@@ -253,8 +256,20 @@ impl CpuProfile {
         self.ns = vec![0; self.cpus * self.contexts.len().max(1) * self.symbols.len().max(1)];
     }
 
+    /// Turns recording on or off (off: `charge` is a no-op).
+    pub fn set_enabled(&mut self, enabled: bool) {
+        self.enabled = enabled;
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
     #[inline]
     pub fn charge(&mut self, cpu: usize, context: ContextId, symbol: SymbolId, ns: u64) {
+        if !self.enabled {
+            return;
+        }
         self.ensure_sized();
         let i = (cpu * self.contexts.len() + context.0 as usize) * self.symbols.len()
             + symbol.0 as usize;
