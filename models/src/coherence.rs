@@ -12,28 +12,72 @@
 //!   read-modify-write of a line the CPU does not own (including the upgrade
 //!   of a shared copy, which must invalidate every other copy) is a
 //!   **transfer** whose latency depends on the distance from the current
-//!   holder: same core (SMT sibling), same socket, other socket. Transfers
-//!   of one line are serialised: the line is a single-server FIFO queue
-//!   (`free_at`), so a contended line caps throughput at about one transfer
-//!   per transfer latency and waiting grows without bound as it saturates;
+//!   holder: same core (SMT sibling), same socket, other socket;
 //! * a load of a line that others only share is a cheap read from the
 //!   nearest copy and does not occupy the line.
 //!
+//! **Queueing.** Transfers of one line are serialised: a miss on a line
+//! with a transfer in progress (or other requests waiting) waits in the
+//! line's queue ([`Coherence::request`]) and is granted when the line frees
+//! ([`Coherence::release`]); the simulator turns each release into an event
+//! at that instant, so the grant sees the line's state as it is then, not
+//! as it was when the request was issued. A contended line caps throughput
+//! at about one hand-off per occupancy and waiting grows without bound as
+//! it saturates.
+//!
+//! **Hold.** A line that arrives is kept by its new owner through the access
+//! that requested it plus `hold_after_fill_ns` before the owner answers the
+//! next snoop, so the next few accesses of the same short kernel function
+//! (`part_round_stats`' read of `stamp`, then `atomic_inc` of `in_flight`;
+//! `atomic_dec_return(&md->pending[rw])`, then `atomic_read` of
+//! `pending[rw^1]`) hit. Coherence protocols must let a requester perform at
+//! least the access it fetched the line for, or two writers can livelock
+//! stealing it from each other (Sorin, Hill, Wood, *A Primer on Memory
+//! Consistency and Cache Coherence*, 2011, ch. 9 on livelock); x86 cores
+//! also keep a line locked for the duration of a `lock`-prefixed
+//! instruction. The length beyond the access is an [estimate] ("a few tens
+//! of cycles"). The line's occupancy per hand-off is therefore transfer +
+//! access + hold.
+//!
+//! **Options off by default** (sensitivity studies; see
+//! /work/helper/notes-inflight.md for what they do to seed 003):
+//! * `local_handoff_max > 0`: NUMA-biased arbitration. A requester on the
+//!   socket that holds the line finds it through its own LLC, while a remote
+//!   one goes through the home agent and the interconnect, so local waiters
+//!   tend to win a contended line (the unfairness hierarchical and cohort
+//!   locks build on: Radovic and Hagersten, HPCA'03; Dice, Marathe and
+//!   Shavit, "Lock Cohorting", PPoPP'12). The release picks the oldest
+//!   waiter on the holder's socket, at most `local_handoff_max` times in a
+//!   row while a remote request waits.
+//! * `pipelined_handoff`: a transfer is a request leg and a data leg; a
+//!   requester that has waited at least a request leg is already known to
+//!   the holder, so a saturated line moves once per data leg (half the
+//!   round trip ccbench measures) plus the hold.
+//! * `per_waiter_ns`: every hand-off keeps the line busy that much longer
+//!   per request still waiting (conflict handling grows with the number of
+//!   outstanding requests: the collapse of Boyd-Wickizer et al., "Non-
+//!   scalable locks are dangerous", 2012, and the falling atomic throughput
+//!   under contention in David, Guerraoui, Trigonakis, SOSP'13).
+//!
 //! Plain stores are charged like RMWs: on x86 they retire into the store
 //! buffer, but the designs' paths reach a full barrier or a locked
-//! instruction within a few instructions (SRCU's `smp_mb`), which waits for
-//! the buffered store to own its line.
+//! instruction within a few instructions (SRCU's `smp_mb`, `__map_bio`'s
+//! `atomic_inc(&io->io_count)`), which waits for the buffered store to own
+//! its line; and a buffered store still needs its own hand-off of the line,
+//! so the store buffer hides latency but not line occupancy.
 //!
 //! With [`CoherenceConfig::free_transfers`] every transfer costs nothing
-//! and nothing serialises: the ablation that shows which differences between
-//! designs come from line traffic.
+//! and nothing serialises (no hold, no queue): the ablation that shows which
+//! differences between designs come from line traffic.
 
 use blocksim_designs::backend::LineId;
 use blocksim_designs::traced::{Access, AccessKind};
 use blocksim_sim::SimTime;
 use serde::{Deserialize, Serialize};
 
-use crate::topology::{Distance, Topology};
+use std::collections::VecDeque;
+
+use crate::topology::{Distance, Topology, LOGICAL_CPUS_MAX};
 
 /// `[coherence]`: latencies of cache-line transfers and local accesses.
 ///
@@ -68,6 +112,30 @@ pub struct CoherenceConfig {
     /// ~20-30 cycles].
     #[serde(default = "d_fence")]
     pub fence_ns: u64,
+    /// After a line arrives, the new owner keeps it for the access that
+    /// requested it plus this long before it answers a snoop, so the few
+    /// following accesses of the same code to the line hit. See the module
+    /// docs ("Hold") for the source.
+    #[serde(default = "d_hold")]
+    pub hold_after_fill_ns: u64,
+    /// Pipelined hand-off: a waiting requester's request leg overlaps the
+    /// previous transfer, so a saturated line moves once per data leg
+    /// (half the round trip) plus the hold. See the module docs.
+    #[serde(default)]
+    pub pipelined_handoff: bool,
+    /// Extra time each hand-off of a line keeps it busy per other request
+    /// still waiting for it (conflict resolution grows with the number of
+    /// outstanding requests: the hand-off collapse of Boyd-Wickizer et al.).
+    /// See the module docs.
+    #[serde(default)]
+    pub per_waiter_ns: u64,
+    /// Hand-off arbitration of a contended line: how many consecutive
+    /// times the line may go to a requester on the socket that holds it
+    /// while a request from the other socket waits. 0 is strict FIFO (in
+    /// the order the requests were issued). See the module docs
+    /// ("Arbitration") for the mechanism and its sources.
+    #[serde(default = "d_local_handoff_max")]
+    pub local_handoff_max: u32,
     /// Ablation: all transfers are free and never serialise.
     #[serde(default)]
     pub free_transfers: bool,
@@ -91,6 +159,12 @@ fn d_local_access() -> u64 {
 fn d_fence() -> u64 {
     10
 }
+fn d_hold() -> u64 {
+    10
+}
+fn d_local_handoff_max() -> u32 {
+    0
+}
 
 impl Default for CoherenceConfig {
     fn default() -> Self {
@@ -101,6 +175,10 @@ impl Default for CoherenceConfig {
             local_rmw_ns: d_local_rmw(),
             local_access_ns: d_local_access(),
             fence_ns: d_fence(),
+            hold_after_fill_ns: d_hold(),
+            local_handoff_max: d_local_handoff_max(),
+            pipelined_handoff: false,
+            per_waiter_ns: 0,
             free_transfers: false,
         }
     }
@@ -131,6 +209,13 @@ struct Line {
     sharers: u64,
     /// End of the last transfer reserved on this line.
     free_at: SimTime,
+    /// CPU the last transfer went to (NO_OWNER before the first).
+    last_cpu: u32,
+    /// Consecutive grants to the holder's socket while the other socket
+    /// had a request waiting.
+    local_run: u32,
+    /// A release event for this line is scheduled (waiters exist).
+    release_scheduled: bool,
 }
 
 /// Per-line traffic counters.
@@ -138,6 +223,8 @@ struct Line {
 pub struct LineStats {
     pub accesses: u64,
     pub transfers: u64,
+    /// Transfers that crossed the socket interconnect.
+    pub remote_transfers: u64,
     /// Time requesters spent queued behind other transfers of this line.
     pub queued_ns: u64,
     /// Time spent in transfers of this line.
@@ -154,6 +241,35 @@ pub struct AccessCost {
     pub stalled_ns: u64,
 }
 
+/// What [`Coherence::request`] did with an access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    /// Performed at once (a hit, or a miss on an idle line).
+    Done(AccessCost),
+    /// The line is busy: the access waits in the line's queue until a
+    /// [`Coherence::release`] grants it. `release_at`: the caller must call
+    /// `release(line, ..)` at that time (None: a release is already due).
+    Queued { release_at: Option<SimTime> },
+}
+
+/// An access granted by [`Coherence::release`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// The requester's tag (as passed to [`Coherence::request`]).
+    pub tag: u32,
+    pub cost: AccessCost,
+    /// When to call `release` again for this line (more waiters), if ever.
+    pub next_release: Option<SimTime>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Waiter {
+    tag: u32,
+    access: Access,
+    will_write: bool,
+    issued: SimTime,
+}
+
 /// The coherence state of every line of a run.
 #[derive(Debug, Clone)]
 pub struct Coherence {
@@ -161,6 +277,9 @@ pub struct Coherence {
     topo: Topology,
     lines: Vec<Line>,
     stats: Vec<LineStats>,
+    /// Requests waiting for each line, in issue order (at most one per
+    /// requester, so bounded by the number of CPUs).
+    waiters: Vec<VecDeque<Waiter>>,
 }
 
 impl Coherence {
@@ -170,12 +289,16 @@ impl Coherence {
             owner: NO_OWNER,
             sharers: 0,
             free_at: SimTime::ZERO,
+            last_cpu: NO_OWNER,
+            local_run: 0,
+            release_scheduled: false,
         };
         Coherence {
             cfg,
             topo,
             lines: vec![line; line_count as usize],
             stats: vec![LineStats::default(); line_count as usize],
+            waiters: vec![VecDeque::new(); line_count as usize],
         }
     }
 
@@ -239,8 +362,9 @@ impl Coherence {
         }
     }
 
-    /// Performs `a` at `now`: a hit costs its local latency; a miss queues
-    /// behind the line's earlier transfers and moves the line.
+    /// Performs `a` at `now` with FIFO reservation (no arbitration): a hit
+    /// costs its local latency; a miss queues behind the line's earlier
+    /// transfers and moves the line.
     pub fn access(&mut self, a: &Access, now: SimTime) -> AccessCost {
         self.access_with_intent(a, now, false)
     }
@@ -260,6 +384,116 @@ impl Coherence {
                 stalled_ns: 0,
             };
         }
+        self.stats[a.line.0 as usize].accesses += 1;
+        let start = now.max(self.lines[a.line.0 as usize].free_at);
+        self.perform_miss(a, now, start, will_write)
+    }
+
+    /// Issues `a` at `now` on behalf of requester `tag`, with hand-off
+    /// arbitration: a hit, or a miss on a line with no transfer in progress
+    /// and nobody waiting, is performed at once; otherwise the access waits
+    /// for [`Coherence::release`] (see the module docs, "Arbitration").
+    pub fn request(&mut self, a: &Access, now: SimTime, will_write: bool, tag: u32) -> Request {
+        if let Some(ns) = self.hit_cost(a) {
+            if a.line != LineId::NONE {
+                self.stats[a.line.0 as usize].accesses += 1;
+            }
+            return Request::Done(AccessCost {
+                done: now + ns,
+                stalled_ns: 0,
+            });
+        }
+        let idx = a.line.0 as usize;
+        self.stats[idx].accesses += 1;
+        let line = self.lines[idx];
+        if line.free_at <= now && self.waiters[idx].is_empty() {
+            return Request::Done(self.perform_miss(a, now, now, will_write));
+        }
+        assert!(
+            self.waiters[idx].len() < LOGICAL_CPUS_MAX as usize,
+            "line {idx}: more waiters than CPUs (a requester queued twice)"
+        );
+        self.waiters[idx].push_back(Waiter {
+            tag,
+            access: *a,
+            will_write,
+            issued: now,
+        });
+        if line.release_scheduled {
+            Request::Queued { release_at: None }
+        } else {
+            self.lines[idx].release_scheduled = true;
+            Request::Queued {
+                release_at: Some(line.free_at.max(now)),
+            }
+        }
+    }
+
+    /// The line is free at `now`: grants it to one waiter (see the module
+    /// docs, "Arbitration").
+    ///
+    /// # Panics
+    /// If nobody waits for `line` or it is still busy (a simulator bug).
+    pub fn release(&mut self, line: LineId, now: SimTime) -> Grant {
+        let idx = line.0 as usize;
+        let l = self.lines[idx];
+        assert!(l.free_at <= now, "line {idx} released before it is free");
+        let q = &self.waiters[idx];
+        assert!(!q.is_empty(), "line {idx} released with nobody waiting");
+        // The socket the line is on, and whether the other socket waits.
+        let pick = if self.cfg.local_handoff_max == 0 || l.last_cpu == NO_OWNER {
+            0
+        } else {
+            let home = self.topo.locate(l.last_cpu).socket;
+            let local = q
+                .iter()
+                .position(|w| self.topo.locate(w.access.cpu).socket == home);
+            let remote_waits = q
+                .iter()
+                .any(|w| self.topo.locate(w.access.cpu).socket != home);
+            match local {
+                Some(i) if !remote_waits => {
+                    self.lines[idx].local_run = 0;
+                    i
+                }
+                Some(i) if l.local_run < self.cfg.local_handoff_max => {
+                    self.lines[idx].local_run += 1;
+                    i
+                }
+                _ => {
+                    self.lines[idx].local_run = 0;
+                    0
+                }
+            }
+        };
+        let w = self.waiters[idx].remove(pick).expect("index in range");
+        let cost = self.perform_miss(&w.access, w.issued, now, w.will_write);
+        let next_release = if self.waiters[idx].is_empty() {
+            self.lines[idx].release_scheduled = false;
+            None
+        } else {
+            Some(self.lines[idx].free_at.max(now))
+        };
+        Grant {
+            tag: w.tag,
+            cost,
+            next_release,
+        }
+    }
+
+    /// Number of requests waiting for `line`.
+    pub fn waiting(&self, line: LineId) -> usize {
+        self.waiters[line.0 as usize].len()
+    }
+
+    /// A miss of `a` issued at `issued`, whose transfer starts at `start`.
+    fn perform_miss(
+        &mut self,
+        a: &Access,
+        issued: SimTime,
+        start: SimTime,
+        will_write: bool,
+    ) -> AccessCost {
         let idx = a.line.0 as usize;
         let line = self.lines[idx];
         let bit = 1u64 << a.cpu;
@@ -267,20 +501,40 @@ impl Coherence {
             AccessKind::Rmw => self.cfg.local_rmw_ns,
             _ => self.cfg.local_access_ns,
         };
-        let st = &mut self.stats[idx];
-        st.accesses += 1;
-        let (start, xfer, new_line) = match a.kind {
+        // The line is held through the access and the hold window; free
+        // transfers (the ablation) serialise nothing.
+        let hold = if self.cfg.free_transfers {
+            0
+        } else {
+            op_ns
+                + self.cfg.hold_after_fill_ns
+                + self.cfg.per_waiter_ns * self.waiters[idx].len() as u64
+        };
+        // A transfer is a request leg to the holder and a data leg back
+        // (the round trip is what ccbench measures). A requester that has
+        // waited at least a request leg finds its request already at the
+        // holder when the line frees, so only the data leg remains.
+        let two_legs = self.cfg.pipelined_handoff;
+        let arrival = |dd: Distance| -> SimTime {
+            let x = self.transfer_ns(dd);
+            if two_legs {
+                (issued + x).max(start + x / 2)
+            } else {
+                start + x
+            }
+        };
+        let (d, new_line) = match a.kind {
             AccessKind::Load if line.owner != NO_OWNER && !will_write => {
                 // Modified elsewhere: the owner downgrades and forwards.
                 let d = self.topo.distance(line.owner, a.cpu);
-                let start = now.max(line.free_at);
-                let xfer = self.transfer_ns(d);
                 let l = Line {
                     owner: NO_OWNER,
                     sharers: line.sharers | bit,
-                    free_at: start + xfer,
+                    free_at: arrival(d) + hold,
+                    last_cpu: a.cpu,
+                    ..line
                 };
-                (start, xfer, l)
+                (d, l)
             }
             AccessKind::Load if !will_write => {
                 // Shared (or uncached): read the nearest copy; the line is
@@ -288,12 +542,11 @@ impl Coherence {
                 let d = self
                     .nearest(line.sharers, a.cpu)
                     .unwrap_or(Distance::SameSocket);
-                let start = now.max(line.free_at);
                 let l = Line {
                     sharers: line.sharers | bit,
                     ..line
                 };
-                (start, self.transfer_ns(d), l)
+                (d, l)
             }
             _ => {
                 // Store / RMW (or a load with write intent): fetch
@@ -304,25 +557,29 @@ impl Coherence {
                     self.farthest(line.sharers, a.cpu)
                         .unwrap_or(Distance::SameSocket)
                 };
-                let start = now.max(line.free_at);
-                let xfer = self.transfer_ns(d);
                 let l = Line {
                     owner: a.cpu,
                     sharers: bit,
-                    free_at: start + xfer,
+                    free_at: arrival(d) + hold,
+                    last_cpu: a.cpu,
+                    ..line
                 };
-                (start, xfer, l)
+                (d, l)
             }
         };
+        let xfer = self.transfer_ns(d);
+        let arrive = arrival(d);
         let st = &mut self.stats[idx];
         st.transfers += 1;
-        st.queued_ns += start - now;
+        if d == Distance::OtherSocket {
+            st.remote_transfers += 1;
+        }
+        st.queued_ns += (arrive - issued) - xfer;
         st.transfer_ns += xfer;
         self.lines[idx] = new_line;
-        let done = start + xfer + op_ns;
         AccessCost {
-            done,
-            stalled_ns: (start - now) + xfer,
+            done: arrive + op_ns,
+            stalled_ns: arrive - issued,
         }
     }
 
@@ -400,21 +657,97 @@ mod tests {
     fn transfers_of_one_line_serialise() {
         let mut c = coh(false);
         c.access(&acc(1, AccessKind::Rmw, 0), SimTime(0));
-        // Three CPUs ask at the same instant: FIFO, each waits for the last.
+        // Three CPUs ask at the same instant: FIFO, each waits for the last
+        // hand-off: transfer + the RMW (8) + the hold (10).
         let t = SimTime(1000);
         let x = c.access(&acc(1, AccessKind::Rmw, 1), t); // same socket: 55
         let y = c.access(&acc(1, AccessKind::Rmw, 2), t); // from 1, other socket: 150
         let z = c.access(&acc(1, AccessKind::Rmw, 3), t); // from 2, same socket: 55
         assert_eq!(x.done, t + 55 + 8);
-        assert_eq!(y.done, t + 55 + 150 + 8);
-        assert_eq!(z.done, t + 55 + 150 + 55 + 8);
-        assert_eq!(z.stalled_ns, 260);
+        assert_eq!(y.done, t + 73 + 150 + 8);
+        assert_eq!(z.done, t + 73 + 168 + 55 + 8);
+        assert_eq!(z.stalled_ns, 73 + 168 + 55);
         let s = c.line_stats(LineId(1));
         assert_eq!(s.transfers, 4);
-        assert_eq!(s.queued_ns, 55 + 205);
+        assert_eq!(s.remote_transfers, 1);
+        assert_eq!(s.queued_ns, 73 + 241);
         // Another line is independent.
         let w = c.access(&acc(2, AccessKind::Rmw, 3), t);
         assert_eq!(w.done, t + 55 + 8);
+    }
+
+    #[test]
+    fn queued_requests_are_granted_at_release_in_fifo_order() {
+        let mut c = coh(false);
+        let t = SimTime(1000);
+        // CPU 0 takes line 1 at once (idle line).
+        let Request::Done(a) = c.request(&acc(1, AccessKind::Rmw, 0), t, false, 10) else {
+            panic!("idle line is granted at once")
+        };
+        assert_eq!(a.done, t + 55 + 8);
+        // During the hold CPU 0's next access hits; CPUs 2 then 1 queue.
+        assert_eq!(c.hit_cost(&acc(1, AccessKind::Load, 0)), Some(1));
+        let r2 = c.request(&acc(1, AccessKind::Rmw, 2), t + 5, false, 12);
+        let free = t + 55 + 8 + 10;
+        assert_eq!(r2, Request::Queued { release_at: Some(free) });
+        let r1 = c.request(&acc(1, AccessKind::Rmw, 1), t + 6, false, 11);
+        assert_eq!(r1, Request::Queued { release_at: None });
+        assert_eq!(c.waiting(LineId(1)), 2);
+        // FIFO: CPU 2 first (other socket), then CPU 1 (other socket again).
+        let g = c.release(LineId(1), free);
+        assert_eq!(g.tag, 12);
+        assert_eq!(g.cost.done, free + 150 + 8);
+        assert_eq!(g.cost.stalled_ns, (free - (t + 5)) + 150);
+        let next = g.next_release.expect("CPU 1 still waits");
+        assert_eq!(next, free + 150 + 18);
+        let g = c.release(LineId(1), next);
+        assert_eq!((g.tag, g.cost.done), (11, next + 150 + 8));
+        assert_eq!(g.next_release, None);
+        assert_eq!(c.waiting(LineId(1)), 0);
+    }
+
+    #[test]
+    fn local_first_arbitration_keeps_the_line_on_its_socket_up_to_the_limit() {
+        let mut c = coh(false);
+        c.cfg.local_handoff_max = 1;
+        let t = SimTime(1000);
+        let Request::Done(_) = c.request(&acc(1, AccessKind::Rmw, 0), t, false, 0) else {
+            panic!()
+        };
+        // Socket 1 (CPU 2) asks first, then socket 0 (CPUs 1 and 4).
+        for (i, cpu) in [2u32, 1, 4].into_iter().enumerate() {
+            let r = c.request(&acc(1, AccessKind::Rmw, cpu), t + 1 + i as u64, false, cpu);
+            assert!(matches!(r, Request::Queued { .. }));
+        }
+        let free = t + 55 + 18;
+        let g = c.release(LineId(1), free);
+        assert_eq!(g.tag, 1, "the local waiter wins although it asked later");
+        assert_eq!(g.cost.done, free + 55 + 8);
+        // The limit (1 local hand-off while a remote waits) is reached: the
+        // oldest waiter, remote CPU 2, goes next although CPU 4 is local.
+        let g2 = c.release(LineId(1), g.next_release.unwrap());
+        assert_eq!(g2.tag, 2);
+        let g3 = c.release(LineId(1), g2.next_release.unwrap());
+        assert_eq!(g3.tag, 4);
+    }
+
+    #[test]
+    fn pipelined_handoff_overlaps_the_request_leg() {
+        let mut c = coh(false);
+        c.cfg.pipelined_handoff = true;
+        let t = SimTime(1000);
+        c.access(&acc(1, AccessKind::Rmw, 0), t);
+        // CPU 2's request leg (75) is still on its way when the line frees
+        // at t + 73: the round trip bounds it.
+        let y = c.access(&acc(1, AccessKind::Rmw, 2), t);
+        assert_eq!(y.done, t + 150 + 8);
+        // CPU 3 has waited long enough: only the data leg from CPU 2 (55 / 2)
+        // after CPU 2's access and hold.
+        let z = c.access(&acc(1, AccessKind::Rmw, 3), t);
+        assert_eq!(z.done, t + 150 + 18 + 27 + 8);
+        // An idle line still costs the full round trip.
+        let w = c.access(&acc(2, AccessKind::Rmw, 2), SimTime(5000));
+        assert_eq!(w.done, SimTime(5000) + 55 + 8);
     }
 
     #[test]

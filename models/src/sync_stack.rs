@@ -33,7 +33,7 @@ use blocksim_sim::{
 };
 use rand::Rng;
 
-use crate::coherence::{Coherence, CoherenceConfig};
+use crate::coherence::{Coherence, CoherenceConfig, Request};
 use crate::config::Scenario;
 use crate::job::{IoEngine, JobConfig, RwMode};
 use crate::run::{ModelError, RunOptions, RunOutput};
@@ -121,6 +121,9 @@ struct SyncModel {
     profile: Option<CpuProfile>,
     fio: ContextId,
     coherence_reset: bool,
+    /// Events `>= line_event_base` are line releases (`line_event_base +
+    /// line`); smaller ones are job indices.
+    line_event_base: u32,
 }
 
 impl SyncModel {
@@ -196,7 +199,12 @@ impl SyncModel {
                     // Replay the accesses: hits inline, a miss only at `now`.
                     while job.cursor < job.accesses.len() {
                         let a = job.accesses[job.cursor];
-                        if self.coh.hit_cost(&a).is_none() && t > now {
+                        // A miss, or a hit on a line others wait for (a
+                        // release may come first), happens at its own time.
+                        if t > now
+                            && (self.coh.hit_cost(&a).is_none()
+                                || (a.line != LineId::NONE && self.coh.waiting(a.line) > 0))
+                        {
                             ctx.schedule_at(t, j as u32);
                             return;
                         }
@@ -207,7 +215,16 @@ impl SyncModel {
                                 .iter()
                                 .take(RFO_WINDOW)
                                 .any(|b| b.line == a.line && b.kind != AccessKind::Load);
-                        let c = self.coh.access_with_intent(&a, t, will_write);
+                        let c = match self.coh.request(&a, t, will_write, j as u32) {
+                            Request::Done(c) => c,
+                            Request::Queued { release_at } => {
+                                // Sleeps until the line's arbitration grants it.
+                                if let Some(at) = release_at {
+                                    ctx.schedule_at(at, self.line_event_base + a.line.0);
+                                }
+                                return;
+                            }
+                        };
                         if t >= self.ramp_end {
                             job.stalled_ns += c.stalled_ns;
                         }
@@ -231,9 +248,27 @@ impl SyncModel {
 
 impl Model for SyncModel {
     type Event = u32;
-    fn handle(&mut self, job: u32, ctx: &mut Ctx<'_, u32>) {
+    fn handle(&mut self, ev: u32, ctx: &mut Ctx<'_, u32>) {
         let now = ctx.now();
-        self.run_job(job as usize, now, ctx);
+        if ev < self.line_event_base {
+            self.run_job(ev as usize, now, ctx);
+            return;
+        }
+        // A contended line is free: grant it to one waiting job, which
+        // resumes when its access completes.
+        let line = LineId(ev - self.line_event_base);
+        let g = self.coh.release(line, now);
+        if let Some(at) = g.next_release {
+            ctx.schedule_at(at, ev);
+        }
+        let job = &mut self.jobs[g.tag as usize];
+        if now >= self.ramp_end {
+            job.stalled_ns += g.cost.stalled_ns;
+        }
+        job.cursor += 1;
+        if g.cost.done <= self.end {
+            ctx.schedule_at(g.cost.done, g.tag);
+        }
     }
 }
 
@@ -573,6 +608,7 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
         .iter()
         .map(|_| rng.random_range(0..START_SPREAD_NS))
         .collect();
+    let jobs_count = jobs.len() as u32;
     let model = SyncModel {
         jobs,
         groups,
@@ -583,6 +619,7 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
         profile: options.profile.then_some(profile.clone()),
         fio,
         coherence_reset: ramp_ns == 0,
+        line_event_base: jobs_count,
     };
     let mut sim = Simulation::new(model, SimOptions::default());
     for (j, &s) in starts.iter().enumerate() {
@@ -708,6 +745,7 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
             "line",
             "accesses",
             "transfers",
+            "remote_pct",
             "transfer_ns_mean",
             "queued_ns_mean",
         ],
@@ -726,6 +764,7 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
                 Cell::Text(name),
                 Cell::UInt(s.accesses),
                 Cell::UInt(s.transfers),
+                Cell::float(per(s.remote_transfers * 100), 1),
                 Cell::float(per(s.transfer_ns), 1),
                 Cell::float(per(s.queued_ns), 1),
             ])
