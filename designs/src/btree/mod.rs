@@ -27,6 +27,43 @@
 //! assert_eq!(t.lookup(1, 97).0.unwrap().end, 98);
 //! ```
 
+//! # Fidelity notes (differences from bcache, each deliberate)
+//!
+//! * Keys are fixed at three u64s (one pointer); bcache keys vary in size.
+//!   So the first key of every cacheline is computable: the flat table of the
+//!   unwritten bset is still stored, and the search computes (but still
+//!   counts) the neighbour `m` that bcache loads after the tree walk.
+//! * Space: each written bset costs a 32-byte header rounded up to
+//!   `block_bytes` on disk; a node is full when written bytes plus the
+//!   unwritten bset leave no room for two keys (`insert_u64s_remaining`).
+//!   Splits follow `btree_split` (split above 4/5 full at 3/5, else compact).
+//! * A leaf's unwritten bset is written past `PAGE_SIZE - 48` bytes
+//!   (`bch_btree_leaf_dirty`) or by [`BTree::flush_writes`] (the journal /
+//!   30 s timer, driven by the caller); interior nodes are written after
+//!   every insert. No journal and no node I/O: every node is in memory.
+//! * Pointer staleness (generation vs bucket generation) is the caller's
+//!   check: lookups return the key with its `ptr.gen`.
+//! * [`BTree::populate`] builds the leaves sequential inserts would build
+//!   ([`LeafPlanner`] replays the insert path's accounting; a unit test
+//!   compares against real inserts); the last leaf and the interior nodes
+//!   hold one written bset each.
+//!
+//! # Cost model hooks
+//!
+//! [`SearchWork::cachelines_touched`] counts 64-byte lines in the order a
+//! kernel search reads them (node header, 4-byte aux entries, the two words
+//! of each compared key), counting a line again only after touching another.
+//! `lookup` takes one six-lock read per node visited (a CAS and a
+//! `fetch_sub`); `lookup_exclusive` takes none.
+//!
+//! # Native speed
+//!
+//! With 4M keys the tree holds ~101 MiB; a lookup is bound by memory
+//! latency (2-4 dependent misses). On a VM without transparent huge pages a
+//! lookup measured ~0.85-1.5 us of CPU, on the same machine with
+//! `GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432`
+//! (node buffers on huge pages) ~0.56 us; a lookup within one leaf ~0.13 us.
+
 pub mod aux;
 pub mod check;
 pub mod key;

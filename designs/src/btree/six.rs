@@ -35,7 +35,7 @@ impl<B: Backend> std::fmt::Debug for SixLock<B> {
 impl<B: Backend> SixLock<B> {
     pub fn new(line: LineId) -> Self {
         Self {
-            state: B::AtomicU64::new_named(0, line, "six lock (readers|intent|write)"),
+            state: B::AtomicU64::new_named(0, line, "state (readers|intent<<32|write<<33)"),
         }
     }
 
