@@ -80,7 +80,10 @@ fn variants(runtime: &str) -> Vec<(String, Scenario)> {
                         .expect("job")
                 })
                 .collect();
-            (v["name"].as_str().expect("name").to_string(), f.with_jobs(jobs))
+            (
+                v["name"].as_str().expect("name").to_string(),
+                f.with_jobs(jobs),
+            )
         })
         .collect()
 }
@@ -108,7 +111,10 @@ fn main() {
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("run")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("run"))
+            .collect()
     });
     let total_wall = t0.elapsed().as_secs_f64();
     let mut events_all = 0u64;

@@ -689,7 +689,12 @@ mod tests {
         assert_eq!(c.hit_cost(&acc(1, AccessKind::Load, 0)), Some(1));
         let r2 = c.request(&acc(1, AccessKind::Rmw, 2), t + 5, false, 12);
         let free = t + 55 + 8 + 10;
-        assert_eq!(r2, Request::Queued { release_at: Some(free) });
+        assert_eq!(
+            r2,
+            Request::Queued {
+                release_at: Some(free)
+            }
+        );
         let r1 = c.request(&acc(1, AccessKind::Rmw, 1), t + 6, false, 11);
         assert_eq!(r1, Request::Queued { release_at: None });
         assert_eq!(c.waiting(LineId(1)), 2);
