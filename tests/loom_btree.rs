@@ -11,10 +11,14 @@ use blocksim_designs::btree::check::{model, BtreeModel, Variant};
 use blocksim_designs::check::{self, CheckOptions, Engine, Model, Verdict};
 
 fn run(variant: Variant) -> (BtreeModel, Verdict) {
+    run_bound(variant, 2)
+}
+
+fn run_bound(variant: Variant, preemptions: usize) -> (BtreeModel, Verdict) {
     let m = model(variant.name(), 1).expect("variant");
     let opts = CheckOptions {
         engine: Engine::Loom,
-        preemptions: 2,
+        preemptions,
         capture_replay: false,
         ..CheckOptions::default()
     };
@@ -95,4 +99,21 @@ fn split_child_first_deadlock_is_found() {
         Variant::SplitChildFirst,
         &["branches", "deadlock", "Deadlock"],
     );
+}
+
+#[test]
+fn correct_variants_verify_with_preemption_bound_3() {
+    for variant in [Variant::Locked, Variant::SplitLocked] {
+        let (_, v) = run_bound(variant, 3);
+        assert!(v.is_verified(), "{}: {v:?}", variant.name());
+    }
+}
+
+#[test]
+fn variant_table_is_consistent() {
+    for v in Variant::ALL {
+        assert_eq!(Variant::from_name(v.name()), Some(v));
+        assert!(model(v.name(), 1).is_some());
+    }
+    assert!(model("no-such-variant", 1).is_none());
 }
