@@ -26,7 +26,7 @@ use blocksim_sim::{
 use rand::Rng;
 
 use crate::ahci::{Origin, Port, Queued};
-use crate::bcache::Bcache;
+use crate::bcache::{Bcache, BgDev, Route};
 use crate::config::Scenario;
 use crate::costs::Path;
 use crate::cpu::Cpus;
@@ -176,12 +176,12 @@ impl Piece {
     }
 }
 
+/// A device I/O bcache issued itself (cache fill, prio or journal write,
+/// writeback): completing it calls `Bcache::bg_done(token)`.
 #[derive(Debug, Clone, Copy)]
 struct Fill {
     bcache: usize,
-    sector: u64,
-    sectors: u32,
-    cache_sector: u64,
+    token: u32,
 }
 
 /// The action a job thread is performing until its next `JobWake`.
@@ -468,10 +468,15 @@ impl AsyncStack {
             let mut bc = Bcache::new(
                 b.clone(),
                 devs[cache].dev.capacity_sectors(),
+                devs[backing].dev.capacity_sectors(),
                 sc.costs.btree.clone(),
+                seed,
             )
             .map_err(cfg_err)?;
             bc.populate().map_err(cfg_err)?;
+            bc.register_symbols(&mut profile);
+            // Its counters restart with the job statistics after ramp_time.
+            bc.set_measure_start(sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0));
             if targets.contains_key(&b.name) {
                 return Err(cfg_err(format!("[bcache] name {:?} is already a device", b.name)));
             }
@@ -867,11 +872,7 @@ impl AsyncStack {
             Target::Dev(d) => (d, Piece::User(io), sector),
             Target::Bcache(b) => {
                 cost += self.run_job_paths(t, &[PathId::BcacheRequest]);
-                let (hit, lc) = if dir == Dir::Read {
-                    self.bcaches[b].0.lookup(sector, sectors)
-                } else {
-                    (None, Default::default())
-                };
+                let (route, lc) = self.bcaches[b].0.submit(io.0, t as u32, dir, sector, sectors, now.as_ns());
                 let cpu = self.threads[t].cpu;
                 self.profile.charge(cpu, self.ctxs.fio, self.syms.bset_search, lc.bset_search_ns);
                 self.profile.charge(cpu, self.ctxs.fio, self.syms.search_leaf, lc.search_leaf_ns);
@@ -880,12 +881,9 @@ impl AsyncStack {
                 cost += search;
                 // The remapped bio enters the lower device's queue.
                 cost += self.run_job_paths(t, &[PathId::MakeRequest]);
-                let (_, cache, backing) = self.bcaches[b];
-                match hit {
-                    Some(cs) => (cache, Piece::User(io), cs),
-                    None if dir == Dir::Read => (backing, Piece::BackingRead(io), sector),
-                    None => (backing, Piece::User(io), sector),
-                }
+                let r = self.bcache_route(b, io, sector, route);
+                self.bcache_pump(b, now, ctx);
+                r
             }
         };
         if self.devs[dev].port.can_issue_now() {
@@ -893,6 +891,53 @@ impl AsyncStack {
         }
         self.threads[t].action = Action::Submit { io, dev, piece, dev_sector };
         self.schedule_job(t, now, cost, ctx);
+    }
+
+    /// Where a bio bcache routed goes: (device, piece, device sector).
+    fn bcache_route(&mut self, b: usize, io: SlotId, sector: u64, route: Route) -> (usize, Piece, u64) {
+        let (_, cache, backing) = self.bcaches[b];
+        match route {
+            Route::CacheRead { cache_sector } => (cache, Piece::BackingRead(io), cache_sector),
+            Route::Miss | Route::BackingJoined => (backing, Piece::BackingRead(io), sector),
+            Route::Backing => (backing, Piece::User(io), sector),
+            Route::CacheOnly { cache_sector, token } => {
+                let f = self.fills.insert(Fill { bcache: b, token }).expect("fill slab bound");
+                (cache, Piece::Fill(f), cache_sector)
+            }
+        }
+    }
+
+    /// Submits the device I/Os bcache issued and charges its background CPU
+    /// work (inserts, GC, journal, writeback) to a kworker on the IRQ CPU.
+    fn bcache_pump(&mut self, b: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        let (_, cache, backing) = self.bcaches[b];
+        for bg in self.bcaches[b].0.take_outbox() {
+            let f = self.fills.insert(Fill { bcache: b, token: bg.token }).expect("fill slab bound");
+            let dev = match bg.dev {
+                BgDev::Cache => cache,
+                BgDev::Backing => backing,
+            };
+            self.block_submit(
+                dev,
+                Queued { origin: Piece::Fill(f).encode(), dir: bg.dir, sector: bg.sector, sectors: bg.sectors },
+                ctx,
+            );
+        }
+        let c = self.bcaches[b].0.take_cpu();
+        let total = c.insert_ns + c.gc_ns + c.journal_ns + c.writeback_ns;
+        if total == 0 {
+            return;
+        }
+        let cpu = self.irq_cpu_for(cache);
+        let k = self.ctxs.kworker;
+        self.profile.charge(cpu, k, self.syms.btree_insert, c.insert_ns);
+        if let Some(s) = self.bcaches[b].0.symbols() {
+            self.profile.charge(cpu, k, s.gc, c.gc_ns);
+            self.profile.charge(cpu, k, s.journal, c.journal_ns);
+            self.profile.charge(cpu, k, s.writeback, c.writeback_ns);
+        }
+        let (start, _) = self.cpus.start(cpu, now);
+        self.cpus.occupy(cpu, start, total);
     }
 
     fn irq_cpu_for(&self, d: usize) -> usize {
@@ -973,44 +1018,41 @@ impl AsyncStack {
             match piece {
                 Piece::User(io) => self.io_done(io, now, ctx),
                 Piece::BackingRead(io) => {
-                    let (bcache, sector, sectors) = {
+                    // Every bio bcache routed and must see complete: a hit
+                    // read from the cache, a miss read from the backing
+                    // device, the backing half of a writethrough write.
+                    let (bcache, sector, sectors, dir, job, t_dispatch) = {
                         let v = self.ios.get(io);
-                        (v.bcache, v.sector, v.sectors)
+                        (v.bcache, v.sector, v.sectors, v.dir, v.job, v.t_dispatch)
                     };
-                    if bcache != NO_BCACHE {
-                        let b = bcache as usize;
-                        if let Some((cache_sector, _)) = self.bcaches[b].0.reserve(sectors) {
-                            let fill = self
-                                .fills
-                                .insert(Fill { bcache: b, sector, sectors, cache_sector })
-                                .expect("fill slab bound");
-                            let cache = self.bcaches[b].1;
-                            self.block_submit(
-                                cache,
-                                Queued {
-                                    origin: Piece::Fill(fill).encode(),
-                                    dir: Dir::Write,
-                                    sector: cache_sector,
-                                    sectors,
-                                },
-                                ctx,
-                            );
-                        }
+                    if bcache == NO_BCACHE {
+                        self.io_done(io, now, ctx);
+                        continue;
                     }
-                    self.io_done(io, now, ctx);
+                    let b = bcache as usize;
+                    let on_cache = d == self.bcaches[b].1;
+                    let bc = &mut self.bcaches[b].0;
+                    let done = if on_cache {
+                        bc.cache_read_done(now.since(t_dispatch), now.as_ns());
+                        true
+                    } else if dir == Dir::Read {
+                        bc.read_miss_done(sector, sectors, u32::from(job), now.as_ns());
+                        true
+                    } else {
+                        bc.join_done(io.0)
+                    };
+                    self.bcache_pump(b, now, ctx);
+                    if done {
+                        self.io_done(io, now, ctx);
+                    }
                 }
                 Piece::Fill(f) => {
                     let fill = self.fills.remove(f);
-                    let insert_ns = self.bcaches[fill.bcache].0.insert_key(
-                        fill.sector,
-                        fill.sectors,
-                        fill.cache_sector,
-                    );
-                    // bcache inserts keys from a workqueue on the completing CPU.
-                    let cpu = self.irq_cpu_for(d);
-                    self.profile.charge(cpu, self.ctxs.kworker, self.syms.btree_insert, insert_ns);
-                    let (start, _) = self.cpus.start(cpu, now);
-                    self.cpus.occupy(cpu, start, insert_ns);
+                    let user = self.bcaches[fill.bcache].0.bg_done(fill.token, now.as_ns());
+                    self.bcache_pump(fill.bcache, now, ctx);
+                    if let Some(u) = user {
+                        self.io_done(SlotId(u), now, ctx);
+                    }
                 }
             }
         }
@@ -1233,17 +1275,10 @@ impl AsyncStack {
         let (dev, piece, dev_sector) = match target {
             Target::Dev(d) => (d, Piece::User(io), sector),
             Target::Bcache(b) => {
-                let (hit, _) = if req.dir == Dir::Read {
-                    self.bcaches[b].0.lookup(sector, sectors)
-                } else {
-                    (None, Default::default())
-                };
-                let (_, cache, backing) = self.bcaches[b];
-                match hit {
-                    Some(cs) => (cache, Piece::User(io), cs),
-                    None if req.dir == Dir::Read => (backing, Piece::BackingRead(io), sector),
-                    None => (backing, Piece::User(io), sector),
-                }
+                let (route, _) = self.bcaches[b].0.submit(io.0, u32::from(REPLAY_JOB), req.dir, sector, sectors, now.as_ns());
+                let r = self.bcache_route(b, io, sector, route);
+                self.bcache_pump(b, now, ctx);
+                r
             }
         };
         self.block_submit(dev, Queued { origin: piece.encode(), dir: req.dir, sector: dev_sector, sectors }, ctx);
@@ -1428,16 +1463,10 @@ impl AsyncStack {
         }
         let mut notes = Vec::new();
         for (b, _, _) in &self.bcaches {
-            let total = (b.hits + b.misses).max(1);
-            notes.push(format!(
-                "bcache {}: {} lookups, hit ratio {:.2}%, {} keys inserted, {} misses not cached (cache full); index: {}",
-                b.cfg.name,
-                b.hits + b.misses,
-                b.hits as f64 * 100.0 / total as f64,
-                b.inserts,
-                b.insert_skipped_full,
-                b.index_stats()
-            ));
+            notes.push(b.report_note());
+        }
+        if let Some(t) = self.bcache_metrics(end) {
+            extra_tables.push(t);
         }
         let profile = with_profile.then(|| self.build_profile(elapsed));
         RunReport {
@@ -1449,6 +1478,29 @@ impl AsyncStack {
             extra_tables,
             notes,
         }
+    }
+
+    /// The "metrics" table `sim run` puts in its variant comparison: the
+    /// bcache counters of the measurement, the cache device's writes and the
+    /// read latency percentiles of all jobs.
+    fn bcache_metrics(&self, end: SimTime) -> Option<Table> {
+        let (b, cache, _) = self.bcaches.first()?;
+        let mut t = Table::new("metrics", &["name", "value"]);
+        let mut clat = LatencyHist::default();
+        for g in &self.groups {
+            clat.merge(&LatencyHist::from_histogram(g.clat[0].histogram()));
+        }
+        let disk = self.devs[*cache].dev.disk_stats(end);
+        let mut rows = b.metrics();
+        rows.push(("cache_write_ios".into(), Cell::Int(disk.ios[1] as i64)));
+        rows.push(("cache_read_ios".into(), Cell::Int(disk.ios[0] as i64)));
+        for (name, p) in [("read_clat_p50_us", 50.0), ("read_clat_p99_us", 99.0), ("read_clat_p99.9_us", 99.9)] {
+            rows.push((name.into(), Cell::float(clat.percentile_ns(p) as f64 / 1000.0, 1)));
+        }
+        for (n, v) in rows {
+            t.push_row(vec![Cell::Text(n), v]).expect("row shape");
+        }
+        Some(t)
     }
 
     fn build_profile(&mut self, elapsed: u64) -> Profile {
@@ -1579,16 +1631,7 @@ pub fn run_replay(
     let r = sim.model.replay.take().expect("replay state");
     let g = &r.stats;
     let runtime_ns = end.as_ns().max(1);
-    let dir_report = |d: usize| DirReport {
-        io_bytes: g.io_bytes[d],
-        total_ios: g.ios[d],
-        short_ios: 0,
-        runtime_ns,
-        slat: LatencyHist::from_histogram(g.slat[d].histogram()),
-        clat: LatencyHist::from_histogram(g.clat[d].histogram()),
-        lat: LatencyHist::from_histogram(g.lat[d].histogram()),
-        ..Default::default()
-    };
+    let dir_report = |d: usize| g.dir_report(d, runtime_ns);
     report.jobs.push(JobReport {
         name: "replay".into(),
         numjobs: 1,
