@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use blocksim_analysis::report::{iodepth_level_index, iodepth_submit_index};
 use blocksim_analysis::{DirReport, DiskReport, JobReport, LatencyHist, Profile, ProfileRow, RunReport, Table, Cell};
 use blocksim_sim::{
     component_rng, ComponentRng, ContextId, Ctx, CpuProfile, LatencyHistogram, Mode, Model,
@@ -238,6 +239,20 @@ struct GroupStats {
 }
 
 impl GroupStats {
+    /// fio's per-direction report of these statistics.
+    fn dir_report(&self, d: usize, runtime_ns: u64) -> DirReport {
+        DirReport {
+            io_bytes: self.io_bytes[d],
+            total_ios: self.ios[d],
+            short_ios: 0,
+            runtime_ns,
+            slat: LatencyHist::from_histogram(self.slat[d].histogram()),
+            clat: LatencyHist::from_histogram(self.clat[d].histogram()),
+            lat: LatencyHist::from_histogram(self.lat[d].histogram()),
+            ..Default::default()
+        }
+    }
+
     fn new() -> Self {
         GroupStats {
             slat: [LatencyHistogram::new(), LatencyHistogram::new()],
@@ -254,32 +269,6 @@ impl GroupStats {
             end: None,
             clones_done: 0,
         }
-    }
-}
-
-/// fio's depth buckets 1, 2, 4, 8, 16, 32, >=64.
-fn depth_bucket(d: u32) -> usize {
-    match d {
-        0..=1 => 0,
-        2..=3 => 1,
-        4..=7 => 2,
-        8..=15 => 3,
-        16..=31 => 4,
-        32..=63 => 5,
-        _ => 6,
-    }
-}
-
-/// fio's submit/complete buckets 0, 1-4, 5-8, 9-16, 17-32, 33-64, >64.
-fn batch_bucket(n: u32) -> usize {
-    match n {
-        0 => 0,
-        1..=4 => 1,
-        5..=8 => 2,
-        9..=16 => 3,
-        17..=32 => 4,
-        33..=64 => 5,
-        _ => 6,
     }
 }
 
@@ -782,7 +771,7 @@ impl AsyncStack {
                 cost += self.run_job_paths(t, &[PathId::ReapEvent, PathId::FioComplete]);
             }
             let g = &mut self.groups[self.threads[t].group];
-            g.complete[batch_bucket(count)] += 1;
+            g.complete[iodepth_submit_index(count)] += 1;
             self.threads[t].action = Action::Reap { count };
             self.schedule_job(t, now, cost, ctx);
         } else if !issuing_over && th.in_flight < jc.iodepth {
@@ -857,8 +846,8 @@ impl AsyncStack {
             })
             .expect("I/O slab bound: more than 2^20 I/Os in flight");
         let g = &mut self.groups[group];
-        g.depth[depth_bucket(depth)] += 1;
-        g.submit[batch_bucket(1)] += 1;
+        g.depth[iodepth_level_index(depth)] += 1;
+        g.submit[iodepth_submit_index(1)] += 1;
 
         let mut cost = self.run_job_paths(
             t,
@@ -1377,16 +1366,7 @@ impl AsyncStack {
             let g = &self.groups[gi];
             let run_end = g.end.unwrap_or(end);
             let runtime_ns = run_end.since(self.measure_start).max(1);
-            let dir_report = |d: usize| DirReport {
-                io_bytes: g.io_bytes[d],
-                total_ios: g.ios[d],
-                short_ios: 0,
-                runtime_ns,
-                slat: LatencyHist::from_histogram(g.slat[d].histogram()),
-                clat: LatencyHist::from_histogram(g.clat[d].histogram()),
-                lat: LatencyHist::from_histogram(g.lat[d].histogram()),
-                ..Default::default()
-            };
+            let dir_report = |d: usize| g.dir_report(d, runtime_ns);
             let pct = |a: &[u64; 7]| {
                 let total: u64 = a.iter().sum();
                 let mut out = [0.0; 7];
