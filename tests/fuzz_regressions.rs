@@ -30,6 +30,7 @@ fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {
 }
 
 fn replay(target: &str, body: fn(&[u8])) {
+    harness::run_models(true);
     for (name, data) in inputs(target) {
         eprintln!("{target}: replaying {name}");
         body(&data);
@@ -119,6 +120,7 @@ fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
 }
 
 fn smoke(target: &str, body: fn(&[u8]), count: usize) {
+    harness::run_models(true);
     let seeds = inputs(target);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for _ in 0..count {

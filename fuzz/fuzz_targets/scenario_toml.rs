@@ -3,6 +3,7 @@
 use libfuzzer_sys::fuzz_target;
 
 #[path = "../../tests/fuzz_regressions/harness.rs"]
+#[allow(dead_code)] // each target uses one body
 mod harness;
 
 fuzz_target!(|data: &[u8]| {
