@@ -720,9 +720,7 @@ impl Bcache {
                 return skip(&mut self.stats, |st| st.bypass_congested += 1);
             }
         }
-        if self.alloc.set.rescale(s) {
-            // bcache takes the bucket lock and walks every bucket.
-        }
+        self.alloc.set.rescale(s);
         false
     }
 

@@ -1032,6 +1032,10 @@ impl AsyncStack {
                     };
                     self.bcache_pump(b, now, ctx);
                     if done {
+                        // The injected duplicate applies to bcache's bios too.
+                        if matches!(self.fault, Some(Fault::DuplicateCompletion { nth }) if nth == self.retired_total) {
+                            self.io_done(io, now, ctx);
+                        }
                         self.io_done(io, now, ctx);
                     }
                 }
@@ -1349,7 +1353,9 @@ impl AsyncStack {
         if !self.bcaches.is_empty() {
             self.hit_series.push((now.as_ns(), dh, dm));
         }
-        if self.threads_running > 0 || self.replay.is_some() {
+        // Keep sampling while anything else is pending; if only the sampler
+        // is left, the run must drain so a lost completion is reported.
+        if (self.threads_running > 0 || self.replay.is_some()) && ctx.pending_events() > 0 {
             ctx.schedule_in(self.sample_interval_ns, Ev::Sample);
         }
     }
