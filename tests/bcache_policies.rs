@@ -16,7 +16,8 @@ fn bcache(extra: &str) -> Bcache {
         "name = \"bcache0\"\ncache = \"ssd\"\nbacking = \"hdd\"\nbucket_size = \"64k\"\n{extra}"
     );
     let cfg: BcacheConfig = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let mut b = Bcache::new(cfg, 64 << 11, 16 << 21, BtreeCosts::default(), 1).expect("valid bcache");
+    let mut b =
+        Bcache::new(cfg, 64 << 11, 16 << 21, BtreeCosts::default(), 1).expect("valid bcache");
     b.populate().unwrap();
     b
 }
@@ -32,7 +33,12 @@ struct Driver {
 
 impl Driver {
     fn new(b: Bcache) -> Self {
-        Driver { b, now_ns: 0, user: 0, cache_writes: 0 }
+        Driver {
+            b,
+            now_ns: 0,
+            user: 0,
+            cache_writes: 0,
+        }
     }
 
     fn drain(&mut self) -> Vec<u32> {
@@ -85,7 +91,10 @@ impl Driver {
 
     fn metric(&self, name: &str) -> String {
         let rows = self.b.metrics();
-        let (_, v) = rows.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("metric {name}"));
+        let (_, v) = rows
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("metric {name}"));
         format!("{v:?}")
     }
 }
@@ -155,7 +164,11 @@ fn hot_set_hits(policy: &str) -> usize {
 
 #[test]
 fn lru_keeps_a_hot_set_that_fifo_and_random_evict() {
-    let (lru, fifo, random) = (hot_set_hits("lru"), hot_set_hits("fifo"), hot_set_hits("random"));
+    let (lru, fifo, random) = (
+        hot_set_hits("lru"),
+        hot_set_hits("fifo"),
+        hot_set_hits("random"),
+    );
     assert!(lru > 9_500, "lru {lru} of 10000");
     assert!(fifo < lru - 500, "fifo {fifo} lru {lru}");
     assert!(random < lru - 500, "random {random} lru {lru}");
@@ -192,7 +205,11 @@ fn sequential_streams_over_the_cutoff_bypass() {
     let routes: Vec<Route> = (0..1100).map(|i| d.read(1_000_000 + i)).collect();
     // 4 MiB = 1024 blocks of 4 KiB: the 1024th and later bypass.
     assert!(routes[..1023].iter().all(|r| *r == Route::Miss));
-    assert!(routes[1024..].iter().all(|r| *r == Route::Backing), "{:?}", &routes[1020..1030]);
+    assert!(
+        routes[1024..].iter().all(|r| *r == Route::Backing),
+        "{:?}",
+        &routes[1020..1030]
+    );
     assert_eq!(d.b.stats.bypass_sequential, 1100 - 1023);
     // Random reads from the same task start new streams; the task's moving
     // average (1/8 of the last stream) is under the cutoff.
@@ -219,7 +236,10 @@ fn writes_are_journaled_and_miss_fills_are_not() {
     }
     d.b.tick(d.now_ns + 1_000_000_000);
     d.drain();
-    assert_eq!(d.b.stats.journal_writes, 0, "cache-miss inserts are replace inserts");
+    assert_eq!(
+        d.b.stats.journal_writes, 0,
+        "cache-miss inserts are replace inserts"
+    );
     for i in 0..50 {
         d.io(Dir::Write, scatter(i) * 8, 8);
     }
@@ -234,7 +254,10 @@ fn writeback_controller_writes_dirty_data_back() {
     let mut d = Driver::new(bcache("cache_mode = \"writeback\"\nwriteback_percent = 1"));
     // 8 MiB dirty, 1% of 64 MiB is the target: the PD controller speeds up.
     for i in 0..2048 {
-        assert!(matches!(d.io(Dir::Write, scatter(i) * 8, 8), Route::CacheOnly { .. }));
+        assert!(matches!(
+            d.io(Dir::Write, scatter(i) * 8, 8),
+            Route::CacheOnly { .. }
+        ));
     }
     let dirty0 = d.b.dirty_sectors();
     assert_eq!(dirty0, 2048 * 8);
@@ -244,10 +267,17 @@ fn writeback_controller_writes_dirty_data_back() {
         d.drain();
     }
     let s = d.b.stats;
-    assert!(s.writeback_writes > 0 && d.b.dirty_sectors() < dirty0, "{s:?} dirty {}", d.b.dirty_sectors());
+    assert!(
+        s.writeback_writes > 0 && d.b.dirty_sectors() < dirty0,
+        "{s:?} dirty {}",
+        d.b.dirty_sectors()
+    );
     let log = d.b.writeback_rate_log();
     assert!(log.len() >= 10, "{log:?}");
-    assert!(log.windows(2).any(|w| w[1].1 > w[0].1), "the rate rises while dirty > target: {log:?}");
+    assert!(
+        log.windows(2).any(|w| w[1].1 > w[0].1),
+        "the rate rises while dirty > target: {log:?}"
+    );
     // Written-back data is still cached, now clean.
     assert!(hit(d.read(scatter(0))));
     let _ = d.metric("writeback_mib");
@@ -256,16 +286,40 @@ fn writeback_controller_writes_dirty_data_back() {
 #[test]
 fn scenario_shows_the_three_policies_side_by_side() {
     let out = Command::new(env!("CARGO_BIN_EXE_sim"))
-        .args(["run", "scenarios/bcache_policies.toml", "--set", "job.ramp_time=10s", "--set", "job.runtime=4s"])
-        .args(["--set", "bcache.cache_size=64m", "--set", "bcache.bucket_size=64k"])
+        .args([
+            "run",
+            "scenarios/bcache_policies.toml",
+            "--set",
+            "job.ramp_time=10s",
+            "--set",
+            "job.runtime=4s",
+        ])
+        .args([
+            "--set",
+            "bcache.cache_size=64m",
+            "--set",
+            "bcache.bucket_size=64k",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("run sim");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let table: Vec<&str> = stdout.lines().skip_while(|l| !l.starts_with("variants")).collect();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("variants"))
+        .collect();
     let header: Vec<&str> = table[1].split_whitespace().collect();
-    let col = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("{name} in {header:?}"));
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("{name} in {header:?}"))
+    };
     let row = |v: &str| -> Vec<&str> {
         table
             .iter()
@@ -281,6 +335,12 @@ fn scenario_shows_the_three_policies_side_by_side() {
         assert!(num(v, "read_clat_p99_us") > num(v, "read_clat_p50_us"));
         assert!(num(v, "hit_ratio_pct") > 10.0, "{v}");
     }
-    assert!(num("lru", "hit_ratio_pct") > num("fifo", "hit_ratio_pct"), "{stdout}");
-    assert!(num("lru", "hit_ratio_pct") > num("random", "hit_ratio_pct"), "{stdout}");
+    assert!(
+        num("lru", "hit_ratio_pct") > num("fifo", "hit_ratio_pct"),
+        "{stdout}"
+    );
+    assert!(
+        num("lru", "hit_ratio_pct") > num("random", "hit_ratio_pct"),
+        "{stdout}"
+    );
 }

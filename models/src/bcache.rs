@@ -352,6 +352,33 @@ struct Pending {
     on_cache: bool,
 }
 
+/// One `bch_data_insert`: backing-device range, write point, key flags
+/// and the bio to complete when the data is on the cache.
+#[derive(Debug, Clone, Copy)]
+struct InsertReq {
+    start: u64,
+    sectors: u64,
+    task: u32,
+    dirty: bool,
+    /// Journaled (writes) or not (cache-miss replace inserts).
+    journal: bool,
+    user: Option<u32>,
+}
+
+impl InsertReq {
+    /// A cache-miss (or readahead) fill: clean, not journaled, no bio waits.
+    fn fill(start: u64, sectors: u64, task: u32) -> Self {
+        InsertReq {
+            start,
+            sectors,
+            task,
+            dirty: false,
+            journal: false,
+            user: None,
+        }
+    }
+}
+
 /// Counters of one bcache device (sysfs `stats_total` and friends).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BcacheStats {
@@ -811,16 +838,15 @@ impl Bcache {
 
     /// `bch_data_insert` of a write (or a miss: `replace`): allocates cache
     /// space and issues the cache writes. Returns false if no bucket was free.
-    fn data_insert(
-        &mut self,
-        start: u64,
-        sectors: u64,
-        task: u32,
-        dirty: bool,
-        journal: bool,
-        user: Option<u32>,
-        now_ns: u64,
-    ) -> bool {
+    fn data_insert(&mut self, r: InsertReq, now_ns: u64) -> bool {
+        let InsertReq {
+            start,
+            sectors,
+            task,
+            dirty,
+            journal,
+            user,
+        } = r;
         self.sectors_to_gc -= sectors as i64;
         let mut exts = std::mem::take(&mut self.scratch);
         exts.clear();
@@ -883,7 +909,17 @@ impl Bcache {
         let _ = CUTOFF_WRITEBACK;
         if writeback {
             let first = self.outbox.len();
-            if self.data_insert(sector, s, task, true, true, Some(user), now_ns) {
+            if self.data_insert(
+                InsertReq {
+                    start: sector,
+                    sectors: s,
+                    task,
+                    dirty: true,
+                    journal: true,
+                    user: Some(user),
+                },
+                now_ns,
+            ) {
                 // The bio itself carries the first piece.
                 let io = self.outbox.remove(first);
                 return Route::CacheOnly {
@@ -892,7 +928,19 @@ impl Bcache {
                 };
             }
             // bcache would wait for a bucket; the model writes around instead.
-        } else if !bypass && self.data_insert(sector, s, task, false, true, Some(user), now_ns) {
+        } else if !bypass
+            && self.data_insert(
+                InsertReq {
+                    start: sector,
+                    sectors: s,
+                    task,
+                    dirty: false,
+                    journal: true,
+                    user: Some(user),
+                },
+                now_ns,
+            )
+        {
             self.joins.insert(user, 2);
             return Route::BackingJoined;
         }
@@ -956,7 +1004,7 @@ impl Bcache {
     /// A read miss came back from the backing device: cache it.
     pub fn read_miss_done(&mut self, sector: u64, sectors: u32, task: u32, now_ns: u64) {
         self.tick(now_ns);
-        self.data_insert(sector, u64::from(sectors), task, false, false, None, now_ns);
+        self.data_insert(InsertReq::fill(sector, u64::from(sectors), task), now_ns);
     }
 
     /// A cache-device read of a hit completed after `latency_ns`.
@@ -1044,7 +1092,7 @@ impl Bcache {
                 sectors,
                 task,
             } => {
-                self.data_insert(start, sectors, task, false, false, None, now_ns);
+                self.data_insert(InsertReq::fill(start, sectors, task), now_ns);
             }
             Op::WbRead {
                 start,
