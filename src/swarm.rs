@@ -364,7 +364,9 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) {
             .collect();
         let backing = pick(rng, &backs).clone();
         let cache_bytes = devs.iter().find(|d| d.name == cache).map_or(0, |d| d.bytes);
-        let bucket = pow2(rng, 12, 20);
+        // bcache needs more than 512 buckets: at most cache / 1024 each.
+        let bucket_shift_max = (cache_bytes / 1024).max(4096).ilog2().min(20);
+        let bucket = pow2(rng, 12, bucket_shift_max);
         t.push_str("\n[bcache]\nname = \"bcache0\"\n");
         let _ = writeln!(t, "cache = {}\nbacking = {}", q(&cache), q(&backing.name));
         let _ = writeln!(t, "bucket_size = {}", size(bucket));
