@@ -86,19 +86,40 @@ fn percentile(sorted: &[u64], q: f64) -> u64 {
 
 pub fn run(args: ReplayArgs) -> Result<ExitCode> {
     let format_out = parse_format(&args.output_format)?;
-    let timing: Timing = args.timing.parse().map_err(|e: String| anyhow!("--timing: {e}"))?;
+    let timing: Timing = args
+        .timing
+        .parse()
+        .map_err(|e: String| anyhow!("--timing: {e}"))?;
     let mut map = BTreeMap::new();
     for m in &args.map {
         let (dev, name) = parse_map_entry(m).map_err(|e| anyhow!(e))?;
         map.insert(dev, name);
     }
-    let ropts = ReplayOptions { timing, depth: args.depth, speed: args.speed, map };
+    let ropts = ReplayOptions {
+        timing,
+        depth: args.depth,
+        speed: args.speed,
+        map,
+    };
     let format = match &args.format {
         None => None,
-        Some(f) => Some(f.parse::<TraceFormat>().map_err(|e| anyhow!("--format {f:?}: {e}"))?),
+        Some(f) => Some(
+            f.parse::<TraceFormat>()
+                .map_err(|e| anyhow!("--format {f:?}: {e}"))?,
+        ),
     };
-    let topts = OpenOptions { format, lenient: args.lenient };
-    let loaded = load(&args.stack, &LoadOptions { sets: &args.set, seed: args.seed, job_file: None })?;
+    let topts = OpenOptions {
+        format,
+        lenient: args.lenient,
+    };
+    let loaded = load(
+        &args.stack,
+        &LoadOptions {
+            sets: &args.set,
+            seed: args.seed,
+            job_file: None,
+        },
+    )?;
 
     let reader = open_many(&args.trace, &topts)?;
     let source = ReplaySource::new(reader.requests(), &ropts).map_err(|e| anyhow!(e))?;
@@ -142,14 +163,15 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
     let opts = RunOptions::default();
     let (out, stats) = run_replay(&loaded.base, &opts, feed)?;
     if let Some(e) = error.lock().expect("error slot").take() {
-        return Err(e).context("replay stopped at a bad trace record (use --lenient to skip such records)");
+        return Err(e)
+            .context("replay stopped at a bad trace record (use --lenient to skip such records)");
     }
     let mut report = out.report;
     let trims = skipped_ops.load(std::sync::atomic::Ordering::Relaxed);
     if trims > 0 {
-        report
-            .notes
-            .push(format!("replay: {trims} trim/flush requests skipped (this stack models reads and writes)"));
+        report.notes.push(format!(
+            "replay: {trims} trim/flush requests skipped (this stack models reads and writes)"
+        ));
     }
     eprintln!(
         "[replay] {} events, simulated {:.3} s, {} requests",
@@ -165,8 +187,18 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
         sim.sort_unstable();
         let mut tr = traced.clone();
         tr.sort_unstable();
-        let mut t = Table::new("D2C: simulated vs traced (us)", &["percentile", "simulated_us", "traced_us"]);
-        for (name, q) in [("min", 0.0), ("p10", 0.10), ("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("max", 1.0)] {
+        let mut t = Table::new(
+            "D2C: simulated vs traced (us)",
+            &["percentile", "simulated_us", "traced_us"],
+        );
+        for (name, q) in [
+            ("min", 0.0),
+            ("p10", 0.10),
+            ("p50", 0.50),
+            ("p90", 0.90),
+            ("p99", 0.99),
+            ("max", 1.0),
+        ] {
             t.push_row(vec![
                 Cell::Text(name.into()),
                 Cell::float(percentile(&sim, q) as f64 / 1e3, 2),
@@ -188,17 +220,33 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
             ));
         }
     } else if traced.is_empty() {
-        report.notes.push("the trace has no D/C event pairs: no D2C comparison".into());
+        report
+            .notes
+            .push("the trace has no D/C event pairs: no D2C comparison".into());
     } else {
-        report.notes.push("no request was replayed: no D2C comparison".into());
+        report
+            .notes
+            .push("no request was replayed: no D2C comparison".into());
     }
     match format_out {
         Format::Normal => {
-            println!("blocksim: replay through {}, seed {}", loaded.base.simulation.name, loaded.base.simulation.seed);
+            println!(
+                "blocksim: replay through {}, seed {}",
+                loaded.base.simulation.name, loaded.base.simulation.seed
+            );
             print!("{}", render_text(&report, &TextOptions::default()));
         }
         Format::Json | Format::JsonPlus => {
-            print!("{}", render_json(&report, &JsonOptions { plus: format_out == Format::JsonPlus, ..JsonOptions::default() }))
+            print!(
+                "{}",
+                render_json(
+                    &report,
+                    &JsonOptions {
+                        plus: format_out == Format::JsonPlus,
+                        ..JsonOptions::default()
+                    }
+                )
+            )
         }
     }
     Ok(ExitCode::SUCCESS)

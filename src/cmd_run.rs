@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
-use blocksim_analysis::{render_json, render_text, Cell, JsonOptions, RunReport, Table, TextOptions};
+use blocksim_analysis::{
+    render_json, render_text, Cell, JsonOptions, RunReport, Table, TextOptions,
+};
 use blocksim_models::{RunOptions, RunOutput, Scenario};
 use rayon::prelude::*;
 
@@ -74,11 +76,17 @@ pub struct InvariantViolation {
 
 pub fn run_one(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput> {
     let t0 = Instant::now();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| blocksim_models::run(sc, opts)));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        blocksim_models::run(sc, opts)
+    }));
     let out = match result {
         Ok(Ok(out)) => out,
         Ok(Err(blocksim_models::ModelError::Invariant(message))) => {
-            return Err(InvariantViolation { scenario: sc.simulation.name.clone(), message }.into())
+            return Err(InvariantViolation {
+                scenario: sc.simulation.name.clone(),
+                message,
+            }
+            .into())
         }
         Ok(Err(e)) => return Err(e.into()),
         Err(panic) => {
@@ -87,7 +95,11 @@ pub fn run_one(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput> {
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "unknown panic".into());
-            return Err(InvariantViolation { scenario: sc.simulation.name.clone(), message }.into());
+            return Err(InvariantViolation {
+                scenario: sc.simulation.name.clone(),
+                message,
+            }
+            .into());
         }
     };
     let wall = t0.elapsed().as_secs_f64();
@@ -111,7 +123,8 @@ pub fn littles_law_lines(report: &RunReport) -> Vec<String> {
             continue;
         }
         let iops = ios as f64 * 1e9 / j.runtime_ns as f64;
-        let lat = j.read.lat.mean_ns() * j.read.total_ios as f64 + j.write.lat.mean_ns() * j.write.total_ios as f64;
+        let lat = j.read.lat.mean_ns() * j.read.total_ios as f64
+            + j.write.lat.mean_ns() * j.write.total_ios as f64;
         let mean_lat_s = lat / ios as f64 / 1e9;
         let l = iops * mean_lat_s / j.numjobs as f64;
         v.push(format!(
@@ -152,13 +165,15 @@ fn comparison_table(results: &[(String, RunReport)]) -> Table {
     let col_refs: Vec<&str> = cols.iter().map(|s| s.as_str()).collect();
     let mut t = Table::new("variants", &col_refs);
     for (name, r) in results {
-        let (mut ios, mut bytes, mut runtime, mut jobs, mut clat_sum, mut usr, mut sys) = (0u64, 0u64, 0u64, 0u32, 0.0, 0.0, 0.0);
+        let (mut ios, mut bytes, mut runtime, mut jobs, mut clat_sum, mut usr, mut sys) =
+            (0u64, 0u64, 0u64, 0u32, 0.0, 0.0, 0.0);
         for j in &r.jobs {
             ios += j.total_ios();
             bytes += j.read.io_bytes + j.write.io_bytes;
             runtime = runtime.max(j.runtime_ns);
             jobs += j.numjobs;
-            clat_sum += j.read.clat.mean_ns() * j.read.total_ios as f64 + j.write.clat.mean_ns() * j.write.total_ios as f64;
+            clat_sum += j.read.clat.mean_ns() * j.read.total_ios as f64
+                + j.write.clat.mean_ns() * j.write.total_ios as f64;
             usr += j.usr_cpu_pct;
             sys += j.sys_cpu_pct;
         }
@@ -168,7 +183,14 @@ fn comparison_table(results: &[(String, RunReport)]) -> Table {
             Cell::Text(name.clone()),
             Cell::float(iops, 0),
             Cell::float(bytes as f64 / 1024.0 / secs, 0),
-            Cell::float(if iops > 0.0 { jobs as f64 * 1e9 / iops } else { 0.0 }, 1),
+            Cell::float(
+                if iops > 0.0 {
+                    jobs as f64 * 1e9 / iops
+                } else {
+                    0.0
+                },
+                1,
+            ),
             Cell::float(if ios > 0 { clat_sum / ios as f64 } else { 0.0 }, 1),
             Cell::float(usr, 2),
             Cell::float(sys, 2),
@@ -196,18 +218,35 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let format = parse_format(&args.output_format)?;
     let loaded = load(
         &args.scenario,
-        &LoadOptions { sets: &args.set, seed: args.seed, job_file: args.job.as_deref() },
+        &LoadOptions {
+            sets: &args.set,
+            seed: args.seed,
+            job_file: args.job.as_deref(),
+        },
     )?;
     let fault = match &args.inject_fault {
         None => None,
         Some(f) => Some(blocksim_models::Fault::parse(f).ok_or_else(|| {
-            anyhow::anyhow!("--inject-fault {f:?}: expected drop-completion:N or duplicate-completion:N")
+            anyhow::anyhow!(
+                "--inject-fault {f:?}: expected drop-completion:N or duplicate-completion:N"
+            )
         })?),
     };
-    let opts = RunOptions { profile: args.profile, verbose: args.verbose, fault, ..RunOptions::default() };
+    let opts = RunOptions {
+        profile: args.profile,
+        verbose: args.verbose,
+        fault,
+        ..RunOptions::default()
+    };
     let seed = loaded.base.simulation.seed;
-    let text_opts = TextOptions { profile: args.profile, ..TextOptions::default() };
-    let json_opts = JsonOptions { plus: format == Format::JsonPlus, ..JsonOptions::default() };
+    let text_opts = TextOptions {
+        profile: args.profile,
+        ..TextOptions::default()
+    };
+    let json_opts = JsonOptions {
+        plus: format == Format::JsonPlus,
+        ..JsonOptions::default()
+    };
 
     if loaded.variants.is_empty() {
         let out = run_one(&loaded.base, &opts)?;
@@ -217,7 +256,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         }
         match format {
             Format::Normal => {
-                println!("blocksim: scenario {}, seed {}", loaded.base.simulation.name, seed);
+                println!(
+                    "blocksim: scenario {}, seed {}",
+                    loaded.base.simulation.name, seed
+                );
                 print!("{}", render_text(&report, &text_opts));
             }
             Format::Json | Format::JsonPlus => print!("{}", render_json(&report, &json_opts)),
@@ -244,15 +286,30 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let results: Vec<(String, RunReport)> = results.into_iter().collect::<Result<_>>()?;
     let table = comparison_table(&results);
     if let Some(path) = &args.plot {
-        let series: Vec<_> = results.iter().map(|(n, r)| (n.clone(), crate::experiment::report_clat(r))).collect();
+        let series: Vec<_> = results
+            .iter()
+            .map(|(n, r)| (n.clone(), crate::experiment::report_clat(r)))
+            .collect();
         crate::experiment::plot_cdf(path, &series)?;
     }
     match format {
         Format::Normal => {
-            println!("blocksim: scenario {}, seed {}", loaded.base.simulation.name, seed);
+            println!(
+                "blocksim: scenario {}, seed {}",
+                loaded.base.simulation.name, seed
+            );
             for (name, r) in &results {
                 println!("\n=== variant: {name} ===");
-                print!("{}", render_text(r, &TextOptions { header: false, ..text_opts.clone() }));
+                print!(
+                    "{}",
+                    render_text(
+                        r,
+                        &TextOptions {
+                            header: false,
+                            ..text_opts.clone()
+                        }
+                    )
+                );
             }
             println!();
             print!("{}", table.to_text()?);

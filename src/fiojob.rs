@@ -27,7 +27,10 @@ pub fn parse_job_text(path: &Path, text: &str) -> Result<Vec<BTreeMap<String, St
         }
         if let Some(rest) = line.strip_prefix('[') {
             let name = rest.strip_suffix(']').ok_or_else(|| {
-                anyhow!("{}:{line_no}: section header without `]`: {line:?}", path.display())
+                anyhow!(
+                    "{}:{line_no}: section header without `]`: {line:?}",
+                    path.display()
+                )
             })?;
             let name = name.trim();
             if name.is_empty() {
@@ -44,7 +47,10 @@ pub fn parse_job_text(path: &Path, text: &str) -> Result<Vec<BTreeMap<String, St
             None => (line, ""),
         };
         if k.is_empty() {
-            bail!("{}:{line_no}: option without a name: {line:?}", path.display());
+            bail!(
+                "{}:{line_no}: option without a name: {line:?}",
+                path.display()
+            );
         }
         let entry = (k.to_string(), v.to_string(), line_no);
         if in_global {
@@ -59,7 +65,10 @@ pub fn parse_job_text(path: &Path, text: &str) -> Result<Vec<BTreeMap<String, St
         }
     }
     if jobs.is_empty() {
-        bail!("{}: no job sections (only [global]); add a section such as [randread]", path.display());
+        bail!(
+            "{}: no job sections (only [global]); add a section such as [randread]",
+            path.display()
+        );
     }
     let mut out = Vec::new();
     for (name, header_line, opts) in jobs {
@@ -70,18 +79,20 @@ pub fn parse_job_text(path: &Path, text: &str) -> Result<Vec<BTreeMap<String, St
             .iter()
             .map(|(k, v, l)| (k.clone(), OptValue::Str(v.clone()), *l))
             .collect();
-        JobConfig::from_options(&name, values.iter().map(|(k, v, _)| (k.as_str(), v))).map_err(|e| {
-            let line = match &e {
-                JobError::Unsupported { key, .. } | JobError::Invalid { key, .. } => {
-                    values.iter().rev().find(|(k, _, _)| k == key).map(|x| x.2)
+        JobConfig::from_options(&name, values.iter().map(|(k, v, _)| (k.as_str(), v))).map_err(
+            |e| {
+                let line = match &e {
+                    JobError::Unsupported { key, .. } | JobError::Invalid { key, .. } => {
+                        values.iter().rev().find(|(k, _, _)| k == key).map(|x| x.2)
+                    }
+                    JobError::NoFilename { .. } => Some(header_line),
+                };
+                match line {
+                    Some(l) => anyhow!("{}:{l}: job [{name}]: {e}", path.display()),
+                    None => anyhow!("{}: job [{name}]: {e}", path.display()),
                 }
-                JobError::NoFilename { .. } => Some(header_line),
-            };
-            match line {
-                Some(l) => anyhow!("{}:{l}: job [{name}]: {e}", path.display()),
-                None => anyhow!("{}: job [{name}]: {e}", path.display()),
-            }
-        })?;
+            },
+        )?;
         let mut map = BTreeMap::new();
         map.insert("name".to_string(), name.clone());
         for (k, v, _) in merged {
@@ -109,11 +120,20 @@ mod tests {
     #[test]
     fn errors_name_lines() {
         let text = "[a]\nfilename=/dev/x\nrw=randread\nverify=md5\n";
-        let e = parse_job_text(Path::new("j.fio"), text).unwrap_err().to_string();
-        assert!(e.starts_with("j.fio:4: job [a]: job option `verify` is not modelled"), "{e}");
-        let e = parse_job_text(Path::new("j.fio"), "[a]\nfilename=x\nbs=4q\n").unwrap_err().to_string();
+        let e = parse_job_text(Path::new("j.fio"), text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("j.fio:4: job [a]: job option `verify` is not modelled"),
+            "{e}"
+        );
+        let e = parse_job_text(Path::new("j.fio"), "[a]\nfilename=x\nbs=4q\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("j.fio:3:"), "{e}");
-        let e = parse_job_text(Path::new("j.fio"), "bs=4k\n").unwrap_err().to_string();
+        let e = parse_job_text(Path::new("j.fio"), "bs=4k\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("before any section"), "{e}");
     }
 }

@@ -24,7 +24,11 @@ mod swarm;
 use blocksim::scenario;
 
 #[derive(Parser, Debug)]
-#[command(name = "sim", version, about = "blocksim: deterministic simulator and model checker for block-storage designs")]
+#[command(
+    name = "sim",
+    version,
+    about = "blocksim: deterministic simulator and model checker for block-storage designs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

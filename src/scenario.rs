@@ -25,17 +25,26 @@ pub fn read_text(path: &Path) -> Result<String> {
             FILE_BYTES_MAX
         );
     }
-    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read the file", path.display()))?;
+    let bytes =
+        std::fs::read(path).with_context(|| format!("{}: cannot read the file", path.display()))?;
     String::from_utf8(bytes).map_err(|e| {
         let (line, col) = line_col_of_offset_bytes(e.as_bytes(), e.utf8_error().valid_up_to());
-        anyhow!("{}:{line}:{col}: the file is not valid UTF-8", path.display())
+        anyhow!(
+            "{}:{line}:{col}: the file is not valid UTF-8",
+            path.display()
+        )
     })
 }
 
 fn line_col_of_offset_bytes(bytes: &[u8], offset: usize) -> (usize, usize) {
     let before = &bytes[..offset.min(bytes.len())];
     let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let col = offset - before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1) + 1;
+    let col = offset
+        - before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1)
+        + 1;
     (line, col)
 }
 
@@ -203,18 +212,23 @@ fn jobs_from_raw(
         .enumerate()
         .map(|(i, opts)| {
             let default_name = format!("job{i}");
-            JobConfig::from_options(&default_name, opts.iter().map(|(k, v)| (k.as_str(), v))).map_err(|e| {
-                use blocksim_models::job::JobError;
-                let key = match &e {
-                    JobError::Unsupported { key, .. } | JobError::Invalid { key, .. } => Some(key.as_str()),
-                    JobError::NoFilename { .. } => None,
-                };
-                let loc = key.and_then(|k| text.and_then(|t| find_job_key(t, i, k)));
-                match loc {
-                    Some((l, c)) => anyhow!("{}:{l}:{c}: [[job]] #{}: {e}", path.display(), i + 1),
-                    None => anyhow!("{}: [[job]] #{}: {e}", path.display(), i + 1),
-                }
-            })
+            JobConfig::from_options(&default_name, opts.iter().map(|(k, v)| (k.as_str(), v)))
+                .map_err(|e| {
+                    use blocksim_models::job::JobError;
+                    let key = match &e {
+                        JobError::Unsupported { key, .. } | JobError::Invalid { key, .. } => {
+                            Some(key.as_str())
+                        }
+                        JobError::NoFilename { .. } => None,
+                    };
+                    let loc = key.and_then(|k| text.and_then(|t| find_job_key(t, i, k)));
+                    match loc {
+                        Some((l, c)) => {
+                            anyhow!("{}:{l}:{c}: [[job]] #{}: {e}", path.display(), i + 1)
+                        }
+                        None => anyhow!("{}: [[job]] #{}: {e}", path.display(), i + 1),
+                    }
+                })
         })
         .collect()
 }
@@ -225,8 +239,13 @@ fn finish(path: &Path, text: Option<&str>, file: ScenarioFile) -> Result<Scenari
 }
 
 fn deserialize_table(path: &Path, table: toml::Table, what: &str) -> Result<ScenarioFile> {
-    ScenarioFile::deserialize(toml::Value::Table(table))
-        .map_err(|e| anyhow!("{}: after {what}: {}", path.display(), hint_unknown(e.message())))
+    ScenarioFile::deserialize(toml::Value::Table(table)).map_err(|e| {
+        anyhow!(
+            "{}: after {what}: {}",
+            path.display(),
+            hint_unknown(e.message())
+        )
+    })
 }
 
 /// Deep-merges `over` into `base`: tables merge key by key, anything else
@@ -253,11 +272,14 @@ fn resolve_extends(path: &Path, table: &mut toml::Table, depth: u32) -> Result<b
         .ok_or_else(|| anyhow!("{}: `extends` must be a file name string", path.display()))?
         .to_string();
     if depth >= 8 {
-        bail!("{}: `extends` nests more than 8 files deep (a cycle?)", path.display());
+        bail!(
+            "{}: `extends` nests more than 8 files deep (a cycle?)",
+            path.display()
+        );
     }
     let base_path = path.parent().unwrap_or(Path::new(".")).join(&base);
-    let text = read_text(&base_path)
-        .with_context(|| format!("{}: extends = {base:?}", path.display()))?;
+    let text =
+        read_text(&base_path).with_context(|| format!("{}: extends = {base:?}", path.display()))?;
     let mut base_table: toml::Table =
         toml::from_str(&text).map_err(|e| toml_error(&base_path, &text, &e))?;
     resolve_extends(&base_path, &mut base_table, depth + 1)?;
@@ -311,7 +333,11 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
     let (file, text_for_jobs) = match file {
         Some(f) if !modified => (f, Some(text.as_str())),
         _ => {
-            let what = if extended { "merging `extends`" } else { "--set/--seed/--job" };
+            let what = if extended {
+                "merging `extends`"
+            } else {
+                "--set/--seed/--job"
+            };
             (deserialize_table(path, table.clone(), what)?, None)
         }
     };
@@ -324,7 +350,11 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
     let mut seen = std::collections::BTreeSet::new();
     for v in &variants_cfg {
         if !seen.insert(v.name.clone()) {
-            bail!("{}: [[variant]] name {:?} is used twice", path.display(), v.name);
+            bail!(
+                "{}: [[variant]] name {:?} is used twice",
+                path.display(),
+                v.name
+            );
         }
         let mut t = table.clone();
         t.remove("variant");
@@ -354,7 +384,9 @@ mod tests {
 
     #[test]
     fn set_values_and_arrays() {
-        let mut t: toml::Table = toml::from_str("[cpu]\nclock_mhz = 1\n[[job]]\nbs = \"4k\"\n[[job]]\nbs = \"8k\"\n").unwrap();
+        let mut t: toml::Table =
+            toml::from_str("[cpu]\nclock_mhz = 1\n[[job]]\nbs = \"4k\"\n[[job]]\nbs = \"8k\"\n")
+                .unwrap();
         apply_set(&mut t, "job.iodepth", parse_set_value("8")).unwrap();
         apply_set(&mut t, "job.1.bs", parse_set_value("16k")).unwrap();
         apply_set(&mut t, "cpu.clock_mhz", parse_set_value("2000")).unwrap();

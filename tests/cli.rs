@@ -32,7 +32,10 @@ fn temp_file(name: &str, text: &str) -> PathBuf {
 }
 
 fn base_scenario() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/corsair_nova.toml")).unwrap()
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/corsair_nova.toml"),
+    )
+    .unwrap()
 }
 
 fn assert_input_error(args: &[&str], must_contain: &[&str]) {
@@ -46,7 +49,10 @@ fn assert_input_error(args: &[&str], must_contain: &[&str]) {
 
 #[test]
 fn missing_file() {
-    assert_input_error(&["run", "scenarios/no_such.toml"], &["scenarios/no_such.toml", "cannot read"]);
+    assert_input_error(
+        &["run", "scenarios/no_such.toml"],
+        &["scenarios/no_such.toml", "cannot read"],
+    );
 }
 
 #[test]
@@ -54,7 +60,10 @@ fn toml_syntax_error_has_line_and_column() {
     let text = base_scenario().replacen("seed = 1", "seed = = 1", 1);
     let line = text.lines().position(|l| l.contains("seed = = 1")).unwrap() + 1;
     let p = temp_file("syntax.toml", &text);
-    assert_input_error(&["run", p.to_str().unwrap()], &[&format!("syntax.toml:{line}:")]);
+    assert_input_error(
+        &["run", p.to_str().unwrap()],
+        &[&format!("syntax.toml:{line}:")],
+    );
 }
 
 #[test]
@@ -64,7 +73,11 @@ fn unknown_key_is_named_with_a_hint() {
     let p = temp_file("unknown.toml", &text);
     assert_input_error(
         &["run", p.to_str().unwrap()],
-        &[&format!("unknown.toml:{line}:1"), "unknown field `chanels`", "did you mean `channels`"],
+        &[
+            &format!("unknown.toml:{line}:1"),
+            "unknown field `chanels`",
+            "did you mean `channels`",
+        ],
     );
 }
 
@@ -73,7 +86,14 @@ fn bad_unit_is_located() {
     let text = base_scenario().replacen("page_read = \"150us\"", "page_read = \"150uz\"", 1);
     let line = text.lines().position(|l| l.contains("150uz")).unwrap() + 1;
     let p = temp_file("unit.toml", &text);
-    assert_input_error(&["run", p.to_str().unwrap()], &[&format!("unit.toml:{line}:"), "invalid duration", "ns, us, ms"]);
+    assert_input_error(
+        &["run", p.to_str().unwrap()],
+        &[
+            &format!("unit.toml:{line}:"),
+            "invalid duration",
+            "ns, us, ms",
+        ],
+    );
 }
 
 #[test]
@@ -81,14 +101,41 @@ fn bad_job_option_is_located() {
     let text = base_scenario().replacen("iodepth = 64", "iodepth = 64\nverify = \"md5\"", 1);
     let line = text.lines().position(|l| l.starts_with("verify")).unwrap() + 1;
     let p = temp_file("job.toml", &text);
-    assert_input_error(&["run", p.to_str().unwrap()], &[&format!("job.toml:{line}:"), "`verify` is not modelled"]);
+    assert_input_error(
+        &["run", p.to_str().unwrap()],
+        &[&format!("job.toml:{line}:"), "`verify` is not modelled"],
+    );
 }
 
 #[test]
 fn bad_set_and_format() {
-    assert_input_error(&["run", "scenarios/corsair_nova.toml", "--set", "ssd.page_read"], &["key=value"]);
-    assert_input_error(&["run", "scenarios/corsair_nova.toml", "--set", "sssd.page_read=1us"], &["did you mean `ssd`"]);
-    assert_input_error(&["run", "scenarios/corsair_nova.toml", "--output-format", "xml"], &["normal, json or json+"]);
+    assert_input_error(
+        &[
+            "run",
+            "scenarios/corsair_nova.toml",
+            "--set",
+            "ssd.page_read",
+        ],
+        &["key=value"],
+    );
+    assert_input_error(
+        &[
+            "run",
+            "scenarios/corsair_nova.toml",
+            "--set",
+            "sssd.page_read=1us",
+        ],
+        &["did you mean `ssd`"],
+    );
+    assert_input_error(
+        &[
+            "run",
+            "scenarios/corsair_nova.toml",
+            "--output-format",
+            "xml",
+        ],
+        &["normal, json or json+"],
+    );
 }
 
 #[test]
@@ -97,26 +144,52 @@ fn fio_job_file_drives_the_stack() {
         "rw4k.fio",
         "; the seed's job file, shortened\n[global]\nioengine=libaio\ndirect=1\n\n[randwrite]\nrw=randread\nbs=4k\niodepth=64\nsize=64m\nfilename=/mnt/rw4k\ngroup_reporting\n",
     );
-    let (out, err, code) = sim(&["run", "scenarios/corsair_nova.toml", "--job", job.to_str().unwrap()]);
+    let (out, err, code) = sim(&[
+        "run",
+        "scenarios/corsair_nova.toml",
+        "--job",
+        job.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("randwrite: (groupid=0, jobs=1)"), "{out}");
     assert!(out.contains("issued rwts: total=16384,0,0,0"), "{out}");
 
-    let bad = temp_file("bad.fio", "[a]\nfilename=/mnt/rw4k\nrw=randread\nverify=md5\n");
-    assert_input_error(&["run", "scenarios/corsair_nova.toml", "--job", bad.to_str().unwrap()], &["bad.fio:4:", "verify"]);
+    let bad = temp_file(
+        "bad.fio",
+        "[a]\nfilename=/mnt/rw4k\nrw=randread\nverify=md5\n",
+    );
+    assert_input_error(
+        &[
+            "run",
+            "scenarios/corsair_nova.toml",
+            "--job",
+            bad.to_str().unwrap(),
+        ],
+        &["bad.fio:4:", "verify"],
+    );
 }
 
 #[test]
 fn json_output_is_fio_layout() {
-    let (out, err, code) = sim(&["run", "scenarios/corsair_nova.toml", "--set", "job.size=32m", "--output-format=json+"]);
+    let (out, err, code) = sim(&[
+        "run",
+        "scenarios/corsair_nova.toml",
+        "--set",
+        "job.size=32m",
+        "--output-format=json+",
+    ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
     let read = &v["jobs"][0]["read"];
-    for k in ["io_bytes", "bw", "iops", "runtime", "slat_ns", "clat_ns", "lat_ns"] {
+    for k in [
+        "io_bytes", "bw", "iops", "runtime", "slat_ns", "clat_ns", "lat_ns",
+    ] {
         assert!(!read[k].is_null(), "read.{k} missing");
     }
     assert!(read["clat_ns"]["percentile"]["99.000000"].as_u64().unwrap() > 0);
-    assert!(read["clat_ns"]["bins"].as_object().is_some_and(|b| !b.is_empty()));
+    assert!(read["clat_ns"]["bins"]
+        .as_object()
+        .is_some_and(|b| !b.is_empty()));
     assert!(v["disk_util"].as_array().is_some_and(|d| !d.is_empty()));
     assert_eq!(v["blocksim"]["seed"], 1);
 }
@@ -150,7 +223,10 @@ fn every_scenario_is_deterministic_across_runs_and_threads() {
         args.extend(q.iter().copied());
         let (a, err, code) = sim_env(&args, &[("RAYON_NUM_THREADS", "1")]);
         assert_eq!(code, 0, "{name}: {err}");
-        assert!(a.starts_with("blocksim: scenario"), "{name}: seed line first:\n{a}");
+        assert!(
+            a.starts_with("blocksim: scenario"),
+            "{name}: seed line first:\n{a}"
+        );
         let (b, _, _) = sim_env(&args, &[("RAYON_NUM_THREADS", "2")]);
         assert_eq!(a, b, "{name}: output differs between 1 and 2 threads");
         let (c, _, _) = sim_env(&args, &[("RAYON_NUM_THREADS", "2")]);

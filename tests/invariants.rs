@@ -48,9 +48,24 @@ fn duplicated_completion_is_caught() {
 
 #[test]
 fn verbose_reports_littles_law() {
-    let (out, err, code) = sim(&["run", "scenarios/corsair_nova.toml", "--set", "job.size=64m", "--verbose"]);
+    let (out, err, code) = sim(&[
+        "run",
+        "scenarios/corsair_nova.toml",
+        "--set",
+        "job.size=64m",
+        "--verbose",
+    ]);
     assert_eq!(code, 0, "{err}");
-    let line = out.lines().find(|l| l.contains("little's law")).expect("little's law line");
-    let dev: f64 = line.rsplit("deviation ").next().unwrap().trim_end_matches('%').parse().unwrap();
+    let line = out
+        .lines()
+        .find(|l| l.contains("little's law"))
+        .expect("little's law line");
+    let dev: f64 = line
+        .rsplit("deviation ")
+        .next()
+        .unwrap()
+        .trim_end_matches('%')
+        .parse()
+        .unwrap();
     assert!(dev < 1.0, "{line}");
 }

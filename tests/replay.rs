@@ -17,28 +17,48 @@ fn sim(args: &[&str]) -> (String, String, i32) {
 
 #[test]
 fn blktrace_through_nvme_prints_the_demerit() {
-    let (out, err, code) =
-        sim(&["replay", "tests/data/traces/blktrace/sample.blktrace.0", "--stack", "scenarios/nvme.toml"]);
+    let (out, err, code) = sim(&[
+        "replay",
+        "tests/data/traces/blktrace/sample.blktrace.0",
+        "--stack",
+        "scenarios/nvme.toml",
+    ]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("issued rwts: total=963,0,0,0"), "{out}");
     assert!(out.contains("D2C: simulated vs traced (us)"), "{out}");
-    let line = out.lines().find(|l| l.contains("D2C demerit")).expect("demerit line");
+    let line = out
+        .lines()
+        .find(|l| l.contains("D2C demerit"))
+        .expect("demerit line");
     assert!(line.contains("% of the traced mean"), "{line}");
     // Deterministic.
-    let (again, _, _) =
-        sim(&["replay", "tests/data/traces/blktrace/sample.blktrace.0", "--stack", "scenarios/nvme.toml"]);
+    let (again, _, _) = sim(&[
+        "replay",
+        "tests/data/traces/blktrace/sample.blktrace.0",
+        "--stack",
+        "scenarios/nvme.toml",
+    ]);
     assert_eq!(out, again);
 }
 
 #[test]
 fn closed_loop_and_speed_change_timing() {
-    let base = ["replay", "tests/data/traces/blktrace/sample.blktrace.0", "--stack", "scenarios/nvme.toml"];
+    let base = [
+        "replay",
+        "tests/data/traces/blktrace/sample.blktrace.0",
+        "--stack",
+        "scenarios/nvme.toml",
+    ];
     let run = |extra: &[&str]| {
         let mut a = base.to_vec();
         a.extend_from_slice(extra);
         let (out, err, code) = sim(&a);
         assert_eq!(code, 0, "{err}");
-        let l = out.lines().find(|l| l.trim_start().starts_with("read: IOPS=")).unwrap().to_string();
+        let l = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("read: IOPS="))
+            .unwrap()
+            .to_string();
         l
     };
     let open = run(&[]);
@@ -51,12 +71,33 @@ fn closed_loop_and_speed_change_timing() {
 #[test]
 fn other_formats_replay() {
     for (f, extra) in [
-        ("tests/data/traces/cache/cloudPhysicsIO.vscsi", "113872 requests issued"),
-        ("tests/data/traces/cache/cloudPhysicsIO.csv", "113872 requests issued"),
-        ("tests/data/traces/iolog/fio333_randrw.v3.iolog", "requests issued"),
-        ("tests/data/traces/iolog/t0038.iolog", "trim/flush requests skipped"),
+        (
+            "tests/data/traces/cache/cloudPhysicsIO.vscsi",
+            "113872 requests issued",
+        ),
+        (
+            "tests/data/traces/cache/cloudPhysicsIO.csv",
+            "113872 requests issued",
+        ),
+        (
+            "tests/data/traces/iolog/fio333_randrw.v3.iolog",
+            "requests issued",
+        ),
+        (
+            "tests/data/traces/iolog/t0038.iolog",
+            "trim/flush requests skipped",
+        ),
     ] {
-        let (out, err, code) = sim(&["replay", f, "--stack", "scenarios/nvme.toml", "--timing", "closed", "--depth", "8"]);
+        let (out, err, code) = sim(&[
+            "replay",
+            f,
+            "--stack",
+            "scenarios/nvme.toml",
+            "--timing",
+            "closed",
+            "--depth",
+            "8",
+        ]);
         assert_eq!(code, 0, "{f}: {err}");
         assert!(out.contains(extra), "{f}: {out}");
     }

@@ -42,7 +42,10 @@ fn corsair_nova_reproduces_seed_000() {
     assert!(within(iops, 17_178.0, 0.03), "iops {iops}");
     assert!(within(bw, 68_713.0, 0.03), "bw {bw} KiB/s");
     assert_eq!(read["total_ios"].as_u64().unwrap(), 4_194_304);
-    assert!(within(runtime_ms, 244_169.0, 0.03), "runtime {runtime_ms} ms");
+    assert!(
+        within(runtime_ms, 244_169.0, 0.03),
+        "runtime {runtime_ms} ms"
+    );
     let usr = job["usr_cpu"].as_f64().unwrap();
     let sys = job["sys_cpu"].as_f64().unwrap();
     assert!((usr - 5.66).abs() <= 1.0, "usr {usr}");
@@ -112,12 +115,18 @@ fn iodepth_sweep_saturates_at_the_tag_count() {
     for qd in [1, 2, 4, 8, 16, 31, 64] {
         let set = format!("job.iodepth={qd}");
         let (iops, _, _, _) = short_run(&["--set", &set, "--set", "job.size=128m"]);
-        assert!(iops >= prev * 0.995, "IOPS fell from {prev} to {iops} at iodepth {qd}");
+        assert!(
+            iops >= prev * 0.995,
+            "IOPS fell from {prev} to {iops} at iodepth {qd}"
+        );
         prev = iops;
         results.push((qd, iops));
     }
     let at = |q: u32| results.iter().find(|r| r.0 == q).unwrap().1;
-    assert!(at(16) > 4.0 * at(1), "deep queues must overlap flash reads: {results:?}");
+    assert!(
+        at(16) > 4.0 * at(1),
+        "deep queues must overlap flash reads: {results:?}"
+    );
     // Beyond 31 tags the device sees no more parallelism.
     assert!((at(64) - at(31)).abs() / at(31) < 0.03, "{results:?}");
 }
@@ -128,18 +137,29 @@ fn iodepth_sweep_saturates_at_the_tag_count() {
 fn faster_flash_makes_the_run_cpu_bound() {
     let (base_iops, _, base_cpu, _) = short_run(&[]);
     let (iops, _, cpu, _) = short_run(&["--set", "ssd.page_read=15us"]);
-    assert!(base_cpu < 40.0, "seed run is device-bound: fio CPU {base_cpu}%");
+    assert!(
+        base_cpu < 40.0,
+        "seed run is device-bound: fio CPU {base_cpu}%"
+    );
     assert!(cpu > 90.0, "fio CPU {cpu}% with fast flash");
     assert!(iops > 2.5 * base_iops, "IOPS {iops} vs {base_iops}");
     // The ceiling is 1 / (CPU time per I/O).
     let cpu_per_io_s = cpu / 100.0 / iops;
     let ceiling = 1.0 / cpu_per_io_s;
-    assert!(iops <= ceiling * 1.001, "IOPS {iops} above the CPU ceiling {ceiling}");
+    assert!(
+        iops <= ceiling * 1.001,
+        "IOPS {iops} above the CPU ceiling {ceiling}"
+    );
 }
 
 #[test]
 fn cold_cache_hit_ratio_climbs() {
-    let (out, err, code) = sim(&["run", "scenarios/corsair_nova_cold.toml", "--set", "job.runtime=20s"]);
+    let (out, err, code) = sim(&[
+        "run",
+        "scenarios/corsair_nova_cold.toml",
+        "--set",
+        "job.runtime=20s",
+    ]);
     assert_eq!(code, 0, "{err}");
     let table: Vec<f64> = out
         .lines()
@@ -149,6 +169,9 @@ fn cold_cache_hit_ratio_climbs() {
         .map(|l| l.split_whitespace().last().unwrap().parse().unwrap())
         .collect();
     assert!(table.len() >= 3, "{out}");
-    assert!(table.last().unwrap() > table.first().unwrap(), "hit ratio {table:?}");
+    assert!(
+        table.last().unwrap() > table.first().unwrap(),
+        "hit ratio {table:?}"
+    );
     assert!(out.contains("md0: ios="), "misses reach the raid10");
 }

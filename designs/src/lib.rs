@@ -45,7 +45,7 @@
 //! ```
 #![allow(missing_docs)]
 pub mod backend;
-pub mod check;
 pub mod btree;
+pub mod check;
 pub mod inflight;
 pub mod traced;

@@ -18,7 +18,8 @@ fn load(path: &str) -> blocksim_models::Scenario {
         .jobs
         .iter()
         .map(|m: &BTreeMap<String, OptValue>| {
-            JobConfig::from_options("job", m.iter().map(|(k, v)| (k.as_str(), v))).expect("valid job")
+            JobConfig::from_options("job", m.iter().map(|(k, v)| (k.as_str(), v)))
+                .expect("valid job")
         })
         .collect();
     file.with_jobs(jobs)
@@ -26,9 +27,15 @@ fn load(path: &str) -> blocksim_models::Scenario {
 
 fn main() {
     // `cargo bench` passes --bench; any other argument filters nothing here.
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/corsair_nova.toml");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../scenarios/corsair_nova.toml"
+    );
     let sc = load(path);
-    let reps: usize = std::env::var("BLOCKSIM_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let reps: usize = std::env::var("BLOCKSIM_BENCH_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
     let mut best = f64::MAX;
     for i in 0..reps {
         let t0 = Instant::now();

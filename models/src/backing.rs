@@ -26,7 +26,8 @@ pub fn add_backing_devices(
 ) -> Result<(), ModelError> {
     let mut in_array = std::collections::BTreeSet::new();
     for r in &sc.raid10 {
-        let array = build_raid10(r, &sc.hdd, seed).map_err(|e| ModelError::Config(e.to_string()))?;
+        let array =
+            build_raid10(r, &sc.hdd, seed).map_err(|e| ModelError::Config(e.to_string()))?;
         in_array.extend(r.members.iter().cloned());
         add(&r.name, Box::new(array), BIO_BASED_TAGS)?;
     }

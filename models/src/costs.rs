@@ -93,7 +93,10 @@ pub struct IdleShare {
 }
 
 fn default_idle_symbols() -> Vec<IdleShare> {
-    vec![IdleShare { sym: "mwait_idle".into(), share: 1.0 }]
+    vec![IdleShare {
+        sym: "mwait_idle".into(),
+        share: 1.0,
+    }]
 }
 
 impl Default for CostsConfig {
@@ -130,22 +133,61 @@ impl Path {
 /// Path names every stack knows, with what runs them; unknown names in a
 /// scenario are errors.
 pub const PATH_NAMES: &[(&str, &str)] = &[
-    ("fio_prep", "fio user space, per I/O prepared (io_u setup, random offset)"),
-    ("fio_complete", "fio user space, per I/O reaped (latency accounting)"),
-    ("io_submit_call", "per io_submit system call (entry, libaio, do_io_submit)"),
-    ("submit_io", "per I/O inside io_submit: aio setup, direct I/O"),
-    ("fs_lookup", "per I/O on a file: the filesystem's block mapping (ext4 extents)"),
-    ("make_request", "per bio entering the block layer of a device"),
-    ("bcache_request", "per bio entering bcache (fixed part; search cost is work-based)"),
-    ("issue_cmd", "per command issued to the HBA (request prep, tag, FIS)"),
+    (
+        "fio_prep",
+        "fio user space, per I/O prepared (io_u setup, random offset)",
+    ),
+    (
+        "fio_complete",
+        "fio user space, per I/O reaped (latency accounting)",
+    ),
+    (
+        "io_submit_call",
+        "per io_submit system call (entry, libaio, do_io_submit)",
+    ),
+    (
+        "submit_io",
+        "per I/O inside io_submit: aio setup, direct I/O",
+    ),
+    (
+        "fs_lookup",
+        "per I/O on a file: the filesystem's block mapping (ext4 extents)",
+    ),
+    (
+        "make_request",
+        "per bio entering the block layer of a device",
+    ),
+    (
+        "bcache_request",
+        "per bio entering bcache (fixed part; search cost is work-based)",
+    ),
+    (
+        "issue_cmd",
+        "per command issued to the HBA (request prep, tag, FIS)",
+    ),
     ("getevents_call", "per io_getevents system call"),
     ("reap_event", "per completion event copied to user space"),
     ("sleep", "fio blocking in io_getevents (schedule out)"),
-    ("wakeup_target", "on fio's CPU when it is woken (schedule in, FPU restore)"),
-    ("irq_entry", "per interrupt on the IRQ CPU (vector entry, handler dispatch)"),
-    ("irq_per_cmd", "per command retired by an interrupt (qc complete, SCSI, bio end)"),
-    ("wake_remote", "on the IRQ CPU per wake-up of a sleeping task"),
-    ("idle_exit", "on a CPU leaving the idle loop (tick and clock bookkeeping)"),
+    (
+        "wakeup_target",
+        "on fio's CPU when it is woken (schedule in, FPU restore)",
+    ),
+    (
+        "irq_entry",
+        "per interrupt on the IRQ CPU (vector entry, handler dispatch)",
+    ),
+    (
+        "irq_per_cmd",
+        "per command retired by an interrupt (qc complete, SCSI, bio end)",
+    ),
+    (
+        "wake_remote",
+        "on the IRQ CPU per wake-up of a sleeping task",
+    ),
+    (
+        "idle_exit",
+        "on a CPU leaving the idle loop (tick and clock bookkeeping)",
+    ),
     ("pread_call", "per pread system call (psync engine)"),
 ];
 

@@ -48,7 +48,11 @@ pub struct DevCtx<'a> {
 }
 
 impl<'a> DevCtx<'a> {
-    pub fn new(now: SimTime, timers: &'a mut Vec<(u64, u32)>, completions: &'a mut Vec<ReqTag>) -> Self {
+    pub fn new(
+        now: SimTime,
+        timers: &'a mut Vec<(u64, u32)>,
+        completions: &'a mut Vec<ReqTag>,
+    ) -> Self {
         DevCtx {
             now,
             timers,

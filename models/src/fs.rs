@@ -34,7 +34,11 @@ mod tests {
 
     #[test]
     fn mount_prefix() {
-        let f = FsConfig { mount: "/mnt/".into(), device: "bcache0".into(), file_start: Bytes(0) };
+        let f = FsConfig {
+            mount: "/mnt/".into(),
+            device: "bcache0".into(),
+            file_start: Bytes(0),
+        };
         assert!(f.holds("/mnt/rw4k"));
         assert!(!f.holds("/mnt"));
         assert!(!f.holds("/mntx/a"));

@@ -19,8 +19,7 @@ pub enum RwMode {
 }
 
 impl RwMode {
-    pub const NAMES: &'static str =
-        "read, write, randread, randwrite, rw (readwrite), randrw";
+    pub const NAMES: &'static str = "read, write, randread, randwrite, rw (readwrite), randrw";
 
     pub fn parse(s: &str) -> Option<RwMode> {
         Some(match s {
@@ -90,10 +89,16 @@ impl IoEngine {
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub enum RandomDistribution {
     Uniform,
-    Zipf { theta: f64 },
-    Pareto { h: f64 },
+    Zipf {
+        theta: f64,
+    },
+    Pareto {
+        h: f64,
+    },
     /// Normal with standard deviation given as % of the range (fio's `normal:σ`).
-    Normal { sigma_pct: f64 },
+    Normal {
+        sigma_pct: f64,
+    },
 }
 
 impl RandomDistribution {
@@ -286,9 +291,7 @@ fn as_u64(key: &str, v: &OptValue) -> Result<u64, JobError> {
 fn as_size(key: &str, v: &OptValue) -> Result<u64, JobError> {
     match v {
         OptValue::Int(i) if *i >= 0 => Ok(*i as u64),
-        OptValue::Str(s) => {
-            parse_size_bytes(s).map_err(|e| invalid(key, v, e.hint))
-        }
+        OptValue::Str(s) => parse_size_bytes(s).map_err(|e| invalid(key, v, e.hint)),
         _ => Err(invalid(key, v, "a size such as 4096, \"4k\", \"16g\"")),
     }
 }
@@ -425,7 +428,11 @@ impl JobConfig {
                     let a = parse_size_bytes(a).map_err(|e| invalid(key, v, e.hint))?;
                     let b = parse_size_bytes(b).map_err(|e| invalid(key, v, e.hint))?;
                     if a == 0 || a > b || a % 512 != 0 || b % 512 != 0 {
-                        return Err(invalid(key, v, "MIN-MAX with 0 < MIN <= MAX, multiples of 512"));
+                        return Err(invalid(
+                            key,
+                            v,
+                            "MIN-MAX with 0 < MIN <= MAX, multiples of 512",
+                        ));
                     }
                     job.bs_bytes_min = a;
                     job.bs_bytes_max = b;

@@ -67,11 +67,27 @@ impl Permutation {
 /// The offset generator of one job clone.
 #[derive(Debug, Clone)]
 pub enum OffsetGen {
-    Sequential { next_block: u64, blocks: u64 },
-    RandomMap { perm: Permutation, issued: u64 },
-    Zipf { dist: Zipf<f64>, perm: Permutation },
-    Pareto { h: f64, perm: Permutation, blocks: u64 },
-    Normal { dist: Normal<f64>, blocks: u64 },
+    Sequential {
+        next_block: u64,
+        blocks: u64,
+    },
+    RandomMap {
+        perm: Permutation,
+        issued: u64,
+    },
+    Zipf {
+        dist: Zipf<f64>,
+        perm: Permutation,
+    },
+    Pareto {
+        h: f64,
+        perm: Permutation,
+        blocks: u64,
+    },
+    Normal {
+        dist: Normal<f64>,
+        blocks: u64,
+    },
 }
 
 impl OffsetGen {
@@ -176,7 +192,12 @@ mod tests {
     #[test]
     fn zipf_is_skewed() {
         let mut rng = component_rng(3, "job");
-        let mut g = OffsetGen::new(true, RandomDistribution::Zipf { theta: 1.2 }, 10_000, &mut rng);
+        let mut g = OffsetGen::new(
+            true,
+            RandomDistribution::Zipf { theta: 1.2 },
+            10_000,
+            &mut rng,
+        );
         let mut counts = std::collections::BTreeMap::new();
         for _ in 0..20_000 {
             *counts.entry(g.next_block(&mut rng)).or_insert(0u32) += 1;

@@ -18,9 +18,9 @@ use blocksim_sim::{ComponentRng, SimTime, Slab, SlotId};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats};
 #[cfg(test)]
 use crate::device::ReqTag;
+use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats};
 
 /// `[[ssd]]`.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -385,7 +385,12 @@ mod tests {
     #[test]
     fn single_read_latency_is_the_sum_of_stages() {
         let mut ssd = Ssd::new(cfg(), component_rng(1, "ssd"));
-        let r = DevRequest { tag: ReqTag(7), dir: Dir::Read, sector: 8, sectors: 8 };
+        let r = DevRequest {
+            tag: ReqTag(7),
+            dir: Dir::Read,
+            sector: 8,
+            sectors: 8,
+        };
         let done = drive(&mut ssd, &[r]);
         let link = 1000 + (4096.0 * 1000.0 / 300.0f64).round() as u64;
         assert_eq!(done, vec![(ReqTag(7), 5000 + 100_000 + link)]);
@@ -397,7 +402,12 @@ mod tests {
         let mut ssd = Ssd::new(cfg(), component_rng(1, "ssd"));
         // pages 0..8 -> channels 0,1,2,3,0,1,2,3
         let reqs: Vec<_> = (0..8)
-            .map(|i| DevRequest { tag: ReqTag(i), dir: Dir::Read, sector: i as u64 * 8, sectors: 8 })
+            .map(|i| DevRequest {
+                tag: ReqTag(i),
+                dir: Dir::Read,
+                sector: i as u64 * 8,
+                sectors: 8,
+            })
             .collect();
         let done = drive(&mut ssd, &reqs);
         assert_eq!(done.len(), 8);
@@ -415,7 +425,12 @@ mod tests {
         let mut c = cfg();
         c.ftl_map_miss_ratio = 1.0;
         let mut ssd = Ssd::new(c, component_rng(1, "ssd"));
-        let r = DevRequest { tag: ReqTag(1), dir: Dir::Read, sector: 0, sectors: 8 };
+        let r = DevRequest {
+            tag: ReqTag(1),
+            dir: Dir::Read,
+            sector: 0,
+            sectors: 8,
+        };
         let done = drive(&mut ssd, &[r]);
         assert!(done[0].1 >= 5000 + 200_000);
     }

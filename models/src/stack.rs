@@ -19,9 +19,11 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use blocksim_analysis::report::{iodepth_level_index, iodepth_submit_index};
-use blocksim_analysis::{DirReport, DiskReport, JobReport, LatencyHist, Profile, ProfileRow, RunReport, Table, Cell};
+use blocksim_analysis::{
+    Cell, DirReport, DiskReport, JobReport, LatencyHist, Profile, ProfileRow, RunReport, Table,
+};
 use blocksim_sim::{
-    component_rng, ComponentRng, ContextId, Ctx, CpuProfile, LatencyHistogram, Mode, Model,
+    component_rng, ComponentRng, ContextId, CpuProfile, Ctx, LatencyHistogram, Mode, Model,
     SimOptions, SimTime, Simulation, Slab, SlotId, StopReason, SymbolId,
 };
 use rand::Rng;
@@ -189,8 +191,15 @@ struct Fill {
 #[derive(Debug, Clone, Copy)]
 enum Action {
     None,
-    Submit { io: SlotId, dev: usize, piece: Piece, dev_sector: u64 },
-    Reap { count: u32 },
+    Submit {
+        io: SlotId,
+        dev: usize,
+        piece: Piece,
+        dev_sector: u64,
+    },
+    Reap {
+        count: u32,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -403,12 +412,19 @@ impl AsyncStack {
             idle: {
                 let total: f64 = sc.costs.idle_symbols.iter().map(|s| s.share).sum();
                 if !(total > 0.0 && sc.costs.idle_symbols.iter().all(|s| s.share >= 0.0)) {
-                    return Err(cfg_err("[costs] idle_symbols shares must be >= 0 with a positive sum"));
+                    return Err(cfg_err(
+                        "[costs] idle_symbols shares must be >= 0 with a positive sum",
+                    ));
                 }
                 sc.costs
                     .idle_symbols
                     .iter()
-                    .map(|s| (profile.symbol(&s.sym, "[kernel.kallsyms]", Mode::Idle), s.share / total))
+                    .map(|s| {
+                        (
+                            profile.symbol(&s.sym, "[kernel.kallsyms]", Mode::Idle),
+                            s.share / total,
+                        )
+                    })
                     .collect()
             },
         };
@@ -425,7 +441,11 @@ impl AsyncStack {
         let mut names: BTreeMap<String, usize> = BTreeMap::new();
         for s in &sc.ssd {
             s.validate().map_err(cfg_err)?;
-            let tags = if s.interface == "nvme" { s.queue_depth } else { ncq_tags.min(s.queue_depth) };
+            let tags = if s.interface == "nvme" {
+                s.queue_depth
+            } else {
+                ncq_tags.min(s.queue_depth)
+            };
             add_dev(
                 &mut devs,
                 &mut names,
@@ -439,8 +459,10 @@ impl AsyncStack {
         })?;
 
         let mut bcaches = Vec::new();
-        let mut targets: BTreeMap<String, Target> =
-            names.iter().map(|(n, &i)| (n.clone(), Target::Dev(i))).collect();
+        let mut targets: BTreeMap<String, Target> = names
+            .iter()
+            .map(|(n, &i)| (n.clone(), Target::Dev(i)))
+            .collect();
         if let Some(b) = &sc.bcache {
             let cache = *names.get(&b.cache).ok_or_else(|| {
                 cfg_err(format!("[bcache] cache = {:?} names no [[ssd]]", b.cache))
@@ -467,13 +489,17 @@ impl AsyncStack {
             // Its counters restart with the job statistics after ramp_time.
             bc.set_measure_start(sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0));
             if targets.contains_key(&b.name) {
-                return Err(cfg_err(format!("[bcache] name {:?} is already a device", b.name)));
+                return Err(cfg_err(format!(
+                    "[bcache] name {:?} is already a device",
+                    b.name
+                )));
             }
             targets.insert(b.name.clone(), Target::Bcache(bcaches.len()));
             bcaches.push((bc, cache, backing));
         }
 
-        let target_size = |t: Target, devs: &[DevNode], bcaches: &[(Bcache, usize, usize)]| match t {
+        let target_size = |t: Target, devs: &[DevNode], bcaches: &[(Bcache, usize, usize)]| match t
+        {
             Target::Dev(i) => devs[i].dev.capacity_sectors(),
             Target::Bcache(i) => devs[bcaches[i].2].dev.capacity_sectors(),
         };
@@ -535,7 +561,10 @@ impl AsyncStack {
                 Some(j.io_limit_bytes(region_bytes) / j.bs_bytes_min)
             };
             if !j.time_based && j.runtime_ns.is_none() && ios_limit == Some(0) {
-                return Err(cfg_err(format!("job `{}` has nothing to do (size/io_size below bs)", j.name)));
+                return Err(cfg_err(format!(
+                    "job `{}` has nothing to do (size/io_size below bs)",
+                    j.name
+                )));
             }
             for clone in 0..j.numjobs {
                 let cpu = match &j.cpus_allowed {
@@ -562,7 +591,8 @@ impl AsyncStack {
                 };
                 let seed_j = j.randseed.unwrap_or(seed);
                 let mut rng = component_rng(seed_j, &format!("job/{}/{}", j.name, clone));
-                let offsets = OffsetGen::new(j.rw.is_random(), j.random_distribution, blocks, &mut rng);
+                let offsets =
+                    OffsetGen::new(j.rw.is_random(), j.random_distribution, blocks, &mut rng);
                 threads.push(JobThread {
                     group: gi,
                     cpu,
@@ -685,32 +715,30 @@ impl AsyncStack {
         let total = p.charge(&mut self.profile, cpu, context);
         (total, p.user_ns)
     }
-
 }
 
 fn path_of(p: &Paths, id: PathId) -> &Path {
-        match id {
-            PathId::FioPrep => &p.fio_prep,
-            PathId::FioComplete => &p.fio_complete,
-            PathId::IoSubmitCall => &p.io_submit_call,
-            PathId::SubmitIo => &p.submit_io,
-            PathId::FsLookup => &p.fs_lookup,
-            PathId::MakeRequest => &p.make_request,
-            PathId::BcacheRequest => &p.bcache_request,
-            PathId::IssueCmd => &p.issue_cmd,
-            PathId::GeteventsCall => &p.getevents_call,
-            PathId::ReapEvent => &p.reap_event,
-            PathId::Sleep => &p.sleep,
-            PathId::WakeupTarget => &p.wakeup_target,
-            PathId::IrqEntry => &p.irq_entry,
-            PathId::IrqPerCmd => &p.irq_per_cmd,
-            PathId::WakeRemote => &p.wake_remote,
-            PathId::IdleExit => &p.idle_exit,
-        }
+    match id {
+        PathId::FioPrep => &p.fio_prep,
+        PathId::FioComplete => &p.fio_complete,
+        PathId::IoSubmitCall => &p.io_submit_call,
+        PathId::SubmitIo => &p.submit_io,
+        PathId::FsLookup => &p.fs_lookup,
+        PathId::MakeRequest => &p.make_request,
+        PathId::BcacheRequest => &p.bcache_request,
+        PathId::IssueCmd => &p.issue_cmd,
+        PathId::GeteventsCall => &p.getevents_call,
+        PathId::ReapEvent => &p.reap_event,
+        PathId::Sleep => &p.sleep,
+        PathId::WakeupTarget => &p.wakeup_target,
+        PathId::IrqEntry => &p.irq_entry,
+        PathId::IrqPerCmd => &p.irq_per_cmd,
+        PathId::WakeRemote => &p.wake_remote,
+        PathId::IdleExit => &p.idle_exit,
+    }
 }
 
 impl AsyncStack {
-
     /// Runs a list of paths in a job's context; returns (total, user) ns.
     fn run_job_paths(&mut self, t: usize, list: &[PathId]) -> u64 {
         let cpu = self.threads[t].cpu;
@@ -732,7 +760,12 @@ impl AsyncStack {
         // 1. Finish the action that ran until now.
         match std::mem::replace(&mut self.threads[t].action, Action::None) {
             Action::None => {}
-            Action::Submit { io, dev, piece, dev_sector } => {
+            Action::Submit {
+                io,
+                dev,
+                piece,
+                dev_sector,
+            } => {
                 let iov = self.ios.get_mut(io);
                 iov.t_submitted = now;
                 let (dir, sectors) = (iov.dir, iov.sectors);
@@ -740,13 +773,21 @@ impl AsyncStack {
                 g.slat[dir as usize].record(now.since(iov.t_prep));
                 self.block_submit(
                     dev,
-                    Queued { origin: piece.encode(), dir, sector: dev_sector, sectors },
+                    Queued {
+                        origin: piece.encode(),
+                        dir,
+                        sector: dev_sector,
+                        sectors,
+                    },
                     ctx,
                 );
             }
             Action::Reap { count } => {
                 for _ in 0..count {
-                    let id = self.threads[t].ready.pop_front().expect("reaped I/O was ready");
+                    let id = self.threads[t]
+                        .ready
+                        .pop_front()
+                        .expect("reaped I/O was ready");
                     let io = self.ios.remove(id);
                     let g = &mut self.groups[self.threads[t].group];
                     let d = io.dir as usize;
@@ -861,10 +902,15 @@ impl AsyncStack {
             Target::Dev(d) => (d, Piece::User(io), sector),
             Target::Bcache(b) => {
                 cost += self.run_job_paths(t, &[PathId::BcacheRequest]);
-                let (route, lc) = self.bcaches[b].0.submit(io.0, t as u32, dir, sector, sectors, now.as_ns());
+                let (route, lc) =
+                    self.bcaches[b]
+                        .0
+                        .submit(io.0, t as u32, dir, sector, sectors, now.as_ns());
                 let cpu = self.threads[t].cpu;
-                self.profile.charge(cpu, self.ctxs.fio, self.syms.bset_search, lc.bset_search_ns);
-                self.profile.charge(cpu, self.ctxs.fio, self.syms.search_leaf, lc.search_leaf_ns);
+                self.profile
+                    .charge(cpu, self.ctxs.fio, self.syms.bset_search, lc.bset_search_ns);
+                self.profile
+                    .charge(cpu, self.ctxs.fio, self.syms.search_leaf, lc.search_leaf_ns);
                 let search = lc.bset_search_ns + lc.search_leaf_ns;
                 self.groups[group].sys_ns += search;
                 cost += search;
@@ -878,19 +924,36 @@ impl AsyncStack {
         if self.devs[dev].port.can_issue_now() {
             cost += self.run_job_paths(t, &[PathId::IssueCmd]);
         }
-        self.threads[t].action = Action::Submit { io, dev, piece, dev_sector };
+        self.threads[t].action = Action::Submit {
+            io,
+            dev,
+            piece,
+            dev_sector,
+        };
         self.schedule_job(t, now, cost, ctx);
     }
 
     /// Where a bio bcache routed goes: (device, piece, device sector).
-    fn bcache_route(&mut self, b: usize, io: SlotId, sector: u64, route: Route) -> (usize, Piece, u64) {
+    fn bcache_route(
+        &mut self,
+        b: usize,
+        io: SlotId,
+        sector: u64,
+        route: Route,
+    ) -> (usize, Piece, u64) {
         let (_, cache, backing) = self.bcaches[b];
         match route {
             Route::CacheRead { cache_sector } => (cache, Piece::BackingRead(io), cache_sector),
             Route::Miss | Route::BackingJoined => (backing, Piece::BackingRead(io), sector),
             Route::Backing => (backing, Piece::User(io), sector),
-            Route::CacheOnly { cache_sector, token } => {
-                let f = self.fills.insert(Fill { bcache: b, token }).expect("fill slab bound");
+            Route::CacheOnly {
+                cache_sector,
+                token,
+            } => {
+                let f = self
+                    .fills
+                    .insert(Fill { bcache: b, token })
+                    .expect("fill slab bound");
                 (cache, Piece::Fill(f), cache_sector)
             }
         }
@@ -901,14 +964,25 @@ impl AsyncStack {
     fn bcache_pump(&mut self, b: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
         let (_, cache, backing) = self.bcaches[b];
         for bg in self.bcaches[b].0.take_outbox() {
-            let f = self.fills.insert(Fill { bcache: b, token: bg.token }).expect("fill slab bound");
+            let f = self
+                .fills
+                .insert(Fill {
+                    bcache: b,
+                    token: bg.token,
+                })
+                .expect("fill slab bound");
             let dev = match bg.dev {
                 BgDev::Cache => cache,
                 BgDev::Backing => backing,
             };
             self.block_submit(
                 dev,
-                Queued { origin: Piece::Fill(f).encode(), dir: bg.dir, sector: bg.sector, sectors: bg.sectors },
+                Queued {
+                    origin: Piece::Fill(f).encode(),
+                    dir: bg.dir,
+                    sector: bg.sector,
+                    sectors: bg.sectors,
+                },
                 ctx,
             );
         }
@@ -919,7 +993,8 @@ impl AsyncStack {
         }
         let cpu = self.irq_cpu_for(cache);
         let k = self.ctxs.kworker;
-        self.profile.charge(cpu, k, self.syms.btree_insert, c.insert_ns);
+        self.profile
+            .charge(cpu, k, self.syms.btree_insert, c.insert_ns);
         if let Some(s) = self.bcaches[b].0.symbols() {
             self.profile.charge(cpu, k, s.gc, c.gc_ns);
             self.profile.charge(cpu, k, s.journal, c.journal_ns);
@@ -974,7 +1049,10 @@ impl AsyncStack {
             if let Some(origin) = self.devs[d].port.owner_of(tag) {
                 if let Piece::User(io) | Piece::BackingRead(io) = Piece::decode(origin) {
                     let j = self.ios.get(io).job as usize;
-                    if j != REPLAY_JOB as usize && self.threads[j].state == JobState::Sleeping && self.threads[j].woken_mark != epoch {
+                    if j != REPLAY_JOB as usize
+                        && self.threads[j].state == JobState::Sleeping
+                        && self.threads[j].woken_mark != epoch
+                    {
                         self.threads[j].woken_mark = epoch;
                         wakes += 1;
                     }
@@ -1033,7 +1111,8 @@ impl AsyncStack {
                     self.bcache_pump(b, now, ctx);
                     if done {
                         // The injected duplicate applies to bcache's bios too.
-                        if matches!(self.fault, Some(Fault::DuplicateCompletion { nth }) if nth == self.retired_total) {
+                        if matches!(self.fault, Some(Fault::DuplicateCompletion { nth }) if nth == self.retired_total)
+                        {
                             self.io_done(io, now, ctx);
                         }
                         self.io_done(io, now, ctx);
@@ -1059,7 +1138,12 @@ impl AsyncStack {
             };
             let tag = self.devs[d].port.take_tag(q.origin).expect("a tag is free");
             self.mark_dispatch(q.origin, now);
-            let req = DevRequest { tag: ReqTag(tag), dir: q.dir, sector: q.sector, sectors: q.sectors };
+            let req = DevRequest {
+                tag: ReqTag(tag),
+                dir: q.dir,
+                sector: q.sector,
+                sectors: q.sectors,
+            };
             self.with_dev(d, ctx, |dev, c| dev.submit(req, c));
         }
         if self.devs[d].port.done_unretired.is_empty() {
@@ -1100,7 +1184,11 @@ impl AsyncStack {
     }
 
     /// Resolves replay targets and starts the replay.
-    fn start_replay(&mut self, feed: ReplayFeed, ctx_start: &mut Vec<(SimTime, Ev)>) -> Result<(), ModelError> {
+    fn start_replay(
+        &mut self,
+        feed: ReplayFeed,
+        ctx_start: &mut Vec<(SimTime, Ev)>,
+    ) -> Result<(), ModelError> {
         let mut targets = Vec::new();
         let names: Vec<String> = if feed.targets.is_empty() {
             // The top of the stack: the bcache device if any, else the only device.
@@ -1126,7 +1214,10 @@ impl AsyncStack {
             } else {
                 let mut known: Vec<&str> = self.devs.iter().map(|d| d.name.as_str()).collect();
                 known.extend(self.bcaches.iter().map(|(b, _, _)| b.cfg.name.as_str()));
-                return Err(cfg_err(format!("replay target {n:?} is not a stack device (known: {})", known.join(", "))));
+                return Err(cfg_err(format!(
+                    "replay target {n:?} is not a stack device (known: {})",
+                    known.join(", ")
+                )));
             };
             targets.push(t);
         }
@@ -1183,7 +1274,10 @@ impl AsyncStack {
                 break;
             }
             if r.in_flight >= r.depth {
-                assert!(r.waiting.len() < REPLAY_WAIT_BOUND, "replay wait queue bound exceeded");
+                assert!(
+                    r.waiting.len() < REPLAY_WAIT_BOUND,
+                    "replay wait queue bound exceeded"
+                );
                 r.waiting.push_back(req);
                 continue;
             }
@@ -1246,7 +1340,11 @@ impl AsyncStack {
         r.in_flight += 1;
         r.result.issued += 1;
         // Open loop: the request was queued (Q) at its traced time.
-        let t_q = if r.closed { now } else { SimTime(req.issue_ns.min(now.as_ns())) };
+        let t_q = if r.closed {
+            now
+        } else {
+            SimTime(req.issue_ns.min(now.as_ns()))
+        };
         let io = self
             .ios
             .insert(Io {
@@ -1268,13 +1366,29 @@ impl AsyncStack {
         let (dev, piece, dev_sector) = match target {
             Target::Dev(d) => (d, Piece::User(io), sector),
             Target::Bcache(b) => {
-                let (route, _) = self.bcaches[b].0.submit(io.0, u32::from(REPLAY_JOB), req.dir, sector, sectors, now.as_ns());
+                let (route, _) = self.bcaches[b].0.submit(
+                    io.0,
+                    u32::from(REPLAY_JOB),
+                    req.dir,
+                    sector,
+                    sectors,
+                    now.as_ns(),
+                );
                 let r = self.bcache_route(b, io, sector, route);
                 self.bcache_pump(b, now, ctx);
                 r
             }
         };
-        self.block_submit(dev, Queued { origin: piece.encode(), dir: req.dir, sector: dev_sector, sectors }, ctx);
+        self.block_submit(
+            dev,
+            Queued {
+                origin: piece.encode(),
+                dir: req.dir,
+                sector: dev_sector,
+                sectors,
+            },
+            ctx,
+        );
     }
 
     fn replay_done(&mut self, io: SlotId, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
@@ -1412,7 +1526,10 @@ impl AsyncStack {
         for b in &self.bcaches {
             // bcache is a bio-based device: like the seed, its own diskstats
             // stay at zero.
-            disks.push(DiskReport { name: b.0.cfg.name.clone(), ..Default::default() });
+            disks.push(DiskReport {
+                name: b.0.cfg.name.clone(),
+                ..Default::default()
+            });
         }
         for d in &self.devs {
             let s = d.dev.disk_stats(end);
@@ -1436,7 +1553,11 @@ impl AsyncStack {
             );
             for &(ns, h, m) in &self.hit_series {
                 let total = h + m;
-                let ratio = if total == 0 { 0.0 } else { h as f64 * 100.0 / total as f64 };
+                let ratio = if total == 0 {
+                    0.0
+                } else {
+                    h as f64 * 100.0 / total as f64
+                };
                 t.push_row(vec![
                     Cell::float(ns as f64 / 1e9, 1),
                     Cell::Int(h as i64),
@@ -1480,8 +1601,15 @@ impl AsyncStack {
         let mut rows = b.metrics();
         rows.push(("cache_write_ios".into(), Cell::Int(disk.ios[1] as i64)));
         rows.push(("cache_read_ios".into(), Cell::Int(disk.ios[0] as i64)));
-        for (name, p) in [("read_clat_p50_us", 50.0), ("read_clat_p99_us", 99.0), ("read_clat_p99.9_us", 99.9)] {
-            rows.push((name.into(), Cell::float(clat.percentile_ns(p) as f64 / 1000.0, 1)));
+        for (name, p) in [
+            ("read_clat_p50_us", 50.0),
+            ("read_clat_p99_us", 99.0),
+            ("read_clat_p99.9_us", 99.9),
+        ] {
+            rows.push((
+                name.into(),
+                Cell::float(clat.percentile_ns(p) as f64 / 1000.0, 1),
+            ));
         }
         for (n, v) in rows {
             t.push_row(vec![Cell::Text(n), v]).expect("row shape");
@@ -1500,7 +1628,8 @@ impl AsyncStack {
             let sampled = idle as f64 * self.perf_idle_weight;
             for i in 0..self.syms.idle.len() {
                 let (sym, share) = self.syms.idle[i];
-                self.profile.charge(cpu, swapper, sym, (sampled * share).round() as u64);
+                self.profile
+                    .charge(cpu, swapper, sym, (sampled * share).round() as u64);
             }
         }
         let mut rows: Vec<ProfileRow> = self
@@ -1518,8 +1647,15 @@ impl AsyncStack {
                 }
             })
             .collect();
-        rows.sort_by(|a, b| b.cpu_ns.cmp(&a.cpu_ns).then_with(|| a.symbol.cmp(&b.symbol)));
-        Profile { total_samples_ns: rows.iter().map(|r| r.cpu_ns).sum(), rows }
+        rows.sort_by(|a, b| {
+            b.cpu_ns
+                .cmp(&a.cpu_ns)
+                .then_with(|| a.symbol.cmp(&b.symbol))
+        });
+        Profile {
+            total_samples_ns: rows.iter().map(|r| r.cpu_ns).sum(),
+            rows,
+        }
     }
 }
 
@@ -1556,7 +1692,11 @@ fn add_dev(
     if devs.len() >= u16::MAX as usize {
         return Err(cfg_err("too many devices"));
     }
-    devs.push(DevNode { name: name.to_string(), dev, port: Port::new(tags, PORT_WAIT_BOUND) });
+    devs.push(DevNode {
+        name: name.to_string(),
+        dev,
+        port: Port::new(tags, PORT_WAIT_BOUND),
+    });
     Ok(())
 }
 
@@ -1586,14 +1726,22 @@ pub fn run_replay(
 ) -> Result<(RunOutput, ReplayStats), ModelError> {
     let mut sc = sc.clone();
     sc.jobs.clear();
-    let replay_opts = RunOptions { replay: true, ..*opts };
+    let replay_opts = RunOptions {
+        replay: true,
+        ..*opts
+    };
     let mut stack = AsyncStack::build(&sc, &replay_opts)?;
     let depth = feed.depth;
     let closed = feed.closed_loop;
     let mut starts = Vec::new();
     stack.start_replay(feed, &mut starts)?;
     let sample = stack.sample_interval_ns;
-    let mut sim = Simulation::new(stack, SimOptions { queue_bound: 1 << 22 });
+    let mut sim = Simulation::new(
+        stack,
+        SimOptions {
+            queue_bound: 1 << 22,
+        },
+    );
     for (t, ev) in starts {
         sim.schedule_at(t, ev)?;
     }
@@ -1608,7 +1756,9 @@ pub fn run_replay(
             )))
         }
         StopReason::Drained | StopReason::TimeLimit => {
-            return Err(ModelError::Invariant(sim.model.conservation_report(sim.now())));
+            return Err(ModelError::Invariant(
+                sim.model.conservation_report(sim.now()),
+            ));
         }
     }
     let end = sim.now();
@@ -1621,7 +1771,11 @@ pub fn run_replay(
     report.jobs.push(JobReport {
         name: "replay".into(),
         numjobs: 1,
-        rw: if closed { "trace (closed loop)".into() } else { "trace (open loop)".into() },
+        rw: if closed {
+            "trace (closed loop)".into()
+        } else {
+            "trace (open loop)".into()
+        },
         bs_bytes: 0,
         ioengine: "replay".into(),
         iodepth: depth,
@@ -1634,7 +1788,14 @@ pub fn run_replay(
         "replay: {} requests issued, {} skipped (zero length), {} skipped (beyond the target device); slat = Q2D, clat = D2C, lat = Q2C",
         r.result.issued, r.result.skipped_empty, r.result.skipped_out_of_range
     ));
-    Ok((RunOutput { report, events_processed: events, sim_end: end }, r.result))
+    Ok((
+        RunOutput {
+            report,
+            events_processed: events,
+            sim_end: end,
+        },
+        r.result,
+    ))
 }
 
 /// Runs an asynchronous-I/O scenario.
@@ -1646,7 +1807,12 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, ModelError> {
     let nthreads = stack.threads.len();
     let ramp = sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0);
     let sample = stack.sample_interval_ns;
-    let mut sim = Simulation::new(stack, SimOptions { queue_bound: 1 << 22 });
+    let mut sim = Simulation::new(
+        stack,
+        SimOptions {
+            queue_bound: 1 << 22,
+        },
+    );
     for t in 0..nthreads {
         sim.schedule_at(SimTime::ZERO, Ev::JobWake(t as u16))?;
     }
@@ -1670,5 +1836,9 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, ModelError> {
     let end = sim.now();
     let events = sim.events_processed();
     let report = sim.model.report(end, opts.profile);
-    Ok(RunOutput { report, events_processed: events, sim_end: end })
+    Ok(RunOutput {
+        report,
+        events_processed: events,
+        sim_end: end,
+    })
 }

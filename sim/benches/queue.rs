@@ -32,21 +32,25 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Elements(EVENTS));
     group.sample_size(10);
     for &pending in &[100usize, 10_000, 1_000_000] {
-        group.bench_with_input(BenchmarkId::from_parameter(pending), &pending, |b, &pending| {
-            let mut sim = Simulation::new(
-                Hold { state: 0x9e37_79b9 },
-                SimOptions {
-                    queue_bound: pending + 1,
-                },
-            );
-            for i in 0..pending {
-                sim.schedule_at(SimTime(i as u64), Ev(i as u32)).unwrap();
-            }
-            b.iter(|| {
-                let s = sim.run(SimTime::MAX, EVENTS).unwrap();
-                assert_eq!(s.events_processed, EVENTS);
-            });
-        });
+        group.bench_with_input(
+            BenchmarkId::from_parameter(pending),
+            &pending,
+            |b, &pending| {
+                let mut sim = Simulation::new(
+                    Hold { state: 0x9e37_79b9 },
+                    SimOptions {
+                        queue_bound: pending + 1,
+                    },
+                );
+                for i in 0..pending {
+                    sim.schedule_at(SimTime(i as u64), Ev(i as u32)).unwrap();
+                }
+                b.iter(|| {
+                    let s = sim.run(SimTime::MAX, EVENTS).unwrap();
+                    assert_eq!(s.events_processed, EVENTS);
+                });
+            },
+        );
     }
     group.finish();
 }

@@ -37,7 +37,11 @@ impl<E: Copy> Ctx<'_, E> {
     /// Schedules `event` at absolute time `at` (which must not be in the past).
     #[inline]
     pub fn schedule_at(&mut self, at: SimTime, event: E) {
-        assert!(at >= self.now, "event scheduled in the past: {at} < {}", self.now);
+        assert!(
+            at >= self.now,
+            "event scheduled in the past: {at} < {}",
+            self.now
+        );
         if let Err(e) = self.queue.push(at, event) {
             *self.overflow = Some(e);
             *self.stop_requested = true;
@@ -219,6 +223,9 @@ mod tests {
         }
         let mut sim = Simulation::new(Fanout, SimOptions { queue_bound: 64 });
         sim.schedule_at(SimTime(0), ()).unwrap();
-        assert!(matches!(sim.run(SimTime::MAX, u64::MAX), Err(SimError::QueueFull(_))));
+        assert!(matches!(
+            sim.run(SimTime::MAX, u64::MAX),
+            Err(SimError::QueueFull(_))
+        ));
     }
 }

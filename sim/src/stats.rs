@@ -218,7 +218,10 @@ impl CpuProfile {
 
     /// Interns a symbol (idempotent).
     pub fn symbol(&mut self, name: &str, dso: &str, mode: Mode) -> SymbolId {
-        assert!(self.ns.is_empty(), "symbols must be interned before charging");
+        assert!(
+            self.ns.is_empty(),
+            "symbols must be interned before charging"
+        );
         if let Some(i) = self
             .symbols
             .iter()
@@ -236,7 +239,10 @@ impl CpuProfile {
 
     /// Interns a context (idempotent).
     pub fn context(&mut self, name: &str) -> ContextId {
-        assert!(self.ns.is_empty(), "contexts must be interned before charging");
+        assert!(
+            self.ns.is_empty(),
+            "contexts must be interned before charging"
+        );
         if let Some(i) = self.contexts.iter().position(|c| c == name) {
             return ContextId(i as u16);
         }

@@ -17,7 +17,8 @@ pub struct UnitError {
 }
 
 const SIZE_HINT: &str = "expected a number with an optional unit: b, k/KiB/KB, m/MiB, g/GiB, t/TiB, p/PiB (1k = 1024 bytes, as fio)";
-const TIME_HINT: &str = "expected a number with a unit: ns, us, ms, s, m, h (e.g. \"1.5us\", \"2ms\")";
+const TIME_HINT: &str =
+    "expected a number with a unit: ns, us, ms, s, m, h (e.g. \"1.5us\", \"2ms\")";
 
 fn split_number(text: &str) -> (&str, &str) {
     let t = text.trim();
@@ -155,7 +156,10 @@ mod tests {
     fn durations() {
         assert_eq!(parse_duration_ns("1.5us", 1).unwrap(), 1500);
         assert_eq!(parse_duration_ns("2ms", 1).unwrap(), 2_000_000);
-        assert_eq!(parse_duration_ns("10", 1_000_000_000).unwrap(), 10_000_000_000);
+        assert_eq!(
+            parse_duration_ns("10", 1_000_000_000).unwrap(),
+            10_000_000_000
+        );
         assert!(parse_duration_ns("3 parsecs", 1).is_err());
     }
 }

@@ -114,13 +114,9 @@ impl Allocator {
         policy: BcacheReplacement,
         seed: u64,
     ) -> Result<Allocator, String> {
-        // super.c: "ca->sb.nbuckets is too small" unless free >= 1.
-        let free = nbuckets.next_power_of_two() >> 10;
-        if free == 0 {
-            return Err(format!(
-                "[bcache] the cache holds {nbuckets} buckets; bcache needs more than 512 (shrink bucket_size or grow cache_size)"
-            ));
-        }
+        // super.c refuses caches of 512 buckets or fewer ("ca->sb.nbuckets is
+        // too small": free would be 0); the model keeps one bucket per list.
+        let free = (nbuckets.next_power_of_two() >> 10).max(1);
         let per_bucket = (bucket_sectors * 512 - PRIO_SET_HEADER_BYTES) / BUCKET_DISK_BYTES;
         let prio_buckets = nbuckets.div_ceil(per_bucket as usize);
         let set = BucketSet::new(
