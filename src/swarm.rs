@@ -21,6 +21,7 @@
 //!   runtime, depth distributions sum to 100 %, CPU use and device
 //!   utilisation stay within 100 %, and every job I/O reaches its device
 //!   exactly once (device I/Os + merges = job I/Os).
+#![allow(clippy::explicit_auto_deref, clippy::type_complexity)] // `*pick(..)` picks the element type for the generic `pick`
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
