@@ -138,6 +138,16 @@ pub fn apply_set(table: &mut toml::Table, path: &str, value: toml::Value) -> Res
     if parts.iter().any(|p| p.is_empty()) {
         bail!("--set {path}: empty path component; write section.key=value, e.g. job.iodepth=8");
     }
+    // Scenario tables nest at most a few levels; a longer path is a typo and
+    // must not drive recursion depth.
+    const PATH_PARTS_MAX: usize = 8;
+    if parts.len() > PATH_PARTS_MAX {
+        bail!(
+            "--set {}...: the path has {} parts; scenario keys are at most {PATH_PARTS_MAX} deep",
+            &path[..path.len().min(40)],
+            parts.len()
+        );
+    }
     fn walk(node: &mut toml::Value, parts: &[&str], value: &toml::Value, full: &str) -> Result<()> {
         match node {
             toml::Value::Array(items) => {

@@ -195,7 +195,8 @@ fn cache_modes_route_writes() {
     // writeback: the write lands in the cache only, dirty.
     let mut d = Driver::new(bcache("cache_mode = \"writeback\""));
     assert!(matches!(d.io(Dir::Write, 800, 8), Route::CacheOnly { .. }));
-    assert_eq!(d.b.dirty_sectors(), 8);
+    // Dirty, or already being written back (writeback starts at once).
+    assert_eq!(d.b.dirty_sectors() + d.b.stats.writeback_sectors, 8);
     assert!(hit(d.read(100)));
 }
 
@@ -260,7 +261,7 @@ fn writeback_controller_writes_dirty_data_back() {
         ));
     }
     let dirty0 = d.b.dirty_sectors();
-    assert_eq!(dirty0, 2048 * 8);
+    assert!(dirty0 > 2000 * 8, "{dirty0}");
     for _ in 0..600 {
         d.now_ns += 100_000_000;
         d.b.tick(d.now_ns);

@@ -118,7 +118,7 @@ pub struct BcacheConfig {
     /// Writeback I/Os in flight (`MAX_WRITEBACKS_IN_PASS`-era limit 64).
     #[serde(default = "default_wb_inflight")]
     pub writeback_in_flight: u32,
-    /// `writeback_delay`: after a pass found nothing dirty, writeback sleeps
+    /// `writeback_delay`: after each full pass over the dirty keys, writeback sleeps
     /// this long (default 30 s).
     #[serde(default = "default_wb_delay")]
     pub writeback_delay: Nanos,
@@ -1275,7 +1275,9 @@ impl Bcache {
 
     fn writeback(&mut self, now_ns: u64) {
         while now_ns >= self.wb_next_update_ns {
-            let keeping_up = self.wb_next_io_ns <= self.wb_next_update_ns + 1_000_000;
+            // Integrate only while the rate limits writeback (`time_before64(
+            // local_clock(), writeback_rate.next + NSEC_PER_MSEC)`): anti-windup.
+            let keeping_up = self.wb_next_update_ns < self.wb_next_io_ns + 1_000_000;
             self.pd
                 .update(self.cache_sectors, self.dirty.sectors(), keeping_up);
             self.wb_rate_log
@@ -1285,16 +1287,19 @@ impl Bcache {
         if now_ns < self.wb_sleep_until_ns {
             return;
         }
-        if self.dirty.is_empty() {
-            if self.wb_in_flight == 0 {
-                self.wb_sleep_until_ns = now_ns + self.cfg.writeback_delay.0;
-            }
-            return;
-        }
+        // Nothing dirty: the thread sleeps until a write makes data dirty
+        // (`bch_writeback_queue` wakes it).
         while self.wb_in_flight < self.cfg.writeback_in_flight && now_ns >= self.wb_next_io_ns {
             let Some((s, e)) = self.dirty.next_from(self.wb_cursor, WRITEBACK_MAX_SECTORS) else {
                 break;
             };
+            if s < self.wb_cursor {
+                // The scan reached the end of the index (`searched_full_index`):
+                // writeback sleeps `writeback_delay` before the next pass.
+                self.wb_cursor = 0;
+                self.wb_sleep_until_ns = now_ns + self.cfg.writeback_delay.0;
+                break;
+            }
             // The dirty key's location on the cache.
             let (found, _) = self.index.lookup(s);
             let Some(k) = found.filter(|k| k.dirty && k.ptr.dev != NO_DEV && k.start <= s) else {
@@ -1325,7 +1330,11 @@ impl Bcache {
             );
             // bch_next_delay: the rate spaces the I/Os.
             let delay = (e - s) * 1_000_000_000 / self.pd.rate.max(1) as u64;
-            self.wb_next_io_ns = self.wb_next_io_ns.max(now_ns) + delay;
+            // bch_next_delay: the schedule may lag `now` by up to 2 s (a
+            // catch-up budget) and run ahead by up to 2.5 s.
+            self.wb_next_io_ns = (self.wb_next_io_ns.max(now_ns.saturating_sub(2_000_000_000))
+                + delay)
+                .min(now_ns + 2_500_000_000);
             self.cpu.writeback_ns += (self.costs.ns_per_node).round() as u64;
         }
     }
