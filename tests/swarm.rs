@@ -8,28 +8,6 @@ use std::process::Command;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-/// Model issues the swarm found that are still open, each with its
-/// minimised regression scenario: (stack, invariant, file in
-/// tests/regressions/). A bounded run may report these and nothing else;
-/// their regression files must still fail. When a model fix lands, the
-/// regression test below fails with "fixed": delete the entry.
-const KNOWN_OPEN: &[(&str, &str, &str)] = &[
-    // sync_stack.rs charges the CPU time of the I/O running past the end of
-    // the window: usr + sys > 100% of a thread.
-    (
-        "psync",
-        "report: a job thread uses at most 100% of a CPU",
-        "psync-cpu-past-window.toml",
-    ),
-    // stack.rs restarts every job's statistics at the largest ramp_time: a
-    // job without ramp_time reports less than its runtime.
-    (
-        "async",
-        "report: a time-based job runs at least its runtime",
-        "async-mixed-ramp-time.toml",
-    ),
-];
-
 fn sim(args: &[&str], env: &[(&str, &str)]) -> (String, String, i32) {
     let out = Command::new(env!("CARGO_BIN_EXE_sim"))
         .args(args)
@@ -52,23 +30,6 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// Violation summary lines of a `--keep-going` run: (stack, invariant).
-fn violations(out: &str) -> Vec<(String, String)> {
-    out.lines()
-        .filter_map(|l| {
-            let rest = l.strip_prefix("violation: scenario ")?;
-            let (_, rest) = rest.split_once(" (")?;
-            let (stack, rest) = rest.split_once("): ")?;
-            let inv = KNOWN_OPEN
-                .iter()
-                .map(|k| k.1)
-                .find(|i| rest.starts_with(i))
-                .unwrap_or(rest);
-            Some((stack.to_string(), inv.to_string()))
-        })
-        .collect()
-}
-
 #[test]
 fn bounded_swarm() {
     let count = std::env::var("BLOCKSIM_SWARM_COUNT").unwrap_or_else(|_| "24".into());
@@ -85,27 +46,11 @@ fn bounded_swarm() {
         ],
         &[],
     );
-    match code {
-        0 => assert!(
-            out.starts_with(&format!("ok: {count} scenarios, ")),
-            "{out}"
-        ),
-        1 => {
-            let found = violations(&out);
-            assert!(
-                !found.is_empty(),
-                "exit 1 without a violation line:\n{out}\n{err}"
-            );
-            for (stack, inv) in &found {
-                assert!(
-                    KNOWN_OPEN.iter().any(|k| k.0 == stack && k.1 == inv),
-                    "new violation ({stack} stack): {inv}\n{out}"
-                );
-            }
-            eprintln!("bounded swarm: only known-open issues: {found:?}");
-        }
-        _ => panic!("exit {code}\n{out}\n{err}"),
-    }
+    assert_eq!(code, 0, "swarm found a violation:\n{out}\n{err}");
+    assert!(
+        out.starts_with(&format!("ok: {count} scenarios, ")),
+        "{out}"
+    );
 }
 
 #[test]
@@ -119,22 +64,13 @@ fn regression_scenarios() {
         .collect();
     files.sort();
     assert!(!files.is_empty());
-    for (_, _, f) in KNOWN_OPEN {
-        assert!(dir.join(f).exists(), "KNOWN_OPEN names missing file {f}");
-    }
     for path in files {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let rel = format!("tests/regressions/{name}");
         let (out, err, code) = sim(&["swarm", "--check", &rel], &[]);
-        match KNOWN_OPEN.iter().find(|k| k.2 == name) {
-            Some((_, inv, _)) => {
-                assert!(
-                    code == 1 && out.contains(inv),
-                    "{name} no longer shows `{inv}`: fixed? Delete its KNOWN_OPEN entry.\n{out}\n{err}"
-                );
-            }
-            None => assert_eq!(code, 0, "{name}:\n{out}\n{err}"),
-        }
+        // Every saved scenario is a fixed bug: it must pass now.
+        assert_eq!(code, 0, "{name}:\n{out}\n{err}");
+        assert!(out.starts_with(&format!("ok: {rel}")), "{name}: {out}");
     }
 }
 

@@ -50,7 +50,11 @@ pub enum Ev {
     IrqStart(u16),
     /// The handler has finished; its completions are delivered.
     IrqDone(u16),
-    /// End of ramp time: statistics restart.
+    /// End of one job's ramp_time: that job's statistics restart (fio ramps
+    /// each job separately).
+    JobRampEnd(u16),
+    /// End of the longest ramp_time: device, cache and profile statistics
+    /// restart.
     RampEnd,
     /// Periodic sample for time series.
     Sample,
@@ -245,6 +249,8 @@ struct GroupStats {
     sys_ns: u64,
     end: Option<SimTime>,
     clones_done: u32,
+    /// When this job's measurement started (its own ramp_time).
+    measure_start: SimTime,
 }
 
 impl GroupStats {
@@ -277,6 +283,7 @@ impl GroupStats {
             sys_ns: 0,
             end: None,
             clones_done: 0,
+            measure_start: SimTime::ZERO,
         }
     }
 }
@@ -1446,11 +1453,20 @@ impl AsyncStack {
         )
     }
 
+    fn job_ramp_end(&mut self, group: usize, now: SimTime) {
+        let g = &mut self.groups[group];
+        // Only the statistics restart; a job that already finished keeps its
+        // end (it cannot, since it stops issuing at ramp_time + runtime).
+        debug_assert!(g.end.is_none(), "a job ended before its ramp_time");
+        let (end, clones_done) = (g.end, g.clones_done);
+        *g = GroupStats::new();
+        g.end = end;
+        g.clones_done = clones_done;
+        g.measure_start = now;
+    }
+
     fn ramp_end(&mut self, now: SimTime) {
         self.measure_start = now;
-        for g in &mut self.groups {
-            *g = GroupStats::new();
-        }
         self.profile.reset();
         for d in &mut self.devs {
             d.dev.reset_stats(now);
@@ -1485,7 +1501,7 @@ impl AsyncStack {
         for (gi, jc) in self.jobs_cfg.iter().enumerate() {
             let g = &self.groups[gi];
             let run_end = g.end.unwrap_or(end);
-            let runtime_ns = run_end.since(self.measure_start).max(1);
+            let runtime_ns = run_end.since(g.measure_start).max(1);
             let dir_report = |d: usize| g.dir_report(d, runtime_ns);
             let pct = |a: &[u64; 7]| {
                 let total: u64 = a.iter().sum();
@@ -1709,6 +1725,7 @@ impl Model for AsyncStack {
             Ev::DevTimer(d, tok) => self.with_dev(d as usize, ctx, |dev, c| dev.on_timer(tok, c)),
             Ev::IrqStart(d) => self.irq_start(d as usize, ctx),
             Ev::IrqDone(d) => self.irq_done(d as usize, ctx),
+            Ev::JobRampEnd(g) => self.job_ramp_end(g as usize, ctx.now()),
             Ev::RampEnd => self.ramp_end(ctx.now()),
             Ev::Sample => self.sample(ctx.now(), ctx),
             Ev::ReplayIssue => self.replay_issue_due(ctx),
@@ -1815,6 +1832,11 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, ModelError> {
     );
     for t in 0..nthreads {
         sim.schedule_at(SimTime::ZERO, Ev::JobWake(t as u16))?;
+    }
+    for (g, j) in sc.jobs.iter().enumerate() {
+        if j.ramp_time_ns > 0 {
+            sim.schedule_at(SimTime(j.ramp_time_ns), Ev::JobRampEnd(g as u16))?;
+        }
     }
     if ramp > 0 {
         sim.schedule_at(SimTime(ramp), Ev::RampEnd)?;

@@ -139,13 +139,23 @@ impl SyncModel {
             let step = job.steps[job.pos];
             match step.kind {
                 StepKind::Work => {
-                    if t >= self.ramp_end {
-                        job.busy_ns += step.ns;
+                    // Only the part of the step inside the measured window
+                    // [ramp_end, end] is charged: a step that runs past the
+                    // end of the run must not push usr + sys above 100%.
+                    let charged = window_overlap_ns(t, step.ns, self.ramp_end, self.end);
+                    if charged > 0 {
+                        job.busy_ns += charged;
                         if let Some(p) = self.profile.as_mut() {
                             let r =
                                 step.sym_first as usize..(step.sym_first + step.sym_len) as usize;
                             for &(sym, ns) in &job.sym_costs[r] {
-                                p.charge(job.cpu as usize, self.fio, sym, ns);
+                                // Symbols share the clipped time in proportion.
+                                let part = if charged == step.ns {
+                                    ns
+                                } else {
+                                    (ns as u128 * charged as u128 / step.ns as u128) as u64
+                                };
+                                p.charge(job.cpu as usize, self.fio, sym, part);
                             }
                         }
                     }
@@ -232,8 +242,13 @@ impl SyncModel {
                         job.cursor += 1;
                     }
                     job.acct_running = false;
-                    let spent = t - job.acct_began;
-                    if job.acct_began >= self.ramp_end {
+                    let spent = window_overlap_ns(
+                        job.acct_began,
+                        t - job.acct_began,
+                        self.ramp_end,
+                        self.end,
+                    );
+                    if spent > 0 {
                         job.busy_ns += spent;
                         if let Some(p) = self.profile.as_mut() {
                             p.charge(job.cpu as usize, self.fio, step.sym, spent);
@@ -243,6 +258,23 @@ impl SyncModel {
                 }
             }
         }
+    }
+}
+
+/// Nanoseconds of `[start, start + len_ns)` that fall inside the measured
+/// window `[window_start, window_end)`.
+fn window_overlap_ns(
+    start: SimTime,
+    len_ns: u64,
+    window_start: SimTime,
+    window_end: SimTime,
+) -> u64 {
+    let lo = start.max(window_start);
+    let hi = (start + len_ns).min(window_end);
+    if hi > lo {
+        hi - lo
+    } else {
+        0
     }
 }
 
@@ -904,4 +936,19 @@ pub fn scaling_report(points: &[(String, u32, f64)]) -> (Table, blocksim_analysi
         log_y: false,
     };
     (table, plot)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_overlap_clips_both_ends() {
+        let t = SimTime::from_ns;
+        assert_eq!(window_overlap_ns(t(0), 10, t(5), t(100)), 5);
+        assert_eq!(window_overlap_ns(t(95), 10, t(5), t(100)), 5);
+        assert_eq!(window_overlap_ns(t(20), 10, t(5), t(100)), 10);
+        assert_eq!(window_overlap_ns(t(100), 10, t(5), t(100)), 0);
+        assert_eq!(window_overlap_ns(t(0), 5, t(5), t(100)), 0);
+    }
 }
