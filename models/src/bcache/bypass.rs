@@ -31,6 +31,13 @@ struct RecentIo {
     last: u64,
     expires_ns: u64,
     sequential_bytes: u64,
+    /// LRU list (`dc->io_lru`): older / newer neighbour.
+    lru_prev: u8,
+    lru_next: u8,
+    /// Hash chain (`dc->io_hash`): next entry in the same bucket.
+    hash_next: u8,
+    /// Bucket this entry is chained in.
+    bucket: u8,
 }
 
 /// Per-task sequential state (`task_struct::sequential_io{,_avg}`).
@@ -40,10 +47,23 @@ struct TaskSeq {
     sequential_io_avg: u64,
 }
 
-/// The stream table of one cached device.
+/// End of a list / chain.
+const NIL: u8 = u8::MAX;
+/// Hash buckets: `RECENT_IO` like bcache, plus bcache's parking bucket
+/// (`dc->io_hash + RECENT_IO`) that holds the never-used entries.
+const BUCKETS: usize = RECENT_IO + 1;
+const _: () = assert!(RECENT_IO < NIL as usize && BUCKETS <= NIL as usize);
+
+/// The stream table of one cached device: bcache's `struct io` array with
+/// its hash on the stream's end sector and its LRU list, so a lookup walks
+/// one short chain instead of every entry.
 pub struct Sequential {
-    /// LRU order: index 0 is the least recently used.
     recent: Vec<RecentIo>,
+    heads: [u8; BUCKETS],
+    /// Least recently used entry (`list_first_entry(&dc->io_lru)`).
+    lru_oldest: u8,
+    /// Most recently used entry.
+    lru_newest: u8,
     tasks: BTreeMap<u32, TaskSeq>,
 }
 
@@ -55,45 +75,126 @@ impl Default for Sequential {
 
 impl Sequential {
     pub fn new() -> Self {
+        let mut recent = Vec::with_capacity(RECENT_IO);
+        let mut heads = [NIL; BUCKETS];
+        for i in 0..RECENT_IO {
+            recent.push(RecentIo {
+                last: u64::MAX,
+                expires_ns: 0,
+                sequential_bytes: 0,
+                lru_prev: if i == 0 { NIL } else { (i - 1) as u8 },
+                lru_next: if i + 1 == RECENT_IO {
+                    NIL
+                } else {
+                    (i + 1) as u8
+                },
+                hash_next: heads[RECENT_IO],
+                bucket: RECENT_IO as u8,
+            });
+            heads[RECENT_IO] = i as u8;
+        }
         Sequential {
-            recent: vec![
-                RecentIo {
-                    last: u64::MAX,
-                    expires_ns: 0,
-                    sequential_bytes: 0
-                };
-                RECENT_IO
-            ],
+            recent,
+            heads,
+            lru_oldest: 0,
+            lru_newest: (RECENT_IO - 1) as u8,
             tasks: BTreeMap::new(),
         }
+    }
+
+    /// `hash_64(last, RECENT_IO_BITS)`: the multiplicative hash of
+    /// linux/hash.h. Which bucket a key lands in does not change results
+    /// (lookups compare the key); it only keeps chains short.
+    fn bucket_of(last: u64) -> u8 {
+        (last.wrapping_mul(0x61C8_8646_80B5_83EB) >> (64 - 7)) as u8
+    }
+
+    fn hash_del(&mut self, i: u8) {
+        let b = self.recent[i as usize].bucket as usize;
+        let next = self.recent[i as usize].hash_next;
+        if self.heads[b] == i {
+            self.heads[b] = next;
+            return;
+        }
+        let mut p = self.heads[b];
+        while p != NIL {
+            let pn = self.recent[p as usize].hash_next;
+            if pn == i {
+                self.recent[p as usize].hash_next = next;
+                return;
+            }
+            p = pn;
+        }
+        unreachable!("stream entry {i} missing from its hash chain");
+    }
+
+    fn hash_add_head(&mut self, i: u8) {
+        let b = Self::bucket_of(self.recent[i as usize].last);
+        let e = &mut self.recent[i as usize];
+        e.bucket = b;
+        e.hash_next = self.heads[b as usize];
+        self.heads[b as usize] = i;
+    }
+
+    /// `list_move_tail(&i->lru, &dc->io_lru)`.
+    fn lru_move_newest(&mut self, i: u8) {
+        if self.lru_newest == i {
+            return;
+        }
+        let (prev, next) = (
+            self.recent[i as usize].lru_prev,
+            self.recent[i as usize].lru_next,
+        );
+        if prev == NIL {
+            self.lru_oldest = next;
+        } else {
+            self.recent[prev as usize].lru_next = next;
+        }
+        // i is not the newest, so it has a next.
+        self.recent[next as usize].lru_prev = prev;
+        let old_newest = self.lru_newest;
+        self.recent[old_newest as usize].lru_next = i;
+        let e = &mut self.recent[i as usize];
+        e.lru_prev = old_newest;
+        e.lru_next = NIL;
+        self.lru_newest = i;
     }
 
     /// Records an I/O of `bytes` at `sector` by `task` at `now_ns`; returns
     /// the sequential sectors to compare with the cutoff.
     pub fn observe(&mut self, task: u32, sector: u64, bytes: u64, now_ns: u64) -> u64 {
         let t = self.tasks.entry(task).or_default();
-        // bcache hashes on `last`; the hash chain's first match wins.
-        let pos = self
-            .recent
-            .iter()
-            .rposition(|r| r.last == sector && now_ns < r.expires_ns);
-        let mut io = match pos {
-            Some(p) => self.recent.remove(p),
-            None => {
-                // add_sequential(): fold the task's last stream into its average.
-                t.sequential_io_avg = (t.sequential_io_avg * 7 + t.sequential_io) / 8;
-                t.sequential_io = 0;
-                let mut r = self.recent.remove(0);
-                r.sequential_bytes = 0;
-                r
+        // bcache hashes on `last`; the hash chain's first match wins (every
+        // use re-adds an entry at its chain's head).
+        let mut found = NIL;
+        let mut p = self.heads[Self::bucket_of(sector) as usize];
+        while p != NIL {
+            let e = &self.recent[p as usize];
+            if e.last == sector && now_ns < e.expires_ns {
+                found = p;
+                break;
             }
+            p = e.hash_next;
+        }
+        let i = if found != NIL {
+            found
+        } else {
+            // add_sequential(): fold the task's last stream into its average.
+            t.sequential_io_avg = (t.sequential_io_avg * 7 + t.sequential_io) / 8;
+            t.sequential_io = 0;
+            let i = self.lru_oldest;
+            self.recent[i as usize].sequential_bytes = 0;
+            i
         };
-        io.sequential_bytes = io.sequential_bytes.saturating_add(bytes);
-        io.last = sector + bytes / 512;
-        io.expires_ns = now_ns + STREAM_WINDOW_NS;
-        t.sequential_io = io.sequential_bytes;
+        let e = &mut self.recent[i as usize];
+        e.sequential_bytes = e.sequential_bytes.saturating_add(bytes);
+        e.expires_ns = now_ns + STREAM_WINDOW_NS;
+        t.sequential_io = e.sequential_bytes;
         let sectors = t.sequential_io.max(t.sequential_io_avg) >> 9;
-        self.recent.push(io);
+        self.hash_del(i);
+        self.recent[i as usize].last = sector + bytes / 512;
+        self.hash_add_head(i);
+        self.lru_move_newest(i);
         sectors
     }
 }
@@ -176,6 +277,76 @@ fn fract_exp_two(x: u64, fract_bits: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The plain definition: a vector in LRU order, scanned newest first.
+    struct Reference {
+        recent: Vec<(u64, u64, u64)>,
+        tasks: BTreeMap<u32, TaskSeq>,
+    }
+
+    impl Reference {
+        fn observe(&mut self, task: u32, sector: u64, bytes: u64, now_ns: u64) -> u64 {
+            let t = self.tasks.entry(task).or_default();
+            let pos = self
+                .recent
+                .iter()
+                .rposition(|r| r.0 == sector && now_ns < r.1);
+            let mut io = match pos {
+                Some(p) => self.recent.remove(p),
+                None => {
+                    t.sequential_io_avg = (t.sequential_io_avg * 7 + t.sequential_io) / 8;
+                    t.sequential_io = 0;
+                    let mut r = self.recent.remove(0);
+                    r.2 = 0;
+                    r
+                }
+            };
+            io.2 = io.2.saturating_add(bytes);
+            io.0 = sector + bytes / 512;
+            io.1 = now_ns + STREAM_WINDOW_NS;
+            t.sequential_io = io.2;
+            let sectors = t.sequential_io.max(t.sequential_io_avg) >> 9;
+            self.recent.push(io);
+            sectors
+        }
+    }
+
+    #[test]
+    fn hashed_table_equals_the_plain_lru_scan() {
+        use rand::Rng;
+        let mut rng = blocksim_sim::component_rng(7, "seq-test");
+        let mut fast = Sequential::new();
+        let mut slow = Reference {
+            recent: vec![(u64::MAX, 0, 0); RECENT_IO],
+            tasks: BTreeMap::new(),
+        };
+        // 300 streams (more than RECENT_IO, so entries are evicted and
+        // reused), continued at random, some restarted, time advancing
+        // past the 5 s window now and then; duplicate end sectors too.
+        let mut next: Vec<u64> = (0..300u64).map(|i| i * 1_000_000).collect();
+        let mut now = 0u64;
+        for step in 0..200_000u32 {
+            let k = rng.gen_range(0..next.len());
+            let bytes = 512 * rng.gen_range(1..17u64);
+            let sector = match rng.gen_range(0..10) {
+                0 => rng.gen_range(0..4u64) * 8, // collide on a few sectors
+                1 => next[(k + 1) % next.len()], // same end as another stream
+                _ => next[k],
+            };
+            now += rng.gen_range(
+                0..if step % 5000 == 0 {
+                    6_000_000_000
+                } else {
+                    100_000
+                },
+            );
+            let task = rng.gen_range(0..3u32);
+            let a = fast.observe(task, sector, bytes, now);
+            let b = slow.observe(task, sector, bytes, now);
+            assert_eq!(a, b, "step {step}");
+            next[k] = sector + bytes / 512;
+        }
+    }
 
     #[test]
     fn a_sequential_stream_accumulates_and_random_io_does_not() {
