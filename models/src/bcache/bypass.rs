@@ -52,7 +52,7 @@ const NIL: u8 = u8::MAX;
 /// Hash buckets: `RECENT_IO` like bcache, plus bcache's parking bucket
 /// (`dc->io_hash + RECENT_IO`) that holds the never-used entries.
 const BUCKETS: usize = RECENT_IO + 1;
-const _: () = assert!(RECENT_IO < NIL as usize && BUCKETS <= NIL as usize);
+const _: () = assert!(BUCKETS <= NIL as usize);
 
 /// The stream table of one cached device: bcache's `struct io` array with
 /// its hash on the stream's end sector and its LRU list, so a lookup walks
@@ -326,21 +326,21 @@ mod tests {
         let mut next: Vec<u64> = (0..300u64).map(|i| i * 1_000_000).collect();
         let mut now = 0u64;
         for step in 0..200_000u32 {
-            let k = rng.gen_range(0..next.len());
-            let bytes = 512 * rng.gen_range(1..17u64);
-            let sector = match rng.gen_range(0..10) {
-                0 => rng.gen_range(0..4u64) * 8, // collide on a few sectors
-                1 => next[(k + 1) % next.len()], // same end as another stream
+            let k = rng.random_range(0..next.len());
+            let bytes = 512 * rng.random_range(1..17u64);
+            let sector = match rng.random_range(0..10) {
+                0 => rng.random_range(0..4u64) * 8, // collide on a few sectors
+                1 => next[(k + 1) % next.len()],    // same end as another stream
                 _ => next[k],
             };
-            now += rng.gen_range(
+            now += rng.random_range(
                 0..if step % 5000 == 0 {
                     6_000_000_000
                 } else {
                     100_000
                 },
             );
-            let task = rng.gen_range(0..3u32);
+            let task = rng.random_range(0..3u32);
             let a = fast.observe(task, sector, bytes, now);
             let b = slow.observe(task, sector, bytes, now);
             assert_eq!(a, b, "step {step}");
