@@ -147,7 +147,7 @@ fn seed_rows_fit_predictions_and_ordering() {
 /// times per I/O; the `atomic_set` after `atomic_inc_return(&md->pending)`
 /// needs its own hand-off because the CPU stalled on the other contended
 /// line meanwhile. Four FIFO hand-offs at ~107 ns cap the row near 2.3M, where
-/// the seed has 4736k, 3% above row 4. See /work/helper/notes-inflight.md.
+/// the seed has 4736k, 3% above row 4. See README, "Seed 003".
 #[test]
 #[ignore = "known gap: row 3 (4.20 shared) comes out ~2.3M, seed 4736k"]
 fn seed_row3_shared_dm() {

@@ -40,7 +40,7 @@
 //! access + hold.
 //!
 //! **Options off by default** (sensitivity studies; see
-//! /work/helper/notes-inflight.md for what they do to seed 003):
+//! the header of scenarios/dm_inflight.toml for what they do to seed 003):
 //! * `local_handoff_max > 0`: NUMA-biased arbitration. A requester on the
 //!   socket that holds the line finds it through its own LLC, while a remote
 //!   one goes through the home agent and the interconnect, so local waiters
