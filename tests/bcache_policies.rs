@@ -29,6 +29,16 @@ struct Driver {
     now_ns: u64,
     user: u32,
     cache_writes: u64,
+    drains: u64,
+}
+
+impl Drop for Driver {
+    /// Whatever a test did, the cache it leaves holds its invariants.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            self.check();
+        }
+    }
 }
 
 impl Driver {
@@ -38,6 +48,14 @@ impl Driver {
             now_ns: 0,
             user: 0,
             cache_writes: 0,
+            drains: 0,
+        }
+    }
+
+    /// The cache's invariants (gens, free lists, capacity, dirty bookkeeping).
+    fn check(&self) {
+        if let Err(e) = self.b.check_invariants() {
+            panic!("at {} ns: {e}", self.now_ns);
         }
     }
 
@@ -46,6 +64,12 @@ impl Driver {
         loop {
             let out: Vec<BgIo> = self.b.take_outbox();
             if out.is_empty() {
+                // Drained states hold the cache's invariants; the check is
+                // O(keys + buckets), so every 64th drain and at the end.
+                self.drains += 1;
+                if self.drains % 64 == 0 {
+                    self.check();
+                }
                 return done;
             }
             for io in out {

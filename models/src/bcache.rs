@@ -1250,6 +1250,95 @@ impl Bcache {
         self.cpu.gc_ns += (r.cost.keys_moved as f64 * self.costs.ns_per_key_moved
             + r.cost.nodes_visited as f64 * self.costs.ns_per_node)
             .round() as u64;
+        // GC already walked every key; in debug builds check the cache too.
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.check_invariants() {
+            panic!("after GC: {e}");
+        }
+    }
+
+    /// Checks the cache's invariants, both ways round (O(keys + buckets)):
+    /// * every pointer points into a data bucket, and no pointer carries a
+    ///   gen newer than its bucket's (`gen_after`: a gen from the future is
+    ///   corruption, an older one is merely stale);
+    /// * a live pointer (gen equal) never points into a free or
+    ///   `free_inc` bucket (it would be overwritten), and no bucket holds
+    ///   more live sectors than it has;
+    /// * live cached sectors fit the cache;
+    /// * dirty data is never stale (a dirty bucket must not be
+    ///   invalidated: that loses data), and the dirty sectors the keys carry
+    ///   equal the dirty map's count (writeback's bookkeeping).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let name = &self.cfg.name;
+        let nb = self.alloc.nbuckets();
+        let first = self.alloc.first_bucket();
+        let bs = self.alloc.bucket_sectors();
+        let mut free = vec![false; nb];
+        for b in self.alloc.free_buckets() {
+            free[b as usize] = true;
+        }
+        let mut used = vec![0u64; nb];
+        let (mut live, mut dirty) = (0u64, 0u64);
+        for k in self.index.keys() {
+            if k.ptr.dev == NO_DEV {
+                continue;
+            }
+            let len = k.end - k.start;
+            let b = self.alloc.bucket_of(k.ptr.offset);
+            if b < first || b >= nb {
+                return Err(format!(
+                    "bcache {name}: key [{}, {}) points at cache sector {}, outside the data buckets {first}..{nb}",
+                    k.start, k.end, k.ptr.offset
+                ));
+            }
+            let gen = self.alloc.set.buckets[b].gen;
+            let behind = gen.wrapping_sub(k.ptr.gen);
+            if behind >= 128 {
+                return Err(format!(
+                    "bcache {name}: key [{}, {}) has gen {} newer than its bucket {b}'s gen {gen}",
+                    k.start, k.end, k.ptr.gen
+                ));
+            }
+            if behind != 0 {
+                if k.dirty {
+                    return Err(format!(
+                        "bcache {name}: dirty key [{}, {}) is stale (bucket {b} invalidated while it held dirty data)",
+                        k.start, k.end
+                    ));
+                }
+                continue;
+            }
+            if free[b] {
+                return Err(format!(
+                    "bcache {name}: live key [{}, {}) points into bucket {b}, which is on a free list",
+                    k.start, k.end
+                ));
+            }
+            used[b] += len;
+            if used[b] > bs {
+                return Err(format!(
+                    "bcache {name}: bucket {b} holds {} live sectors, more than its {bs}",
+                    used[b]
+                ));
+            }
+            live += len;
+            if k.dirty {
+                dirty += len;
+            }
+        }
+        if live > self.cache_sectors {
+            return Err(format!(
+                "bcache {name}: {live} live cached sectors exceed the cache's {}",
+                self.cache_sectors
+            ));
+        }
+        if dirty != self.dirty.sectors() {
+            return Err(format!(
+                "bcache {name}: keys carry {dirty} dirty sectors, the dirty map {}",
+                self.dirty.sectors()
+            ));
+        }
+        Ok(())
     }
 
     /// Background work due at `now_ns`: journal flush, GC, the allocator,
@@ -1487,5 +1576,74 @@ impl Bcache {
             .filter(|b| b.mark != GcMark::Metadata)
             .map(|b| u64::from(b.sectors_used))
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 64 MiB of 64 KiB buckets over 16 GiB, populated.
+    fn populated() -> Bcache {
+        let text =
+            "name = \"bcache0\"\ncache = \"ssd\"\nbacking = \"hdd\"\nbucket_size = \"64k\"\n\
+                    [populate]\noffset = \"0\"\nlength = \"16m\"\nextent_size = \"64k\"\n";
+        let cfg: BcacheConfig = toml::from_str(text).unwrap();
+        let mut b = Bcache::new(cfg, 64 << 11, 16 << 21, BtreeCosts::default(), 1).unwrap();
+        b.populate().unwrap();
+        b
+    }
+
+    fn a_live_key(b: &Bcache) -> Found {
+        b.index
+            .keys()
+            .into_iter()
+            .find(|k| k.ptr.dev != NO_DEV)
+            .expect("populate caches something")
+    }
+
+    #[test]
+    fn a_populated_cache_holds_its_invariants() {
+        let b = populated();
+        assert!(b.live_keys() > 0);
+        b.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_pointer_from_the_future_is_caught() {
+        let mut b = populated();
+        let k = a_live_key(&b);
+        let bucket = b.alloc.bucket_of(k.ptr.offset);
+        b.alloc.set.buckets[bucket].gen = k.ptr.gen.wrapping_sub(1);
+        let e = b.check_invariants().unwrap_err();
+        assert!(e.contains("newer than its bucket"), "{e}");
+    }
+
+    #[test]
+    fn a_live_bucket_on_a_free_list_is_caught() {
+        let mut b = populated();
+        let k = a_live_key(&b);
+        let bucket = b.alloc.bucket_of(k.ptr.offset);
+        b.alloc.push_free_for_test(bucket as u32);
+        let e = b.check_invariants().unwrap_err();
+        assert!(e.contains("on a free list"), "{e}");
+    }
+
+    #[test]
+    fn dirty_bookkeeping_mismatch_is_caught() {
+        let mut b = populated();
+        b.dirty.add(1 << 30, (1 << 30) + 8);
+        let e = b.check_invariants().unwrap_err();
+        assert!(e.contains("dirty map"), "{e}");
+    }
+
+    #[test]
+    fn an_invalidated_bucket_makes_its_keys_stale_not_wrong() {
+        let mut b = populated();
+        let k = a_live_key(&b);
+        let bucket = b.alloc.bucket_of(k.ptr.offset);
+        // Invalidation bumps the gen: the keys become stale, which is legal.
+        b.alloc.set.buckets[bucket].gen = k.ptr.gen.wrapping_add(1);
+        b.check_invariants().unwrap();
     }
 }

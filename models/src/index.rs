@@ -230,6 +230,20 @@ impl CacheIndex {
         })
     }
 
+    /// Every live key in order (what GC walks).
+    pub fn keys(&self) -> Vec<Found> {
+        self.tree
+            .live_keys()
+            .into_iter()
+            .map(|k| Found {
+                start: k.start(),
+                end: k.end,
+                ptr: k.ptr,
+                dirty: k.dirty,
+            })
+            .collect()
+    }
+
     pub fn live_keys(&self) -> u64 {
         self.tree.stats().live_keys
     }

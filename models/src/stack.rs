@@ -1453,6 +1453,15 @@ impl AsyncStack {
         )
     }
 
+    /// The caches' invariants at the end of a run (see
+    /// [`Bcache::check_invariants`]).
+    fn check_cache_invariants(&self) -> Result<(), ModelError> {
+        for (b, _, _) in &self.bcaches {
+            b.check_invariants().map_err(ModelError::Invariant)?;
+        }
+        Ok(())
+    }
+
     fn job_ramp_end(&mut self, group: usize, now: SimTime) {
         let g = &mut self.groups[group];
         // Only the statistics restart; a job that already finished keeps its
@@ -1778,6 +1787,7 @@ pub fn run_replay(
             ));
         }
     }
+    sim.model.check_cache_invariants()?;
     let end = sim.now();
     let events = sim.events_processed();
     let mut report = sim.model.report(end, opts.profile);
@@ -1855,6 +1865,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, ModelError> {
             return Err(ModelError::Invariant(sim.model.conservation_report(sim.now())));
         }
     }
+    sim.model.check_cache_invariants()?;
     let end = sim.now();
     let events = sim.events_processed();
     let report = sim.model.report(end, opts.profile);

@@ -458,6 +458,22 @@ impl Allocator {
         m.pin = m.pin.saturating_sub(1);
     }
 
+    /// Buckets on a free list or waiting in `free_inc`: invalidated (their
+    /// gen moved on), so no live pointer may point into them.
+    pub fn free_buckets(&self) -> impl Iterator<Item = u32> + '_ {
+        self.free
+            .iter()
+            .flat_map(|f| f.iter().copied())
+            .chain(self.free_inc.iter().copied())
+    }
+
+    /// Test only: puts `bucket` on the first free list (to prove the
+    /// cache's invariant check catches a live bucket handed out again).
+    #[cfg(test)]
+    pub(crate) fn push_free_for_test(&mut self, bucket: u32) {
+        self.free[0].push_back(bucket);
+    }
+
     /// Buckets currently open for data (they are pinned).
     pub fn open_buckets(&self) -> impl Iterator<Item = u32> + '_ {
         self.open
