@@ -87,6 +87,8 @@ pub struct AllocStats {
 pub struct Allocator {
     pub set: BucketSet,
     bucket_sectors: u64,
+    /// log2(bucket_sectors): buckets are a power of two (`bucket_bits`).
+    bucket_shift: u32,
     first_bucket: usize,
     free: [VecDeque<u32>; RESERVE_NR],
     free_cap: [usize; RESERVE_NR],
@@ -114,6 +116,11 @@ impl Allocator {
         policy: BcacheReplacement,
         seed: u64,
     ) -> Result<Allocator, String> {
+        if !bucket_sectors.is_power_of_two() {
+            return Err(format!(
+                "bucket size of {bucket_sectors} sectors: bcache buckets are a power of two"
+            ));
+        }
         // super.c refuses caches of 512 buckets or fewer ("ca->sb.nbuckets is
         // too small": free would be 0); the model keeps one bucket per list.
         let free = (nbuckets.next_power_of_two() >> 10).max(1);
@@ -130,6 +137,7 @@ impl Allocator {
         let mut a = Allocator {
             set,
             bucket_sectors,
+            bucket_shift: bucket_sectors.trailing_zeros(),
             first_bucket,
             free: Default::default(),
             free_cap: [8, prio_buckets, free, free],
@@ -168,7 +176,7 @@ impl Allocator {
     }
 
     pub fn bucket_of(&self, cache_sector: u64) -> usize {
-        (cache_sector / self.bucket_sectors) as usize
+        (cache_sector >> self.bucket_shift) as usize
     }
 
     pub fn free_cap(&self, reserve: usize) -> usize {

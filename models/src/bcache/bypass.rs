@@ -14,8 +14,6 @@
 //! by the time since the last slow I/O, becomes a sector limit above which
 //! a stream bypasses the cache.
 
-use std::collections::BTreeMap;
-
 use blocksim_sim::ComponentRng;
 use rand::RngCore;
 
@@ -64,7 +62,9 @@ pub struct Sequential {
     lru_oldest: u8,
     /// Most recently used entry.
     lru_newest: u8,
-    tasks: BTreeMap<u32, TaskSeq>,
+    /// Per task, in first-seen order (a handful of fio jobs: a linear scan
+    /// beats a map).
+    tasks: Vec<(u32, TaskSeq)>,
 }
 
 impl Default for Sequential {
@@ -98,7 +98,7 @@ impl Sequential {
             heads,
             lru_oldest: 0,
             lru_newest: (RECENT_IO - 1) as u8,
-            tasks: BTreeMap::new(),
+            tasks: Vec::new(),
         }
     }
 
@@ -163,7 +163,14 @@ impl Sequential {
     /// Records an I/O of `bytes` at `sector` by `task` at `now_ns`; returns
     /// the sequential sectors to compare with the cutoff.
     pub fn observe(&mut self, task: u32, sector: u64, bytes: u64, now_ns: u64) -> u64 {
-        let t = self.tasks.entry(task).or_default();
+        let ti = match self.tasks.iter().position(|(id, _)| *id == task) {
+            Some(i) => i,
+            None => {
+                self.tasks.push((task, TaskSeq::default()));
+                self.tasks.len() - 1
+            }
+        };
+        let t = &mut self.tasks[ti].1;
         // bcache hashes on `last`; the hash chain's first match wins (every
         // use re-adds an entry at its chain's head).
         let mut found = NIL;
@@ -277,6 +284,7 @@ fn fract_exp_two(x: u64, fract_bits: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     /// The plain definition: a vector in LRU order, scanned newest first.
     struct Reference {
