@@ -15,7 +15,7 @@ import tempfile
 
 import libcachesim as lcs
 
-TRACE_DIR = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/traces/cache"
+TRACE_DIR = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "cache")
 SIZES = [1000, 5000, 20000]
 POLICIES = [
     ("fifo", lcs.FIFO),

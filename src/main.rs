@@ -3,7 +3,8 @@
 //! Every subcommand returns `anyhow::Result<ExitCode>`. An `Err` is bad input
 //! (scenario, job file, trace, arguments) and exits with code 2 after printing
 //! `error: ...` with the file and location; a counterexample from `sim check`
-//! exits 1; success exits 0.
+//! or a swarm violation exits 1; a model invariant violated (a blocksim bug
+//! or an injected fault) exits 3; success exits 0.
 
 use std::process::ExitCode;
 

@@ -27,7 +27,12 @@ fn files_in(dir: &str) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn fuzz_regressions_do_not_panic() {
-    for (name, data) in files_in("tests/data/traces/fuzz-regressions") {
+    let files = files_in("tests/data/traces/fuzz-regressions");
+    assert!(
+        files.len() > 20,
+        "tests/data/traces/fuzz-regressions/ lost its inputs"
+    );
+    for (name, data) in files {
         eprintln!("replaying {name}");
         blocksim_traces::fuzz_all_readers(&data);
     }

@@ -6,8 +6,8 @@
 //! `drivers/md/dm.c`; the 5.0 series "block: switch to per-cpu in-flight
 //! counters", "block: delete part_round_stats and switch to less precise
 //! counting", "dm: remove the pending IO accounting"; 5.18 "dm: interlock
-//! pending dm_io and dm_wait_for_bios_completion" (see
-//! /work/shared/notes/calibration.md, "What the kernel code did").
+//! pending dm_io and dm_wait_for_bios_completion" (drivers/md/dm.c and
+//! block/genhd.c of those releases).
 //!
 //! One [`Inflight`] struct holds every cell any design uses; [`DesignKind`]
 //! selects which cells a design touches, so each design's fast path is the

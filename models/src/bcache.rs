@@ -184,7 +184,7 @@ fn default_wb_min() -> i64 {
     8 // [src: writeback_rate_minimum]
 }
 fn default_wb_inflight() -> u32 {
-    64 // [src: notes/bcache.md: 64 writeback I/Os in flight]
+    64 // [src: bcache writeback.c: sema_init(&dc->in_flight, 64)]
 }
 fn default_wb_delay() -> Nanos {
     Nanos(30_000_000_000) // [src: writeback_delay 30 s]

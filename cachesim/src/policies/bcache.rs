@@ -1,5 +1,5 @@
-//! bcache's bucket-granular replacement (Linux `drivers/md/bcache/alloc.c`), per
-//! /work/shared/notes/bcache.md.
+//! bcache's bucket-granular replacement (Linux `drivers/md/bcache/alloc.c`,
+//! `bch_invalidate_buckets` and its lru / fifo / random policies).
 //!
 //! The cache is `capacity / bucket_units` buckets. Misses are written into the open
 //! bucket, log-structured; when it cannot take the object a new bucket is opened, taken
