@@ -1739,6 +1739,25 @@ impl Model for AsyncStack {
             Ev::Sample => self.sample(ctx.now(), ctx),
             Ev::ReplayIssue => self.replay_issue_due(ctx),
         }
+        // I/O conservation at every event (debug builds; the end-of-run
+        // check is always on): every submitted I/O not yet reaped is live in
+        // the slab and counted in flight by its job or the replay.
+        #[cfg(debug_assertions)]
+        {
+            let live = self.submitted_total - self.reaped_total;
+            assert_eq!(
+                self.ios.len() as u64,
+                live,
+                "I/O slab != submitted - reaped"
+            );
+            let in_flight: u64 = self
+                .threads
+                .iter()
+                .map(|t| u64::from(t.in_flight))
+                .sum::<u64>()
+                + self.replay.as_ref().map_or(0, |r| r.in_flight as u64);
+            assert_eq!(in_flight, live, "in flight != submitted - reaped");
+        }
     }
 }
 
