@@ -3,25 +3,9 @@
 //! thread count.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn sim_env(args: &[&str], env: &[(&str, &str)]) -> (String, String, i32) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sim"));
-    cmd.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("run sim");
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        out.status.code().unwrap_or(-1),
-    )
-}
-
-fn sim(args: &[&str]) -> (String, String, i32) {
-    sim_env(args, &[])
-}
+mod common;
+use common::{sim, sim_env};
 
 fn temp_file(name: &str, text: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("blocksim-cli-{}", std::process::id()));

@@ -1,20 +1,8 @@
 //! Breaking an invariant on purpose (test-only faults) is caught with a
 //! clear message, and normal runs keep I/O conservation and Little's law.
 
-use std::process::Command;
-
-fn sim(args: &[&str]) -> (String, String, i32) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run sim");
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        out.status.code().unwrap_or(-1),
-    )
-}
+mod common;
+use common::sim;
 
 #[test]
 fn dropped_completion_is_caught() {

@@ -1,19 +1,7 @@
 //! `sim replay`: blktrace and other formats through a scenario's stack.
 
-use std::process::Command;
-
-fn sim(args: &[&str]) -> (String, String, i32) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run sim");
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        out.status.code().unwrap_or(-1),
-    )
-}
+mod common;
+use common::sim;
 
 #[test]
 fn blktrace_through_nvme_prints_the_demerit() {

@@ -1,22 +1,10 @@
 //! Validation against seed 000 (bcache on a Corsair Nova) and mechanism tests
 //! of the asynchronous stack. Seed figures appear here, never in model code.
 
-use std::process::Command;
-
 use serde_json::Value;
 
-fn sim(args: &[&str]) -> (String, String, i32) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run sim");
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        out.status.code().unwrap_or(-1),
-    )
-}
+mod common;
+use common::sim;
 
 fn run_json(extra: &[&str]) -> Value {
     let mut args = vec!["run", "scenarios/corsair_nova.toml", "--output-format=json"];

@@ -4,23 +4,11 @@
 //! catches, reports and saves a violation (test-only injected faults).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-fn sim(args: &[&str], env: &[(&str, &str)]) -> (String, String, i32) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
-        .args(args)
-        .envs(env.iter().copied())
-        .current_dir(ROOT)
-        .output()
-        .expect("run sim");
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        out.status.code().unwrap_or(-1),
-    )
-}
+mod common;
+use common::sim_env as sim;
 
 fn scratch(name: &str) -> PathBuf {
     let dir =

@@ -413,8 +413,8 @@ mod tests {
         assert_eq!(done.len(), 8);
         let last = done.iter().map(|d| d.1).max().unwrap();
         // Two rounds of page reads per channel (100 us each, after the
-        // controller's 5 us per command) then the link serialises the last
-        // four transfers of 14.65 us: 220 + 4 x 14.65 = 263.6 us.
+        // controller's 5 us per command), then the link serialises the last
+        // four 4 KiB transfers (command overhead + bytes / link rate each).
         assert_eq!(last, 263_612, "{last}");
         let stats = ssd.disk_stats(SimTime(last));
         assert_eq!(stats.ios[0], 8);

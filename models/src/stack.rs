@@ -1464,9 +1464,8 @@ impl AsyncStack {
 
     fn job_ramp_end(&mut self, group: usize, now: SimTime) {
         let g = &mut self.groups[group];
-        // Only the statistics restart; a job that already finished keeps its
-        // end (it cannot, since it stops issuing at ramp_time + runtime).
-        debug_assert!(g.end.is_none(), "a job ended before its ramp_time");
+        // Only the statistics restart; a size-bound job that already
+        // finished during its ramp keeps its end and finished clones.
         let (end, clones_done) = (g.end, g.clones_done);
         *g = GroupStats::new();
         g.end = end;
@@ -1761,6 +1760,27 @@ impl Model for AsyncStack {
     }
 }
 
+/// How a run of the stack ended: only the model's own stop is a finished
+/// run. Hitting `max_events` is a bound error (`before` says what had not
+/// happened yet); a queue that drains (or a time limit) with work left means
+/// a lost completion. A finished run must also hold the caches' invariants.
+fn check_finished(
+    sim: &Simulation<AsyncStack>,
+    reason: StopReason,
+    max_events: u64,
+    before: &str,
+) -> Result<(), ModelError> {
+    match reason {
+        StopReason::Requested => sim.model.check_cache_invariants(),
+        StopReason::EventLimit => Err(ModelError::Bound(format!(
+            "[simulation] max_events = {max_events} reached before {before}"
+        ))),
+        StopReason::Drained | StopReason::TimeLimit => Err(ModelError::Invariant(
+            sim.model.conservation_report(sim.now()),
+        )),
+    }
+}
+
 /// Replays a trace through the scenario's stack (its `[[job]]`s are not
 /// run). Returns the fio-style report (one job "replay": slat = Q2D,
 /// clat = D2C, lat = Q2C) and the simulated D2C samples.
@@ -1792,21 +1812,12 @@ pub fn run_replay(
     }
     sim.schedule_at(SimTime(sample), Ev::Sample)?;
     let summary = sim.run(SimTime::MAX, sc.simulation.max_events)?;
-    match summary.reason {
-        StopReason::Requested => {}
-        StopReason::EventLimit => {
-            return Err(ModelError::Bound(format!(
-                "[simulation] max_events = {} reached before the replay finished",
-                sc.simulation.max_events
-            )))
-        }
-        StopReason::Drained | StopReason::TimeLimit => {
-            return Err(ModelError::Invariant(
-                sim.model.conservation_report(sim.now()),
-            ));
-        }
-    }
-    sim.model.check_cache_invariants()?;
+    check_finished(
+        &sim,
+        summary.reason,
+        sc.simulation.max_events,
+        "the replay finished",
+    )?;
     let end = sim.now();
     let events = sim.events_processed();
     let mut report = sim.model.report(end, opts.profile);
@@ -1872,19 +1883,12 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, ModelError> {
     }
     sim.schedule_at(SimTime(sample), Ev::Sample)?;
     let summary = sim.run(SimTime::MAX, sc.simulation.max_events)?;
-    match summary.reason {
-        StopReason::Requested => {}
-        StopReason::EventLimit => {
-            return Err(ModelError::Bound(format!(
-                "[simulation] max_events = {} reached before the jobs finished; raise it or shorten the jobs",
-                sc.simulation.max_events
-            )))
-        }
-        StopReason::Drained | StopReason::TimeLimit => {
-            return Err(ModelError::Invariant(sim.model.conservation_report(sim.now())));
-        }
-    }
-    sim.model.check_cache_invariants()?;
+    check_finished(
+        &sim,
+        summary.reason,
+        sc.simulation.max_events,
+        "the jobs finished; raise it or shorten the jobs",
+    )?;
     let end = sim.now();
     let events = sim.events_processed();
     let report = sim.model.report(end, opts.profile);

@@ -32,10 +32,8 @@ struct RecentIo {
     /// LRU list (`dc->io_lru`): older / newer neighbour.
     lru_prev: u8,
     lru_next: u8,
-    /// Hash chain (`dc->io_hash`): next entry in the same bucket.
+    /// Hash chain (`dc->io_hash`): next entry in the bucket of `last`.
     hash_next: u8,
-    /// Bucket this entry is chained in.
-    bucket: u8,
 }
 
 /// Per-task sequential state (`task_struct::sequential_io{,_avg}`).
@@ -47,17 +45,14 @@ struct TaskSeq {
 
 /// End of a list / chain.
 const NIL: u8 = u8::MAX;
-/// Hash buckets: `RECENT_IO` like bcache, plus bcache's parking bucket
-/// (`dc->io_hash + RECENT_IO`) that holds the never-used entries.
-const BUCKETS: usize = RECENT_IO + 1;
-const _: () = assert!(BUCKETS <= NIL as usize);
+const _: () = assert!(RECENT_IO < NIL as usize);
 
 /// The stream table of one cached device: bcache's `struct io` array with
 /// its hash on the stream's end sector and its LRU list, so a lookup walks
 /// one short chain instead of every entry.
 pub struct Sequential {
     recent: Vec<RecentIo>,
-    heads: [u8; BUCKETS],
+    heads: [u8; RECENT_IO],
     /// Least recently used entry (`list_first_entry(&dc->io_lru)`).
     lru_oldest: u8,
     /// Most recently used entry.
@@ -75,8 +70,11 @@ impl Default for Sequential {
 
 impl Sequential {
     pub fn new() -> Self {
+        // Never-used entries end at u64::MAX, which no I/O starts at (bcache
+        // parks them in an extra bucket instead; either way they never match).
         let mut recent = Vec::with_capacity(RECENT_IO);
-        let mut heads = [NIL; BUCKETS];
+        let mut heads = [NIL; RECENT_IO];
+        let parked = Self::bucket_of(u64::MAX) as usize;
         for i in 0..RECENT_IO {
             recent.push(RecentIo {
                 last: u64::MAX,
@@ -88,10 +86,9 @@ impl Sequential {
                 } else {
                     (i + 1) as u8
                 },
-                hash_next: heads[RECENT_IO],
-                bucket: RECENT_IO as u8,
+                hash_next: heads[parked],
             });
-            heads[RECENT_IO] = i as u8;
+            heads[parked] = i as u8;
         }
         Sequential {
             recent,
@@ -110,7 +107,7 @@ impl Sequential {
     }
 
     fn hash_del(&mut self, i: u8) {
-        let b = self.recent[i as usize].bucket as usize;
+        let b = Self::bucket_of(self.recent[i as usize].last) as usize;
         let next = self.recent[i as usize].hash_next;
         if self.heads[b] == i {
             self.heads[b] = next;
@@ -129,11 +126,9 @@ impl Sequential {
     }
 
     fn hash_add_head(&mut self, i: u8) {
-        let b = Self::bucket_of(self.recent[i as usize].last);
-        let e = &mut self.recent[i as usize];
-        e.bucket = b;
-        e.hash_next = self.heads[b as usize];
-        self.heads[b as usize] = i;
+        let b = Self::bucket_of(self.recent[i as usize].last) as usize;
+        self.recent[i as usize].hash_next = self.heads[b];
+        self.heads[b] = i;
     }
 
     /// `list_move_tail(&i->lru, &dc->io_lru)`.
@@ -198,6 +193,7 @@ impl Sequential {
         e.expires_ns = now_ns + STREAM_WINDOW_NS;
         t.sequential_io = e.sequential_bytes;
         let sectors = t.sequential_io.max(t.sequential_io_avg) >> 9;
+        // Unchain under the old end, rechain under the new one.
         self.hash_del(i);
         self.recent[i as usize].last = sector + bytes / 512;
         self.hash_add_head(i);
@@ -384,7 +380,8 @@ mod tests {
         }
         let l = c.limit(1_000_000);
         assert!(l > 0, "congested");
-        // 1024 - 90 = 934 -> 2^14.6 ~ 24k sectors, less random bits.
+        // CONGESTED_MAX + congested = 934 -> fract_exp_two(934, 6) sectors,
+        // less random bits.
         assert!((20_000..30_000).contains(&l), "{l}");
         for _ in 0..90 {
             c.io_done(false, 100_000, 2_000_000);
