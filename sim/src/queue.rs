@@ -1,5 +1,5 @@
-//! The event queue: a min-heap ordered by (time, insertion sequence), with
-//! the earliest event kept in a front slot.
+//! The event queue: a priority queue ordered by (time, insertion sequence),
+//! a sorted array while few events are pending and a 4-ary heap when many.
 //!
 //! Equal times pop in insertion order (FIFO), so a run's event order depends
 //! only on what was scheduled, never on heap internals.
@@ -16,17 +16,19 @@ struct Entry<E> {
 
 /// A bounded-growth priority queue of events of type `E`.
 ///
-/// The heap is a 4-ary implicit heap on a `Vec`, reused across the run: after
-/// warm-up, scheduling and popping allocate nothing.
+/// Storage is one `Vec`, reused across the run: after warm-up, scheduling and
+/// popping allocate nothing. While few events are pending (a closed-loop
+/// stack keeps about five) they are kept sorted, latest first, so a pop is a
+/// `Vec::pop` and a push a short scan from the end; past [`SORTED_MAX`] the
+/// same `Vec` becomes a 4-ary implicit heap (a sorted ascending array is
+/// already one), and it returns to sorted order once it drains below
+/// [`SORTED_BACK`].
 #[derive(Debug, Clone)]
 pub struct EventQueue<E> {
-    /// The earliest pending event, kept out of the heap: most events a model
-    /// schedules are the next one to run (a device's next stage, a thread's
-    /// next step), and those then cost no heap operation. Invariant: when
-    /// `front` is `None`, the earliest event (if any) is `heap[0]`; when it is
-    /// `Some(f)`, `f.key` is below every key in the heap.
-    front: Option<Entry<E>>,
-    heap: Vec<Entry<E>>,
+    /// The pending events: sorted by descending key when `sorted` (the
+    /// earliest last), else a 4-ary min-heap.
+    rest: Vec<Entry<E>>,
+    sorted: bool,
     sequence_next: u64,
     capacity_max: usize,
 }
@@ -39,24 +41,30 @@ pub struct QueueFull {
 }
 
 const ARITY: usize = 4;
+/// Largest sorted `rest`; one more push turns it into a heap.
+pub const SORTED_MAX: usize = 32;
+/// A heap that drains to this many events is sorted again (the gap to
+/// [`SORTED_MAX`] keeps a queue hovering at one size from switching back and
+/// forth).
+pub const SORTED_BACK: usize = 8;
 
 impl<E: Copy> EventQueue<E> {
     /// A queue that may hold at most `capacity_max` pending events.
     pub fn with_bound(capacity_max: usize) -> Self {
         EventQueue {
-            front: None,
-            heap: Vec::with_capacity(capacity_max.min(1 << 16)),
+            rest: Vec::with_capacity(capacity_max.min(1 << 16)),
+            sorted: true,
             sequence_next: 0,
             capacity_max,
         }
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len() + self.front.is_some() as usize
+        self.rest.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.front.is_none() && self.heap.is_empty()
+        self.rest.is_empty()
     }
 
     /// Number of events ever pushed.
@@ -64,12 +72,18 @@ impl<E: Copy> EventQueue<E> {
         self.sequence_next
     }
 
+    #[inline]
+    fn rest_min(&self) -> Option<&Entry<E>> {
+        if self.sorted {
+            self.rest.last()
+        } else {
+            self.rest.first()
+        }
+    }
+
     /// Time of the earliest pending event.
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.front
-            .as_ref()
-            .or(self.heap.first())
-            .map(|e| SimTime((e.key >> 64) as u64))
+        self.rest_min().map(|e| SimTime((e.key >> 64) as u64))
     }
 
     pub fn push(&mut self, time: SimTime, event: E) -> Result<(), QueueFull> {
@@ -81,57 +95,71 @@ impl<E: Copy> EventQueue<E> {
         let key = ((time.0 as u128) << 64) | self.sequence_next as u128;
         self.sequence_next += 1;
         let entry = Entry { key, event };
-        match self.front {
-            // Earlier than everything pending: it becomes the front, and the
-            // old front (if any) goes to the heap.
-            Some(f) if key < f.key => {
-                self.front = Some(entry);
-                self.heap_push(f);
-            }
-            Some(_) => self.heap_push(entry),
-            None if self.heap.first().is_none_or(|h| key < h.key) => self.front = Some(entry),
-            None => self.heap_push(entry),
-        }
+        self.rest_push(entry);
         Ok(())
     }
 
-    fn heap_push(&mut self, entry: Entry<E>) {
-        self.heap.push(entry);
-        self.sift_up(self.heap.len() - 1);
-    }
-
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
-        if let Some(f) = self.front.take() {
-            return Some((SimTime((f.key >> 64) as u64), f.event));
-        }
-        let last = self.heap.pop()?;
-        let top = if self.heap.is_empty() {
-            last
-        } else {
-            let top = self.heap[0];
-            self.heap[0] = last;
-            self.sift_down(0);
-            top
-        };
+        let top = self.rest_pop()?;
         Some((SimTime((top.key >> 64) as u64), top.event))
     }
 
+    #[inline]
+    fn rest_push(&mut self, entry: Entry<E>) {
+        if self.sorted {
+            if self.rest.len() < SORTED_MAX {
+                let mut i = self.rest.len();
+                while i > 0 && self.rest[i - 1].key < entry.key {
+                    i -= 1;
+                }
+                self.rest.insert(i, entry);
+                return;
+            }
+            // Ascending order is a valid min-heap.
+            self.rest.reverse();
+            self.sorted = false;
+        }
+        self.rest.push(entry);
+        self.sift_up(self.rest.len() - 1);
+    }
+
+    #[inline]
+    fn rest_pop(&mut self) -> Option<Entry<E>> {
+        if self.sorted {
+            return self.rest.pop();
+        }
+        let last = self.rest.pop()?;
+        let top = if self.rest.is_empty() {
+            last
+        } else {
+            let top = self.rest[0];
+            self.rest[0] = last;
+            self.sift_down(0);
+            top
+        };
+        if self.rest.len() <= SORTED_BACK {
+            self.rest.sort_unstable_by(|a, b| b.key.cmp(&a.key));
+            self.sorted = true;
+        }
+        Some(top)
+    }
+
     fn sift_up(&mut self, mut i: usize) {
-        let item = self.heap[i];
+        let item = self.rest[i];
         while i > 0 {
             let parent = (i - 1) / ARITY;
-            if self.heap[parent].key <= item.key {
+            if self.rest[parent].key <= item.key {
                 break;
             }
-            self.heap[i] = self.heap[parent];
+            self.rest[i] = self.rest[parent];
             i = parent;
         }
-        self.heap[i] = item;
+        self.rest[i] = item;
     }
 
     fn sift_down(&mut self, mut i: usize) {
-        let len = self.heap.len();
-        let item = self.heap[i];
+        let len = self.rest.len();
+        let item = self.rest[i];
         loop {
             let first = i * ARITY + 1;
             if first >= len {
@@ -139,9 +167,9 @@ impl<E: Copy> EventQueue<E> {
             }
             let end = (first + ARITY).min(len);
             let mut best = first;
-            let mut best_key = self.heap[first].key;
+            let mut best_key = self.rest[first].key;
             for c in first + 1..end {
-                let k = self.heap[c].key;
+                let k = self.rest[c].key;
                 if k < best_key {
                     best = c;
                     best_key = k;
@@ -150,10 +178,10 @@ impl<E: Copy> EventQueue<E> {
             if best_key >= item.key {
                 break;
             }
-            self.heap[i] = self.heap[best];
+            self.rest[i] = self.rest[best];
             i = best;
         }
-        self.heap[i] = item;
+        self.rest[i] = item;
     }
 }
 
@@ -193,14 +221,19 @@ mod tests {
 
     #[test]
     fn interleaved_push_pop_matches_a_sorted_set() {
-        // Exercises the front slot: pushes earlier than, equal to and later
-        // than everything pending, between pops.
+        // Pushes earlier than, equal to and later than everything pending,
+        // between pops; the size wanders across both representations.
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
         let mut q = EventQueue::with_bound(10_000);
         let mut reference = std::collections::BTreeSet::new();
         let (mut now, mut seq) = (0u64, 0u64);
-        for _ in 0..20_000 {
-            if rng.random_range(0..3) > 0 || reference.is_empty() {
+        let mut switches = 0;
+        for step in 0..20_000 {
+            // Phases of growth and drain, 150 operations each, so the size
+            // crosses SORTED_MAX and SORTED_BACK many times.
+            let push_per_3 = if (step / 150) % 2 == 0 { 2 } else { 1 };
+            let was_sorted = q.sorted;
+            if rng.random_range(0..3) < push_per_3 || reference.is_empty() {
                 let t = now + rng.random_range(0..4u64);
                 q.push(SimTime(t), seq).unwrap();
                 reference.insert((t, seq));
@@ -212,7 +245,9 @@ mod tests {
                 now = want.0;
             }
             assert_eq!(q.len(), reference.len());
+            switches += (was_sorted != q.sorted) as u32;
         }
+        assert!(switches > 20, "only {switches} representation switches");
         while let Some(want) = reference.pop_first() {
             assert_eq!(q.pop(), Some((SimTime(want.0), want.1)));
         }
