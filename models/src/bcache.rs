@@ -45,7 +45,7 @@ use std::collections::BTreeMap;
 use blocksim_analysis::Cell;
 use blocksim_cachesim::policies::bcache::{BcacheReplacement, GcMark, INITIAL_PRIO};
 use blocksim_designs::btree::Ptr;
-use blocksim_sim::units::{Bytes, Nanos};
+use blocksim_sim::units::{round_ns, Bytes, Nanos};
 use blocksim_sim::{component_rng, CpuProfile, Mode, SymbolId};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
@@ -802,8 +802,8 @@ impl Bcache {
             + work.scanned_keys as f64 * c.ns_per_scanned_key;
         let leaf = work.nodes as f64 * c.ns_per_node + work.bsets as f64 * c.ns_per_bset;
         let cost = LookupCost {
-            bset_search_ns: bset.round() as u64,
-            search_leaf_ns: leaf.round() as u64,
+            bset_search_ns: round_ns(bset),
+            search_leaf_ns: round_ns(leaf),
         };
         let hit = match found {
             Some(k) if k.ptr.dev != NO_DEV => {

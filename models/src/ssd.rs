@@ -10,10 +10,13 @@
 //! their channel for the program time.
 //!
 //! Every stage is a single FIFO server; a contended channel or link queues.
+//! The controller needs no events: its commands arrive in time order, so
+//! each one's departure is known on arrival and its work joins the next
+//! stage's queue as an arrival at that time (see `Stage`).
 
 use std::collections::VecDeque;
 
-use blocksim_sim::units::{Bytes, Nanos};
+use blocksim_sim::units::{round_ns, Bytes, Nanos};
 use blocksim_sim::{ComponentRng, SimTime, Slab, SlotId};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -110,16 +113,85 @@ struct Command {
     req: DevRequest,
     submitted: SimTime,
     pages_pending: u32,
-    map_pending: bool,
 }
 
-const STAGE_CONTROLLER: u32 = 0;
 const STAGE_CHANNEL: u32 = 1;
 const STAGE_LINK: u32 = 2;
+const STAGE_CHANNEL_START: u32 = 3;
+const STAGE_LINK_START: u32 = 4;
 
 fn token(stage: u32, index: u32) -> u32 {
     debug_assert!(index < 1 << 24);
     (stage << 24) | index
+}
+
+/// A single FIFO server whose queue is ordered by arrival time and may hold
+/// arrivals that are known ahead of time (work leaving the controller at a
+/// time computed when the command came in).
+///
+/// An arrival known ahead is always later than every queued arrival (the
+/// controller's departures are in time order), and an arrival made by an
+/// event happens now; so the queue stays sorted with a push at the back or
+/// a short insertion before the future arrivals. When the server is idle and
+/// its first arrival is still in the future, one start timer is armed for
+/// it; a timer that finds the server already busy is ignored.
+#[derive(Debug)]
+struct Stage<T> {
+    queue: VecDeque<(SimTime, T)>,
+    busy: Option<T>,
+    start_armed: bool,
+}
+
+impl<T: Copy> Stage<T> {
+    fn with_capacity(n: usize) -> Self {
+        Stage {
+            queue: VecDeque::with_capacity(n),
+            busy: None,
+            start_armed: false,
+        }
+    }
+
+    /// An arrival at `at`, known before it happens.
+    fn push_ahead(&mut self, at: SimTime, item: T) {
+        debug_assert!(self.queue.back().is_none_or(|b| b.0 <= at));
+        self.queue.push_back((at, item));
+    }
+
+    /// An arrival now: after every arrival up to now, before later ones.
+    fn push_now(&mut self, now: SimTime, item: T) {
+        let mut i = self.queue.len();
+        while i > 0 && self.queue[i - 1].0 > now {
+            i -= 1;
+        }
+        self.queue.insert(i, (now, item));
+    }
+
+    /// If idle, takes the first arrival that has arrived by `now` and
+    /// returns it (the caller starts its service); if the first arrival is
+    /// still ahead, returns the time to arm a start timer for, once.
+    fn next(&mut self, now: SimTime) -> Next<T> {
+        if self.busy.is_some() {
+            return Next::Busy;
+        }
+        match self.queue.front() {
+            Some(&(at, item)) if at <= now => {
+                self.queue.pop_front();
+                self.busy = Some(item);
+                Next::Start(item)
+            }
+            Some(&(at, _)) if !self.start_armed => {
+                self.start_armed = true;
+                Next::ArmAt(at)
+            }
+            _ => Next::Busy,
+        }
+    }
+}
+
+enum Next<T> {
+    Start(T),
+    ArmAt(SimTime),
+    Busy,
 }
 
 /// The SSD model.
@@ -127,26 +199,26 @@ pub struct Ssd {
     cfg: SsdConfig,
     rng: ComponentRng,
     cmds: Slab<Command>,
-    controller_queue: VecDeque<SlotId>,
-    controller_busy: Option<SlotId>,
-    channels: Vec<(VecDeque<ChannelOp>, Option<ChannelOp>)>,
-    link_queue: VecDeque<SlotId>,
-    link_busy: Option<SlotId>,
+    /// When the controller's core finishes the last command it accepted.
+    /// Commands arrive in time order and the core serves them FIFO, so each
+    /// command's departure is known when it arrives: it needs no event.
+    controller_free: SimTime,
+    channels: Vec<Stage<ChannelOp>>,
+    link: Stage<SlotId>,
     acct: DiskAccounting,
     link_ns_per_byte: f64,
 }
 
 impl Ssd {
     pub fn new(cfg: SsdConfig, rng: ComponentRng) -> Ssd {
-        let channels = (0..cfg.channels).map(|_| (VecDeque::new(), None)).collect();
+        let qd = cfg.queue_depth as usize;
+        let channels = (0..cfg.channels).map(|_| Stage::with_capacity(4)).collect();
         Ssd {
             link_ns_per_byte: 1000.0 / cfg.link_mb_per_s,
-            cmds: Slab::with_bound(cfg.queue_depth as usize),
-            controller_queue: VecDeque::with_capacity(cfg.queue_depth as usize),
-            controller_busy: None,
+            cmds: Slab::with_bound(qd),
+            controller_free: SimTime::ZERO,
             channels,
-            link_queue: VecDeque::with_capacity(cfg.queue_depth as usize),
-            link_busy: None,
+            link: Stage::with_capacity(qd),
             acct: DiskAccounting::new(SimTime::ZERO),
             rng,
             cfg,
@@ -164,52 +236,57 @@ impl Ssd {
         first..last + 1
     }
 
-    fn start_controller(&mut self, ctx: &mut DevCtx<'_>) {
-        if self.controller_busy.is_none() {
-            if let Some(id) = self.controller_queue.pop_front() {
-                self.controller_busy = Some(id);
-                ctx.set_timer(self.cfg.controller_per_cmd.0, token(STAGE_CONTROLLER, 0));
-            }
-        }
+    fn channel_of(&self, page: u64) -> usize {
+        (page % self.cfg.channels as u64) as usize
     }
 
     fn start_channel(&mut self, ch: usize, ctx: &mut DevCtx<'_>) {
-        let (queue, busy) = &mut self.channels[ch];
-        if busy.is_none() {
-            if let Some(op) = queue.pop_front() {
-                *busy = Some(op);
+        match self.channels[ch].next(ctx.now()) {
+            Next::Start(op) => {
                 let ns = match op.op {
                     FlashOp::MapRead | FlashOp::DataRead => self.cfg.page_read.0,
                     FlashOp::Program => self.cfg.page_program.0,
                 };
                 ctx.set_timer(ns, token(STAGE_CHANNEL, ch as u32));
             }
+            Next::ArmAt(at) => {
+                ctx.set_timer(at.since(ctx.now()), token(STAGE_CHANNEL_START, ch as u32))
+            }
+            Next::Busy => {}
         }
     }
 
     fn start_link(&mut self, ctx: &mut DevCtx<'_>) {
-        if self.link_busy.is_none() {
-            if let Some(id) = self.link_queue.pop_front() {
-                self.link_busy = Some(id);
+        match self.link.next(ctx.now()) {
+            Next::Start(id) => {
                 let bytes = self.cmds.get(id).req.bytes();
-                let ns = self.cfg.link_cmd_overhead.0
-                    + (bytes as f64 * self.link_ns_per_byte).round() as u64;
+                let ns =
+                    self.cfg.link_cmd_overhead.0 + round_ns(bytes as f64 * self.link_ns_per_byte);
                 ctx.set_timer(ns, token(STAGE_LINK, 0));
             }
+            Next::ArmAt(at) => ctx.set_timer(at.since(ctx.now()), token(STAGE_LINK_START, 0)),
+            Next::Busy => {}
         }
     }
 
-    fn queue_data_pages(&mut self, id: SlotId, ctx: &mut DevCtx<'_>) {
+    /// Queues a read's data pages on their channels, arriving at `at`
+    /// (ahead: from the controller; now: after an FTL map read).
+    fn queue_data_pages(&mut self, id: SlotId, at: SimTime, ctx: &mut DevCtx<'_>) {
         let req = self.cmds.get(id).req;
         let pages = self.pages_of(&req);
-        let n = pages.end - pages.start;
-        self.cmds.get_mut(id).pages_pending = n as u32;
+        self.cmds.get_mut(id).pages_pending = (pages.end - pages.start) as u32;
+        let now = ctx.now();
         for page in pages {
-            let ch = (page % self.cfg.channels as u64) as usize;
-            self.channels[ch].0.push_back(ChannelOp {
+            let ch = self.channel_of(page);
+            let op = ChannelOp {
                 cmd: Some(id),
                 op: FlashOp::DataRead,
-            });
+            };
+            if at > now {
+                self.channels[ch].push_ahead(at, op);
+            } else {
+                self.channels[ch].push_now(now, op);
+            }
             self.start_channel(ch, ctx);
         }
     }
@@ -230,62 +307,59 @@ impl BlockDevice for Ssd {
             "request beyond the end of {}",
             self.cfg.name
         );
+        let now = ctx.now();
         let id = self
             .cmds
             .insert(Command {
                 req,
-                submitted: ctx.now(),
+                submitted: now,
                 pages_pending: 0,
-                map_pending: false,
             })
             .unwrap_or_else(|e| panic!("{}: more commands than queue_depth: {e}", self.cfg.name));
-        self.acct.start(ctx.now());
-        self.controller_queue.push_back(id);
-        self.start_controller(ctx);
+        self.acct.start(now);
+        // The controller's firmware handles commands one at a time, in
+        // arrival order.
+        let leaves = self.controller_free.max(now) + self.cfg.controller_per_cmd.0;
+        self.controller_free = leaves;
+        match req.dir {
+            Dir::Read => {
+                if self.rng.random::<f64>() < self.cfg.ftl_map_miss_ratio {
+                    // The mapping page lives on a channel chosen by its own
+                    // address; model it as uniformly spread.
+                    let ch = self.rng.random_range(0..self.cfg.channels) as usize;
+                    self.channels[ch].push_ahead(
+                        leaves,
+                        ChannelOp {
+                            cmd: Some(id),
+                            op: FlashOp::MapRead,
+                        },
+                    );
+                    self.start_channel(ch, ctx);
+                } else {
+                    self.queue_data_pages(id, leaves, ctx);
+                }
+            }
+            Dir::Write => {
+                // Data comes over the link into DRAM first.
+                self.link.push_ahead(leaves, id);
+                self.start_link(ctx);
+            }
+        }
     }
 
     fn on_timer(&mut self, tok: u32, ctx: &mut DevCtx<'_>) {
         let (stage, index) = (tok >> 24, (tok & 0xff_ffff) as usize);
+        let now = ctx.now();
         match stage {
-            STAGE_CONTROLLER => {
-                let id = self.controller_busy.take().expect("controller was busy");
-                let req = self.cmds.get(id).req;
-                match req.dir {
-                    Dir::Read => {
-                        if self.rng.random::<f64>() < self.cfg.ftl_map_miss_ratio {
-                            // The mapping page lives on a channel chosen by
-                            // its own address; model it as uniformly spread.
-                            let ch = self.rng.random_range(0..self.cfg.channels) as usize;
-                            self.cmds.get_mut(id).map_pending = true;
-                            self.channels[ch].0.push_back(ChannelOp {
-                                cmd: Some(id),
-                                op: FlashOp::MapRead,
-                            });
-                            self.start_channel(ch, ctx);
-                        } else {
-                            self.queue_data_pages(id, ctx);
-                        }
-                    }
-                    Dir::Write => {
-                        // Data comes over the link into DRAM first.
-                        self.link_queue.push_back(id);
-                        self.start_link(ctx);
-                    }
-                }
-                self.start_controller(ctx);
-            }
             STAGE_CHANNEL => {
-                let op = self.channels[index].1.take().expect("channel was busy");
+                let op = self.channels[index].busy.take().expect("channel was busy");
                 match (op.op, op.cmd) {
-                    (FlashOp::MapRead, Some(id)) => {
-                        self.cmds.get_mut(id).map_pending = false;
-                        self.queue_data_pages(id, ctx);
-                    }
+                    (FlashOp::MapRead, Some(id)) => self.queue_data_pages(id, now, ctx),
                     (FlashOp::DataRead, Some(id)) => {
                         let c = self.cmds.get_mut(id);
                         c.pages_pending -= 1;
                         if c.pages_pending == 0 {
-                            self.link_queue.push_back(id);
+                            self.link.push_now(now, id);
                             self.start_link(ctx);
                         }
                     }
@@ -294,20 +368,31 @@ impl BlockDevice for Ssd {
                 }
                 self.start_channel(index, ctx);
             }
+            STAGE_CHANNEL_START => {
+                self.channels[index].start_armed = false;
+                self.start_channel(index, ctx);
+            }
             STAGE_LINK => {
-                let id = self.link_busy.take().expect("link was busy");
+                let id = self.link.busy.take().expect("link was busy");
                 let req = self.cmds.get(id).req;
                 if req.dir == Dir::Write {
                     for page in self.pages_of(&req) {
-                        let ch = (page % self.cfg.channels as u64) as usize;
-                        self.channels[ch].0.push_back(ChannelOp {
-                            cmd: None,
-                            op: FlashOp::Program,
-                        });
+                        let ch = self.channel_of(page);
+                        self.channels[ch].push_now(
+                            now,
+                            ChannelOp {
+                                cmd: None,
+                                op: FlashOp::Program,
+                            },
+                        );
                         self.start_channel(ch, ctx);
                     }
                 }
                 self.finish(id, ctx);
+                self.start_link(ctx);
+            }
+            STAGE_LINK_START => {
+                self.link.start_armed = false;
                 self.start_link(ctx);
             }
             _ => unreachable!("bad ssd timer token {tok:#x}"),
@@ -418,6 +503,26 @@ mod tests {
         assert_eq!(last, 263_612, "{last}");
         let stats = ssd.disk_stats(SimTime(last));
         assert_eq!(stats.ios[0], 8);
+    }
+
+    #[test]
+    fn stage_serves_in_arrival_order_and_arms_once() {
+        let mut st: Stage<char> = Stage::with_capacity(4);
+        st.push_ahead(SimTime(10), 'a');
+        st.push_ahead(SimTime(12), 'c');
+        // An arrival made now goes before the arrivals still ahead.
+        st.push_now(SimTime(5), 'b');
+        assert!(matches!(st.next(SimTime(5)), Next::Start('b')));
+        assert!(matches!(st.next(SimTime(6)), Next::Busy));
+        st.busy = None;
+        // Idle with the next arrival ahead: one start timer, not two.
+        assert!(matches!(st.next(SimTime(7)), Next::ArmAt(SimTime(10))));
+        assert!(matches!(st.next(SimTime(8)), Next::Busy));
+        st.start_armed = false;
+        assert!(matches!(st.next(SimTime(10)), Next::Start('a')));
+        st.busy = None;
+        assert!(matches!(st.next(SimTime(20)), Next::Start('c')));
+        assert!(st.queue.is_empty());
     }
 
     #[test]

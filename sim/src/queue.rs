@@ -108,11 +108,15 @@ impl<E: Copy> EventQueue<E> {
     fn rest_push(&mut self, entry: Entry<E>) {
         if self.sorted {
             if self.rest.len() < SORTED_MAX {
-                let mut i = self.rest.len();
+                // One insertion-sort step from the end: new events are
+                // usually among the earliest, so the scan is short.
+                self.rest.push(entry);
+                let mut i = self.rest.len() - 1;
                 while i > 0 && self.rest[i - 1].key < entry.key {
+                    self.rest[i] = self.rest[i - 1];
                     i -= 1;
                 }
-                self.rest.insert(i, entry);
+                self.rest[i] = entry;
                 return;
             }
             // Ascending order is a valid min-heap.
@@ -138,7 +142,7 @@ impl<E: Copy> EventQueue<E> {
             top
         };
         if self.rest.len() <= SORTED_BACK {
-            self.rest.sort_unstable_by(|a, b| b.key.cmp(&a.key));
+            self.rest.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
             self.sorted = true;
         }
         Some(top)

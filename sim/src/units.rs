@@ -16,6 +16,17 @@ pub struct UnitError {
     pub hint: &'static str,
 }
 
+/// `x.round() as u64` for a non-negative `x` below 2^52 (a cost in ns
+/// computed in floating point), without the libm call `f64::round` makes on
+/// baseline x86-64: the fraction of such an `x` is exact, so comparing it
+/// with one half rounds exactly as `round` does (half away from zero).
+#[inline]
+pub fn round_ns(x: f64) -> u64 {
+    debug_assert!((0.0..4.5e15).contains(&x), "round_ns({x})");
+    let t = x as u64;
+    t + u64::from(x - t as f64 >= 0.5)
+}
+
 const SIZE_HINT: &str = "expected a number with an optional unit: b, k/KiB/KB, m/MiB, g/GiB, t/TiB, p/PiB (1k = 1024 bytes, as fio)";
 const TIME_HINT: &str =
     "expected a number with a unit: ns, us, ms, s, m, h (e.g. \"1.5us\", \"2ms\")";
@@ -138,6 +149,23 @@ impl<'de> Deserialize<'de> for Nanos {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn round_ns_matches_round() {
+        let xs = [
+            0.0,
+            0.25,
+            0.49999999999999994,
+            0.5,
+            1.5,
+            2.5,
+            13653.333,
+            4095.5,
+        ];
+        for x in xs.into_iter().chain([1e12 + 0.5, 2f64.powi(51) - 0.5]) {
+            assert_eq!(round_ns(x), x.round() as u64, "{x}");
+        }
+    }
 
     #[test]
     fn sizes() {
