@@ -448,38 +448,53 @@ impl<B: Backend> Node<B> {
                     return start;
                 }
                 let sv = cmp_value(s.0, s.1);
-                // Folded into one black_box after the walk, so the
-                // prefetching loads never stall it.
-                let mut sink = 0u64;
                 let size = asize;
-                let mut n = 1u32;
-                let mut j;
+                // The walk is a chain of dependent steps: keep the table, the
+                // counters and the cacheline tracker in registers (the node's
+                // atomics would otherwise force reloads after every store),
+                // and load both children of a node while its comparison is
+                // still resolving, so no load sits between two comparisons.
+                // (bcache prefetches four levels down for the same reason;
+                // which entries the search reads, and so its counted work,
+                // is unchanged.)
+                let aux: &[B::AtomicU64] = &self.aux;
+                let entry = |a: usize| (aux[a >> 1].load(R) >> ((a & 1) * 32)) as u32;
+                let mut local = Lines { ..*ln };
+                let mut levels = 0u32;
+                let mut j = 1u32;
+                let mut fbits = entry(abase as usize + 1);
+                let mut n;
                 let mut f;
                 loop {
-                    j = n;
-                    // bcache prefetches the node four levels down; a load
-                    // whose value is unused lets the CPU overlap those misses.
-                    let p = n << 4;
-                    if p < size {
-                        sink ^= self.aux[(abase + p) as usize >> 1].load(R);
-                    }
                     let a = abase as usize + j as usize;
-                    ln.aux_entry(w, a);
-                    f = self.bfloat(a);
-                    w.aux_levels += 1;
+                    local.aux_entry(w, a);
+                    f = BkeyFloat(fbits);
+                    levels += 1;
+                    let left = j * 2;
+                    let la = abase as usize + left as usize;
+                    let (el, er) = if left + 1 < size {
+                        (entry(la), entry(la + 1))
+                    } else if left < size {
+                        (entry(la), 0)
+                    } else {
+                        (0, 0)
+                    };
                     let go_left = if f.exponent() != EXPONENT_FAILED {
                         f.mantissa() >= mantissa_of(sv, f.exponent())
                     } else {
                         w.full_key_compares += 1;
                         let k = self.tree_key(start, j, size, f);
-                        gt(self, k, w, ln)
+                        gt(self, k, w, &mut local)
                     };
-                    n = if go_left { j * 2 } else { j * 2 + 1 };
+                    n = left + u32::from(!go_left);
                     if n >= size {
                         break;
                     }
+                    fbits = if go_left { el } else { er };
+                    j = n;
                 }
-                std::hint::black_box(sink);
+                *ln = local;
+                w.aux_levels += levels;
                 let ex = extra(size);
                 let mut inorder = to_inorder(j, size, ex);
                 if n & 1 == 1 {
