@@ -123,9 +123,7 @@ impl Path {
     /// Charges one run of this path on `cpu` in `context`, returns its time.
     #[inline]
     pub fn charge(&self, profile: &mut CpuProfile, cpu: usize, context: ContextId) -> u64 {
-        for &(sym, ns) in &self.steps {
-            profile.charge(cpu, context, sym, ns);
-        }
+        profile.charge_steps(cpu, context, &self.steps);
         self.total_ns
     }
 }

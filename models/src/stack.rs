@@ -717,6 +717,7 @@ impl AsyncStack {
         }
     }
 
+    #[inline]
     fn charge(&mut self, cpu: usize, context: ContextId, path: PathId) -> (u64, u64) {
         let p = path_of(&self.paths, path);
         let total = p.charge(&mut self.profile, cpu, context);

@@ -282,6 +282,22 @@ impl CpuProfile {
         self.ns[i] += ns;
     }
 
+    /// Charges each `(symbol, ns)` of `steps` to (cpu, context): one row
+    /// lookup for a whole code path.
+    #[inline]
+    pub fn charge_steps(&mut self, cpu: usize, context: ContextId, steps: &[(SymbolId, u64)]) {
+        if !self.enabled {
+            return;
+        }
+        self.ensure_sized();
+        let nsym = self.symbols.len();
+        let base = (cpu * self.contexts.len() + context.0 as usize) * nsym;
+        let row = &mut self.ns[base..base + nsym];
+        for &(symbol, ns) in steps {
+            row[symbol.0 as usize] += ns;
+        }
+    }
+
     pub fn reset(&mut self) {
         self.ns.iter_mut().for_each(|v| *v = 0);
     }
