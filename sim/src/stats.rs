@@ -417,5 +417,12 @@ mod tests {
         assert_eq!(p.cpu_mode_ns(0, Mode::User), 100);
         assert_eq!(p.context_mode_ns(swapper, Mode::Kernel), 75);
         assert_eq!(p.totals(), vec![(fio, user, 100), (swapper, irq, 75)]);
+        // A path's steps land where single charges would.
+        p.charge_steps(1, fio, &[(user, 7), (irq, 3), (user, 1)]);
+        assert_eq!((p.get(1, fio, user), p.get(1, fio, irq)), (8, 3));
+        assert_eq!(p.get(0, fio, user), 100);
+        p.set_enabled(false);
+        p.charge_steps(1, fio, &[(user, 7)]);
+        assert_eq!(p.get(1, fio, user), 8);
     }
 }
