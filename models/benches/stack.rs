@@ -2,7 +2,8 @@
 //!
 //! Run: `cargo bench -p blocksim-models --bench stack` (release profile).
 //! Prints wall seconds, events/s and simulated I/Os per wall-second for
-//! each repetition and the best; target: under 2 s on one core.
+//! each repetition and the best, then the peak RSS; targets: under 2 s on
+//! one core, under 256 MiB.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -23,6 +24,13 @@ fn load(path: &str) -> blocksim_models::Scenario {
         })
         .collect();
     file.with_jobs(jobs)
+}
+
+/// The process's peak resident set (Linux `VmHWM`), in KiB.
+fn peak_rss_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn main() {
@@ -51,4 +59,7 @@ fn main() {
         );
     }
     println!("corsair_nova best: {best:.3} s wall (target < 2 s)");
+    if let Some(kib) = peak_rss_kib() {
+        println!("peak RSS {:.1} MiB (target < 256 MiB)", kib as f64 / 1024.0);
+    }
 }
