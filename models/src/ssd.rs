@@ -417,6 +417,9 @@ impl BlockDevice for Ssd {
 }
 
 #[cfg(test)]
+mod reference;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use blocksim_sim::component_rng;
@@ -503,6 +506,75 @@ mod tests {
         assert_eq!(last, 263_612, "{last}");
         let stats = ssd.disk_stats(SimTime(last));
         assert_eq!(stats.ios[0], 8);
+    }
+
+    /// Runs `n` requests through `dev`, `depth` outstanding: each
+    /// completion submits the next one after a think time. Returns each
+    /// completion's (tag, time) in completion order.
+    fn closed_loop(dev: &mut dyn BlockDevice, n: u32, depth: u32, seed: u64) -> Vec<(u32, u64)> {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let make = |tag: u32, rng: &mut rand_chacha::ChaCha8Rng| DevRequest {
+            tag: ReqTag(tag),
+            dir: if rng.random_range(0..5) == 0 {
+                Dir::Write
+            } else {
+                Dir::Read
+            },
+            sector: rng.random_range(0..(1u64 << 17)) * 8,
+            sectors: 8 * rng.random_range(1..=3),
+        };
+        // (time, seq, what): what = Some(token) for a timer, None to submit.
+        let mut q = std::collections::BTreeSet::new();
+        let (mut seq, mut next_tag, mut done) = (0u64, 0u32, Vec::new());
+        let (mut timers, mut comps) = (Vec::new(), Vec::new());
+        for _ in 0..depth {
+            q.insert((0u64, seq, None));
+            seq += 1;
+        }
+        while let Some((t, _, what)) = q.pop_first() {
+            let mut c = DevCtx::new(SimTime(t), &mut timers, &mut comps);
+            match what {
+                Some(tok) => dev.on_timer(tok, &mut c),
+                None if next_tag < n => {
+                    dev.submit(make(next_tag, &mut rng), &mut c);
+                    next_tag += 1;
+                }
+                None => {}
+            }
+            for (d, tok) in timers.drain(..) {
+                q.insert((t + d, seq, Some(tok)));
+                seq += 1;
+            }
+            for ReqTag(tag) in comps.drain(..) {
+                done.push((tag, t));
+                // Odd think times keep completions off each other's instants.
+                let think = 2 * rng.random_range(0..20_000u64) + 1;
+                q.insert((t + think, seq, None));
+                seq += 1;
+            }
+        }
+        done
+    }
+
+    #[test]
+    fn controller_on_arrival_matches_the_event_per_step_reference() {
+        let mut c = cfg();
+        c.controller_per_cmd = Nanos(4_001);
+        c.page_read = Nanos(150_007);
+        c.page_program = Nanos(900_011);
+        c.link_cmd_overhead = Nanos(1_003);
+        c.ftl_map_miss_ratio = 0.5;
+        for (depth, seed) in [(1, 1), (4, 2), (31, 3)] {
+            let mut new = Ssd::new(c.clone(), component_rng(seed, "ssd"));
+            let mut old = reference::RefSsd::new(c.clone(), component_rng(seed, "ssd"));
+            let a = closed_loop(&mut new, 3000, depth, seed);
+            let b = closed_loop(&mut old, 3000, depth, seed);
+            assert_eq!(a.len(), 3000);
+            assert_eq!(a, b, "depth {depth}");
+            let t = SimTime(a.last().unwrap().1);
+            assert_eq!(new.disk_stats(t), old.disk_stats(t));
+        }
     }
 
     #[test]
