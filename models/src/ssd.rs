@@ -159,6 +159,10 @@ impl<T: Copy> Stage<T> {
 
     /// An arrival now: after every arrival up to now, before later ones.
     fn push_now(&mut self, now: SimTime, item: T) {
+        if self.queue.back().is_none_or(|b| b.0 <= now) {
+            self.queue.push_back((now, item));
+            return;
+        }
         let mut i = self.queue.len();
         while i > 0 && self.queue[i - 1].0 > now {
             i -= 1;

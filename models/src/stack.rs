@@ -668,25 +668,23 @@ impl AsyncStack {
         ctx: &mut Ctx<'_, Ev>,
         f: impl FnOnce(&mut dyn BlockDevice, &mut DevCtx<'_>),
     ) {
-        let mut timers = std::mem::take(&mut self.scratch_timers);
-        let mut done = std::mem::take(&mut self.scratch_done);
+        let dev = &mut self.devs[d];
         {
-            let mut dctx = DevCtx::new(ctx.now(), &mut timers, &mut done);
-            f(self.devs[d].dev.as_mut(), &mut dctx);
+            let mut dctx = DevCtx::new(ctx.now(), &mut self.scratch_timers, &mut self.scratch_done);
+            f(dev.dev.as_mut(), &mut dctx);
         }
-        for (delay, tok) in timers.drain(..) {
+        for (delay, tok) in self.scratch_timers.drain(..) {
             ctx.schedule_in(delay, Ev::DevTimer(d as u16, tok));
         }
-        if !done.is_empty() {
-            let port = &mut self.devs[d].port;
-            port.done_unretired.extend(done.drain(..).map(|t| t.0));
+        if !self.scratch_done.is_empty() {
+            let port = &mut dev.port;
+            port.done_unretired
+                .extend(self.scratch_done.drain(..).map(|t| t.0));
             if !port.irq_active {
                 port.irq_active = true;
                 ctx.schedule_in(self.irq_delivery_ns, Ev::IrqStart(d as u16));
             }
         }
-        self.scratch_timers = timers;
-        self.scratch_done = done;
     }
 
     /// Hands a request to a device's block queue: issue now if a tag is free.

@@ -248,6 +248,9 @@ impl Allocator {
 
     /// `bch_allocator_push` for every bucket of `free_inc` that fits.
     fn push_free_inc(&mut self) {
+        if self.free_inc.is_empty() || self.free_lists_full() {
+            return;
+        }
         let mut i = 0;
         while i < self.free_inc.len() {
             let b = self.free_inc[i];
@@ -265,6 +268,13 @@ impl Allocator {
             }
         }
         self.free_inc.drain(..i);
+    }
+
+    /// No free list has room (what `push_free_inc` would find for every
+    /// bucket): checked first, since the allocator is asked on every I/O
+    /// and usually waits on full lists, as bcache's thread sleeps.
+    fn free_lists_full(&self) -> bool {
+        (0..RESERVE_NR).all(|r| self.free[r].len() >= self.free_cap[r])
     }
 
     /// One pass of `bch_allocator_thread`: moves written buckets to the free
