@@ -296,7 +296,7 @@ pub struct BgIo {
 }
 
 /// Background CPU work to charge (kworker on the completing CPU).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BgCpu {
     pub insert_ns: u64,
     pub gc_ns: u64,
@@ -692,6 +692,12 @@ impl Bcache {
     }
 
     /// Device I/Os bcache wants submitted (drain after every call).
+    /// Neither background I/O to issue nor background CPU to charge (the
+    /// common case after a hit: the stack skips its pump).
+    pub fn nothing_pending(&self) -> bool {
+        self.outbox.is_empty() && self.cpu == BgCpu::default()
+    }
+
     pub fn take_outbox(&mut self) -> Vec<BgIo> {
         std::mem::take(&mut self.outbox)
     }
@@ -1180,6 +1186,9 @@ impl Bcache {
     }
 
     fn run_allocator(&mut self, now_ns: u64) {
+        if self.alloc.waiting() {
+            return;
+        }
         for _ in 0..4 {
             match self.alloc.run() {
                 AllocatorWants::Nothing => return,

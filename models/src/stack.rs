@@ -968,6 +968,9 @@ impl AsyncStack {
     /// Submits the device I/Os bcache issued and charges its background CPU
     /// work (inserts, GC, journal, writeback) to a kworker on the IRQ CPU.
     fn bcache_pump(&mut self, b: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        if self.bcaches[b].0.nothing_pending() {
+            return;
+        }
         let (_, cache, backing) = self.bcaches[b];
         for bg in self.bcaches[b].0.take_outbox() {
             let f = self

@@ -110,9 +110,13 @@ impl<E: Copy> EventQueue<E> {
             if self.rest.len() < SORTED_MAX {
                 // One insertion-sort step from the end: new events are
                 // usually among the earliest, so the scan is short.
+                // The new key has the largest sequence number, so it goes
+                // past every entry whose time is not later: comparing the
+                // times (the key's high half) decides.
+                let time = (entry.key >> 64) as u64;
                 self.rest.push(entry);
                 let mut i = self.rest.len() - 1;
-                while i > 0 && self.rest[i - 1].key < entry.key {
+                while i > 0 && (self.rest[i - 1].key >> 64) as u64 <= time {
                     self.rest[i] = self.rest[i - 1];
                     i -= 1;
                 }

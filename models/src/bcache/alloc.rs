@@ -277,6 +277,14 @@ impl Allocator {
         (0..RESERVE_NR).all(|r| self.free[r].len() >= self.free_cap[r])
     }
 
+    /// `run` would return `Nothing` without touching anything: a prio
+    /// write is in flight, or written buckets wait for room on full free
+    /// lists (bcache's thread is asleep in `allocator_wait`).
+    #[inline]
+    pub fn waiting(&self) -> bool {
+        self.prio_in_flight || (!self.free_inc.is_empty() && self.free_lists_full())
+    }
+
     /// One pass of `bch_allocator_thread`: moves written buckets to the free
     /// lists, then refills `free_inc` by invalidating buckets and asks for
     /// the prio write that must precede their reuse.
