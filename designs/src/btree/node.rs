@@ -473,7 +473,14 @@ impl<B: Backend> Node<B> {
                     let left = j * 2;
                     let la = abase as usize + left as usize;
                     let (el, er) = if left + 1 < size {
-                        (entry(la), entry(la + 1))
+                        if la & 1 == 0 {
+                            // Both children share one cell (the parity of
+                            // `la` is fixed per set, so this branch is too).
+                            let cell = aux[la >> 1].load(R);
+                            (cell as u32, (cell >> 32) as u32)
+                        } else {
+                            (entry(la), entry(la + 1))
+                        }
                     } else if left < size {
                         (entry(la), 0)
                     } else {
@@ -547,12 +554,26 @@ impl<B: Backend> Node<B> {
                 end
             };
         }
-        // Linear scan within the cacheline(s).
+        // Linear scan within the cacheline(s): the same reads and counts as
+        // `gt` per key, with the keys, counters and tracker kept local.
         let r = r.min(end);
-        while l < r && !gt(self, l, w, ln) {
-            w.linear_scan_keys += 1;
+        let keys: &[B::AtomicU64] = &self.keys;
+        let mut local = Lines { ..*ln };
+        let (mut compares, mut scanned) = (0u32, 0u32);
+        while l < r {
+            let word = l as usize * KEY_U64S;
+            local.key_word(w, word);
+            local.key_word(w, word + 1);
+            compares += 1;
+            if (high_inode(keys[word].load(R)), keys[word + 1].load(R)) > s {
+                break;
+            }
+            scanned += 1;
             l += 1;
         }
+        *ln = local;
+        w.key_compares += compares;
+        w.linear_scan_keys += scanned;
         l
     }
 
