@@ -120,6 +120,24 @@ pub struct Path {
 }
 
 impl Path {
+    /// One path that runs `parts` in sequence: steps of the same symbol are
+    /// merged (first-seen order), times add up. Charging it charges the
+    /// profile exactly as running the parts one by one would.
+    pub fn concat(parts: &[&Path]) -> Path {
+        let mut out = Path::default();
+        for p in parts {
+            for &(sym, ns) in &p.steps {
+                match out.steps.iter_mut().find(|(s, _)| *s == sym) {
+                    Some(step) => step.1 += ns,
+                    None => out.steps.push((sym, ns)),
+                }
+            }
+            out.total_ns += p.total_ns;
+            out.user_ns += p.user_ns;
+        }
+        out
+    }
+
     /// Charges one run of this path on `cpu` in `context`, returns its time.
     #[inline]
     pub fn charge(&self, profile: &mut CpuProfile, cpu: usize, context: ContextId) -> u64 {
@@ -232,5 +250,39 @@ impl CostsConfig {
             out.insert(name.clone(), path);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concat_charges_like_the_parts_in_turn() {
+        let mut profile = CpuProfile::new(1);
+        let ctx = profile.context("fio");
+        let a = profile.symbol("a", "[kernel.kallsyms]", Mode::Kernel);
+        let u = profile.symbol("u", "fio", Mode::User);
+        let b = profile.symbol("b", "[kernel.kallsyms]", Mode::Kernel);
+        let p1 = Path {
+            steps: vec![(a, 10), (u, 5)],
+            total_ns: 15,
+            user_ns: 5,
+        };
+        let p2 = Path {
+            steps: vec![(b, 7), (a, 3)],
+            total_ns: 10,
+            user_ns: 0,
+        };
+        let both = Path::concat(&[&p1, &p2, &p1]);
+        assert_eq!(both.steps, vec![(a, 23), (u, 10), (b, 7)]);
+        assert_eq!((both.total_ns, both.user_ns), (40, 10));
+        profile.set_enabled(true);
+        let mut separate = profile.clone();
+        assert_eq!(both.charge(&mut profile, 0, ctx), 40);
+        for p in [&p1, &p2, &p1] {
+            p.charge(&mut separate, 0, ctx);
+        }
+        assert_eq!(profile.totals(), separate.totals());
     }
 }

@@ -313,6 +313,50 @@ struct Paths {
     irq_per_cmd: Path,
     wake_remote: Path,
     idle_exit: Path,
+    /// What one submission runs, as one path per combination of
+    /// [`submit_bundle_index`]: fio_prep, io_submit_call, submit_io, then
+    /// fs_lookup on a file, make_request, bcache_request and make_request
+    /// again through bcache, issue_cmd when a tag is free.
+    submit_bundles: Vec<Path>,
+    /// reap_event + fio_complete: per I/O reaped.
+    reap_one: Path,
+}
+
+/// A bundled path a job thread runs.
+#[derive(Debug, Clone, Copy)]
+enum JobPath {
+    Submit(usize),
+    ReapOne,
+}
+
+/// Index into [`Paths::submit_bundles`].
+fn submit_bundle_index(on_file: bool, via_bcache: bool, issue_now: bool) -> usize {
+    usize::from(on_file) | usize::from(via_bcache) << 1 | usize::from(issue_now) << 2
+}
+
+impl Paths {
+    fn with_bundles(mut self) -> Paths {
+        self.submit_bundles = (0..8)
+            .map(|i| {
+                let (on_file, via_bcache, issue_now) = (i & 1 != 0, i & 2 != 0, i & 4 != 0);
+                debug_assert_eq!(submit_bundle_index(on_file, via_bcache, issue_now), i);
+                let mut parts = vec![&self.fio_prep, &self.io_submit_call, &self.submit_io];
+                if on_file {
+                    parts.push(&self.fs_lookup);
+                }
+                parts.push(&self.make_request);
+                if via_bcache {
+                    parts.extend([&self.bcache_request, &self.make_request]);
+                }
+                if issue_now {
+                    parts.push(&self.issue_cmd);
+                }
+                Path::concat(&parts)
+            })
+            .collect();
+        self.reap_one = Path::concat(&[&self.reap_event, &self.fio_complete]);
+        self
+    }
 }
 
 struct Symbols {
@@ -411,7 +455,10 @@ impl AsyncStack {
             irq_per_cmd: get("irq_per_cmd"),
             wake_remote: get("wake_remote"),
             idle_exit: get("idle_exit"),
-        };
+            submit_bundles: Vec::new(),
+            reap_one: Path::default(),
+        }
+        .with_bundles();
         let syms = Symbols {
             bset_search: profile.symbol("__bset_search", "[kernel.kallsyms]", Mode::Kernel),
             search_leaf: profile.symbol("btree_search_leaf", "[kernel.kallsyms]", Mode::Kernel),
@@ -725,16 +772,8 @@ impl AsyncStack {
 
 fn path_of(p: &Paths, id: PathId) -> &Path {
     match id {
-        PathId::FioPrep => &p.fio_prep,
-        PathId::FioComplete => &p.fio_complete,
-        PathId::IoSubmitCall => &p.io_submit_call,
-        PathId::SubmitIo => &p.submit_io,
-        PathId::FsLookup => &p.fs_lookup,
-        PathId::MakeRequest => &p.make_request,
-        PathId::BcacheRequest => &p.bcache_request,
         PathId::IssueCmd => &p.issue_cmd,
         PathId::GeteventsCall => &p.getevents_call,
-        PathId::ReapEvent => &p.reap_event,
         PathId::Sleep => &p.sleep,
         PathId::WakeupTarget => &p.wakeup_target,
         PathId::IrqEntry => &p.irq_entry,
@@ -745,6 +784,20 @@ fn path_of(p: &Paths, id: PathId) -> &Path {
 }
 
 impl AsyncStack {
+    /// Runs one (bundled) path in a job's context; returns its ns.
+    fn run_job_path(&mut self, t: usize, path: JobPath) -> u64 {
+        let cpu = self.threads[t].cpu;
+        let p = match path {
+            JobPath::Submit(i) => &self.paths.submit_bundles[i],
+            JobPath::ReapOne => &self.paths.reap_one,
+        };
+        let total = p.charge(&mut self.profile, cpu, self.ctxs.fio);
+        let g = &mut self.groups[self.threads[t].group];
+        g.usr_ns += p.user_ns;
+        g.sys_ns += total - p.user_ns;
+        total
+    }
+
     /// Runs a list of paths in a job's context; returns (total, user) ns.
     fn run_job_paths(&mut self, t: usize, list: &[PathId]) -> u64 {
         let cpu = self.threads[t].cpu;
@@ -815,7 +868,7 @@ impl AsyncStack {
             let count = th.ready.len().min(jc.iodepth as usize) as u32;
             let mut cost = self.run_job_paths(t, &[PathId::GeteventsCall]);
             for _ in 0..count {
-                cost += self.run_job_paths(t, &[PathId::ReapEvent, PathId::FioComplete]);
+                cost += self.run_job_path(t, JobPath::ReapOne);
             }
             let g = &mut self.groups[self.threads[t].group];
             g.complete[iodepth_submit_index(count)] += 1;
@@ -896,18 +949,12 @@ impl AsyncStack {
         g.depth[iodepth_level_index(depth)] += 1;
         g.submit[iodepth_submit_index(1)] += 1;
 
-        let mut cost = self.run_job_paths(
-            t,
-            &[PathId::FioPrep, PathId::IoSubmitCall, PathId::SubmitIo],
-        );
-        if on_file {
-            cost += self.run_job_paths(t, &[PathId::FsLookup]);
-        }
-        cost += self.run_job_paths(t, &[PathId::MakeRequest]);
+        // The code paths of one submission (fio_prep .. issue_cmd) are
+        // charged as one bundle below, once the route is known.
+        let mut cost = 0;
         let (dev, piece, dev_sector) = match target {
             Target::Dev(d) => (d, Piece::User(io), sector),
             Target::Bcache(b) => {
-                cost += self.run_job_paths(t, &[PathId::BcacheRequest]);
                 let (route, lc) =
                     self.bcaches[b]
                         .0
@@ -920,16 +967,19 @@ impl AsyncStack {
                 let search = lc.bset_search_ns + lc.search_leaf_ns;
                 self.groups[group].sys_ns += search;
                 cost += search;
-                // The remapped bio enters the lower device's queue.
-                cost += self.run_job_paths(t, &[PathId::MakeRequest]);
+                // (The remapped bio enters the lower device's queue: the
+                // bundle's second make_request.)
                 let r = self.bcache_route(b, io, sector, route);
                 self.bcache_pump(b, now, ctx);
                 r
             }
         };
-        if self.devs[dev].port.can_issue_now() {
-            cost += self.run_job_paths(t, &[PathId::IssueCmd]);
-        }
+        let bundle = submit_bundle_index(
+            on_file,
+            matches!(target, Target::Bcache(_)),
+            self.devs[dev].port.can_issue_now(),
+        );
+        cost += self.run_job_path(t, JobPath::Submit(bundle));
         self.threads[t].action = Action::Submit {
             io,
             dev,
@@ -1685,18 +1735,12 @@ impl AsyncStack {
     }
 }
 
+/// A single path run on its own (the per-I/O submission and reap paths run
+/// as [`JobPath`] bundles).
 #[derive(Debug, Clone, Copy)]
 enum PathId {
-    FioPrep,
-    FioComplete,
-    IoSubmitCall,
-    SubmitIo,
-    FsLookup,
-    MakeRequest,
-    BcacheRequest,
     IssueCmd,
     GeteventsCall,
-    ReapEvent,
     Sleep,
     WakeupTarget,
     IrqEntry,
