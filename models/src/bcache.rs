@@ -735,7 +735,8 @@ impl Bcache {
         {
             return skip(&mut self.stats, |st| st.bypass_mode += 1);
         }
-        if sector % self.block_sectors != 0 || s % self.block_sectors != 0 {
+        // block_sectors is a power of two (validated): a mask, not a divide.
+        if (sector | s) & (self.block_sectors - 1) != 0 {
             return skip(&mut self.stats, |st| st.bypass_unaligned += 1);
         }
         let congested = self.congestion.limit(now_ns);

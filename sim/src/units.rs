@@ -23,8 +23,9 @@ pub struct UnitError {
 #[inline]
 pub fn round_ns(x: f64) -> u64 {
     debug_assert!((0.0..4.5e15).contains(&x), "round_ns({x})");
-    let t = x as u64;
-    t + u64::from(x - t as f64 >= 0.5)
+    // Through i64: one instruction each way on x86-64 (u64 needs fix-ups).
+    let t = x as i64;
+    t as u64 + u64::from(x - t as f64 >= 0.5)
 }
 
 const SIZE_HINT: &str = "expected a number with an optional unit: b, k/KiB/KB, m/MiB, g/GiB, t/TiB, p/PiB (1k = 1024 bytes, as fio)";
