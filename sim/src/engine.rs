@@ -145,15 +145,13 @@ impl<M: Model> Simulation<M> {
             if handled >= max_events {
                 break StopReason::EventLimit;
             }
-            match self.queue.peek_time() {
-                None => break StopReason::Drained,
-                Some(t) if t > until => {
-                    self.now = until;
-                    break StopReason::TimeLimit;
+            let Some((t, event)) = self.queue.pop_due(until) else {
+                if self.queue.is_empty() {
+                    break StopReason::Drained;
                 }
-                Some(_) => {}
-            }
-            let (t, event) = self.queue.pop().expect("peeked");
+                self.now = until;
+                break StopReason::TimeLimit;
+            };
             // Architecture invariant: time never goes backwards.
             assert!(t >= self.now, "time went backwards: {t} < {}", self.now);
             self.now = t;

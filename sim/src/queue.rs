@@ -99,6 +99,16 @@ impl<E: Copy> EventQueue<E> {
         Ok(())
     }
 
+    /// Pops the earliest event if it is due at or before `until`.
+    #[inline]
+    pub fn pop_due(&mut self, until: SimTime) -> Option<(SimTime, E)> {
+        let due = ((until.0 as u128) << 64) | u64::MAX as u128;
+        match self.rest_min() {
+            Some(m) if m.key <= due => self.pop(),
+            _ => None,
+        }
+    }
+
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
         let top = self.rest_pop()?;
         Some((SimTime((top.key >> 64) as u64), top.event))
@@ -260,6 +270,19 @@ mod tests {
             assert_eq!(q.pop(), Some((SimTime(want.0), want.1)));
         }
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn pop_due_stops_after_until() {
+        let mut q = EventQueue::with_bound(8);
+        q.push(SimTime(5), 'a').unwrap();
+        q.push(SimTime(7), 'b').unwrap();
+        assert_eq!(q.pop_due(SimTime(4)), None);
+        assert_eq!(q.pop_due(SimTime(5)), Some((SimTime(5), 'a')));
+        assert_eq!(q.pop_due(SimTime(6)), None);
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.pop_due(SimTime::MAX), Some((SimTime(7), 'b')));
+        assert_eq!(q.pop_due(SimTime::MAX), None);
     }
 
     #[test]
