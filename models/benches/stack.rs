@@ -43,7 +43,7 @@ fn main() {
     let reps: usize = std::env::var("BLOCKSIM_BENCH_REPS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
+        .unwrap_or(5);
     let mut best = f64::MAX;
     for i in 0..reps {
         let t0 = Instant::now();
