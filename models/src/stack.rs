@@ -798,7 +798,7 @@ impl AsyncStack {
         total
     }
 
-    /// Runs a list of paths in a job's context; returns (total, user) ns.
+    /// Runs a list of paths in a job's context; returns their total ns.
     fn run_job_paths(&mut self, t: usize, list: &[PathId]) -> u64 {
         let cpu = self.threads[t].cpu;
         let ctx = self.ctxs.fio;
