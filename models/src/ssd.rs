@@ -175,7 +175,7 @@ impl<T: Copy> Stage<T> {
     /// still ahead, returns the time to arm a start timer for, once.
     fn next(&mut self, now: SimTime) -> Next<T> {
         if self.busy.is_some() {
-            return Next::Busy;
+            return Next::Wait;
         }
         match self.queue.front() {
             Some(&(at, item)) if at <= now => {
@@ -187,7 +187,7 @@ impl<T: Copy> Stage<T> {
                 self.start_armed = true;
                 Next::ArmAt(at)
             }
-            _ => Next::Busy,
+            _ => Next::Wait,
         }
     }
 }
@@ -195,7 +195,8 @@ impl<T: Copy> Stage<T> {
 enum Next<T> {
     Start(T),
     ArmAt(SimTime),
-    Busy,
+    /// Busy, idle with nothing queued, or a start timer already armed.
+    Wait,
 }
 
 /// The SSD model.
@@ -256,7 +257,7 @@ impl Ssd {
             Next::ArmAt(at) => {
                 ctx.set_timer(at.since(ctx.now()), token(STAGE_CHANNEL_START, ch as u32))
             }
-            Next::Busy => {}
+            Next::Wait => {}
         }
     }
 
@@ -269,7 +270,7 @@ impl Ssd {
                 ctx.set_timer(ns, token(STAGE_LINK, 0));
             }
             Next::ArmAt(at) => ctx.set_timer(at.since(ctx.now()), token(STAGE_LINK_START, 0)),
-            Next::Busy => {}
+            Next::Wait => {}
         }
     }
 
@@ -589,11 +590,11 @@ mod tests {
         // An arrival made now goes before the arrivals still ahead.
         st.push_now(SimTime(5), 'b');
         assert!(matches!(st.next(SimTime(5)), Next::Start('b')));
-        assert!(matches!(st.next(SimTime(6)), Next::Busy));
+        assert!(matches!(st.next(SimTime(6)), Next::Wait));
         st.busy = None;
         // Idle with the next arrival ahead: one start timer, not two.
         assert!(matches!(st.next(SimTime(7)), Next::ArmAt(SimTime(10))));
-        assert!(matches!(st.next(SimTime(8)), Next::Busy));
+        assert!(matches!(st.next(SimTime(8)), Next::Wait));
         st.start_armed = false;
         assert!(matches!(st.next(SimTime(10)), Next::Start('a')));
         st.busy = None;
