@@ -814,6 +814,7 @@ impl AsyncStack {
         total
     }
 
+    #[inline(never)]
     fn job_wake(&mut self, t: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
         // 1. Finish the action that ran until now.
@@ -1072,6 +1073,7 @@ impl AsyncStack {
             .unwrap_or(0)
     }
 
+    #[inline(never)]
     fn irq_start(&mut self, d: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
         let cpu = self.irq_cpu_for(d);
@@ -1125,6 +1127,7 @@ impl AsyncStack {
         ctx.schedule_at(end, Ev::IrqDone(d as u16));
     }
 
+    #[inline(never)]
     fn irq_done(&mut self, d: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
         let retiring = std::mem::take(&mut self.devs[d].port.retiring);
