@@ -1612,6 +1612,14 @@ mod tests {
             .expect("populate caches something")
     }
 
+    /// A populated cache, one of its live keys and that key's bucket.
+    fn populated_live_bucket() -> (Bcache, Found, usize) {
+        let b = populated();
+        let k = a_live_key(&b);
+        let bucket = b.alloc.bucket_of(k.ptr.offset);
+        (b, k, bucket)
+    }
+
     #[test]
     fn a_populated_cache_holds_its_invariants() {
         let b = populated();
@@ -1621,9 +1629,7 @@ mod tests {
 
     #[test]
     fn a_pointer_from_the_future_is_caught() {
-        let mut b = populated();
-        let k = a_live_key(&b);
-        let bucket = b.alloc.bucket_of(k.ptr.offset);
+        let (mut b, k, bucket) = populated_live_bucket();
         b.alloc.set.buckets[bucket].gen = k.ptr.gen.wrapping_sub(1);
         let e = b.check_invariants().unwrap_err();
         assert!(e.contains("newer than its bucket"), "{e}");
@@ -1631,9 +1637,7 @@ mod tests {
 
     #[test]
     fn a_live_bucket_on_a_free_list_is_caught() {
-        let mut b = populated();
-        let k = a_live_key(&b);
-        let bucket = b.alloc.bucket_of(k.ptr.offset);
+        let (mut b, _, bucket) = populated_live_bucket();
         b.alloc.push_free_for_test(bucket as u32);
         let e = b.check_invariants().unwrap_err();
         assert!(e.contains("on a free list"), "{e}");
@@ -1649,9 +1653,7 @@ mod tests {
 
     #[test]
     fn an_invalidated_bucket_makes_its_keys_stale_not_wrong() {
-        let mut b = populated();
-        let k = a_live_key(&b);
-        let bucket = b.alloc.bucket_of(k.ptr.offset);
+        let (mut b, k, bucket) = populated_live_bucket();
         // Invalidation bumps the gen: the keys become stale, which is legal.
         b.alloc.set.buckets[bucket].gen = k.ptr.gen.wrapping_add(1);
         b.check_invariants().unwrap();

@@ -322,9 +322,10 @@ struct Paths {
     reap_one: Path,
 }
 
-/// A bundled path a job thread runs.
+/// A path a job thread runs: a single one, or a precombined bundle.
 #[derive(Debug, Clone, Copy)]
 enum JobPath {
+    Single(PathId),
     Submit(usize),
     ReapOne,
 }
@@ -784,10 +785,12 @@ fn path_of(p: &Paths, id: PathId) -> &Path {
 }
 
 impl AsyncStack {
-    /// Runs one (bundled) path in a job's context; returns its ns.
+    /// Runs one path (a single one or a bundle) in a job's context; returns
+    /// its ns.
     fn run_job_path(&mut self, t: usize, path: JobPath) -> u64 {
         let cpu = self.threads[t].cpu;
         let p = match path {
+            JobPath::Single(id) => path_of(&self.paths, id),
             JobPath::Submit(i) => &self.paths.submit_bundles[i],
             JobPath::ReapOne => &self.paths.reap_one,
         };
@@ -795,22 +798,6 @@ impl AsyncStack {
         let g = &mut self.groups[self.threads[t].group];
         g.usr_ns += p.user_ns;
         g.sys_ns += total - p.user_ns;
-        total
-    }
-
-    /// Runs a list of paths in a job's context; returns their total ns.
-    fn run_job_paths(&mut self, t: usize, list: &[PathId]) -> u64 {
-        let cpu = self.threads[t].cpu;
-        let ctx = self.ctxs.fio;
-        let (mut total, mut user) = (0, 0);
-        for &p in list {
-            let (a, u) = self.charge(cpu, ctx, p);
-            total += a;
-            user += u;
-        }
-        let g = &mut self.groups[self.threads[t].group];
-        g.usr_ns += user;
-        g.sys_ns += total - user;
         total
     }
 
@@ -867,7 +854,7 @@ impl AsyncStack {
             || th.stop_issue_at.is_some_and(|s| now >= s);
         if !th.ready.is_empty() {
             let count = th.ready.len().min(jc.iodepth as usize) as u32;
-            let mut cost = self.run_job_paths(t, &[PathId::GeteventsCall]);
+            let mut cost = self.run_job_path(t, JobPath::Single(PathId::GeteventsCall));
             for _ in 0..count {
                 cost += self.run_job_path(t, JobPath::ReapOne);
             }
@@ -878,7 +865,7 @@ impl AsyncStack {
         } else if !issuing_over && th.in_flight < jc.iodepth {
             self.start_submit(t, now, ctx);
         } else if th.in_flight > 0 {
-            let cost = self.run_job_paths(t, &[PathId::Sleep]);
+            let cost = self.run_job_path(t, JobPath::Single(PathId::Sleep));
             let cpu = self.threads[t].cpu;
             let (start, _) = self.cpus.start(cpu, now);
             self.cpus.occupy(cpu, start, cost);
@@ -1239,7 +1226,7 @@ impl AsyncStack {
             if was_idle {
                 cost += self.charge(cpu, self.ctxs.swapper, PathId::IdleExit).0;
             }
-            cost += self.run_job_paths(t, &[PathId::WakeupTarget]);
+            cost += self.run_job_path(t, JobPath::Single(PathId::WakeupTarget));
             let end = self.cpus.occupy(cpu, start, cost);
             ctx.schedule_at(end, Ev::JobWake(t as u16));
         }
@@ -1738,8 +1725,8 @@ impl AsyncStack {
     }
 }
 
-/// A single path run on its own (the per-I/O submission and reap paths run
-/// as [`JobPath`] bundles).
+/// A single path (the per-I/O submission and reap paths run as [`JobPath`]
+/// bundles).
 #[derive(Debug, Clone, Copy)]
 enum PathId {
     IssueCmd,

@@ -248,9 +248,6 @@ impl Allocator {
 
     /// `bch_allocator_push` for every bucket of `free_inc` that fits.
     fn push_free_inc(&mut self) {
-        if self.free_inc.is_empty() || self.free_lists_full() {
-            return;
-        }
         let mut i = 0;
         while i < self.free_inc.len() {
             let b = self.free_inc[i];
@@ -270,9 +267,7 @@ impl Allocator {
         self.free_inc.drain(..i);
     }
 
-    /// No free list has room (what `push_free_inc` would find for every
-    /// bucket): checked first, since the allocator is asked on every I/O
-    /// and usually waits on full lists, as bcache's thread sleeps.
+    /// No free list has room (`push_free_inc` would move nothing).
     fn free_lists_full(&self) -> bool {
         (0..RESERVE_NR).all(|r| self.free[r].len() >= self.free_cap[r])
     }

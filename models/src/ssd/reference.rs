@@ -7,38 +7,11 @@ use std::collections::VecDeque;
 use blocksim_sim::{ComponentRng, SimTime, Slab, SlotId};
 use rand::Rng;
 
-use super::SsdConfig;
+use super::{token, ChannelOp, Command, FlashOp, SsdConfig, STAGE_CHANNEL, STAGE_LINK};
 use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FlashOp {
-    MapRead,
-    DataRead,
-    Program,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct ChannelOp {
-    cmd: Option<SlotId>,
-    op: FlashOp,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Command {
-    req: DevRequest,
-    submitted: SimTime,
-    pages_pending: u32,
-    map_pending: bool,
-}
-
+/// The controller's own timer (the live model's stages use 1..=4).
 const STAGE_CONTROLLER: u32 = 0;
-const STAGE_CHANNEL: u32 = 1;
-const STAGE_LINK: u32 = 2;
-
-fn token(stage: u32, index: u32) -> u32 {
-    debug_assert!(index < 1 << 24);
-    (stage << 24) | index
-}
 
 /// The SSD as first written: the controller is a FIFO server with its own
 /// timer events.
@@ -151,7 +124,6 @@ impl BlockDevice for RefSsd {
                 req,
                 submitted: ctx.now(),
                 pages_pending: 0,
-                map_pending: false,
             })
             .unwrap_or_else(|e| panic!("{}: more commands than queue_depth: {e}", self.cfg.name));
         self.acct.start(ctx.now());
@@ -171,7 +143,6 @@ impl BlockDevice for RefSsd {
                             // The mapping page lives on a channel chosen by
                             // its own address; model it as uniformly spread.
                             let ch = self.rng.random_range(0..self.cfg.channels) as usize;
-                            self.cmds.get_mut(id).map_pending = true;
                             self.channels[ch].0.push_back(ChannelOp {
                                 cmd: Some(id),
                                 op: FlashOp::MapRead,
@@ -193,7 +164,6 @@ impl BlockDevice for RefSsd {
                 let op = self.channels[index].1.take().expect("channel was busy");
                 match (op.op, op.cmd) {
                     (FlashOp::MapRead, Some(id)) => {
-                        self.cmds.get_mut(id).map_pending = false;
                         self.queue_data_pages(id, ctx);
                     }
                     (FlashOp::DataRead, Some(id)) => {
