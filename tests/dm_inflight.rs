@@ -127,8 +127,11 @@ fn seed_rows_fit_predictions_and_ordering() {
         "row 1 (fitted): {}",
         show[0]
     );
-    // Rows 2, 4, 5 are predictions of the mechanism.
-    for i in [1, 3, 4] {
+    // Row 2 is row 1 by construction: pmem0 keeps no statistics (iostat
+    // off), so no accounting design runs. "No difference" is the prediction.
+    assert_eq!(r[1], r[0], "row 2 must equal row 1: {show:#?}");
+    // Rows 4 and 5 are predictions of the mechanism.
+    for i in [3, 4] {
         assert!(
             within(r[i], SEED_IOPS[i], 15.0),
             "row {}: {}",
@@ -195,6 +198,46 @@ fn row3_is_bound_by_part0_hand_offs() {
     assert!(
         (1.8..=3.2).contains(&pending),
         "md->pending hand-offs per I/O: {pending:.2}"
+    );
+}
+
+/// `[coherence] rfo_window_accesses` is read, and moves only the 4.20
+/// shared design (row 3): without read-for-ownership its load of part0's
+/// stamp and the write after it cost two hand-offs.
+#[test]
+fn rfo_window_moves_only_the_shared_design() {
+    let with_rfo = default_rows();
+    let without = five_rows(&[("coherence.rfo_window_accesses", toml::Value::Integer(0))]);
+    assert!(
+        without[2] < 0.75 * with_rfo[2],
+        "row 3 without RFO {:.2}M, with {:.2}M",
+        without[2] / 1e6,
+        with_rfo[2] / 1e6
+    );
+    for i in [0, 1, 3, 4] {
+        assert_eq!(without[i], with_rfo[i], "row {} moved", i + 1);
+    }
+}
+
+/// Row 1 agrees with pmem0 keeping no statistics: with iostat on, the 4.20
+/// shared counter's line traffic would cut pmem0 far below the fitted row,
+/// while per-CPU counters would not.
+#[test]
+fn pmem_with_iostat_and_a_shared_counter_would_be_far_slower() {
+    let v = variants(&[
+        ("job.runtime", toml::Value::String("20ms".into())),
+        ("pmem.iostat", toml::Value::Boolean(true)),
+    ]);
+    // Variants 0 and 1: pmem0 with the shared and the per-CPU design.
+    let (shared, percpu) = (iops(&v[0].1).unwrap(), iops(&v[1].1).unwrap());
+    let row1 = default_rows()[0];
+    assert!(
+        shared < 0.5 * row1,
+        "shared with iostat {shared:.0} vs row 1 {row1:.0}"
+    );
+    assert!(
+        percpu > 0.9 * row1,
+        "percpu with iostat {percpu:.0} vs row 1 {row1:.0}"
     );
 }
 

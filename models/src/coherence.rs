@@ -39,6 +39,14 @@
 //! of cycles"). The line's occupancy per hand-off is therefore transfer +
 //! access + hold.
 //!
+//! **Read for ownership.** A load whose line the same call writes within
+//! the next `rfo_window_accesses` accesses fetches the line exclusive, so the
+//! load and the write cost one transfer, as an out-of-order core issues the
+//! read-for-ownership when the store is in its window; a write further away
+//! pays a second transfer. The window is an [estimate]; the accounting
+//! calls are a few dozen instructions (the caller, `sync_stack`, looks
+//! ahead in the recorded accesses of one call).
+//!
 //! **Options off by default** (sensitivity studies; see
 //! the header of scenarios/dm_inflight.toml for what they do to seed 003):
 //! * `local_handoff_max > 0`: NUMA-biased arbitration. A requester on the
@@ -136,6 +144,17 @@ pub struct CoherenceConfig {
     /// ("Arbitration") for the mechanism and its sources.
     #[serde(default = "d_local_handoff_max")]
     pub local_handoff_max: u32,
+    /// Read-for-ownership look-ahead: a load whose line the same call
+    /// writes within this many following accesses fetches the line
+    /// exclusive (one transfer for the load and the write), as an
+    /// out-of-order core does when the store is in its window; a write
+    /// further away needs a second transfer (upgrade). The accounting
+    /// functions are a few dozen instructions, so the write after a load is
+    /// within a few accesses of it [estimate]. 0 disables RFO (every
+    /// load-then-write pays two transfers). See the header of
+    /// scenarios/dm_inflight.toml for what it does to seed 003.
+    #[serde(default = "d_rfo_window")]
+    pub rfo_window_accesses: u32,
     /// Ablation: all transfers are free and never serialise.
     #[serde(default)]
     pub free_transfers: bool,
@@ -165,6 +184,9 @@ fn d_hold() -> u64 {
 fn d_local_handoff_max() -> u32 {
     0
 }
+fn d_rfo_window() -> u32 {
+    4
+}
 
 impl Default for CoherenceConfig {
     fn default() -> Self {
@@ -179,14 +201,25 @@ impl Default for CoherenceConfig {
             local_handoff_max: d_local_handoff_max(),
             pipelined_handoff: false,
             per_waiter_ns: 0,
+            rfo_window_accesses: d_rfo_window(),
             free_transfers: false,
         }
     }
 }
 
+/// Largest accepted `rfo_window_accesses` (an out-of-order window holds a
+/// few hundred instructions; the accounting calls are far shorter).
+pub const RFO_WINDOW_ACCESSES_MAX: u32 = 64;
+
 impl CoherenceConfig {
     /// Checks the values (names the key and the fix).
     pub fn validate(&self) -> Result<(), String> {
+        if self.rfo_window_accesses > RFO_WINDOW_ACCESSES_MAX {
+            return Err(format!(
+                "[coherence] rfo_window_accesses = {} is above {RFO_WINDOW_ACCESSES_MAX}: use 0..={RFO_WINDOW_ACCESSES_MAX}",
+                self.rfo_window_accesses
+            ));
+        }
         if self.transfer_same_core_ns > self.transfer_same_socket_ns
             || self.transfer_same_socket_ns > self.transfer_other_socket_ns
         {

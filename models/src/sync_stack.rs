@@ -44,11 +44,6 @@ use crate::topology::Topology;
 /// `part_round_stats` / `update_io_ticks` once per jiffy.
 pub const KERNEL_HZ: u64 = 1000;
 
-/// How many following accesses of the same call a load looks ahead for a
-/// write to its line (the out-of-order window covers a few dozen
-/// instructions of these short accounting functions) [estimate].
-const RFO_WINDOW: usize = 4;
-
 /// Jobs start within this window (fio starts its threads one by one)
 /// [estimate: thread creation takes microseconds].
 const START_SPREAD_NS: u64 = 2_000;
@@ -124,6 +119,9 @@ struct SyncModel {
     /// Events `>= line_event_base` are line releases (`line_event_base +
     /// line`); smaller ones are job indices.
     line_event_base: u32,
+    /// `[coherence] rfo_window_accesses`: how many following accesses of the
+    /// same call a load looks ahead for a write to its line.
+    rfo_window: usize,
 }
 
 impl SyncModel {
@@ -223,7 +221,7 @@ impl SyncModel {
                         let will_write = a.kind == AccessKind::Load
                             && job.accesses[job.cursor + 1..]
                                 .iter()
-                                .take(RFO_WINDOW)
+                                .take(self.rfo_window)
                                 .any(|b| b.line == a.line && b.kind != AccessKind::Load);
                         let c = match self.coh.request(&a, t, will_write, j as u32) {
                             Request::Done(c) => c,
@@ -652,6 +650,7 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
         fio,
         coherence_reset: ramp_ns == 0,
         line_event_base: jobs_count,
+        rfo_window: coh_cfg.rfo_window_accesses as usize,
     };
     let mut sim = Simulation::new(model, SimOptions::default());
     for (j, &s) in starts.iter().enumerate() {
