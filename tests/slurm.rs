@@ -353,7 +353,7 @@ SlurmctldPidFile={d}/slurmctld.pid
 SlurmdPidFile={d}/slurmd.pid
 SlurmctldLogFile={d}/slurmctld.log
 SlurmdLogFile={d}/slurmd.log
-# No cgroups: works unprivileged in a container.
+# No cgroups: works in a container without cgroup access.
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -363,6 +363,8 @@ MpiDefault=none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 ReturnToService=2
+# Finished jobs stay visible to `scontrol show job` for the whole test.
+MinJobAge=3600
 NodeName={node} NodeHostname={host} NodeAddr=127.0.0.1 {hw}
 PartitionName=test Nodes={node} Default=YES MaxTime=INFINITE State=UP
 ",
