@@ -22,7 +22,7 @@ use blocksim_cachesim::shards::{lru_mrc, MrcOptions};
 use blocksim_cachesim::{block_requests, miss_ratio_table, PolicyKind, Request, SimOptions, Unit};
 use blocksim_traces::TraceFormat;
 
-use crate::cmd_common::{reader_skips, Jobs, Processed, TraceInput};
+use crate::cmd_common::{reader_skips, threads_text, Jobs, Processed, TraceInput};
 
 #[derive(clap::Args, Debug)]
 pub struct CachesimArgs {
@@ -42,7 +42,12 @@ pub struct CachesimArgs {
     #[command(flatten)]
     pub input: TraceInput,
     /// Older spelling of --input-format.
-    #[arg(long = "format", hide = true, value_name = "NAME", conflicts_with = "input_format")]
+    #[arg(
+        long = "format",
+        hide = true,
+        value_name = "NAME",
+        conflicts_with = "input_format"
+    )]
     pub format: Option<TraceFormat>,
     /// Also write the table as CSV (policy,size,unit,requests,misses,miss_ratio,bytes,byte_misses,byte_miss_ratio).
     #[arg(long)]
@@ -249,7 +254,7 @@ pub fn run(args: CachesimArgs) -> anyhow::Result<ExitCode> {
     let (cells, threads) = args.jobs.install(|| {
         (
             miss_ratio_table(&reqs, &policies, &sizes, &opts),
-            rayon::current_num_threads(),
+            threads_text(),
         )
     })?;
     let cells = cells?;
@@ -319,7 +324,7 @@ pub fn run(args: CachesimArgs) -> anyhow::Result<ExitCode> {
     }
     print!("{out}");
     eprintln!(
-        "sim cachesim: read {:.3}s, {} simulations {:.3}s on {threads} threads{}",
+        "sim cachesim: read {:.3}s, {} simulations {:.3}s {threads}{}",
         t_read.as_secs_f64(),
         cells.len(),
         t_sim.as_secs_f64(),

@@ -75,6 +75,15 @@ impl Jobs {
     }
 }
 
+/// "on N threads": the threads of the current rayon pool, for the wall-time
+/// lines on standard error.
+pub fn threads_text() -> String {
+    match rayon::current_num_threads() {
+        1 => "on 1 thread".to_string(),
+        n => format!("on {n} threads"),
+    }
+}
+
 /// `FILE` or `FILE:VARIANT`: the file itself if it exists, else the longest
 /// prefix before a `:` that is an existing file (so paths with colons
 /// work). A spec naming no existing file is returned whole, for the loader
@@ -187,7 +196,10 @@ impl Processed {
         let skipped: u64 = self.skipped.iter().map(|s| s.count).sum();
         let total = self.processed + skipped;
         if total == 0 {
-            bail!("{subject}: the trace is empty (no {}): nothing {verb}", self.noun);
+            bail!(
+                "{subject}: the trace is empty (no {}): nothing {verb}",
+                self.noun
+            );
         }
         if self.processed == 0 {
             bail!(
@@ -255,12 +267,21 @@ mod tests {
         assert!(e.contains("empty"), "{e}");
         p.skip(3, "beyond the device", "use --map");
         let e = p.check("t", "replayed", true).unwrap_err().to_string();
-        assert!(e.contains("all 3 records were skipped") && e.contains("--map"), "{e}");
+        assert!(
+            e.contains("all 3 records were skipped") && e.contains("--map"),
+            "{e}"
+        );
         p.processed = 2;
         let e = p.check("t", "replayed", false).unwrap_err().to_string();
-        assert!(e.contains("3 of 5 records (60.0%)") && e.contains("--lenient"), "{e}");
+        assert!(
+            e.contains("3 of 5 records (60.0%)") && e.contains("--lenient"),
+            "{e}"
+        );
         assert!(p.check("t", "replayed", true).is_ok());
         p.processed = 3;
-        assert!(p.check("t", "replayed", false).is_ok(), "exactly half passes");
+        assert!(
+            p.check("t", "replayed", false).is_ok(),
+            "exactly half passes"
+        );
     }
 }

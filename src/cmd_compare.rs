@@ -18,9 +18,9 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::cmd_common::{split_spec, Jobs};
 use crate::experiment::{
-    check_selectors, decimals_for, extract_metrics, fmt_num, fmt_p, metric_selectors, parse_exp_format,
-    replication_seeds, run_tasks, select_metrics, summarize, summary_json, ExpFormat,
-    MetricSummary, Progress, Task,
+    check_selectors, decimals_for, extract_metrics, fmt_num, fmt_p, metric_selectors,
+    parse_exp_format, replication_seeds, run_tasks, select_metrics, summarize, summary_json,
+    ExpFormat, MetricSummary, Progress, Task,
 };
 use crate::scenario::{load, LoadOptions};
 

@@ -46,7 +46,12 @@ pub struct ReplayArgs {
     #[command(flatten)]
     pub input: TraceInput,
     /// Older spelling of --input-format.
-    #[arg(long = "format", hide = true, value_name = "NAME", conflicts_with = "input_format")]
+    #[arg(
+        long = "format",
+        hide = true,
+        value_name = "NAME",
+        conflicts_with = "input_format"
+    )]
     pub format: Option<TraceFormat>,
     /// Override a scenario value: path.to.key=value (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]

@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use blocksim_models::Fault;
 use rayon::prelude::*;
 
-use crate::cmd_common::Jobs;
+use crate::cmd_common::{threads_text, Jobs};
 use crate::scenario::{load, LoadOptions};
 use crate::swarm::{
     check_scenario, generate, GenOptions, PanicCapture, StackChoice, Violation, MAX_EVENTS_DEFAULT,
@@ -205,10 +205,10 @@ fn run_args(args: SwarmArgs) -> Result<ExitCode> {
     if failures.is_empty() {
         println!("ok: {} scenarios, {events_total} events", indices.len());
         eprintln!(
-            "swarm: {:.2} s wall ({:.1} M events/s) on {} threads",
+            "swarm: {:.2} s wall ({:.1} M events/s) {}",
             wall,
             events_total as f64 / wall.max(1e-9) / 1e6,
-            rayon::current_num_threads()
+            threads_text()
         );
         return Ok(ExitCode::SUCCESS);
     }

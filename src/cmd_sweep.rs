@@ -22,9 +22,9 @@ use blocksim_sim::rng::stable_hash;
 
 use crate::cmd_common::{load_spec, Jobs};
 use crate::experiment::{
-    check_selectors, decimals_for, extract_metrics, fmt_num, metric_axis_label, metric_selectors, parse_num,
-    replication_seeds, run_tasks, select_metrics, selector_matches, summarize, Metric, Progress,
-    Task, DISPLAY_DEFAULT,
+    check_selectors, decimals_for, extract_metrics, fmt_num, metric_axis_label, metric_selectors,
+    parse_num, replication_seeds, run_tasks, select_metrics, selector_matches, summarize, Metric,
+    Progress, Task, DISPLAY_DEFAULT,
 };
 use crate::scenario::{split_set, LoadOptions};
 

@@ -49,7 +49,12 @@ struct DumpArgs {
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
     /// Output format (`--format` is an older spelling).
-    #[arg(long = "output-format", alias = "format", value_enum, default_value = "csv")]
+    #[arg(
+        long = "output-format",
+        alias = "format",
+        value_enum,
+        default_value = "csv"
+    )]
     output_format: DumpFormat,
     #[command(flatten)]
     input: TraceInput,
@@ -177,7 +182,11 @@ fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
     }
     let notes = reader.notes();
     reader_skips(&mut done, &a.file, reader.skipped(), &notes);
-    done.check(&a.file.display().to_string(), "to summarise", a.input.lenient)?;
+    done.check(
+        &a.file.display().to_string(),
+        "to summarise",
+        a.input.lenient,
+    )?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "trace: {} ({})", a.file.display(), reader.format()).context("writing output")?;
     out.write_all(st.report().as_bytes())

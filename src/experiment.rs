@@ -404,10 +404,10 @@ impl Progress {
         let done = self.done.load(Ordering::Relaxed);
         if done > 0 {
             eprintln!(
-                "{}: {done} runs in {:.1} s wall on {} threads",
+                "{}: {done} runs in {:.1} s wall {}",
                 self.label,
                 self.start.elapsed().as_secs_f64(),
-                rayon::current_num_threads()
+                crate::cmd_common::threads_text()
             );
         }
     }
@@ -652,7 +652,11 @@ pub fn run_replications(args: &RunArgs, n: u32) -> Result<ExitCode> {
             } else {
                 Vec::new()
             };
-            let metrics = select_metrics(&extract_metrics(&report), &selectors, &format!("scenario {scenario_name}"))?;
+            let metrics = select_metrics(
+                &extract_metrics(&report),
+                &selectors,
+                &format!("scenario {scenario_name}"),
+            )?;
             Ok((metrics, hists))
         },
         |_, _| Ok(()),

@@ -156,7 +156,9 @@ fn readme_synopses_match_help() {
     for command in COMMANDS {
         let help = help_flags(command);
         let Some(lines) = readme.get(*command) else {
-            problems.push(format!("README.md has no `sim {command} ...` synopsis line"));
+            problems.push(format!(
+                "README.md has no `sim {command} ...` synopsis line"
+            ));
             continue;
         };
         let shown: BTreeSet<String> = lines.iter().flat_map(|l| long_flags(l)).collect();
