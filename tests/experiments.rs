@@ -772,6 +772,12 @@ fn sweep_fails_fast_and_leaves_no_empty_csv() {
     let o = run(&["--out", s(&d)]);
     assert_eq!(o.code, 2, "{}", o.stderr);
     assert!(o.stderr.contains("is a directory"), "{}", o.stderr);
+    // Runs that fail (here: the event bound) leave no header-only file
+    // behind either.
+    let o = run(&["--set", "simulation.max_events=100", "--out", s(&out)]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("max_events = 100"), "{}", o.stderr);
+    assert!(!out.exists(), "a sweep without rows leaves no file behind");
     // A good metric then runs and writes rows.
     let o = run(&["--metric", "clat_p99", "--out", s(&out)]);
     assert_eq!(o.code, 0, "{}", o.stderr);
