@@ -202,18 +202,13 @@ impl Processed {
             );
         }
         if self.processed == 0 {
-            bail!(
-                "{subject}: nothing {verb}: all {total} {} were skipped:{}",
-                self.noun,
-                self.causes()
-            );
+            bail!("{subject}: nothing {verb}, all skipped:{}", self.causes());
         }
         let share = skipped as f64 / total as f64;
         if share > SKIPPED_SHARE_MAX && !lenient {
             bail!(
-                "{subject}: {skipped} of {total} {} ({:.1}%) were skipped, more than {:.0}%:{}\n  \
+                "{subject}: {skipped} of {total} skipped ({:.1}%), more than {:.0}%:{}\n  \
                  (--lenient accepts the result)",
-                self.noun,
                 share * 100.0,
                 SKIPPED_SHARE_MAX * 100.0,
                 self.causes()
@@ -268,13 +263,14 @@ mod tests {
         p.skip(3, "beyond the device", "use --map");
         let e = p.check("t", "replayed", true).unwrap_err().to_string();
         assert!(
-            e.contains("all 3 records were skipped") && e.contains("--map"),
+            e.contains("nothing replayed, all skipped")
+                && e.contains("3 beyond the device: use --map"),
             "{e}"
         );
         p.processed = 2;
         let e = p.check("t", "replayed", false).unwrap_err().to_string();
         assert!(
-            e.contains("3 of 5 records (60.0%)") && e.contains("--lenient"),
+            e.contains("3 of 5 skipped (60.0%), more than 50%") && e.contains("--lenient"),
             "{e}"
         );
         assert!(p.check("t", "replayed", true).is_ok());

@@ -340,6 +340,24 @@ fn run_takes_file_colon_variant() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(one, same, "FILE:VARIANT runs exactly that variant");
+    // sweep takes it too: the same grid over the variant and over the base
+    // with the variant's value set gives the same file (the same sweep id:
+    // the resolved scenarios are the same).
+    let dir = std::env::temp_dir().join(format!("blocksim-cli-{}", std::process::id()));
+    let (a, b) = (dir.join("variant.csv"), dir.join("set.csv"));
+    for (scenario, out, extra) in [
+        (spec.as_str(), &a, None),
+        ("scenarios/corsair_nova.toml", &b, Some("job.iodepth=4")),
+    ] {
+        let mut args = vec!["sweep", scenario, "--set", "job.size=4m,8m"];
+        if let Some(e) = extra {
+            args.extend(["--set", e]);
+        }
+        args.extend(["--overwrite", "--out", out.to_str().unwrap()]);
+        let (_, err, code) = sim(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+    }
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
     assert_input_error(
         &["run", &format!("{}:qd8", p.display())],
         &["no variant \"qd8\"", "qd1, qd4"],

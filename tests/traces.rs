@@ -665,7 +665,8 @@ fn a_per_cpu_set_whose_records_are_all_skipped_fails() {
         assert_exit2(
             &out,
             &[
-                "all 6741 events were skipped",
+                ", all skipped:",
+                "6741 records skipped in the per-CPU set",
                 "read a file on its own, e.g.",
                 "sample.blktrace.0",
             ],
