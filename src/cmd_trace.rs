@@ -48,7 +48,7 @@ struct DumpArgs {
     /// blkparse does; other formats are dumped one after another.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// Output format (`--format` is an older spelling).
+    /// Output format.
     #[arg(
         long = "output-format",
         alias = "format",
