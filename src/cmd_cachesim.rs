@@ -20,7 +20,9 @@ use anyhow::{bail, Context};
 use blocksim_analysis::plot::{plot_lines, LinePlot, Series};
 use blocksim_cachesim::shards::{lru_mrc, MrcOptions};
 use blocksim_cachesim::{block_requests, miss_ratio_table, PolicyKind, Request, SimOptions, Unit};
-use blocksim_traces::{OpenOptions, TraceFormat};
+use blocksim_traces::TraceFormat;
+
+use crate::cmd_common::{reader_skips, threads_text, Jobs, Processed, TraceInput};
 
 #[derive(clap::Args, Debug)]
 pub struct CachesimArgs {
@@ -37,12 +39,16 @@ pub struct CachesimArgs {
     /// What a size counts: objects (one per request), bytes, or blocks:SIZE (e.g. blocks:4k).
     #[arg(long, default_value = "objects")]
     pub unit: String,
-    /// Trace format instead of auto-detection (e.g. vscsi, lcs-csv, blktrace, iolog3).
-    #[arg(long, alias = "input-format")]
-    pub format: Option<String>,
-    /// Skip (and count) malformed records instead of failing.
-    #[arg(long)]
-    pub lenient: bool,
+    #[command(flatten)]
+    pub input: TraceInput,
+    /// Older spelling of --input-format.
+    #[arg(
+        long = "format",
+        hide = true,
+        value_name = "NAME",
+        conflicts_with = "input_format"
+    )]
+    pub format: Option<TraceFormat>,
     /// Also write the table as CSV (policy,size,unit,requests,misses,miss_ratio,bytes,byte_misses,byte_miss_ratio).
     #[arg(long)]
     pub csv: Option<PathBuf>,
@@ -58,9 +64,8 @@ pub struct CachesimArgs {
     /// Seed for randomized policies (bcache-random).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Worker threads (default: all cores). Results do not depend on it.
-    #[arg(long)]
-    pub jobs: Option<usize>,
+    #[command(flatten)]
+    pub jobs: Jobs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,18 +160,7 @@ fn parse_count(s: &str) -> anyhow::Result<u64> {
 
 /// Requests of the trace in the chosen view, trace requests read, records skipped, format.
 fn load(args: &CachesimArgs, unit: UnitArg) -> anyhow::Result<(Vec<Request>, u64, u64, String)> {
-    let format = match &args.format {
-        Some(f) => Some(
-            f.parse::<TraceFormat>()
-                .map_err(anyhow::Error::msg)
-                .context("--format")?,
-        ),
-        None => None,
-    };
-    let opts = OpenOptions {
-        format,
-        lenient: args.lenient,
-    };
+    let opts = args.input.options(args.format);
     // TraceError's message already names the file, offset and cause (its source chain would
     // repeat the cause), so it is reported as one message.
     let reader = blocksim_traces::open(&args.trace, &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -186,6 +180,14 @@ fn load(args: &CachesimArgs, unit: UnitArg) -> anyhow::Result<(Vec<Request>, u64
         }
     }
     let skipped = it.reader().skipped();
+    let mut done = Processed::new("requests");
+    done.processed = records;
+    reader_skips(&mut done, &args.trace, skipped, &it.reader().notes());
+    done.check(
+        &args.trace.display().to_string(),
+        "simulated",
+        args.input.lenient,
+    )?;
     if skipped > 0 {
         eprintln!(
             "sim cachesim: {} skipped {skipped} malformed record(s)",
@@ -248,15 +250,14 @@ pub fn run(args: CachesimArgs) -> anyhow::Result<ExitCode> {
     }
     let t_read = t0.elapsed();
     let t1 = Instant::now();
-    let cells = match args.jobs {
-        // A local pool; the result order does not depend on the thread count.
-        Some(j) => rayon::ThreadPoolBuilder::new()
-            .num_threads(j.max(1))
-            .build()
-            .context("--jobs: cannot start the worker pool")?
-            .install(|| miss_ratio_table(&reqs, &policies, &sizes, &opts))?,
-        None => miss_ratio_table(&reqs, &policies, &sizes, &opts)?,
-    };
+    // The result order does not depend on the thread count.
+    let (cells, threads) = args.jobs.install(|| {
+        (
+            miss_ratio_table(&reqs, &policies, &sizes, &opts),
+            threads_text(),
+        )
+    })?;
+    let cells = cells?;
     let t_sim = t1.elapsed();
     let t2 = Instant::now();
     let mrc = args.shards.map(|rate| {
@@ -323,7 +324,7 @@ pub fn run(args: CachesimArgs) -> anyhow::Result<ExitCode> {
     }
     print!("{out}");
     eprintln!(
-        "sim cachesim: read {:.3}s, {} simulations {:.3}s{}",
+        "sim cachesim: read {:.3}s, {} simulations {:.3}s {threads}{}",
         t_read.as_secs_f64(),
         cells.len(),
         t_sim.as_secs_f64(),

@@ -16,10 +16,11 @@ use blocksim_analysis::{welch_t_test, Cell, Table};
 use blocksim_models::Scenario;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
+use crate::cmd_common::{split_spec, Jobs};
 use crate::experiment::{
-    decimals_for, extract_metrics, fmt_num, fmt_p, metric_selectors, parse_exp_format,
-    replication_seeds, run_tasks, select_metrics, summarize, summary_json, ExpFormat,
-    MetricSummary, Progress, Task,
+    check_selectors, decimals_for, extract_metrics, fmt_num, fmt_p, metric_selectors,
+    parse_exp_format, replication_seeds, run_tasks, select_metrics, summarize, summary_json,
+    ExpFormat, MetricSummary, Progress, Task,
 };
 use crate::scenario::{load, LoadOptions};
 
@@ -53,26 +54,17 @@ pub struct CompareArgs {
     /// normal, json or csv.
     #[arg(long = "output-format", default_value = "normal")]
     pub output_format: String,
+    #[command(flatten)]
+    pub jobs: Jobs,
 }
 
-/// `FILE` or `FILE:VARIANT`: the longest prefix before a `:` that is an
-/// existing file wins, so paths with colons work.
+/// `FILE` or `FILE:VARIANT` (see [`split_spec`]).
 fn parse_spec(spec: &str) -> Result<(PathBuf, Option<String>)> {
-    if Path::new(spec).is_file() {
-        return Ok((PathBuf::from(spec), None));
+    let (path, variant) = split_spec(Path::new(spec));
+    if !path.is_file() {
+        bail!("{spec}: cannot read the file (write FILE.toml or FILE.toml:VARIANT)");
     }
-    for (i, _) in spec
-        .match_indices(':')
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-    {
-        let (file, variant) = (&spec[..i], &spec[i + 1..]);
-        if Path::new(file).is_file() {
-            return Ok((PathBuf::from(file), Some(variant.to_string())));
-        }
-    }
-    bail!("{spec}: cannot read the file (write FILE.toml or FILE.toml:VARIANT)")
+    Ok((path, variant))
 }
 
 /// Loads one side of the comparison.
@@ -170,6 +162,10 @@ fn significant(d: &Diff, alpha: f64) -> &'static str {
 }
 
 pub fn run(args: CompareArgs) -> Result<ExitCode> {
+    args.jobs.install(move || run_args(args))?
+}
+
+fn run_args(args: CompareArgs) -> Result<ExitCode> {
     let format = parse_exp_format(&args.output_format)?;
     if args.replications < 2 {
         bail!("--replications {}: a comparison needs at least 2 runs of each design (5 or more is better)", args.replications);
@@ -185,6 +181,8 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     let sets_b: Vec<String> = args.set.iter().chain(&args.set_b).cloned().collect();
     let (name_a, sc_a) = load_side(&args.a, &sets_a, args.seed, "A")?;
     let (name_b, sc_b) = load_side(&args.b, &sets_b, args.seed, "B")?;
+    check_selectors(&sc_a, &selectors, &name_a)?;
+    check_selectors(&sc_b, &selectors, &name_b)?;
     let n = u64::from(args.replications);
     let (seed_a, seed_b) = (sc_a.simulation.seed, sc_b.simulation.seed);
     let seeds_a = replication_seeds(seed_a, 0, n);

@@ -3,25 +3,32 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Context, Result};
-use blocksim_analysis::{render_json, render_text, Cell, JsonOptions, Table, TextOptions};
+use blocksim_analysis::{
+    render_json, render_text, Cell, JsonOptions, RunReport, Table, TextOptions,
+};
 use blocksim_models::device::Dir;
-use blocksim_models::stack::{run_replay, ReplayFeed, ReplayRequest};
+use blocksim_models::stack::{run_replay, ReplayFeed, ReplayRequest, ReplayStats};
 use blocksim_models::RunOptions;
 use blocksim_traces::replay::{d2c_demerit, parse_map_entry, ReplayOptions, ReplaySource, Timing};
-use blocksim_traces::{open_many, Action, Op, OpenOptions, TraceError, TraceFormat};
+use blocksim_traces::{
+    open_many, Action, IoRequest, Op, OpenOptions, Requests, TraceError, TraceFormat,
+};
 
+use crate::cmd_common::{load_spec, reader_skips, Processed, TraceInput};
 use crate::cmd_run::{parse_format, Format};
-use crate::scenario::{load, LoadOptions};
+use crate::scenario::LoadOptions;
 
 #[derive(clap::Args, Debug)]
 pub struct ReplayArgs {
     /// Trace file(s): a blktrace per-CPU set, any supported format.
     #[arg(required = true)]
     pub trace: Vec<PathBuf>,
-    /// Scenario whose device stack replays the trace (its [[job]]s are ignored).
+    /// Scenario (FILE.toml or FILE.toml:VARIANT) whose device stack replays
+    /// the trace (its [[job]]s are ignored).
     #[arg(long = "stack", value_name = "SCENARIO.toml")]
     pub stack: PathBuf,
     /// open: issue at the traced times; closed: keep --depth in flight.
@@ -36,15 +43,20 @@ pub struct ReplayArgs {
     /// Route a traced device to a stack device: MAJ,MIN=DEVICE (repeatable).
     #[arg(long = "map", value_name = "MAJ,MIN=DEVICE")]
     pub map: Vec<String>,
-    /// Force the trace format instead of auto-detecting it.
-    #[arg(long)]
-    pub format: Option<String>,
-    /// Skip (and count) malformed records instead of failing.
-    #[arg(long)]
-    pub lenient: bool,
+    #[command(flatten)]
+    pub input: TraceInput,
+    /// Older spelling of --input-format.
+    #[arg(
+        long = "format",
+        hide = true,
+        value_name = "NAME",
+        conflicts_with = "input_format"
+    )]
+    pub format: Option<TraceFormat>,
     /// Override a scenario value: path.to.key=value (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Override the scenario seed.
     #[arg(long)]
     pub seed: Option<u64>,
     /// normal, json or json+.
@@ -84,108 +96,148 @@ fn percentile(sorted: &[u64], q: f64) -> u64 {
     sorted[i]
 }
 
-pub fn run(args: ReplayArgs) -> Result<ExitCode> {
-    let format_out = parse_format(&args.output_format)?;
-    let timing: Timing = args
-        .timing
-        .parse()
-        .map_err(|e: String| anyhow!("--timing: {e}"))?;
-    let mut map = BTreeMap::new();
-    for m in &args.map {
-        let (dev, name) = parse_map_entry(m).map_err(|e| anyhow!(e))?;
-        map.insert(dev, name);
-    }
-    let ropts = ReplayOptions {
-        timing,
-        depth: args.depth,
-        speed: args.speed,
-        map,
-    };
-    let format = match &args.format {
-        None => None,
-        Some(f) => Some(
-            f.parse::<TraceFormat>()
-                .map_err(|e| anyhow!("--format {f:?}: {e}"))?,
-        ),
-    };
-    let topts = OpenOptions {
-        format,
-        lenient: args.lenient,
-    };
-    let loaded = load(
-        &args.stack,
-        &LoadOptions {
-            sets: &args.set,
-            seed: args.seed,
-            job_file: None,
-        },
-    )?;
+/// What the replay feed read and passed on, for the skip check.
+#[derive(Default)]
+struct FeedCounts {
+    /// Requests the trace reader yielded.
+    read: AtomicU64,
+    /// Records the reader skipped, and its notes (set at the end).
+    reader_skipped: AtomicU64,
+    notes: Mutex<Vec<String>>,
+    /// Requests past `--map` (the rest were unmapped).
+    routed: AtomicU64,
+    /// Trim and flush requests (this stack replays data only).
+    trims: AtomicU64,
+    /// The highest byte a request reaches.
+    end_bytes_max: AtomicU64,
+    /// A trace error stops the feed; it is reported after the run.
+    error: Mutex<Option<TraceError>>,
+}
 
-    let reader = open_many(&args.trace, &topts)?;
-    let source = ReplaySource::new(reader.requests(), &ropts).map_err(|e| anyhow!(e))?;
+/// The trace's requests, counted.
+struct CountedRequests {
+    inner: Requests,
+    counts: Arc<FeedCounts>,
+}
+
+impl Iterator for CountedRequests {
+    type Item = Result<IoRequest, TraceError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        let item = self.inner.next();
+        match &item {
+            Some(Ok(_)) => {
+                self.counts.read.fetch_add(1, Relaxed);
+            }
+            Some(Err(_)) => {}
+            None => {
+                let r = self.inner.reader();
+                self.counts.reader_skipped.store(r.skipped(), Relaxed);
+                *self.counts.notes.lock().expect("notes") = r.notes();
+            }
+        }
+        item
+    }
+}
+
+/// Opens the trace as a replay feed whose counts are kept in `counts`.
+fn open_feed(
+    args: &ReplayArgs,
+    topts: &OpenOptions,
+    ropts: &ReplayOptions,
+    counts: &Arc<FeedCounts>,
+) -> Result<ReplayFeed> {
+    let reader = open_many(&args.trace, topts)?;
+    let counted = CountedRequests {
+        inner: reader.requests(),
+        counts: Arc::clone(counts),
+    };
+    let source = ReplaySource::new(counted, ropts).map_err(|e| anyhow!(e))?;
     let targets = source.targets().to_vec();
-    // A trace error stops the feed; it is reported after the run (exit 2).
-    let error: Arc<Mutex<Option<TraceError>>> = Arc::new(Mutex::new(None));
-    let err_slot = Arc::clone(&error);
-    let skipped_ops = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let skipped_in_feed = Arc::clone(&skipped_ops);
-    let requests = source.filter_map(move |item| match item {
-        Ok(it) => {
-            let dir = match it.request.op {
-                Op::Read => Dir::Read,
-                Op::Write => Dir::Write,
-                // Trims and flushes carry no data through this stack.
-                Op::Trim | Op::Flush => {
-                    skipped_in_feed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    return None;
-                }
-            };
-            Some(Some(ReplayRequest {
-                issue_ns: it.issue_ns,
-                dir,
-                offset_bytes: it.request.offset_bytes,
-                len_bytes: it.request.len_bytes,
-                target: it.target,
-            }))
-        }
-        Err(e) => {
-            *err_slot.lock().expect("error slot") = Some(e);
-            Some(None)
-        }
-    });
-    let requests = requests.map_while(|x| x);
-    let feed = ReplayFeed {
+    let c = Arc::clone(counts);
+    let requests = source
+        .map(move |item| match item {
+            Ok(it) => {
+                c.routed.fetch_add(1, Relaxed);
+                let dir = match it.request.op {
+                    Op::Read => Dir::Read,
+                    Op::Write => Dir::Write,
+                    // Trims and flushes carry no data through this stack.
+                    Op::Trim | Op::Flush => {
+                        c.trims.fetch_add(1, Relaxed);
+                        return Some(None);
+                    }
+                };
+                let end = it.request.offset_bytes.saturating_add(it.request.len_bytes);
+                c.end_bytes_max.fetch_max(end, Relaxed);
+                Some(Some(ReplayRequest {
+                    issue_ns: it.issue_ns,
+                    dir,
+                    offset_bytes: it.request.offset_bytes,
+                    len_bytes: it.request.len_bytes,
+                    target: it.target,
+                }))
+            }
+            Err(e) => {
+                *c.error.lock().expect("error slot") = Some(e);
+                None
+            }
+        })
+        .map_while(|x| x)
+        .flatten();
+    Ok(ReplayFeed {
         requests: Box::new(requests),
         targets,
-        closed_loop: timing == Timing::Closed,
+        closed_loop: ropts.timing == Timing::Closed,
         depth: args.depth,
-    };
-    let opts = RunOptions::default();
-    let (out, stats) = run_replay(&loaded.base, &opts, feed)?;
-    if let Some(e) = error.lock().expect("error slot").take() {
-        return Err(e)
-            .context("replay stopped at a bad trace record (use --lenient to skip such records)");
-    }
-    let mut report = out.report;
-    let trims = skipped_ops.load(std::sync::atomic::Ordering::Relaxed);
-    if trims > 0 {
-        report.notes.push(format!(
-            "replay: {trims} trim/flush requests skipped (this stack models reads and writes)"
-        ));
-    }
-    eprintln!(
-        "[replay] {} events, simulated {:.3} s, {} requests",
-        out.events_processed,
-        out.sim_end.as_secs_f64(),
-        stats.issued
-    );
+    })
+}
 
-    // Simulated vs traced D2C, where the trace has D and C events.
-    let traced = traced_d2c(&args.trace, &topts)?;
-    if !traced.is_empty() && !stats.d2c_ns.is_empty() {
-        let mut sim = stats.d2c_ns.clone();
+/// What the replay skipped, by cause, with the fix for each.
+fn replay_outcome(args: &ReplayArgs, counts: &FeedCounts, stats: &ReplayStats) -> Processed {
+    let mut p = Processed::new("requests");
+    p.processed = stats.issued;
+    let notes = counts.notes.lock().expect("notes").clone();
+    reader_skips(
+        &mut p,
+        &args.trace[0],
+        counts.reader_skipped.load(Relaxed),
+        &notes,
+    );
+    let unmapped = counts.read.load(Relaxed) - counts.routed.load(Relaxed);
+    p.skip(
+        unmapped,
+        "requests of traced devices not named in --map",
+        "add --map MAJ,MIN=DEVICE for each traced device to replay",
+    );
+    p.skip(
+        counts.trims.load(Relaxed),
+        "trim/flush requests",
+        "this stack replays reads and writes only",
+    );
+    p.skip(
+        stats.skipped_empty,
+        "zero-length requests",
+        "they carry no data to replay",
+    );
+    let end = counts.end_bytes_max.load(Relaxed);
+    p.skip(
+        stats.skipped_out_of_range,
+        "requests beyond the end of the target device",
+        format!(
+            "the trace reaches byte {end} ({:.2} GiB); replay onto a stack whose target device \
+             holds that much (raise its `capacity`, e.g. with --set), or route the trace's \
+             devices to larger stack devices with --map MAJ,MIN=DEVICE",
+            end as f64 / f64::from(1u32 << 30)
+        ),
+    );
+    p
+}
+
+/// Adds simulated vs traced D2C percentiles and DiskSim's demerit figure.
+fn add_d2c_comparison(report: &mut RunReport, simulated: &[u64], mut tr: Vec<u64>) -> Result<()> {
+    if !tr.is_empty() && !simulated.is_empty() {
+        let mut sim = simulated.to_vec();
         sim.sort_unstable();
-        let mut tr = traced.clone();
         tr.sort_unstable();
         let mut t = Table::new(
             "D2C: simulated vs traced (us)",
@@ -219,7 +271,7 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
                 d.pct_of_traced_mean
             ));
         }
-    } else if traced.is_empty() {
+    } else if tr.is_empty() {
         report
             .notes
             .push("the trace has no D/C event pairs: no D2C comparison".into());
@@ -228,6 +280,67 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
             .notes
             .push("no request was replayed: no D2C comparison".into());
     }
+    Ok(())
+}
+
+pub fn run(args: ReplayArgs) -> Result<ExitCode> {
+    let format_out = parse_format(&args.output_format)?;
+    let timing: Timing = args
+        .timing
+        .parse()
+        .map_err(|e: String| anyhow!("--timing: {e}"))?;
+    let mut map = BTreeMap::new();
+    for m in &args.map {
+        let (dev, name) = parse_map_entry(m).map_err(|e| anyhow!(e))?;
+        map.insert(dev, name);
+    }
+    let ropts = ReplayOptions {
+        timing,
+        depth: args.depth,
+        speed: args.speed,
+        map,
+    };
+    let topts = args.input.options(args.format);
+    let loaded = load_spec(
+        &args.stack,
+        &LoadOptions {
+            sets: &args.set,
+            seed: args.seed,
+            job_file: None,
+        },
+    )?;
+
+    let counts = Arc::new(FeedCounts::default());
+    let feed = open_feed(&args, &topts, &ropts, &counts)?;
+    let opts = RunOptions::default();
+    let (out, stats) = run_replay(&loaded.base, &opts, feed)?;
+    if let Some(e) = counts.error.lock().expect("error slot").take() {
+        return Err(e)
+            .context("replay stopped at a bad trace record (use --lenient to skip such records)");
+    }
+    let names: Vec<String> = args.trace.iter().map(|t| t.display().to_string()).collect();
+    replay_outcome(&args, &counts, &stats).check(
+        &names.join(", "),
+        "replayed",
+        args.input.lenient,
+    )?;
+    let mut report = out.report;
+    let trims = counts.trims.load(Relaxed);
+    if trims > 0 {
+        report.notes.push(format!(
+            "replay: {trims} trim/flush requests skipped (this stack models reads and writes)"
+        ));
+    }
+    eprintln!(
+        "[replay] {} events, simulated {:.3} s, {} requests",
+        out.events_processed,
+        out.sim_end.as_secs_f64(),
+        stats.issued
+    );
+
+    // Simulated vs traced D2C, where the trace has D and C events.
+    let traced = traced_d2c(&args.trace, &topts)?;
+    add_d2c_comparison(&mut report, &stats.d2c_ns, traced)?;
     match format_out {
         Format::Normal => {
             println!(

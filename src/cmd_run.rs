@@ -11,11 +11,12 @@ use blocksim_analysis::{
 use blocksim_models::{RunOptions, RunOutput, Scenario};
 use rayon::prelude::*;
 
-use crate::scenario::{load, LoadOptions};
+use crate::cmd_common::{load_spec, Jobs};
+use crate::scenario::LoadOptions;
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
-    /// Scenario file (TOML).
+    /// Scenario file (TOML), or FILE.toml:VARIANT for one of its variants.
     pub scenario: PathBuf,
     /// A fio job file (INI) whose jobs replace the scenario's [[job]]s.
     #[arg(long = "job", value_name = "FILE.fio")]
@@ -43,9 +44,15 @@ pub struct RunArgs {
     /// every metric as mean and 95% confidence interval (normal, json, csv).
     #[arg(long, value_name = "N")]
     pub replications: Option<u32>,
+    /// With --replications: the metrics to report (comma separated), as
+    /// `sim sweep` and `sim compare` take them. Default: all.
+    #[arg(long, value_name = "M1,M2,...", requires = "replications")]
+    pub metric: Vec<String>,
     /// Write an SVG latency CDF (one line per job, or per variant).
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub jobs: Jobs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,11 +219,15 @@ fn comparison_table(results: &[(String, RunReport)]) -> Table {
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
+    args.jobs.install(move || run_args(args))?
+}
+
+fn run_args(args: RunArgs) -> Result<ExitCode> {
     if let Some(n) = args.replications {
         return crate::experiment::run_replications(&args, n);
     }
     let format = parse_format(&args.output_format)?;
-    let loaded = load(
+    let loaded = load_spec(
         &args.scenario,
         &LoadOptions {
             sets: &args.set,

@@ -13,6 +13,7 @@ use anyhow::{Context, Result};
 use blocksim_models::Fault;
 use rayon::prelude::*;
 
+use crate::cmd_common::{threads_text, Jobs};
 use crate::scenario::{load, LoadOptions};
 use crate::swarm::{
     check_scenario, generate, GenOptions, PanicCapture, StackChoice, Violation, MAX_EVENTS_DEFAULT,
@@ -59,6 +60,8 @@ pub struct SwarmArgs {
     /// duplicate-completion:N) to show the swarm catches it.
     #[arg(long = "inject-fault", hide = true)]
     pub inject_fault: Option<String>,
+    #[command(flatten)]
+    pub jobs: Jobs,
 }
 
 /// Loads a scenario file (and its variants) and checks each.
@@ -103,6 +106,10 @@ fn reproduce_command(args: &SwarmArgs, index: u64) -> String {
 }
 
 pub fn run(args: SwarmArgs) -> Result<ExitCode> {
+    args.jobs.install(move || run_args(args))?
+}
+
+fn run_args(args: SwarmArgs) -> Result<ExitCode> {
     let fault = match &args.inject_fault {
         None => None,
         Some(f) => Some(Fault::parse(f).ok_or_else(|| {
@@ -198,9 +205,10 @@ pub fn run(args: SwarmArgs) -> Result<ExitCode> {
     if failures.is_empty() {
         println!("ok: {} scenarios, {events_total} events", indices.len());
         eprintln!(
-            "swarm: {:.2} s wall ({:.1} M events/s)",
+            "swarm: {:.2} s wall ({:.1} M events/s) {}",
             wall,
-            events_total as f64 / wall.max(1e-9) / 1e6
+            events_total as f64 / wall.max(1e-9) / 1e6,
+            threads_text()
         );
         return Ok(ExitCode::SUCCESS);
     }

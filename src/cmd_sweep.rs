@@ -20,16 +20,17 @@ use blocksim_analysis::{Cell, Ci, Table};
 use blocksim_models::Scenario;
 use blocksim_sim::rng::stable_hash;
 
+use crate::cmd_common::{load_spec, Jobs};
 use crate::experiment::{
-    decimals_for, extract_metrics, fmt_num, metric_axis_label, metric_selectors, parse_num,
-    replication_seeds, run_tasks, select_metrics, selector_matches, summarize, Metric, Progress,
-    Task, DISPLAY_DEFAULT,
+    check_selectors, decimals_for, extract_metrics, fmt_num, metric_axis_label, metric_selectors,
+    parse_num, replication_seeds, run_tasks, select_metrics, selector_matches, summarize, Metric,
+    Progress, Task, DISPLAY_DEFAULT,
 };
-use crate::scenario::{load, split_set, LoadOptions};
+use crate::scenario::{split_set, LoadOptions};
 
 #[derive(clap::Args, Debug)]
 pub struct SweepArgs {
-    /// Scenario file (TOML).
+    /// Scenario file (TOML), or FILE.toml:VARIANT for one of its variants.
     pub scenario: PathBuf,
     /// A fio job file (INI) whose jobs replace the scenario's [[job]]s.
     #[arg(long = "job", value_name = "FILE.fio")]
@@ -66,6 +67,8 @@ pub struct SweepArgs {
     /// array task 3 of 16; `sim merge` joins the shard files.
     #[arg(long, value_name = "K/N")]
     pub shard: Option<String>,
+    #[command(flatten)]
+    pub jobs: Jobs,
 }
 
 /// Points of a grid are bounded: each runs at least one simulation.
@@ -648,7 +651,64 @@ fn sweep_id(
     Ok(format!("{:016x}", stable_hash(text.as_bytes())))
 }
 
+/// Checks that `path` can be written before anything runs: not a
+/// directory, in a directory that exists. With `probe`, a temporary file
+/// next to it (where [`SweepFile::write`] writes) is created and removed.
+fn check_writable(flag: &str, path: &Path, probe: bool) -> Result<()> {
+    let p = path.display();
+    if path.is_dir() {
+        bail!("{flag} {p}: is a directory; name a file in it");
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        bail!(
+            "{flag} {p}: the directory {} does not exist; create it first",
+            dir.display()
+        );
+    }
+    if probe {
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .with_context(|| format!("{flag} {p}: cannot write in {}", dir.display()))?;
+        std::fs::remove_file(&tmp).ok();
+    }
+    Ok(())
+}
+
+/// Everything checked before the first point runs: the metrics (on every
+/// cell of the first point) and the output files.
+fn check_before_running(
+    args: &SweepArgs,
+    first: &[(Option<String>, Scenario)],
+    selectors: &[String],
+) -> Result<()> {
+    for (variant, sc) in first {
+        let what = match variant {
+            Some(v) => format!("scenario {}, variant {v:?},", sc.simulation.name),
+            None => format!("scenario {}", sc.simulation.name),
+        };
+        check_selectors(sc, selectors, &what)?;
+    }
+    check_writable("--out", &args.out, true)?;
+    if let Some(plot) = &args.plot {
+        check_writable("--plot", plot, false)?;
+    }
+    Ok(())
+}
+
 pub fn run(args: SweepArgs) -> Result<ExitCode> {
+    args.jobs.install(move || run_args(args))?
+}
+
+fn run_args(args: SweepArgs) -> Result<ExitCode> {
     if args.replications == 0 {
         bail!("--replications 0: give at least 1 (2 or more for confidence intervals)");
     }
@@ -688,7 +748,7 @@ pub fn run(args: SweepArgs) -> Result<ExitCode> {
                 SetArg::Axis(a) => format!("{}={}", axes[*a].key, values[*a]),
             })
             .collect();
-        let loaded = load(
+        let loaded = load_spec(
             &args.scenario,
             &LoadOptions {
                 sets: &sets,
@@ -717,6 +777,7 @@ pub fn run(args: SweepArgs) -> Result<ExitCode> {
         points.push(cells);
         params.push(values);
     }
+    check_before_running(&args, points.first().map_or(&[], Vec::as_slice), &selectors)?;
     let has_variants = points.first().is_some_and(|c| c[0].0.is_some());
     let id = sweep_id(&points, &axes, args.replications, &selectors)?;
     let axis_keys: Vec<String> = axes.iter().map(|a| a.key.clone()).collect();
@@ -834,7 +895,10 @@ pub fn run(args: SweepArgs) -> Result<ExitCode> {
         },
     );
     let st = state.into_inner().unwrap_or_else(|e| e.into_inner());
-    if st.dirty || !args.out.exists() || result.is_ok() {
+    // A failed sweep keeps its completed rows (each holds every replication
+    // of its cell, so resuming can trust it) and never leaves a file
+    // without rows behind.
+    if result.is_ok() || (st.dirty && !st.file.rows.is_empty()) {
         st.file.write(&args.out)?;
     }
     result?;

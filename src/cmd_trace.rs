@@ -1,13 +1,15 @@
 //! `sim trace`: inspect block traces.
 //!
-//! * `sim trace dump FILE... [--format csv]`: one line per event,
+//! * `sim trace dump FILE... [--output-format csv]`: one line per event,
 //!   `major,minor,cpu,sec.nsec,action,rwbs,sector,bytes`, byte-identical to
 //!   `blkparse -q -i - -f '%M,%m,%c,%T.%t,%a,%d,%S,%N\n'` for blktrace input.
 //! * `sim trace stats FILE`: btt-like summary (Q2C/Q2D/D2C, IOPS and
 //!   bandwidth over time, read/write mix, sizes, seeks, per process).
 //!
 //! Bad input is an error naming the file and byte offset or line (exit 2);
-//! `--lenient` skips malformed records and prints how many were skipped.
+//! `--lenient` skips malformed records and prints how many were skipped. A
+//! trace of which nothing was read (empty, or every record skipped), or of
+//! which more than half was skipped without `--lenient`, exits 2 too.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -15,6 +17,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use blocksim_traces::{OpenOptions, TraceFormat, TraceReader};
+
+use crate::cmd_common::{reader_skips, Processed, TraceInput};
 
 #[derive(clap::Args, Debug)]
 pub struct TraceArgs {
@@ -31,27 +35,6 @@ enum TraceCmd {
     Stats(StatsArgs),
 }
 
-#[derive(clap::Args, Debug)]
-struct InputArgs {
-    /// Input format instead of auto-detection: blktrace, ftrace-blk,
-    /// blkparse, iolog2, iolog3, msr, systor17, alibaba, tencent, fiu,
-    /// vscsi, lcs-csv.
-    #[arg(long = "input-format", short = 'F', value_name = "NAME")]
-    input_format: Option<TraceFormat>,
-    /// Skip malformed records (counted and reported) instead of failing.
-    #[arg(long)]
-    lenient: bool,
-}
-
-impl InputArgs {
-    fn options(&self) -> OpenOptions {
-        OpenOptions {
-            format: self.input_format,
-            lenient: self.lenient,
-        }
-    }
-}
-
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum DumpFormat {
     /// major,minor,cpu,sec.nsec,action,rwbs,sector,bytes
@@ -66,10 +49,15 @@ struct DumpArgs {
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
     /// Output format.
-    #[arg(long, value_enum, default_value = "csv")]
-    format: DumpFormat,
+    #[arg(
+        long = "output-format",
+        alias = "format",
+        value_enum,
+        default_value = "csv"
+    )]
+    output_format: DumpFormat,
     #[command(flatten)]
-    input: InputArgs,
+    input: TraceInput,
 }
 
 #[derive(clap::Args, Debug)]
@@ -78,7 +66,7 @@ struct StatsArgs {
     #[arg(value_name = "FILE")]
     file: PathBuf,
     #[command(flatten)]
-    input: InputArgs,
+    input: TraceInput,
 }
 
 pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
@@ -115,14 +103,14 @@ fn open_inputs(files: &[PathBuf], opts: &OpenOptions) -> anyhow::Result<Vec<Trac
 }
 
 fn dump(a: DumpArgs) -> anyhow::Result<ExitCode> {
-    let DumpFormat::Csv = a.format;
-    let opts = a.input.options();
+    let DumpFormat::Csv = a.output_format;
+    let opts = a.input.options(None);
     let readers = open_inputs(&a.files, &opts)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let start = std::time::Instant::now();
-    let mut events = 0;
-    for reader in readers {
+    let mut done = Processed::new("events");
+    for (i, reader) in readers.into_iter().enumerate() {
         // The reader is borrowed by the dump so skip counts stay readable.
         let mut counted = CountingReader::new(reader);
         // Trace errors already name the file and offset. A closed pipe
@@ -136,12 +124,27 @@ fn dump(a: DumpArgs) -> anyhow::Result<ExitCode> {
             }
             Err(e) => return Err(e.into()),
         };
-        events += sum.events;
-        report_skips(counted.skipped(), &counted.notes());
+        done.processed += sum.events;
+        let notes = counted.notes();
+        report_skips(counted.skipped(), &notes);
+        // One reader per file, or one merged reader for all of them.
+        let path = a.files.get(i).unwrap_or(&a.files[0]);
+        reader_skips(&mut done, path, counted.skipped(), &notes);
     }
     out.flush().context("writing output")?;
-    eprintln!("{events} events in {:.3} s", start.elapsed().as_secs_f64());
+    eprintln!(
+        "{} events in {:.3} s",
+        done.processed,
+        start.elapsed().as_secs_f64()
+    );
+    done.check(&subject(&a.files), "dumped", a.input.lenient)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The inputs as named in messages.
+fn subject(files: &[PathBuf]) -> String {
+    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    names.join(", ")
 }
 
 /// Keeps the reader alive after iteration so skip counts can be read.
@@ -169,12 +172,21 @@ impl Iterator for CountingReader {
 }
 
 fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
-    let opts = a.input.options();
+    let opts = a.input.options(None);
     let mut reader = blocksim_traces::open(&a.file, &opts)?;
     let mut st = blocksim_traces::stats::TraceStats::new();
+    let mut done = Processed::new("events");
     for ev in reader.by_ref() {
         st.add(&ev?);
+        done.processed += 1;
     }
+    let notes = reader.notes();
+    reader_skips(&mut done, &a.file, reader.skipped(), &notes);
+    done.check(
+        &a.file.display().to_string(),
+        "to summarise",
+        a.input.lenient,
+    )?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "trace: {} ({})", a.file.display(), reader.format()).context("writing output")?;
     out.write_all(st.report().as_bytes())
@@ -182,6 +194,6 @@ fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
     if reader.skipped() > 0 {
         writeln!(out, "skipped records: {}", reader.skipped()).context("writing output")?;
     }
-    report_skips(reader.skipped(), &reader.notes());
+    report_skips(reader.skipped(), &notes);
     Ok(ExitCode::SUCCESS)
 }

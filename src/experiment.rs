@@ -28,8 +28,9 @@ use blocksim_models::{RunOptions, Scenario};
 use blocksim_sim::rng::derive_seed;
 use rayon::prelude::*;
 
+use crate::cmd_common::load_spec;
 use crate::cmd_run::{InvariantViolation, RunArgs};
-use crate::scenario::{load, LoadOptions};
+use crate::scenario::LoadOptions;
 
 /// One named number taken from a run report. The name ends in its unit
 /// (`_ns`, `_pct`, `_KiB_per_s`; `iops` is IO/s).
@@ -204,6 +205,37 @@ pub fn metric_selectors(raw: &[String]) -> Result<Vec<String>> {
     Ok(v)
 }
 
+/// Checks `--metric` selectors before anything runs, against the metrics
+/// of a probe run of `sc` cut to at most 64 blocks per job: the names a
+/// report carries follow from the scenario's jobs and stack, not from how
+/// long it ran. A probe that fails says nothing (the real run reports the
+/// failure).
+pub fn check_selectors(sc: &Scenario, selectors: &[String], what: &str) -> Result<()> {
+    if selectors.is_empty() {
+        return Ok(());
+    }
+    let mut probe = sc.clone();
+    for j in &mut probe.jobs {
+        let cap = j.bs_bytes_max.saturating_mul(PROBE_BLOCKS);
+        j.io_size_bytes = Some(j.io_size_bytes.map_or(cap, |b| b.min(cap)));
+        j.time_based = false;
+        j.ramp_time_ns = 0;
+    }
+    let task = Task {
+        label: "metric check".into(),
+        scenario: &probe,
+        seed: probe.simulation.seed,
+    };
+    match run_task(&task) {
+        Ok(report) => select_metrics(&extract_metrics(&report), selectors, what).map(|_| ()),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Blocks per job of the probe run of [`check_selectors`]: enough for both
+/// directions of a mixed job to appear.
+const PROBE_BLOCKS: u64 = 64;
+
 /// Seeds of replications `first .. first + n` of a scenario with seed
 /// `seed`: `derive_seed(seed, i)`.
 pub fn replication_seeds(seed: u64, first: u64, n: u64) -> Vec<u64> {
@@ -248,7 +280,8 @@ pub fn run_task(t: &Task<'_>) -> Result<RunReport> {
     }
 }
 
-/// Runs `tasks` in parallel (rayon; `RAYON_NUM_THREADS` sets the threads).
+/// Runs `tasks` in parallel on the current rayon pool (`--jobs`, else
+/// `RAYON_NUM_THREADS`, else one thread per core).
 /// `map` turns each report into what the caller keeps (reports hold
 /// histograms and are dropped at once); `on_done` sees each result as it
 /// completes (for checkpoints). Results come back in task order; the first
@@ -371,9 +404,10 @@ impl Progress {
         let done = self.done.load(Ordering::Relaxed);
         if done > 0 {
             eprintln!(
-                "{}: {done} runs in {:.1} s wall",
+                "{}: {done} runs in {:.1} s wall {}",
                 self.label,
-                self.start.elapsed().as_secs_f64()
+                self.start.elapsed().as_secs_f64(),
+                crate::cmd_common::threads_text()
             );
         }
     }
@@ -565,7 +599,8 @@ pub fn run_replications(args: &RunArgs, n: u32) -> Result<ExitCode> {
     if args.profile || args.verbose || args.inject_fault.is_some() {
         bail!("--profile, --verbose and --inject-fault apply to a single run; drop --replications");
     }
-    let loaded = load(
+    let selectors = metric_selectors(&args.metric)?;
+    let loaded = load_spec(
         &args.scenario,
         &LoadOptions {
             sets: &args.set,
@@ -583,6 +618,14 @@ pub fn run_replications(args: &RunArgs, n: u32) -> Result<ExitCode> {
             .map(|(name, sc)| (Some(name.clone()), sc))
             .collect()
     };
+    let scenario_name = &loaded.base.simulation.name;
+    for (name, sc) in &cells {
+        let what = match name {
+            Some(v) => format!("scenario {scenario_name}, variant {v:?},"),
+            None => format!("scenario {scenario_name}"),
+        };
+        check_selectors(sc, &selectors, &what)?;
+    }
     let seeds = replication_seeds(seed, 0, u64::from(n));
     let mut tasks = Vec::new();
     for (name, sc) in &cells {
@@ -609,7 +652,12 @@ pub fn run_replications(args: &RunArgs, n: u32) -> Result<ExitCode> {
             } else {
                 Vec::new()
             };
-            Ok((extract_metrics(&report), hists))
+            let metrics = select_metrics(
+                &extract_metrics(&report),
+                &selectors,
+                &format!("scenario {scenario_name}"),
+            )?;
+            Ok((metrics, hists))
         },
         |_, _| Ok(()),
     )?;

@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 mod cmd_cachesim;
 mod cmd_check;
+mod cmd_common;
 mod cmd_compare;
 mod cmd_merge;
 mod cmd_replay;

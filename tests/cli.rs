@@ -222,3 +222,148 @@ fn every_scenario_is_deterministic_across_runs_and_threads() {
         assert!(d.contains("seed 7"), "{name}: --seed is printed");
     }
 }
+
+/// The subcommands that read traces, each with its other arguments.
+const TRACE_READERS: [&[&str]; 4] = [
+    &["trace", "dump"],
+    &["trace", "stats"],
+    &[
+        "replay",
+        "--stack",
+        "scenarios/nvme.toml",
+        "--timing",
+        "closed",
+    ],
+    &["cachesim", "--policy", "lru", "--size", "100"],
+];
+
+/// The long flags `sim <words> --help` shows.
+fn help_text(words: &[&str]) -> String {
+    let mut a = words.to_vec();
+    a.push("--help");
+    let (out, err, code) = sim(&a);
+    assert_eq!(code, 0, "{err}");
+    out
+}
+
+/// The words naming the subcommand of an argument list (`trace dump`).
+fn command_words<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let n = if args[0] == "trace" { 2 } else { 1 };
+    args[..n].to_vec()
+}
+
+#[test]
+fn one_input_format_flag_on_every_trace_reader() {
+    let trace = "tests/data/traces/iolog/fio333_randrw.v3.iolog";
+    for cmd in TRACE_READERS {
+        for flag in ["-F", "--input-format"] {
+            let mut a = cmd.to_vec();
+            a.extend([trace, flag, "iolog3"]);
+            let (_, err, code) = sim(&a);
+            assert_eq!(code, 0, "{a:?}: {err}");
+        }
+        let help = help_text(&command_words(cmd));
+        assert!(
+            help.contains("-F, --input-format <NAME>"),
+            "{cmd:?}:\n{help}"
+        );
+        assert!(
+            !help.contains("--format "),
+            "{cmd:?}: old spelling shown:\n{help}"
+        );
+    }
+    // The old spellings still work, hidden: --format (input) on replay and
+    // cachesim, --format (output) on trace dump.
+    for cmd in &TRACE_READERS[2..] {
+        let mut a = cmd.to_vec();
+        a.extend([trace, "--format", "iolog3"]);
+        let (_, err, code) = sim(&a);
+        assert_eq!(code, 0, "{a:?}: {err}");
+    }
+    for flag in ["--output-format", "--format"] {
+        let (out, err, code) = sim(&["trace", "dump", trace, flag, "csv"]);
+        assert_eq!(code, 0, "{flag}: {err}");
+        assert!(out.starts_with("0,0,0,0.000000000,Q,"), "{out}");
+    }
+}
+
+#[test]
+fn format_detection_error_names_a_flag_of_the_subcommand() {
+    let junk = temp_file("junk.txt", "no trace in here\n");
+    let junk = junk.to_str().unwrap();
+    for cmd in TRACE_READERS {
+        let mut a = cmd.to_vec();
+        a.push(junk);
+        let (_, err, code) = sim(&a);
+        assert_eq!(code, 2, "{a:?}: {err}");
+        let hint = err
+            .split("pass ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("{a:?}: no flag suggested:\n{err}"));
+        let help = help_text(&command_words(cmd));
+        for flag in hint.split('/') {
+            assert!(
+                help.contains(&format!("{flag} ")) || help.contains(&format!("{flag},")),
+                "{a:?} suggests {flag}, which `--help` does not list:\n{help}"
+            );
+        }
+        // The suggested flag is accepted.
+        let mut b = cmd.to_vec();
+        b.extend([junk, hint.split('/').next_back().unwrap(), "iolog3"]);
+        let (_, err, _) = sim(&b);
+        assert!(!err.contains("unexpected argument"), "{b:?}: {err}");
+    }
+}
+
+#[test]
+fn run_takes_file_colon_variant() {
+    let text = format!(
+        "{}\n[[variant]]\nname = \"qd1\"\nset = {{ \"job.iodepth\" = 1 }}\n\n[[variant]]\nname = \"qd4\"\nset = {{ \"job.iodepth\" = 4 }}\n",
+        base_scenario()
+    );
+    let p = temp_file("variants.toml", &text);
+    let spec = format!("{}:qd4", p.display());
+    let (one, err, code) = sim(&["run", &spec, "--set", "job.size=8m"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !one.contains("=== variant"),
+        "one variant, no comparison:\n{one}"
+    );
+    let (same, err, code) = sim(&[
+        "run",
+        "scenarios/corsair_nova.toml",
+        "--set",
+        "job.size=8m",
+        "--set",
+        "job.iodepth=4",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(one, same, "FILE:VARIANT runs exactly that variant");
+    // sweep takes it too: the same grid over the variant and over the base
+    // with the variant's value set gives the same file (the same sweep id:
+    // the resolved scenarios are the same).
+    let dir = std::env::temp_dir().join(format!("blocksim-cli-{}", std::process::id()));
+    let (a, b) = (dir.join("variant.csv"), dir.join("set.csv"));
+    for (scenario, out, extra) in [
+        (spec.as_str(), &a, None),
+        ("scenarios/corsair_nova.toml", &b, Some("job.iodepth=4")),
+    ] {
+        let mut args = vec!["sweep", scenario, "--set", "job.size=4m,8m"];
+        if let Some(e) = extra {
+            args.extend(["--set", e]);
+        }
+        args.extend(["--overwrite", "--out", out.to_str().unwrap()]);
+        let (_, err, code) = sim(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+    }
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    assert_input_error(
+        &["run", &format!("{}:qd8", p.display())],
+        &["no variant \"qd8\"", "qd1, qd4"],
+    );
+    assert_input_error(
+        &["run", "scenarios/corsair_nova.toml:qd4"],
+        &["has no [[variant]] tables"],
+    );
+}

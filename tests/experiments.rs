@@ -726,3 +726,201 @@ fn slurm_script_shards_merge_into_the_whole_grid() {
     );
     std::fs::remove_dir_all(&d).ok();
 }
+
+/// `sim sweep` checks its metrics and output file before any point runs,
+/// and a failed sweep leaves no file without rows for `--resume` to trust.
+#[test]
+fn sweep_fails_fast_and_leaves_no_empty_csv() {
+    let d = temp_dir("failfast");
+    let out = d.join("r.csv");
+    let base = [
+        "sweep",
+        NOVA,
+        "--set",
+        "job.size=8m",
+        "--set",
+        "job.iodepth=1,2",
+    ];
+    let run = |extra: &[&str]| {
+        let mut a = base.to_vec();
+        a.extend(extra);
+        sim(&a)
+    };
+    let o = run(&["--metric", "p99", "--out", s(&out)]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("--metric \"p99\""), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("clat_p99_ns"),
+        "lists the metrics: {}",
+        o.stderr
+    );
+    assert!(
+        !o.stderr.contains("points to run") && !o.stderr.contains("runs ("),
+        "nothing may run before the metrics are checked:\n{}",
+        o.stderr
+    );
+    assert!(!out.exists(), "a rejected sweep leaves no file behind");
+    // The same for a variant's metric and for an unwritable --out.
+    let missing = d.join("no/such/dir/r.csv");
+    let o = run(&["--out", s(&missing)]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("does not exist") && !o.stderr.contains("points to run"),
+        "{}",
+        o.stderr
+    );
+    let o = run(&["--out", s(&d)]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("is a directory"), "{}", o.stderr);
+    // Runs that fail (here: the event bound) leave no header-only file
+    // behind either.
+    let o = run(&["--set", "simulation.max_events=100", "--out", s(&out)]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("max_events = 100"), "{}", o.stderr);
+    assert!(!out.exists(), "a sweep without rows leaves no file behind");
+    // A good metric then runs and writes rows.
+    let o = run(&["--metric", "clat_p99", "--out", s(&out)]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(csv_rows(&out).len(), 3);
+    std::fs::remove_dir_all(&d).ok();
+}
+
+#[test]
+fn run_replications_takes_metric() {
+    let args = [
+        "run",
+        NOVA,
+        "--set",
+        "job.size=8m",
+        "--replications",
+        "2",
+        "--output-format",
+        "csv",
+    ];
+    let mut a = args.to_vec();
+    a.extend(["--metric", "iops,clat_p99"]);
+    let o = ok(&a);
+    let names: Vec<&str> = o
+        .stdout
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').next())
+        .collect();
+    assert_eq!(names, ["iops", "clat_p99_ns"], "{}", o.stdout);
+    let mut a = args.to_vec();
+    a.extend(["--metric", "p99"]);
+    let o = sim(&a);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("no such metric") && !o.stderr.contains("runs ("),
+        "checked before running: {}",
+        o.stderr
+    );
+    let o = sim(&["run", NOVA, "--metric", "iops"]);
+    assert_eq!(o.code, 2, "--metric needs --replications: {}", o.stderr);
+    assert!(o.stderr.contains("--replications"), "{}", o.stderr);
+}
+
+/// `-j/--jobs N` on every parallel subcommand: honoured (the wall-time
+/// line names the threads), RAYON_NUM_THREADS used without it, and the
+/// results byte-identical whatever N.
+#[test]
+fn jobs_flag_on_every_parallel_command() {
+    let d = temp_dir("jobs");
+    let commands: Vec<(&str, Vec<String>)> = vec![
+        (
+            "run",
+            ["run", NOVA, "--set", "job.size=4m", "--replications", "3"]
+                .map(String::from)
+                .to_vec(),
+        ),
+        (
+            "sweep",
+            [
+                "sweep",
+                NOVA,
+                "--set",
+                "job.size=4m",
+                "--set",
+                "job.iodepth=1,4,16",
+                "--overwrite",
+                "--out",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ),
+        (
+            "compare",
+            [
+                "compare",
+                NOVA,
+                NOVA,
+                "--set",
+                "job.size=4m",
+                "--replications",
+                "2",
+                "--metric",
+                "iops",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ),
+        (
+            "cachesim",
+            [
+                "cachesim",
+                "tests/data/traces/cache/cloudPhysicsIO.vscsi",
+                "--policy",
+                "lru,fifo,arc",
+                "--size",
+                "1000,5000",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ),
+        (
+            "swarm",
+            ["swarm", "--count", "4", "--no-save"]
+                .map(String::from)
+                .to_vec(),
+        ),
+    ];
+    for (name, base) in &commands {
+        let mut outputs = Vec::new();
+        for (flag, env, threads) in [
+            (Some(["-j", "1"]), None, "on 1 thread"),
+            (Some(["--jobs", "2"]), Some("1"), "on 2 threads"),
+            (None, Some("2"), "on 2 threads"),
+        ] {
+            let mut a: Vec<String> = base.clone();
+            let csv = d.join(format!("{name}-{threads}.csv").replace(' ', "_"));
+            if *name == "sweep" {
+                a.push(s(&csv).to_string());
+            }
+            if let Some(f) = flag {
+                a.extend(f.map(String::from));
+            }
+            let args: Vec<&str> = a.iter().map(String::as_str).collect();
+            let env: Vec<(&str, &str)> =
+                env.map(|n| ("RAYON_NUM_THREADS", n)).into_iter().collect();
+            let o = sim_env(&args, &env);
+            assert_eq!(o.code, 0, "{args:?}: {}", o.stderr);
+            assert!(
+                o.stderr.contains(threads),
+                "{args:?}: {threads}?\n{}",
+                o.stderr
+            );
+            let file = if *name == "sweep" {
+                std::fs::read(&csv).unwrap()
+            } else {
+                Vec::new()
+            };
+            outputs.push((o.stdout, file));
+        }
+        assert!(
+            outputs.windows(2).all(|w| w[0] == w[1]),
+            "{name}: output depends on the thread count"
+        );
+    }
+    std::fs::remove_dir_all(&d).ok();
+}

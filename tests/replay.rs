@@ -106,3 +106,125 @@ fn bad_replay_input_exits_2() {
     assert_eq!(code, 2);
     assert!(err.contains("not a stack device"), "{err}");
 }
+
+fn temp_trace(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("blocksim-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// An iolog v2 trace: `inside` reads at the start of the device, then
+/// `beyond` reads past the 2 TiB of scenarios/nvme.toml.
+fn iolog(inside: u32, beyond: u32) -> String {
+    let mut t = String::from("fio version 2 iolog\n/dev/sda add\n/dev/sda open\n");
+    for i in 0..inside {
+        t.push_str(&format!("/dev/sda read {} 4096\n", u64::from(i) * 4096));
+    }
+    for i in 0..beyond {
+        t.push_str(&format!(
+            "/dev/sda read {} 4096\n",
+            (3u64 << 40) + u64::from(i) * 4096
+        ));
+    }
+    t.push_str("/dev/sda close\n");
+    t
+}
+
+#[test]
+fn a_replay_that_replays_nothing_fails() {
+    // The sample addresses 1.2 TB; corsair_nova's bcache0 is smaller.
+    let (out, err, code) = sim(&[
+        "replay",
+        "tests/data/traces/blktrace/sample.blktrace.0",
+        "--stack",
+        "scenarios/corsair_nova.toml",
+    ]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    for needle in [
+        "nothing replayed",
+        "963 requests beyond the end of the target device",
+        "capacity",
+        "--map",
+    ] {
+        assert!(err.contains(needle), "lacks {needle:?}: {err}");
+    }
+    // Empty trace: "empty", not `starts with ""`.
+    let empty = temp_trace("empty.iolog", "");
+    let (_, err, code) = sim(&[
+        "replay",
+        empty.to_str().unwrap(),
+        "--stack",
+        "scenarios/nvme.toml",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("empty") && !err.contains("starts with"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_replay_that_skips_most_of_the_trace_needs_lenient() {
+    let run = |name: &str, text: &str, extra: &[&str]| {
+        let p = temp_trace(name, text);
+        let mut a = vec![
+            "replay",
+            p.to_str().unwrap(),
+            "--stack",
+            "scenarios/nvme.toml",
+            "--timing",
+            "closed",
+        ];
+        a.extend_from_slice(extra);
+        let (out, err, code) = sim(&a);
+        (out, err, code)
+    };
+    let (_, err, code) = run("most.iolog", &iolog(1, 2), &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("2 of 3 skipped (66.7%), more than 50%") && err.contains("--lenient"),
+        "{err}"
+    );
+    let (out, err, code) = run("most.iolog", &iolog(1, 2), &["--lenient"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(
+            "1 requests issued, 0 skipped (zero length), 2 skipped (beyond the target device)"
+        ),
+        "{out}"
+    );
+    // Half or less skipped: a normal replay.
+    let (out, err, code) = run("half.iolog", &iolog(2, 2), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("2 requests issued"), "{out}");
+}
+
+#[test]
+fn the_stack_may_be_a_variant() {
+    let base = std::fs::read_to_string("scenarios/nvme.toml").unwrap();
+    let text = format!(
+        "{base}\n[[variant]]\nname = \"slow\"\nset = {{ \"ssd.page_read\" = \"200us\" }}\n"
+    );
+    let p = temp_trace("nvme_variants.toml", &text);
+    let spec = format!("{}:slow", p.display());
+    let trace = "tests/data/traces/blktrace/sample.blktrace.0";
+    let (variant, err, code) = sim(&["replay", trace, "--stack", &spec]);
+    assert_eq!(code, 0, "{err}");
+    let (set, err, code) = sim(&[
+        "replay",
+        trace,
+        "--stack",
+        "scenarios/nvme.toml",
+        "--set",
+        "ssd.page_read=200us",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        variant, set,
+        "--stack FILE:VARIANT replays onto that variant"
+    );
+    let (base, _, _) = sim(&["replay", trace, "--stack", "scenarios/nvme.toml"]);
+    assert_ne!(variant, base, "the variant changes the replay");
+}

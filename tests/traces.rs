@@ -652,3 +652,70 @@ fn every_text_format_dumps_and_stats() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+#[test]
+fn a_per_cpu_set_whose_records_are_all_skipped_fails() {
+    // Every record of sample.blktrace.0 is of another CPU than file 0.
+    for cmd in ["dump", "stats"] {
+        let out = sim()
+            .args(["trace", cmd])
+            .arg(data("blktrace/sample"))
+            .output()
+            .unwrap();
+        assert_exit2(
+            &out,
+            &[
+                ", all skipped:",
+                "6741 records skipped in the per-CPU set",
+                "read a file on its own, e.g.",
+                "sample.blktrace.0",
+            ],
+        );
+    }
+    // More than half skipped: refused unless --lenient.
+    let dir = tmpdir("mostly-skipped");
+    std::fs::write(dir.join("set.blktrace.0"), &synth_per_cpu(2)[0]).unwrap();
+    std::fs::write(dir.join("set.blktrace.1"), &synth_per_cpu(10)[0]).unwrap();
+    let out = sim()
+        .args(["trace", "dump"])
+        .arg(dir.join("set"))
+        .output()
+        .unwrap();
+    assert_exit2(&out, &["more than 50%", "--lenient", "set.blktrace.0"]);
+    let out = sim()
+        .args(["trace", "dump", "--lenient"])
+        .arg(dir.join("set"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_empty_trace_says_empty_and_fails() {
+    let dir = tmpdir("empty");
+    let f = dir.join("empty.csv");
+    std::fs::write(&f, b"").unwrap();
+    let cases: [&[&str]; 4] = [
+        &["trace", "dump"],
+        &["trace", "stats"],
+        &["trace", "dump", "-F", "lcs-csv"],
+        &["cachesim", "--policy", "lru", "--size", "10"],
+    ];
+    for args in cases {
+        let out = sim().args(args).arg(&f).output().unwrap();
+        assert_exit2(&out, &["empty.csv", "empty"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("starts with"), "{args:?}: {err}");
+    }
+    // A header and no records.
+    std::fs::write(&f, b"version,time,op,size,lbn\n").unwrap();
+    let out = sim().args(["trace", "dump"]).arg(&f).output().unwrap();
+    assert_exit2(&out, &["empty.csv", "the trace is empty (no events)"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

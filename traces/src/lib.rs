@@ -482,6 +482,14 @@ pub fn from_bytes(
 }
 
 fn undetected(path: &Path, head: &[u8]) -> TraceError {
+    if head.iter().all(u8::is_ascii_whitespace) {
+        let what = if head.is_empty() {
+            "empty (0 bytes)"
+        } else {
+            "blank (whitespace only)"
+        };
+        return TraceError::format(path, format!("the trace is {what}: no records to read"));
+    }
     let first: String = String::from_utf8_lossy(head)
         .lines()
         .next()
@@ -492,7 +500,7 @@ fn undetected(path: &Path, head: &[u8]) -> TraceError {
     TraceError::format(
         path,
         format!(
-            "cannot detect the trace format (starts with {first:?}); pass --input-format NAME with one of: {}",
+            "cannot detect the trace format (starts with {first:?}); pass -F/--input-format NAME with one of: {}",
             TraceFormat::names_list()
         ),
     )
@@ -568,7 +576,7 @@ fn blktrace_stream(
     if format != TraceFormat::Blktrace {
         return Err(TraceError::format(
             p,
-            format!("is {format}, but only blktrace binaries can be merged with other files; dump it on its own"),
+            format!("is {format}, but only blktrace binaries can be merged with other files; read it on its own"),
         ));
     }
     let input: Box<dyn Read + Send> = Box::new(Cursor::new(head).chain(f));
