@@ -37,7 +37,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub verbose: bool,
     /// Test only: inject a fault to show the invariant checks catch it
-    /// (drop-completion:N, duplicate-completion:N).
+    /// (drop-completion:N, duplicate-completion:N, delay-completion:NS).
     #[arg(long = "inject-fault", hide = true)]
     pub inject_fault: Option<String>,
     /// Run N times with seeds derive_seed(seed, 0..N) in parallel; report
@@ -239,7 +239,7 @@ fn run_args(args: RunArgs) -> Result<ExitCode> {
         None => None,
         Some(f) => Some(blocksim_models::Fault::parse(f).ok_or_else(|| {
             anyhow::anyhow!(
-                "--inject-fault {f:?}: expected drop-completion:N or duplicate-completion:N"
+                "--inject-fault {f:?}: expected {}", blocksim_models::FAULT_FORMS
             )
         })?),
     };

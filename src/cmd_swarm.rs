@@ -56,8 +56,9 @@ pub struct SwarmArgs {
     /// Do not save a failing scenario.
     #[arg(long = "no-save")]
     pub no_save: bool,
-    /// Test only: inject a fault into every run (drop-completion:N or
-    /// duplicate-completion:N) to show the swarm catches it.
+    /// Test only: inject a fault into every run (drop-completion:N,
+    /// duplicate-completion:N or delay-completion:NS) to show the swarm
+    /// catches it.
     #[arg(long = "inject-fault", hide = true)]
     pub inject_fault: Option<String>,
     #[command(flatten)]
@@ -114,7 +115,7 @@ fn run_args(args: SwarmArgs) -> Result<ExitCode> {
         None => None,
         Some(f) => Some(Fault::parse(f).ok_or_else(|| {
             anyhow::anyhow!(
-                "--inject-fault {f:?}: expected drop-completion:N or duplicate-completion:N"
+                "--inject-fault {f:?}: expected {}", blocksim_models::FAULT_FORMS
             )
         })?),
     };
@@ -137,6 +138,9 @@ fn run_args(args: SwarmArgs) -> Result<ExitCode> {
                     );
                 }
             }
+        }
+        if let Some(mib) = peak_memory_mib() {
+            eprintln!("swarm: peak memory {mib} MiB");
         }
         return Ok(if failed {
             ExitCode::from(1)
@@ -205,10 +209,11 @@ fn run_args(args: SwarmArgs) -> Result<ExitCode> {
     if failures.is_empty() {
         println!("ok: {} scenarios, {events_total} events", indices.len());
         eprintln!(
-            "swarm: {:.2} s wall ({:.1} M events/s) {}",
+            "swarm: {:.2} s wall ({:.1} M events/s) {}{}",
             wall,
             events_total as f64 / wall.max(1e-9) / 1e6,
-            threads_text()
+            threads_text(),
+            peak_memory_note()
         );
         return Ok(ExitCode::SUCCESS);
     }
@@ -242,8 +247,24 @@ fn run_args(args: SwarmArgs) -> Result<ExitCode> {
     {
         report_failure(&args, f)?;
     }
-    eprintln!("swarm: {:.2} s wall", wall);
+    eprintln!("swarm: {:.2} s wall{}", wall, peak_memory_note());
     Ok(ExitCode::from(1))
+}
+
+/// The process's peak resident memory in MiB (`VmHWM` of
+/// /proc/self/status); None where the kernel does not report it.
+fn peak_memory_mib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.div_ceil(1024))
+}
+
+/// `, peak memory N MiB` for the summary line (empty if unknown).
+fn peak_memory_note() -> String {
+    peak_memory_mib()
+        .map(|m| format!(", peak memory {m} MiB"))
+        .unwrap_or_default()
 }
 
 /// Prints a failure with its scenario and reproduce command, and saves it.

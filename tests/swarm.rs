@@ -231,3 +231,126 @@ fn missing_check_file_is_bad_input() {
         "{err}"
     );
 }
+
+/// A device whose completions reach the stack 1 µs after it counted them
+/// done (test-only fault, injected by wrapping each device): every other
+/// invariant holds, and Little's law (the device's in-flight gauge against
+/// the stack's completion records) catches it.
+#[test]
+fn delayed_completion_breaks_littles_law() {
+    let (out, err, code) = sim(
+        &[
+            "swarm",
+            "--seed",
+            "2",
+            "--count",
+            "3",
+            "--stack",
+            "async",
+            "--inject-fault",
+            "delay-completion:1000",
+            "--no-save",
+        ],
+        &[],
+    );
+    assert_eq!(code, 1, "{out}\n{err}");
+    let first = out.lines().next().unwrap_or("");
+    assert_eq!(
+        first,
+        "violation: scenario 0 of seed 2: little's law: device in-flight gauge = throughput x mean latency (edges accounted)",
+        "{out}"
+    );
+    // 1 µs per completion the gauge never saw.
+    let detail = out.lines().nth(1).unwrap_or("");
+    let completions: u64 = detail
+        .split(" completions in ")
+        .next()
+        .and_then(|s| s.rsplit('(').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{detail}"));
+    assert!(
+        detail.ends_with(&format!("off by -{} ns of time in queue", completions * 1000)),
+        "{detail}"
+    );
+    // Without the fault the same scenarios pass.
+    let (out, err, code) = sim(
+        &[
+            "swarm", "--seed", "2", "--count", "3", "--stack", "async", "--no-save",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+}
+
+/// A bcache of 15.7M buckets (60 GiB cache, 4 KiB buckets) and a job of 64
+/// reads. Its memory is bcache's per-bucket state, 12 bytes per bucket as
+/// the kernel's `struct bucket`; the stated bound allows that plus 64 MiB.
+/// (Before the fix the lru invalidation built a 16-byte heap entry per
+/// bucket and the invariant check 9 bytes per bucket: 436 MB.)
+const BIG_BCACHE: &str = r#"
+[simulation]
+name = "big-bcache"
+seed = 1
+
+[cpu]
+sockets = 1
+cores_per_socket = 2
+threads_per_core = 1
+clock_mhz = 2660
+
+[[ssd]]
+name = "sda"
+capacity = "60g"
+link_mb_per_s = 300.0
+link_cmd_overhead = "1us"
+controller_per_cmd = "4us"
+channels = 4
+page_size = "4k"
+page_read = "50us"
+page_program = "900us"
+ftl_map_miss_ratio = 0.0
+
+[[hdd]]
+name = "sdb"
+capacity = "20g"
+
+[bcache]
+name = "bcache0"
+cache = "sda"
+backing = "sdb"
+bucket_size = "4k"
+
+[[job]]
+name = "r"
+rw = "randread"
+bs = "4k"
+ioengine = "libaio"
+iodepth = 8
+direct = 1
+size = "256k"
+filename = "/dev/bcache0"
+"#;
+
+#[cfg(target_os = "linux")]
+#[test]
+fn swarm_memory_is_bounded_by_the_bucket_state() {
+    let dir = scratch("memory");
+    let path = dir.join("big-bcache.toml");
+    std::fs::write(&path, BIG_BCACHE).unwrap();
+    let p = path.to_string_lossy().into_owned();
+    let (out, err, code) = sim(&["swarm", "--check", &p], &[]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let mib: u64 = err
+        .lines()
+        .find_map(|l| l.strip_prefix("swarm: peak memory "))
+        .and_then(|s| s.strip_suffix(" MiB"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no peak memory line: {err}"));
+    let buckets: u64 = (60 << 30) / 4096;
+    let bound_mib = ((12 * buckets) >> 20) + 64;
+    assert!(
+        mib <= bound_mib,
+        "peak memory {mib} MiB above {bound_mib} MiB (12 bytes per bucket + 64 MiB)"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

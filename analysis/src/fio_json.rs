@@ -9,7 +9,7 @@ use crate::fio_common::{
 use crate::hist::LatencyHist;
 use crate::json::JVal;
 use crate::num::ctime_utc;
-use crate::report::{DirReport, JobReport, RunReport};
+use crate::report::{DirReport, JobReport, QueueRecords, RunReport};
 
 /// Options of the JSON output.
 #[derive(Clone, Debug)]
@@ -107,6 +107,14 @@ pub(crate) fn json_value(report: &RunReport, opts: &JsonOptions) -> JVal {
     if let Some(p) = &report.profile {
         b.add("profile", crate::profile::profile_jval(p));
     }
+    let queues: Vec<JVal> = report
+        .disks
+        .iter()
+        .filter_map(|d| d.queue.map(|q| device_queue_value(&d.name, &q)))
+        .collect();
+    if !queues.is_empty() {
+        b.add("device_queues", JVal::Arr(queues));
+    }
     b.add(
         "extra_tables",
         JVal::Arr(report.extra_tables.iter().map(|t| t.to_jval()).collect()),
@@ -117,6 +125,23 @@ pub(crate) fn json_value(report: &RunReport, opts: &JsonOptions) -> JVal {
     );
     root.add("blocksim", b);
     root
+}
+
+/// `blocksim.device_queues[]`: a device's Little's-law records.
+fn device_queue_value(name: &str, q: &QueueRecords) -> JVal {
+    let mut o = JVal::obj();
+    o.add("name", JVal::Str(name.to_string()));
+    o.add("window_ns", JVal::int(q.window_ns));
+    o.add("in_flight_integral_ns", JVal::int(q.in_flight_integral_ns));
+    o.add("completions", JVal::int(q.completions));
+    o.add("latency_sum_ns", JVal::int(q.latency_sum_ns));
+    o.add("before_window_ns", JVal::int(q.before_window_ns));
+    o.add("in_flight_at_end", JVal::int(q.in_flight_at_end));
+    o.add("in_flight_at_end_ns", JVal::int(q.in_flight_at_end_ns));
+    o.add("mean_in_flight", JVal::Float(q.mean_in_flight()));
+    o.add("throughput_per_s", JVal::Float(q.throughput_per_s()));
+    o.add("mean_latency_ns", JVal::Float(q.mean_latency_ns()));
+    o
 }
 
 fn job_value(job: &JobReport, g: &[GroupDir; 3], opts: &JsonOptions) -> JVal {

@@ -64,7 +64,7 @@ pub use num::{num2str, Units};
 pub use profile::{render_profile, render_profile_with, ProfileOptions};
 pub use report::{
     iodepth_level_index, iodepth_submit_index, DepthCounts, Dir, DirReport, DiskReport, JobReport,
-    Profile, ProfileRow, RunReport,
+    Profile, ProfileRow, QueueRecords, RunReport,
 };
 pub use stats::{mean_ci95, welch_t_test, Ci};
 pub use table::{Cell, Table};

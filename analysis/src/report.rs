@@ -359,6 +359,78 @@ pub struct DiskReport {
     pub in_queue_ms: u64,
     /// Busy time over elapsed time, percent (clamped to 100 when printed).
     pub util_pct: f64,
+    /// Little's-law records over the measured window (devices of the
+    /// asynchronous stack; not part of fio's output, JSON
+    /// `blocksim.device_queues`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueRecords>,
+}
+
+/// One device's requests over the measured window, from two independent
+/// sources: the device's own in-flight gauge (its accounting's time integral
+/// of requests accepted and not completed, diskstats' `time_in_queue`) and
+/// the stack's records of when it dispatched each request and when the
+/// completion came back. Little's law over a finite window relates them:
+/// gauge integral = sum of latencies - time before the window of requests
+/// begun before it + time in the window of requests still in flight at its
+/// end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueRecords {
+    /// Length of the measured window (after the longest `ramp_time`).
+    pub window_ns: u64,
+    /// The device's gauge: time integral of its requests in flight.
+    pub in_flight_integral_ns: u64,
+    /// Completions the stack received in the window.
+    pub completions: u64,
+    /// Sum of their latencies, dispatch to completion (whole latencies,
+    /// including any part before the window).
+    pub latency_sum_ns: u64,
+    /// The part of `latency_sum_ns` before the window starts.
+    pub before_window_ns: u64,
+    /// Requests dispatched and not completed when the window ends.
+    pub in_flight_at_end: u64,
+    /// Their time in the window.
+    pub in_flight_at_end_ns: u64,
+}
+
+impl QueueRecords {
+    /// L: the gauge's time average (iostat's `aqu-sz`).
+    pub fn mean_in_flight(&self) -> f64 {
+        self.in_flight_integral_ns as f64 / self.window_ns.max(1) as f64
+    }
+
+    /// λ: completions per second of window.
+    pub fn throughput_per_s(&self) -> f64 {
+        self.completions as f64 * 1e9 / self.window_ns.max(1) as f64
+    }
+
+    /// W: mean latency of the completions (0 without any).
+    pub fn mean_latency_ns(&self) -> f64 {
+        if self.completions == 0 {
+            0.0
+        } else {
+            self.latency_sum_ns as f64 / self.completions as f64
+        }
+    }
+
+    /// λ·W.
+    pub fn throughput_x_latency(&self) -> f64 {
+        self.throughput_per_s() * self.mean_latency_ns() / 1e9
+    }
+
+    /// What the window's edges add to λ·W to give L exactly: requests still
+    /// in flight at the end, minus time before the window.
+    pub fn edge_correction(&self) -> f64 {
+        (self.in_flight_at_end_ns as f64 - self.before_window_ns as f64)
+            / self.window_ns.max(1) as f64
+    }
+
+    /// The integral the records predict for the gauge, in ns (signed: a
+    /// broken model can make it negative).
+    pub fn predicted_integral_ns(&self) -> i128 {
+        i128::from(self.latency_sum_ns) - i128::from(self.before_window_ns)
+            + i128::from(self.in_flight_at_end_ns)
+    }
 }
 
 /// A `perf record -a`-like CPU profile aggregated over CPUs.

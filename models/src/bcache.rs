@@ -40,7 +40,7 @@ pub mod alloc;
 pub mod bypass;
 pub mod writeback;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use blocksim_analysis::Cell;
 use blocksim_cachesim::policies::bcache::{BcacheReplacement, GcMark, INITIAL_PRIO};
@@ -1283,11 +1283,10 @@ impl Bcache {
         let nb = self.alloc.nbuckets();
         let first = self.alloc.first_bucket();
         let bs = self.alloc.bucket_sectors();
-        let mut free = vec![false; nb];
-        for b in self.alloc.free_buckets() {
-            free[b as usize] = true;
-        }
-        let mut used = vec![0u64; nb];
+        // Sized by the free lists and the keys, not by the bucket count (a
+        // 60 GiB cache of 4 KiB buckets has 15.7M of them).
+        let free: BTreeSet<usize> = self.alloc.free_buckets().map(|b| b as usize).collect();
+        let mut used: BTreeMap<usize, u64> = BTreeMap::new();
         let (mut live, mut dirty) = (0u64, 0u64);
         for k in self.index.keys() {
             if k.ptr.dev == NO_DEV {
@@ -1318,17 +1317,17 @@ impl Bcache {
                 }
                 continue;
             }
-            if free[b] {
+            if free.contains(&b) {
                 return Err(format!(
                     "bcache {name}: live key [{}, {}) points into bucket {b}, which is on a free list",
                     k.start, k.end
                 ));
             }
-            used[b] += len;
-            if used[b] > bs {
+            let used_b = used.entry(b).or_default();
+            *used_b += len;
+            if *used_b > bs {
                 return Err(format!(
-                    "bcache {name}: bucket {b} holds {} live sectors, more than its {bs}",
-                    used[b]
+                    "bcache {name}: bucket {b} holds {used_b} live sectors, more than its {bs}"
                 ));
             }
             live += len;

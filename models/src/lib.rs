@@ -31,4 +31,4 @@ pub mod sync_stack;
 pub mod topology;
 
 pub use config::{Scenario, ScenarioFile};
-pub use run::{run, Fault, ModelError, RunOptions, RunOutput};
+pub use run::{run, Fault, ModelError, RunOptions, RunOutput, FAULT_FORMS};

@@ -620,6 +620,10 @@ impl<M: RaidMember> BlockDevice for Raid10<M> {
         }
     }
 
+    fn in_flight_integral_ns(&self, now: SimTime) -> u64 {
+        self.full_disk_stats(now).in_queue_ns
+    }
+
     fn reset_stats(&mut self, now: SimTime) {
         self.acct.reset(now);
         for m in &mut self.members {

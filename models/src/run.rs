@@ -1,8 +1,12 @@
 //! Running a scenario: pick the stack for the jobs, build it, run it, and
 //! turn its records into an [`blocksim_analysis::RunReport`].
 
+use std::collections::VecDeque;
+
 use blocksim_analysis::RunReport;
 use blocksim_sim::SimTime;
+
+use crate::device::{BlockDevice, DevCtx, DevRequest, DiskStats, ReqTag};
 
 use crate::config::Scenario;
 
@@ -26,18 +30,127 @@ pub enum Fault {
     DropCompletion { nth: u64 },
     /// The interrupt handler delivers the n-th completion twice.
     DuplicateCompletion { nth: u64 },
+    /// Every device's completions reach the stack `ns` after the device
+    /// counted them done: its in-flight gauge and the stack's completion
+    /// records disagree (Little's law must catch it). Injected by wrapping
+    /// each device in [`DelayCompletions`].
+    DelayCompletion { ns: u64 },
 }
 
+/// The accepted forms of `--inject-fault`, for error messages.
+pub const FAULT_FORMS: &str =
+    "drop-completion:N, duplicate-completion:N or delay-completion:NS (N: the n-th completion; NS: nanoseconds)";
+
 impl Fault {
-    /// Parses `drop-completion:N` or `duplicate-completion:N`.
+    /// Parses `drop-completion:N`, `duplicate-completion:N` or
+    /// `delay-completion:NS`.
     pub fn parse(s: &str) -> Option<Fault> {
         let (kind, n) = s.split_once(':')?;
-        let nth: u64 = n.parse().ok()?;
+        let n: u64 = n.parse().ok()?;
         match kind {
-            "drop-completion" => Some(Fault::DropCompletion { nth }),
-            "duplicate-completion" => Some(Fault::DuplicateCompletion { nth }),
+            "drop-completion" => Some(Fault::DropCompletion { nth: n }),
+            "duplicate-completion" => Some(Fault::DuplicateCompletion { nth: n }),
+            "delay-completion" if n > 0 => Some(Fault::DelayCompletion { ns: n }),
             _ => None,
         }
+    }
+
+    /// Wraps a device if this fault is injected by wrapping devices.
+    pub(crate) fn wrap(fault: Option<Fault>, dev: Box<dyn BlockDevice>) -> Box<dyn BlockDevice> {
+        match fault {
+            Some(Fault::DelayCompletion { ns }) => Box::new(DelayCompletions::new(dev, ns)),
+            _ => dev,
+        }
+    }
+}
+
+/// The timer token [`DelayCompletions`] keeps for itself.
+const DELAY_TOKEN: u32 = u32::MAX;
+
+/// A device whose completions are handed on `delay_ns` after the device
+/// completed (and accounted) them: a deliberately broken device for
+/// [`Fault::DelayCompletion`]. Statistics and the in-flight gauge are the
+/// inner device's.
+pub(crate) struct DelayCompletions {
+    inner: Box<dyn BlockDevice>,
+    delay_ns: u64,
+    /// Completions held back, with the time they are handed on (FIFO: one
+    /// delay for all).
+    held: VecDeque<(SimTime, ReqTag)>,
+    timers: Vec<(u64, u32)>,
+    done: Vec<ReqTag>,
+}
+
+impl DelayCompletions {
+    fn new(inner: Box<dyn BlockDevice>, delay_ns: u64) -> Self {
+        DelayCompletions {
+            inner,
+            delay_ns,
+            held: VecDeque::new(),
+            timers: Vec::new(),
+            done: Vec::new(),
+        }
+    }
+
+    /// Runs `f` on the inner device; forwards its timers and holds its
+    /// completions back.
+    fn call(
+        &mut self,
+        ctx: &mut DevCtx<'_>,
+        f: impl FnOnce(&mut dyn BlockDevice, &mut DevCtx<'_>),
+    ) {
+        let now = ctx.now();
+        {
+            let mut inner_ctx = DevCtx::new(now, &mut self.timers, &mut self.done);
+            f(self.inner.as_mut(), &mut inner_ctx);
+        }
+        for (delay, token) in self.timers.drain(..) {
+            assert_ne!(token, DELAY_TOKEN, "the wrapped device uses the wrapper's token");
+            ctx.set_timer(delay, token);
+        }
+        for tag in self.done.drain(..) {
+            self.held.push_back((now + self.delay_ns, tag));
+            ctx.set_timer(self.delay_ns, DELAY_TOKEN);
+        }
+    }
+}
+
+impl BlockDevice for DelayCompletions {
+    fn submit(&mut self, req: DevRequest, ctx: &mut DevCtx<'_>) {
+        self.call(ctx, |d, c| d.submit(req, c));
+    }
+
+    fn on_timer(&mut self, token: u32, ctx: &mut DevCtx<'_>) {
+        if token != DELAY_TOKEN {
+            return self.call(ctx, |d, c| d.on_timer(token, c));
+        }
+        while let Some(&(due, tag)) = self.held.front() {
+            if due > ctx.now() {
+                break;
+            }
+            self.held.pop_front();
+            ctx.complete(tag);
+        }
+    }
+
+    fn in_flight(&self) -> u32 {
+        self.inner.in_flight() + self.held.len() as u32
+    }
+
+    fn capacity_sectors(&self) -> u64 {
+        self.inner.capacity_sectors()
+    }
+
+    fn disk_stats(&self, now: SimTime) -> DiskStats {
+        self.inner.disk_stats(now)
+    }
+
+    fn reset_stats(&mut self, now: SimTime) {
+        self.inner.reset_stats(now);
+    }
+
+    fn in_flight_integral_ns(&self, now: SimTime) -> u64 {
+        self.inner.in_flight_integral_ns(now)
     }
 }
 

@@ -20,7 +20,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use blocksim_analysis::report::{iodepth_level_index, iodepth_submit_index};
 use blocksim_analysis::{
-    Cell, DirReport, DiskReport, JobReport, LatencyHist, Profile, ProfileRow, RunReport, Table,
+    Cell, DirReport, DiskReport, JobReport, LatencyHist, Profile, ProfileRow, QueueRecords,
+    RunReport, Table,
 };
 use blocksim_sim::{
     component_rng, ComponentRng, ContextId, CpuProfile, Ctx, LatencyHistogram, Mode, Model,
@@ -293,6 +294,67 @@ struct DevNode {
     name: String,
     dev: Box<dyn BlockDevice>,
     port: Port,
+    records: DevRecords,
+}
+
+/// The stack's own records of one device's requests, kept apart from the
+/// device's accounting: when each tag was dispatched and, per completion
+/// that came back, its latency. Little's law relates them to the device's
+/// in-flight gauge ([`QueueRecords`]).
+#[derive(Debug, Default)]
+struct DevRecords {
+    /// Dispatch time by tag (`None` when free); as long as the highest tag
+    /// used, not the port's tag count.
+    dispatched: Vec<Option<SimTime>>,
+    window_start: SimTime,
+    completions: u64,
+    latency_sum_ns: u64,
+    before_window_ns: u64,
+}
+
+impl DevRecords {
+    #[inline]
+    fn dispatch(&mut self, tag: u32, now: SimTime) {
+        let i = tag as usize;
+        if i >= self.dispatched.len() {
+            self.dispatched.resize(i + 1, None);
+        }
+        debug_assert!(self.dispatched[i].is_none(), "tag {tag} dispatched twice");
+        self.dispatched[i] = Some(now);
+    }
+
+    #[inline]
+    fn complete(&mut self, tag: u32, now: SimTime) {
+        let at = self
+            .dispatched
+            .get_mut(tag as usize)
+            .and_then(Option::take)
+            .unwrap_or_else(|| panic!("completion of tag {tag}, which was not dispatched"));
+        self.completions += 1;
+        self.latency_sum_ns += now.since(at);
+        self.before_window_ns += self.window_start.since(at);
+    }
+
+    /// Restarts the window (end of ramp_time).
+    fn reset(&mut self, now: SimTime) {
+        self.window_start = now;
+        self.completions = 0;
+        self.latency_sum_ns = 0;
+        self.before_window_ns = 0;
+    }
+
+    fn report(&self, end: SimTime, in_flight_integral_ns: u64) -> QueueRecords {
+        let open = self.dispatched.iter().flatten();
+        QueueRecords {
+            window_ns: end.since(self.window_start),
+            in_flight_integral_ns,
+            completions: self.completions,
+            latency_sum_ns: self.latency_sum_ns,
+            before_window_ns: self.before_window_ns,
+            in_flight_at_end: open.clone().count() as u64,
+            in_flight_at_end_ns: open.map(|&at| end.since(at.max(self.window_start))).sum(),
+        }
+    }
 }
 
 /// The resolved cost paths the stack uses.
@@ -507,10 +569,11 @@ impl AsyncStack {
                 &s.name,
                 Box::new(Ssd::new(s.clone(), component_rng(seed, &s.name))),
                 tags,
+                opts.fault,
             )?;
         }
         crate::backing::add_backing_devices(sc, seed, ncq_tags, &mut |name, dev, tags| {
-            add_dev(&mut devs, &mut names, name, dev, tags)
+            add_dev(&mut devs, &mut names, name, dev, tags, opts.fault)
         })?;
 
         let mut bcaches = Vec::new();
@@ -725,6 +788,10 @@ impl AsyncStack {
             ctx.schedule_in(delay, Ev::DevTimer(d as u16, tok));
         }
         if !self.scratch_done.is_empty() {
+            let now = ctx.now();
+            for t in &self.scratch_done {
+                dev.records.complete(t.0, now);
+            }
             let port = &mut dev.port;
             port.done_unretired
                 .extend(self.scratch_done.drain(..).map(|t| t.0));
@@ -744,6 +811,7 @@ impl AsyncStack {
         match self.devs[d].port.take_tag(q.origin) {
             Some(tag) => {
                 self.mark_dispatch(q.origin, ctx.now());
+                self.devs[d].records.dispatch(tag, ctx.now());
                 let req = DevRequest {
                     tag: ReqTag(tag),
                     dir: q.dir,
@@ -1187,6 +1255,7 @@ impl AsyncStack {
             };
             let tag = self.devs[d].port.take_tag(q.origin).expect("a tag is free");
             self.mark_dispatch(q.origin, now);
+            self.devs[d].records.dispatch(tag, now);
             let req = DevRequest {
                 tag: ReqTag(tag),
                 dir: q.dir,
@@ -1520,6 +1589,7 @@ impl AsyncStack {
         self.profile.reset();
         for d in &mut self.devs {
             d.dev.reset_stats(now);
+            d.records.reset(now);
         }
     }
 
@@ -1609,6 +1679,7 @@ impl AsyncStack {
                 write_ticks_ms: s.ticks_ns[1] / 1_000_000,
                 in_queue_ms: s.in_queue_ns / 1_000_000,
                 util_pct: s.busy_ns as f64 * 100.0 / elapsed as f64,
+                queue: Some(d.records.report(end, d.dev.in_flight_integral_ns(end))),
             });
         }
         let mut extra_tables = Vec::new();
@@ -1745,6 +1816,7 @@ fn add_dev(
     name: &str,
     dev: Box<dyn BlockDevice>,
     tags: u32,
+    fault: Option<Fault>,
 ) -> Result<(), ModelError> {
     if names.insert(name.to_string(), devs.len()).is_some() {
         return Err(cfg_err(format!("device name {name:?} is used twice")));
@@ -1754,8 +1826,9 @@ fn add_dev(
     }
     devs.push(DevNode {
         name: name.to_string(),
-        dev,
+        dev: Fault::wrap(fault, dev),
         port: Port::new(tags, PORT_WAIT_BOUND),
+        records: DevRecords::default(),
     });
     Ok(())
 }

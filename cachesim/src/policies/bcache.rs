@@ -27,6 +27,8 @@
 //! (no stale pointers remain, so no GC is needed); when random picks give up, a sweep
 //! finds the bucket (bcache would wait for GC).
 
+use std::collections::BinaryHeap;
+
 use rand::Rng;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -225,19 +227,25 @@ impl BucketSet {
         match self.policy {
             BcacheReplacement::Lru => {
                 // The heap keeps the `heap_size` smallest keys; ties go to
-                // the lower index (bcache's heap order is unspecified).
-                let mut heap: Vec<(i64, u32)> = Vec::new();
+                // the lower index (bcache's heap order is unspecified). Like
+                // bcache's `heap_add` into a full heap, a bounded max-heap:
+                // memory follows `heap_size`, not the bucket count.
+                let mut heap: BinaryHeap<(i64, u32)> =
+                    BinaryHeap::with_capacity(self.heap_size.min(n));
                 for i in self.first_bucket..n {
-                    if self.can_invalidate(i) {
-                        heap.push((self.bucket_prio(i), i as u32));
+                    if !self.can_invalidate(i) {
+                        continue;
+                    }
+                    let key = (self.bucket_prio(i), i as u32);
+                    if heap.len() < self.heap_size {
+                        heap.push(key);
+                    } else if let Some(mut top) = heap.peek_mut() {
+                        if key < *top {
+                            *top = key;
+                        }
                     }
                 }
-                if heap.len() > self.heap_size {
-                    heap.select_nth_unstable(self.heap_size - 1);
-                    heap.truncate(self.heap_size);
-                }
-                heap.sort_unstable();
-                for &(_, i) in &heap {
+                for (_, i) in heap.into_sorted_vec() {
                     if got == want {
                         return true;
                     }
