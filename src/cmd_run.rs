@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use blocksim_analysis::{
     render_json, render_text, Cell, JsonOptions, RunReport, Table, TextOptions,
 };
@@ -211,6 +211,32 @@ fn comparison_table(results: &[(String, RunReport)]) -> Table {
     t
 }
 
+/// Writes the fio logs (`write_lat_log` etc.) of a run's jobs; `tag` keeps
+/// the runs of several variants apart (`<prefix>_v2_lat.1.log`). Files are
+/// written where fio writes them: the prefix as given, relative to the
+/// current directory. With `per_job_logs=0` the threads of a job share one
+/// file, in thread order.
+fn write_io_logs(logs: &[blocksim_analysis::fio_log::JobLog], tag: &str) -> Result<()> {
+    let mut files: Vec<(String, String)> = Vec::new();
+    for log in logs {
+        for (name, text) in log.files(tag) {
+            match files.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, acc)) => acc.push_str(&text),
+                None => files.push((name, text)),
+            }
+        }
+    }
+    for (name, text) in &files {
+        std::fs::write(name, text)
+            .with_context(|| format!("writing fio log {name} (from write_*_log)"))?;
+    }
+    if !files.is_empty() {
+        let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+        eprintln!("fio logs: wrote {}", names.join(", "));
+    }
+    Ok(())
+}
+
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     if let Some(n) = args.replications {
         return crate::experiment::run_replications(&args, n);
@@ -251,6 +277,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if loaded.variants.is_empty() {
         let out = run_one(&loaded.base, &opts)?;
         let mut report = out.report;
+        write_io_logs(&report.io_logs, "")?;
         if args.verbose {
             report.notes.extend(littles_law_lines(&report));
         }
@@ -284,6 +311,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         })
         .collect();
     let results: Vec<(String, RunReport)> = results.into_iter().collect::<Result<_>>()?;
+    for (k, (_, r)) in results.iter().enumerate() {
+        write_io_logs(&r.io_logs, &format!("_v{}", k + 1))?;
+    }
     let table = comparison_table(&results);
     if let Some(path) = &args.plot {
         let series: Vec<_> = results
