@@ -289,7 +289,8 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
                 .filter(|d| significant(d, args.alpha) == "yes")
                 .map(|d| {
                     let change = if d.diff_pct.is_nan() {
-                        format!("{:+} from 0", d.diff)
+                        let dec = usize::from(decimals_for(d.diff));
+                        format!("{:+.dec$} from 0", d.diff)
                     } else {
                         format!("{:+.2}%", d.diff_pct)
                     };

@@ -23,7 +23,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use blocksim_analysis::{mean_ci95, Cell, Ci, Dir, DirReport, JobReport, LatencyHist, RunReport, Table};
+use blocksim_analysis::{
+    mean_ci95, Cell, Ci, Dir, DirReport, JobReport, LatencyHist, RunReport, Table,
+};
 use blocksim_models::{RunOptions, Scenario};
 use blocksim_sim::rng::derive_seed;
 use rayon::prelude::*;
@@ -839,6 +841,41 @@ mod tests {
         });
         let m = extract_metrics(&r);
         assert!(m.iter().any(|x| x.name == "j:iops") && m.iter().any(|x| x.name == "k:iops"));
+    }
+
+    #[test]
+    fn per_direction_metrics_for_the_directions_a_job_issues() {
+        // A write-only job: write_* metrics, no read_* (which would be zeros
+        // that look measured), and no NaN for the empty read histograms.
+        let mut r = report();
+        let job = &mut r.jobs[0];
+        job.rw = "randwrite".into();
+        job.write = std::mem::take(&mut job.read);
+        let m = extract_metrics(&r);
+        let get = |n: &str| m.iter().find(|x| x.name == n).map(|x| x.value);
+        assert_eq!(get("write_iops"), Some(1000.0));
+        assert_eq!(get("write_clat_p50_ns"), Some(1499.0));
+        assert!((get("write_lat_mean_ns").unwrap() - 1599.5).abs() < 1e-9);
+        assert_eq!(get("read_iops"), None);
+        assert!(m.iter().all(|x| !x.value.is_nan()), "{m:?}");
+        // A mixed job has both, and the merged figures stay.
+        let mut r = report();
+        r.jobs[0].rw = "randrw".into();
+        r.jobs[0].write = r.jobs[0].read.clone();
+        let m = extract_metrics(&r);
+        let names: Vec<&str> = m.iter().map(|x| x.name.as_str()).collect();
+        for n in [
+            "iops",
+            "clat_p99_ns",
+            "read_clat_p99_ns",
+            "write_clat_p99_9_ns",
+        ] {
+            assert!(names.contains(&n), "{n} missing from {names:?}");
+        }
+        assert_eq!(
+            select_metrics(&m, &["write_clat_p99".into()], "x").unwrap()[0].name,
+            "write_clat_p99_ns"
+        );
     }
 
     #[test]

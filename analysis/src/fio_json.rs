@@ -117,7 +117,10 @@ fn disk_value(d: &DiskReport) -> JVal {
         o.add("stats_note", JVal::Str(d.stats_note.clone()));
     }
     if !d.members.is_empty() {
-        o.add("members", JVal::Arr(d.members.iter().map(disk_value).collect()));
+        o.add(
+            "members",
+            JVal::Arr(d.members.iter().map(disk_value).collect()),
+        );
     }
     o.add("read_ios", JVal::int(d.read_ios));
     o.add("write_ios", JVal::int(d.write_ios));

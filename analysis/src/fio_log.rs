@@ -215,7 +215,11 @@ impl JobLog {
         let mut out = Vec::new();
         let name = |prefix: &str, kind: LogKind| {
             if o.per_job {
-                format!("{prefix}{prefix_suffix}_{}.{}.log", kind.suffix(), self.index)
+                format!(
+                    "{prefix}{prefix_suffix}_{}.{}.log",
+                    kind.suffix(),
+                    self.index
+                )
             } else {
                 format!("{prefix}{prefix_suffix}_{}.log", kind.suffix())
             }
@@ -256,7 +260,13 @@ impl JobLog {
                     LogKind::Bw => u64::from(e.bs_bytes) * 1_000_000 / e.clat_ns.max(1),
                     LogKind::Iops => 1,
                 };
-                line(e.time_ms, value, e.dir, u64::from(e.bs_bytes), e.offset_bytes);
+                line(
+                    e.time_ms,
+                    value,
+                    e.dir,
+                    u64::from(e.bs_bytes),
+                    e.offset_bytes,
+                );
             }
             return s;
         }
@@ -320,7 +330,13 @@ mod tests {
         let names: Vec<String> = log.files("").into_iter().map(|f| f.0).collect();
         assert_eq!(
             names,
-            ["j_lat.1.log", "j_clat.1.log", "j_slat.1.log", "j_bw.1.log", "j_iops.1.log"]
+            [
+                "j_lat.1.log",
+                "j_clat.1.log",
+                "j_slat.1.log",
+                "j_bw.1.log",
+                "j_iops.1.log"
+            ]
         );
         let mut o = opts(0);
         o.offset = true;
@@ -345,7 +361,13 @@ mod tests {
             "500, 2000, 0, 0, 0\n1000, 5000, 0, 0, 0\n1000, 7000, 0, 0, 0\n"
         );
         // bw and iops: full windows only; 2 x 4 KiB in 500 ms = 16 KiB/s.
-        assert_eq!(log.render(LogKind::Iops), "500, 4, 0, 0, 0\n1000, 2, 0, 0, 0\n");
-        assert_eq!(log.render(LogKind::Bw), "500, 16, 0, 0, 0\n1000, 8, 0, 0, 0\n");
+        assert_eq!(
+            log.render(LogKind::Iops),
+            "500, 4, 0, 0, 0\n1000, 2, 0, 0, 0\n"
+        );
+        assert_eq!(
+            log.render(LogKind::Bw),
+            "500, 16, 0, 0, 0\n1000, 8, 0, 0, 0\n"
+        );
     }
 }

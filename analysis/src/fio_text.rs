@@ -112,12 +112,16 @@ fn write_disks(out: &mut String, disks: &[DiskReport]) {
             line(out, m, "    ");
         }
     }
-    let all = disks.iter().flat_map(|d| std::iter::once(d).chain(&d.members));
+    let all = disks
+        .iter()
+        .flat_map(|d| std::iter::once(d).chain(&d.members));
     for d in all {
         let what = match d.stats_kept {
             StatsKept::All => continue,
-            StatsKept::IosOnly => "counts ios and sectors only; its ticks, in_queue and util are not kept",
-            StatsKept::None => "keeps no statistics; its zeros are not measurements",
+            StatsKept::IosOnly => {
+                "reports ios and sectors only; its ticks, in_queue and util are not measurements"
+            }
+            StatsKept::None => "reports no statistics; its zeros are not measurements",
         };
         let why = if d.stats_note.is_empty() {
             String::new()

@@ -17,6 +17,11 @@ use crate::table::{Cell, Table};
 /// well below the 4x of a writeback cache filling up.
 pub const WARMUP_FACTOR: f64 = 1.5;
 
+/// The warning suggests a `ramp_time` after which every measured interval
+/// is within this fraction of the last one's IOPS (the steady state the
+/// run reached). A reporting choice, like [`WARMUP_FACTOR`].
+pub const SETTLED_WITHIN: f64 = 0.10;
+
 /// A job's total IOPS (all directions) in each of its measured intervals
 /// that span a whole `interval_ns`: (start_ns, end_ns, iops).
 fn measured_iops(rows: &[IntervalRow], job: &str, interval_ns: u64) -> Vec<(u64, u64, f64)> {
@@ -56,7 +61,7 @@ fn secs(ns: u64) -> String {
 /// The warm-up warnings of a run: one per job whose first and last measured
 /// full intervals differ by more than [`WARMUP_FACTOR`] in IOPS. Each names
 /// both figures and the `ramp_time` after which every interval is within
-/// the factor of the last one.
+/// [`SETTLED_WITHIN`] of the last one.
 pub fn warmup_warnings(rows: &[IntervalRow], interval_ns: u64) -> Vec<String> {
     let mut jobs: Vec<&str> = Vec::new();
     for r in rows {
@@ -73,21 +78,22 @@ pub fn warmup_warnings(rows: &[IntervalRow], interval_ns: u64) -> Vec<String> {
         if v.len() < 2 || ratio(first.2, last.2) <= WARMUP_FACTOR {
             continue;
         }
-        // The first interval from which every later one is within the
-        // factor of the last: the warm-up ends at its start.
+        // The first interval from which every later one is within
+        // SETTLED_WITHIN of the last: the warm-up ends at its start.
         let settled = v
             .iter()
-            .rposition(|x| ratio(x.2, last.2) > WARMUP_FACTOR)
+            .rposition(|x| (x.2 - last.2).abs() > SETTLED_WITHIN * last.2)
             .map_or(first.0, |i| v[i].1);
         let trend = if first.2 < last.2 { "rises" } else { "falls" };
         out.push(format!(
-            "job {job}: IOPS {trend} from {:.0} in the first measured interval ({}-{} s) to {:.0} in the last ({}-{} s), more than {WARMUP_FACTOR}x apart: the summary mixes a warm-up with the steady state; keep the warm-up out with ramp_time (intervals are within {WARMUP_FACTOR}x of the last from {} s on: ramp_time = \"{}s\") or run longer",
+            "job {job}: IOPS {trend} from {:.0} in the first measured interval ({}-{} s) to {:.0} in the last ({}-{} s), more than {WARMUP_FACTOR}x apart: the summary mixes a warm-up with the steady state; keep the warm-up out with ramp_time (intervals are within {:.0}% of the last from {} s on: ramp_time = \"{}s\") or run longer",
             first.2,
             secs(first.0),
             secs(first.1),
             last.2,
             secs(last.0),
             secs(last.1),
+            SETTLED_WITHIN * 100.0,
             secs(settled),
             secs(settled),
         ));
@@ -160,7 +166,7 @@ mod tests {
 
     #[test]
     fn a_rising_run_warns_and_names_the_ramp() {
-        let ios = [20_000, 70_000, 100_000, 101_000, 99_000];
+        let ios = [20_000, 70_000, 95_000, 101_000, 99_000];
         let rows: Vec<IntervalRow> = ios
             .iter()
             .enumerate()
@@ -168,9 +174,12 @@ mod tests {
             .collect();
         let w = warmup_warnings(&rows, 5_000_000_000);
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].contains("rises from 4000") && w[0].contains("to 19800"), "{w:?}");
-        // 14k IOPS is within 1.5x of 19.8k; 4k is not: ramp 5 s.
-        assert!(w[0].contains("ramp_time = \"5s\""), "{w:?}");
+        assert!(
+            w[0].contains("rises from 4000") && w[0].contains("to 19800"),
+            "{w:?}"
+        );
+        // 19k IOPS (10-15 s) is within 10% of 19.8k; 14k is not: ramp 10 s.
+        assert!(w[0].contains("ramp_time = \"10s\""), "{w:?}");
         // Ramp intervals are not compared.
         let mut rows = rows;
         rows[0].ramp = true;

@@ -4,8 +4,8 @@
 //! job file (the root package converts INI sections to the same key/value
 //! form). Values may be TOML numbers or fio-style strings (`"4k"`, `"10s"`).
 
-use blocksim_sim::units::{parse_duration_ns, parse_size_bytes};
 pub use blocksim_analysis::fio_log::LogOptions;
+use blocksim_sim::units::{parse_duration_ns, parse_size_bytes};
 use serde::{Deserialize, Deserializer};
 
 /// fio's `rw=`.

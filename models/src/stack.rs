@@ -18,8 +18,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use blocksim_analysis::report::{iodepth_level_index, iodepth_submit_index};
 use blocksim_analysis::fio_log::{IoLogEntry, LogRecorder};
+use blocksim_analysis::report::{iodepth_level_index, iodepth_submit_index};
 use blocksim_analysis::{
     Cell, DirReport, DiskReport, JobReport, LatencyHist, Profile, ProfileRow, RunReport, StatsKept,
     Table,

@@ -23,8 +23,8 @@ use std::collections::BTreeMap;
 
 use blocksim_analysis::fio_log::{IoLogEntry, LogRecorder};
 use blocksim_analysis::{
-    Cell, DirReport, DiskReport, JobReport, LatencyHist, Profile, ProfileRow, RunReport,
-    StatsKept, Table,
+    Cell, DirReport, DiskReport, JobReport, LatencyHist, Profile, ProfileRow, RunReport, StatsKept,
+    Table,
 };
 use blocksim_designs::backend::LineId;
 use blocksim_designs::inflight::{DesignKind, Dir, Inflight, InflightOptions, OrderingMode};
@@ -36,8 +36,8 @@ use blocksim_sim::{
 use rand::Rng;
 
 use crate::coherence::{Coherence, CoherenceConfig, Request};
-use crate::intervals::{IntervalSampler, JobTotals};
 use crate::config::Scenario;
+use crate::intervals::{IntervalSampler, JobTotals};
 use crate::job::{IoEngine, JobConfig, RwMode};
 use crate::run::{ModelError, RunOptions, RunOutput};
 use crate::topology::Topology;
@@ -956,7 +956,7 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
 fn disk_reports(scenario: &Scenario, jobs: &[Job]) -> Result<Vec<DiskReport>, ModelError> {
     const NOT_SIMULATED: &str = "the psync stack does not simulate ticks, in_queue or util";
     const NO_IOSTAT: &str =
-        "the pmem driver's queue has iostats off by default (QUEUE_FLAG_IO_STAT unset)";
+        "the pmem driver's queue has iostats off by default: QUEUE_FLAG_IO_STAT unset";
     let count = |d: &mut DiskReport, ios: u64, dir: Dir| match dir {
         Dir::Read => d.read_ios += ios,
         Dir::Write => d.write_ios += ios,
