@@ -133,8 +133,12 @@ fn compare_metric(a: MetricSummary, b: MetricSummary) -> Diff {
     } else {
         StudentsT::new(0.0, 1.0, df).map_or(f64::NAN, |d| d.inverse_cdf(0.975) * se)
     };
+    // Relative to zero: no change is 0%, any other change has no
+    // percentage (NaN, printed as n/a, null in JSON, empty in CSV).
     let diff_pct = if a.ci.mean != 0.0 {
         diff * 100.0 / a.ci.mean.abs()
+    } else if diff == 0.0 {
+        0.0
     } else {
         f64::NAN
     };
@@ -281,7 +285,15 @@ fn run_args(args: CompareArgs) -> Result<ExitCode> {
             let sig: Vec<String> = diffs
                 .iter()
                 .filter(|d| significant(d, args.alpha) == "yes")
-                .map(|d| format!("{} {:+.2}% (p = {})", d.name, d.diff_pct, fmt_p(d.p)))
+                .map(|d| {
+                    let change = if d.diff_pct.is_nan() {
+                        let dec = usize::from(decimals_for(d.diff));
+                        format!("{:+.dec$} from 0", d.diff)
+                    } else {
+                        format!("{:+.2}%", d.diff_pct)
+                    };
+                    format!("{} {change} (p = {})", d.name, fmt_p(d.p))
+                })
                 .collect();
             let not_sig: Vec<&str> = diffs
                 .iter()

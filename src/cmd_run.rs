@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use blocksim_analysis::{
     render_json, render_text, Cell, JsonOptions, RunReport, Table, TextOptions,
 };
@@ -218,6 +218,32 @@ fn comparison_table(results: &[(String, RunReport)]) -> Table {
     t
 }
 
+/// Writes the fio logs (`write_lat_log` etc.) of a run's jobs; `tag` keeps
+/// the runs of several variants apart (`<prefix>_v2_lat.1.log`). Files are
+/// written where fio writes them: the prefix as given, relative to the
+/// current directory. With `per_job_logs=0` the threads of a job share one
+/// file, in thread order.
+fn write_io_logs(logs: &[blocksim_analysis::fio_log::JobLog], tag: &str) -> Result<()> {
+    let mut files: Vec<(String, String)> = Vec::new();
+    for log in logs {
+        for (name, text) in log.files(tag) {
+            match files.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, acc)) => acc.push_str(&text),
+                None => files.push((name, text)),
+            }
+        }
+    }
+    for (name, text) in &files {
+        std::fs::write(name, text)
+            .with_context(|| format!("writing fio log {name} (from write_*_log)"))?;
+    }
+    if !files.is_empty() {
+        let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+        eprintln!("fio logs: wrote {}", names.join(", "));
+    }
+    Ok(())
+}
+
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     args.jobs.install(move || run_args(args))?
 }
@@ -239,7 +265,8 @@ fn run_args(args: RunArgs) -> Result<ExitCode> {
         None => None,
         Some(f) => Some(blocksim_models::Fault::parse(f).ok_or_else(|| {
             anyhow::anyhow!(
-                "--inject-fault {f:?}: expected {}", blocksim_models::FAULT_FORMS
+                "--inject-fault {f:?}: expected {}",
+                blocksim_models::FAULT_FORMS
             )
         })?),
     };
@@ -262,6 +289,7 @@ fn run_args(args: RunArgs) -> Result<ExitCode> {
     if loaded.variants.is_empty() {
         let out = run_one(&loaded.base, &opts)?;
         let mut report = out.report;
+        write_io_logs(&report.io_logs, "")?;
         if args.verbose {
             report.notes.extend(littles_law_lines(&report));
         }
@@ -295,6 +323,9 @@ fn run_args(args: RunArgs) -> Result<ExitCode> {
         })
         .collect();
     let results: Vec<(String, RunReport)> = results.into_iter().collect::<Result<_>>()?;
+    for (k, (_, r)) in results.iter().enumerate() {
+        write_io_logs(&r.io_logs, &format!("_v{}", k + 1))?;
+    }
     let table = comparison_table(&results);
     if let Some(path) = &args.plot {
         let series: Vec<_> = results

@@ -115,7 +115,8 @@ fn run_args(args: SwarmArgs) -> Result<ExitCode> {
         None => None,
         Some(f) => Some(Fault::parse(f).ok_or_else(|| {
             anyhow::anyhow!(
-                "--inject-fault {f:?}: expected {}", blocksim_models::FAULT_FORMS
+                "--inject-fault {f:?}: expected {}",
+                blocksim_models::FAULT_FORMS
             )
         })?),
     };

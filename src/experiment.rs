@@ -23,7 +23,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use blocksim_analysis::{mean_ci95, Cell, Ci, LatencyHist, RunReport, Table};
+use blocksim_analysis::{
+    mean_ci95, Cell, Ci, Dir, DirReport, JobReport, LatencyHist, RunReport, Table,
+};
 use blocksim_models::{RunOptions, Scenario};
 use blocksim_sim::rng::derive_seed;
 use rayon::prelude::*;
@@ -84,12 +86,46 @@ pub fn report_clat(report: &RunReport) -> LatencyHist {
     h
 }
 
+/// Whether a job's workload has `dir` I/O: its `rw` issues that direction
+/// (a 100/0 `rwmixread` still lists both of `rw`/`randrw`), or I/O of that
+/// direction happened (trace replays).
+pub fn job_has_dir(job: &JobReport, dir: Dir) -> bool {
+    let rw = job.rw.as_str();
+    let by_rw = match dir {
+        Dir::Read => matches!(rw, "read" | "randread" | "rw" | "readwrite" | "randrw"),
+        Dir::Write => matches!(rw, "write" | "randwrite" | "rw" | "readwrite" | "randrw"),
+        Dir::Trim => matches!(rw, "trim" | "randtrim"),
+    };
+    by_rw || job.dirs()[dir as usize].1.total_ios > 0
+}
+
+/// The latency and throughput metrics of one direction, `<dir>_` prefixed:
+/// `read_iops`, `read_bw_KiB_per_s`, `read_clat_mean_ns`, percentiles,
+/// `read_lat_mean_ns`. Empty latencies give 0, not NaN.
+fn dir_metrics(prefix: &str, d: &DirReport) -> Vec<(String, f64)> {
+    let ps: Vec<f64> = CLAT_PERCENTILES.iter().map(|p| p.1).collect();
+    let pv = d.clat.percentiles_ns(&ps);
+    let mean = |h: &LatencyHist| if h.is_empty() { 0.0 } else { h.mean_ns() };
+    let mut v = vec![
+        (format!("{prefix}iops"), d.iops()),
+        (format!("{prefix}bw_KiB_per_s"), d.bw_kibs()),
+        (format!("{prefix}clat_mean_ns"), mean(&d.clat)),
+    ];
+    for ((name, _), p) in CLAT_PERCENTILES.iter().zip(pv) {
+        v.push((format!("{prefix}{name}"), p as f64));
+    }
+    v.push((format!("{prefix}lat_mean_ns"), mean(&d.lat)));
+    v
+}
+
 /// The metrics of one run, in a fixed order. Per job: `iops`,
 /// `bw_KiB_per_s`, `clat_mean_ns`, `clat_p50_ns`, `clat_p99_ns`,
-/// `clat_p99_9_ns`, `lat_mean_ns`, `usr_pct`, `sys_pct` (prefixed with
-/// `<job name>:` when the report has more than one job); then every numeric
-/// cell of a report table titled `metrics` (rows: name, value) under its
-/// own name.
+/// `clat_p99_9_ns`, `lat_mean_ns` over all directions, `usr_pct`,
+/// `sys_pct`, then the same latency and throughput metrics per direction
+/// the job issues (`read_iops` .. `read_lat_mean_ns`, `write_iops` ..),
+/// all prefixed with `<job name>:` when the report has more than one job;
+/// then every numeric cell of a report table titled `metrics` (rows: name,
+/// value) under its own name.
 pub fn extract_metrics(report: &RunReport) -> Vec<Metric> {
     let mut out: Vec<Metric> = Vec::new();
     fn push(out: &mut Vec<Metric>, name: String, value: f64) {
@@ -120,15 +156,23 @@ pub fn extract_metrics(report: &RunReport) -> Vec<Metric> {
         lat.merge(&job.trim.lat);
         let ps: Vec<f64> = CLAT_PERCENTILES.iter().map(|p| p.1).collect();
         let pv = clat.percentiles_ns(&ps);
+        let mean = |h: &LatencyHist| if h.is_empty() { 0.0 } else { h.mean_ns() };
         push(&mut out, format!("{prefix}iops"), iops);
         push(&mut out, format!("{prefix}bw_KiB_per_s"), bw);
-        push(&mut out, format!("{prefix}clat_mean_ns"), clat.mean_ns());
+        push(&mut out, format!("{prefix}clat_mean_ns"), mean(&clat));
         for ((name, _), v) in CLAT_PERCENTILES.iter().zip(pv) {
             push(&mut out, format!("{prefix}{name}"), v as f64);
         }
-        push(&mut out, format!("{prefix}lat_mean_ns"), lat.mean_ns());
+        push(&mut out, format!("{prefix}lat_mean_ns"), mean(&lat));
         push(&mut out, format!("{prefix}usr_pct"), job.usr_cpu_pct);
         push(&mut out, format!("{prefix}sys_pct"), job.sys_cpu_pct);
+        for (dir, d) in job.dirs() {
+            if job_has_dir(job, dir) {
+                for (name, v) in dir_metrics(&format!("{prefix}{}_", dir.name()), d) {
+                    push(&mut out, name, v);
+                }
+            }
+        }
     }
     for t in report.extra_tables.iter().filter(|t| t.title == "metrics") {
         for row in &t.rows {
@@ -449,11 +493,12 @@ pub fn summarize(runs: &[Vec<Metric>]) -> Vec<MetricSummary> {
 }
 
 /// A number as text for CSV files: 9 significant digits, shortest form,
-/// `nan` / `inf` / `-inf` for non-finite values. The same value always
-/// gives the same text.
+/// an empty field for a value that is not a number (a confidence interval
+/// of one replication, a change relative to zero), `inf` / `-inf` for
+/// infinities. The same value always gives the same text.
 pub fn fmt_num(v: f64) -> String {
     if v.is_nan() {
-        return "nan".into();
+        return String::new();
     }
     if v.is_infinite() {
         return if v > 0.0 { "inf".into() } else { "-inf".into() };
@@ -467,10 +512,10 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
-/// Parses text written by [`fmt_num`].
+/// Parses text written by [`fmt_num`] (and `nan`, which older files hold).
 pub fn parse_num(s: &str) -> Option<f64> {
     match s {
-        "nan" => Some(f64::NAN),
+        "" | "nan" => Some(f64::NAN),
         "inf" => Some(f64::INFINITY),
         "-inf" => Some(f64::NEG_INFINITY),
         _ => s.parse().ok(),
@@ -844,6 +889,41 @@ mod tests {
         });
         let m = extract_metrics(&r);
         assert!(m.iter().any(|x| x.name == "j:iops") && m.iter().any(|x| x.name == "k:iops"));
+    }
+
+    #[test]
+    fn per_direction_metrics_for_the_directions_a_job_issues() {
+        // A write-only job: write_* metrics, no read_* (which would be zeros
+        // that look measured), and no NaN for the empty read histograms.
+        let mut r = report();
+        let job = &mut r.jobs[0];
+        job.rw = "randwrite".into();
+        job.write = std::mem::take(&mut job.read);
+        let m = extract_metrics(&r);
+        let get = |n: &str| m.iter().find(|x| x.name == n).map(|x| x.value);
+        assert_eq!(get("write_iops"), Some(1000.0));
+        assert_eq!(get("write_clat_p50_ns"), Some(1499.0));
+        assert!((get("write_lat_mean_ns").unwrap() - 1599.5).abs() < 1e-9);
+        assert_eq!(get("read_iops"), None);
+        assert!(m.iter().all(|x| !x.value.is_nan()), "{m:?}");
+        // A mixed job has both, and the merged figures stay.
+        let mut r = report();
+        r.jobs[0].rw = "randrw".into();
+        r.jobs[0].write = r.jobs[0].read.clone();
+        let m = extract_metrics(&r);
+        let names: Vec<&str> = m.iter().map(|x| x.name.as_str()).collect();
+        for n in [
+            "iops",
+            "clat_p99_ns",
+            "read_clat_p99_ns",
+            "write_clat_p99_9_ns",
+        ] {
+            assert!(names.contains(&n), "{n} missing from {names:?}");
+        }
+        assert_eq!(
+            select_metrics(&m, &["write_clat_p99".into()], "x").unwrap()[0].name,
+            "write_clat_p99_ns"
+        );
     }
 
     #[test]

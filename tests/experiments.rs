@@ -371,6 +371,75 @@ fn replications_use_derived_seeds_and_report_cis() {
 }
 
 #[test]
+fn compare_reports_each_direction_and_prints_no_nan() {
+    // A: writethrough, B: writeback, both random writes: B's dirty data
+    // grows from A's zero, a change with no percentage.
+    let o = ok(&[
+        "compare",
+        NOVA,
+        NOVA,
+        "--replications",
+        "2",
+        "--set",
+        "job.size=4m",
+        "--set",
+        "job.rw=randwrite",
+        "--set-b",
+        "bcache.cache_mode=writeback",
+    ]);
+    let text = o.stdout.to_lowercase();
+    assert!(!text.contains("nan"), "{}", o.stdout);
+    let dirty = o
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("dirty_mib "))
+        .unwrap_or_else(|| panic!("{}", o.stdout));
+    assert!(dirty.contains(" n/a "), "{dirty}");
+    assert!(
+        o.stdout.contains("dirty_mib +3.996 from 0 (p = "),
+        "{}",
+        o.stdout
+    );
+    // Per-direction metrics of the directions the job issues.
+    let names: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    for m in [
+        "write_iops",
+        "write_clat_p99_ns",
+        "write_lat_mean_ns",
+        "write_clat_p99_us",
+    ] {
+        assert!(names.contains(&m), "{m} missing:\n{}", o.stdout);
+    }
+    for m in ["read_iops", "read_clat_p99_ns", "read_clat_p99_us"] {
+        assert!(
+            !names.contains(&m),
+            "{m} listed for a write job:\n{}",
+            o.stdout
+        );
+    }
+    // One replication: no confidence interval, printed as n/a / empty.
+    let r = ok(&["run", NOVA, "--set", "job.size=4m", "--replications", "1"]);
+    assert!(!r.stdout.to_lowercase().contains("nan"), "{}", r.stdout);
+    assert!(r.stdout.contains("n/a"), "{}", r.stdout);
+    let c = ok(&[
+        "run",
+        NOVA,
+        "--set",
+        "job.size=4m",
+        "--replications",
+        "1",
+        "--output-format",
+        "csv",
+    ]);
+    let iops = c.stdout.lines().find(|l| l.starts_with("iops,")).unwrap();
+    assert!(iops.ends_with(",,,"), "no CI of one replication: {iops}");
+}
+
+#[test]
 fn compare_finds_the_dm_inflight_difference() {
     let a = format!("{DM}:/dev/mapper/linear");
     let b = format!("{DM}:/dev/mapper/linear with percpu counters");

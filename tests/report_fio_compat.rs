@@ -186,7 +186,7 @@ fn report_from_fio(v: &Value, text: &str, raw: &str) -> RunReport {
                     write_ticks_ms: u(&d["write_ticks"]),
                     in_queue_ms: u(&d["in_queue"]),
                     util_pct: f(&d["util"]),
-                    queue: None,
+                    ..Default::default()
                 })
                 .collect()
         })

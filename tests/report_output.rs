@@ -88,6 +88,7 @@ fn report() -> RunReport {
         }),
         extra_tables: vec![t],
         notes: vec!["synthetic report for tests".into()],
+        ..Default::default()
     }
 }
 

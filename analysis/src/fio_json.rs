@@ -9,7 +9,9 @@ use crate::fio_common::{
 use crate::hist::LatencyHist;
 use crate::json::JVal;
 use crate::num::ctime_utc;
-use crate::report::{DirReport, JobReport, QueueRecords, RunReport};
+use crate::report::{
+    DirReport, DiskReport, IntervalReport, JobReport, QueueRecords, RunReport, StatsKept,
+};
 
 /// Options of the JSON output.
 #[derive(Clone, Debug)]
@@ -81,29 +83,16 @@ pub(crate) fn json_value(report: &RunReport, opts: &JsonOptions) -> JVal {
         .collect();
     root.add("jobs", JVal::Arr(jobs));
     if !report.disks.is_empty() {
-        let disks = report
-            .disks
-            .iter()
-            .map(|d| {
-                let mut o = JVal::obj();
-                o.add("name", JVal::Str(d.name.clone()));
-                o.add("read_ios", JVal::int(d.read_ios));
-                o.add("write_ios", JVal::int(d.write_ios));
-                o.add("read_merges", JVal::int(d.read_merges));
-                o.add("write_merges", JVal::int(d.write_merges));
-                o.add("read_ticks", JVal::int(d.read_ticks_ms));
-                o.add("write_ticks", JVal::int(d.write_ticks_ms));
-                o.add("in_queue", JVal::int(d.in_queue_ms));
-                o.add("util", JVal::Float(d.util_pct.clamp(0.0, 100.0)));
-                o
-            })
-            .collect();
+        let disks = report.disks.iter().map(disk_value).collect();
         root.add("disk_util", JVal::Arr(disks));
     }
     let mut b = JVal::obj();
     b.add("version", JVal::Str(env!("CARGO_PKG_VERSION").into()));
     b.add("scenario_name", JVal::Str(report.scenario_name.clone()));
     b.add("seed", JVal::int(report.seed));
+    if let Some(iv) = &report.intervals {
+        b.add("intervals", intervals_value(iv));
+    }
     if let Some(p) = &report.profile {
         b.add("profile", crate::profile::profile_jval(p));
     }
@@ -141,6 +130,66 @@ fn device_queue_value(name: &str, q: &QueueRecords) -> JVal {
     o.add("mean_in_flight", JVal::Float(q.mean_in_flight()));
     o.add("throughput_per_s", JVal::Float(q.throughput_per_s()));
     o.add("mean_latency_ns", JVal::Float(q.mean_latency_ns()));
+    o
+}
+
+/// One `disk_util` entry in fio's keys. A device whose kernel keeps fewer
+/// counters says so (`stats_kept`, `stats_note`); md's member disks are
+/// nested under `members` (fio aggregates them into `aggr_*` keys).
+fn disk_value(d: &DiskReport) -> JVal {
+    let mut o = JVal::obj();
+    o.add("name", JVal::Str(d.name.clone()));
+    if d.stats_kept != StatsKept::All {
+        o.add("stats_kept", JVal::Str(d.stats_kept.name().into()));
+        o.add("stats_note", JVal::Str(d.stats_note.clone()));
+    }
+    if !d.members.is_empty() {
+        o.add(
+            "members",
+            JVal::Arr(d.members.iter().map(disk_value).collect()),
+        );
+    }
+    o.add("read_ios", JVal::int(d.read_ios));
+    o.add("write_ios", JVal::int(d.write_ios));
+    o.add("read_merges", JVal::int(d.read_merges));
+    o.add("write_merges", JVal::int(d.write_merges));
+    o.add("read_ticks", JVal::int(d.read_ticks_ms));
+    o.add("write_ticks", JVal::int(d.write_ticks_ms));
+    o.add("in_queue", JVal::int(d.in_queue_ms));
+    o.add("util", JVal::Float(d.util_pct.clamp(0.0, 100.0)));
+    o
+}
+
+/// `blocksim.intervals`: the per-interval rows and warm-up warnings.
+fn intervals_value(iv: &IntervalReport) -> JVal {
+    let mut o = JVal::obj();
+    o.add("interval_ns", JVal::int(iv.interval_ns));
+    o.add(
+        "warnings",
+        JVal::Arr(iv.warnings.iter().map(|w| JVal::Str(w.clone())).collect()),
+    );
+    let rows = iv
+        .rows
+        .iter()
+        .map(|r| {
+            let mut x = JVal::obj();
+            x.add("job", JVal::Str(r.job.clone()));
+            x.add("dir", JVal::Str(r.dir.name().into()));
+            x.add("start_ns", JVal::int(r.start_ns));
+            x.add("end_ns", JVal::int(r.end_ns));
+            x.add("ramp", JVal::Bool(r.ramp));
+            x.add("ios", JVal::int(r.ios));
+            x.add("io_bytes", JVal::int(r.io_bytes));
+            x.add("iops", JVal::Fixed(r.iops(), 1));
+            x.add("bw_KiB_per_s", JVal::Fixed(r.bw_kibs(), 1));
+            x.add("clat_mean_ns", JVal::Fixed(r.clat_mean_ns, 1));
+            x.add("clat_p50_ns", JVal::int(r.clat_p50_ns));
+            x.add("clat_p99_ns", JVal::int(r.clat_p99_ns));
+            x.add("clat_p99_9_ns", JVal::int(r.clat_p99_9_ns));
+            x
+        })
+        .collect();
+    o.add("rows", JVal::Arr(rows));
     o
 }
 

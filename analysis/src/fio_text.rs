@@ -8,7 +8,7 @@ use crate::fio_common::{
 };
 use crate::hist::LatencyHist;
 use crate::num::{ctime_utc, lat_unit, num2str, percentile_unit, Units};
-use crate::report::{Dir, DirReport, JobReport, RunReport};
+use crate::report::{Dir, DirReport, DiskReport, JobReport, RunReport, StatsKept};
 
 /// fio's default significant figures for IOPS/BW (`sig_figs=4`).
 const SIG_FIGS: usize = 4;
@@ -55,24 +55,7 @@ pub fn render_text(report: &RunReport, opts: &TextOptions) -> String {
             write_group_line(&mut out, name, &g[i]);
         }
     }
-    if !report.disks.is_empty() {
-        out.push_str("\nDisk stats (read/write):\n");
-        for d in &report.disks {
-            let _ = writeln!(
-                out,
-                "  {}: ios={}/{}, merge={}/{}, ticks={}/{}, in_queue={}, util={:3.2}%",
-                d.name,
-                d.read_ios,
-                d.write_ios,
-                d.read_merges,
-                d.write_merges,
-                d.read_ticks_ms,
-                d.write_ticks_ms,
-                d.in_queue_ms,
-                d.util_pct.clamp(0.0, 100.0)
-            );
-        }
-    }
+    write_disks(&mut out, &report.disks);
     if opts.profile {
         if let Some(p) = &report.profile {
             out.push('\n');
@@ -80,6 +63,7 @@ pub fn render_text(report: &RunReport, opts: &TextOptions) -> String {
         }
     }
     if opts.extras {
+        write_intervals(&mut out, report);
         for t in &report.extra_tables {
             out.push('\n');
             match t.to_text() {
@@ -97,6 +81,78 @@ pub fn render_text(report: &RunReport, opts: &TextOptions) -> String {
         }
     }
     out
+}
+
+/// fio's `Disk stats` section: one line per device, md's member disks
+/// after their array (indented), then a note for every device whose kernel
+/// keeps fewer counters, so that its zeros do not read as measurements.
+fn write_disks(out: &mut String, disks: &[DiskReport]) {
+    if disks.is_empty() {
+        return;
+    }
+    out.push_str("\nDisk stats (read/write):\n");
+    fn line(out: &mut String, d: &DiskReport, indent: &str) {
+        let _ = writeln!(
+            out,
+            "{indent}{}: ios={}/{}, merge={}/{}, ticks={}/{}, in_queue={}, util={:3.2}%",
+            d.name,
+            d.read_ios,
+            d.write_ios,
+            d.read_merges,
+            d.write_merges,
+            d.read_ticks_ms,
+            d.write_ticks_ms,
+            d.in_queue_ms,
+            d.util_pct.clamp(0.0, 100.0)
+        );
+    }
+    for d in disks {
+        line(out, d, "  ");
+        for m in &d.members {
+            line(out, m, "    ");
+        }
+    }
+    let all = disks
+        .iter()
+        .flat_map(|d| std::iter::once(d).chain(&d.members));
+    for d in all {
+        let what = match d.stats_kept {
+            StatsKept::All => continue,
+            StatsKept::IosOnly => {
+                "reports ios and sectors only; its ticks, in_queue and util are not measurements"
+            }
+            StatsKept::None => "reports no statistics; its zeros are not measurements",
+        };
+        let why = if d.stats_note.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", d.stats_note)
+        };
+        let _ = writeln!(out, "  note: {} {what}{why}", d.name);
+    }
+}
+
+/// The per-interval table (when the report asks for it in text) and the
+/// warm-up warnings.
+fn write_intervals(out: &mut String, report: &RunReport) {
+    let Some(iv) = &report.intervals else {
+        return;
+    };
+    if iv.show_in_text && !iv.rows.is_empty() {
+        out.push('\n');
+        match crate::intervals::interval_table(iv).to_text() {
+            Ok(s) => out.push_str(&s),
+            Err(e) => {
+                let _ = writeln!(out, "[per-interval table not printed: {e}]");
+            }
+        }
+    }
+    if !iv.warnings.is_empty() {
+        out.push('\n');
+        for w in &iv.warnings {
+            let _ = writeln!(out, "warning: {w}");
+        }
+    }
 }
 
 fn write_header(out: &mut String, report: &RunReport) {

@@ -11,6 +11,9 @@
 //! * [`render_json`]: fio 3.x `json` / `json+` (with `clat_ns.bins`, read by
 //!   fio's `fio_jsonplus_clat2csv`); blocksim extras under `"blocksim"`;
 //! * [`render_profile`]: a `perf report`-like table;
+//! * [`intervals`]: the per-`report_interval` table and the warm-up warning;
+//! * [`fio_log`]: fio's `write_lat_log` / `write_bw_log` / `write_iops_log`
+//!   files;
 //! * [`Table`] / [`Cell`]: free-form tables as aligned text, JSON or CSV;
 //! * [`stats`]: [`mean_ci95`] and [`welch_t_test`];
 //! * [`plot`]: SVG latency CDFs, sweeps with CI bars, line plots.
@@ -48,8 +51,10 @@ mod json;
 mod num;
 
 pub mod fio_json;
+pub mod fio_log;
 pub mod fio_text;
 pub mod hist;
+pub mod intervals;
 pub mod plot;
 pub mod profile;
 pub mod report;
@@ -63,8 +68,9 @@ pub use hist::LatencyHist;
 pub use num::{num2str, Units};
 pub use profile::{render_profile, render_profile_with, ProfileOptions};
 pub use report::{
-    iodepth_level_index, iodepth_submit_index, DepthCounts, Dir, DirReport, DiskReport, JobReport,
-    Profile, ProfileRow, QueueRecords, RunReport,
+    iodepth_level_index, iodepth_submit_index, DepthCounts, Dir, DirReport, DiskReport,
+    IntervalReport, IntervalRow, JobReport, Profile, ProfileRow, QueueRecords, RunReport,
+    StatsKept,
 };
 pub use stats::{mean_ci95, welch_t_test, Ci};
 pub use table::{Cell, Table};

@@ -28,6 +28,13 @@ pub struct RunReport {
     /// Free text lines printed after the report (assumptions, warnings).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Per-`report_interval` IOPS, bandwidth and latency of every job.
+    #[serde(default)]
+    pub intervals: Option<IntervalReport>,
+    /// fio-format log samples (`write_lat_log`, `write_bw_log`,
+    /// `write_iops_log`) of the jobs that asked for them.
+    #[serde(default)]
+    pub io_logs: Vec<crate::fio_log::JobLog>,
 }
 
 /// One fio job (or a `group_reporting` group of `numjobs` clones).
@@ -271,8 +278,9 @@ impl JobReport {
 }
 
 /// A data direction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Dir {
+    #[default]
     Read,
     Write,
     Trim,
@@ -345,6 +353,32 @@ impl DirReport {
     }
 }
 
+/// Which `/proc/diskstats` counters the modelled kernel keeps for a device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StatsKept {
+    /// Every counter (request-based devices: SATA, NVMe, rotating disks).
+    #[default]
+    All,
+    /// I/Os and sectors only: ticks, in_queue and util stay zero (md in
+    /// Linux 3.x, whose `md_make_request` did `part_stat_inc(ios)` and
+    /// `part_stat_add(sectors)` and nothing else).
+    IosOnly,
+    /// Nothing: every counter stays zero (bcache of 2011; a pmem queue with
+    /// `iostats` off).
+    None,
+}
+
+impl StatsKept {
+    /// Name used in JSON (`"all"`, `"ios_only"`, `"none"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            StatsKept::All => "all",
+            StatsKept::IosOnly => "ios_only",
+            StatsKept::None => "none",
+        }
+    }
+}
+
 /// `/proc/diskstats`-style counters of one block device over the run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DiskReport {
@@ -364,6 +398,17 @@ pub struct DiskReport {
     /// `blocksim.device_queues`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueRecords>,
+    /// Counters the modelled kernel keeps for this device; the others are
+    /// zero because nothing counts them, not because nothing happened.
+    #[serde(default)]
+    pub stats_kept: StatsKept,
+    /// Why the kernel keeps fewer counters (printed with the disk stats).
+    #[serde(default)]
+    pub stats_note: String,
+    /// Member disks of a stacked device (md's raid members), each with its
+    /// own counters, listed after the device.
+    #[serde(default)]
+    pub members: Vec<DiskReport>,
 }
 
 /// One device's requests over the measured window, from two independent
@@ -431,6 +476,66 @@ impl QueueRecords {
         i128::from(self.latency_sum_ns) - i128::from(self.before_window_ns)
             + i128::from(self.in_flight_at_end_ns)
     }
+}
+
+/// One job's I/O in one direction during one `report_interval`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntervalRow {
+    /// Job (group) name.
+    pub job: String,
+    pub dir: Dir,
+    /// Interval start and end, simulated time since the run began.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// The interval lies (at least partly) inside the job's `ramp_time`.
+    pub ramp: bool,
+    /// Completed I/Os and bytes.
+    pub ios: u64,
+    pub io_bytes: u64,
+    /// Completion latency of the interval's I/Os.
+    pub clat_mean_ns: f64,
+    pub clat_p50_ns: u64,
+    pub clat_p99_ns: u64,
+    pub clat_p99_9_ns: u64,
+}
+
+impl IntervalRow {
+    /// Length of the interval.
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+
+    /// IOs per second over the interval.
+    pub fn iops(&self) -> f64 {
+        per_second(self.ios as f64, self.duration_ns())
+    }
+
+    /// KiB per second over the interval.
+    pub fn bw_kibs(&self) -> f64 {
+        per_second(self.io_bytes as f64 / 1024.0, self.duration_ns())
+    }
+}
+
+fn per_second(v: f64, ns: u64) -> f64 {
+    if ns == 0 {
+        0.0
+    } else {
+        v * 1e9 / ns as f64
+    }
+}
+
+/// Per-interval statistics of a run (`[simulation] report_interval`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntervalReport {
+    pub interval_ns: u64,
+    /// Print the table in the text output (always in JSON): the scenario
+    /// set `report_interval`, or a warm-up warning fired.
+    pub show_in_text: bool,
+    /// Rows in time order; within an interval, jobs in order, read before
+    /// write; only directions with I/O in the job.
+    pub rows: Vec<IntervalRow>,
+    /// Warm-up warnings (first and last measured intervals differ).
+    pub warnings: Vec<String>,
 }
 
 /// A `perf record -a`-like CPU profile aggregated over CPUs.

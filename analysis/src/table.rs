@@ -75,11 +75,12 @@ impl From<u32> for Cell {
     }
 }
 
-/// Fixed-point float formatting; non-finite values print as `nan`, `inf`,
-/// `-inf`.
+/// Fixed-point float formatting; a value that is not a number (a mean of
+/// nothing, a change relative to zero) prints as `n/a`, infinities as `inf`
+/// and `-inf`.
 pub(crate) fn fmt_float(v: f64, decimals: u8) -> String {
     if v.is_nan() {
-        "nan".into()
+        "n/a".into()
     } else if v.is_infinite() {
         if v > 0.0 {
             "inf".into()

@@ -10,6 +10,7 @@
 //! exactly once, and never serves more requests at once than its stated
 //! parallelism.
 
+pub use blocksim_analysis::StatsKept;
 use blocksim_sim::SimTime;
 
 /// Direction of a request.
@@ -113,6 +114,26 @@ pub trait BlockDevice {
     fn in_flight_integral_ns(&self, now: SimTime) -> u64 {
         self.disk_stats(now).in_queue_ns
     }
+    /// Which of the [`DiskStats`] counters the modelled kernel keeps for
+    /// this device, and why when not all (printed with fio's disk stats so
+    /// that a counter nothing keeps does not read as a measured zero).
+    fn stats_kept(&self) -> (StatsKept, &'static str) {
+        (StatsKept::All, "")
+    }
+    /// Devices this one is built from, each with its statistics and which
+    /// of them its kernel keeps (md's member disks); empty for a plain
+    /// device.
+    fn member_stats(&self, _now: SimTime) -> Vec<MemberStats> {
+        Vec::new()
+    }
+}
+
+/// Statistics of one member of a stacked device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberStats {
+    pub name: String,
+    pub stats: DiskStats,
+    pub kept: StatsKept,
 }
 
 /// Helper tracking diskstats-style accounting for a device.

@@ -4,6 +4,7 @@
 //! job file (the root package converts INI sections to the same key/value
 //! form). Values may be TOML numbers or fio-style strings (`"4k"`, `"10s"`).
 
+pub use blocksim_analysis::fio_log::LogOptions;
 use blocksim_sim::units::{parse_duration_ns, parse_size_bytes};
 use serde::{Deserialize, Deserializer};
 
@@ -150,6 +151,14 @@ pub struct JobConfig {
     pub filename: String,
     /// Logical CPUs the job may run on (fio `cpus_allowed`, e.g. "0-5,12").
     pub cpus_allowed: Option<Vec<u32>>,
+    /// fio's I/O logs (`write_lat_log`, `write_bw_log`, `write_iops_log`,
+    /// `log_avg_msec`, `log_max_value`, `log_offset`, `per_job_logs`).
+    #[serde(skip_serializing_if = "no_logs")]
+    pub logs: LogOptions,
+}
+
+fn no_logs(l: &LogOptions) -> bool {
+    !l.any()
 }
 
 /// An invalid job option (the caller adds file and line).
@@ -176,11 +185,6 @@ pub const REPORTING_ONLY_OPTIONS: &[&str] = &[
     "new_group",
     "thread",
     "clocksource",
-    "per_job_logs",
-    "write_bw_log",
-    "write_lat_log",
-    "write_iops_log",
-    "log_avg_msec",
     "percentile_list",
     "disable_lat",
     "disable_slat",
@@ -217,6 +221,13 @@ pub const MODELLED_OPTIONS: &[&str] = &[
     "randseed",
     "filename",
     "cpus_allowed",
+    "write_lat_log",
+    "write_bw_log",
+    "write_iops_log",
+    "log_avg_msec",
+    "log_max_value",
+    "log_offset",
+    "per_job_logs",
 ];
 
 /// A scalar option value as written (TOML value or fio INI string).
@@ -326,6 +337,12 @@ fn as_str<'a>(key: &str, v: &'a OptValue) -> Result<&'a str, JobError> {
     }
 }
 
+/// The file-name prefix of a `write_*_log` option (empty: the job's name,
+/// filled in once the name is known).
+fn log_prefix(v: &OptValue) -> String {
+    v.text().trim().to_string()
+}
+
 /// Parses fio's `cpus_allowed` list: "0-5,12,14-15".
 pub fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
     let mut out = Vec::new();
@@ -402,6 +419,10 @@ impl JobConfig {
             randseed: None,
             filename: String::new(),
             cpus_allowed: None,
+            logs: LogOptions {
+                per_job: true,
+                ..LogOptions::default()
+            },
         };
         let mut rwmix: Option<u32> = None;
         for (key, v) in options {
@@ -495,6 +516,13 @@ impl JobConfig {
                             .ok_or_else(|| invalid(key, v, "a CPU list such as \"0-5,12\""))?,
                     );
                 }
+                "write_lat_log" => job.logs.lat_prefix = Some(log_prefix(v)),
+                "write_bw_log" => job.logs.bw_prefix = Some(log_prefix(v)),
+                "write_iops_log" => job.logs.iops_prefix = Some(log_prefix(v)),
+                "log_avg_msec" => job.logs.avg_msec = as_u64(key, v)?,
+                "log_max_value" => job.logs.max_value = as_bool(key, v)?,
+                "log_offset" => job.logs.offset = as_bool(key, v)?,
+                "per_job_logs" => job.logs.per_job = as_bool(key, v)?,
                 k if REPORTING_ONLY_OPTIONS.contains(&k) => {}
                 k => {
                     let mut all: Vec<&str> = MODELLED_OPTIONS.to_vec();
@@ -508,6 +536,16 @@ impl JobConfig {
                         hint,
                     });
                 }
+            }
+        }
+        // A log option without a name logs to `<job name>_<kind>.<x>.log`.
+        for p in [
+            &mut job.logs.lat_prefix,
+            &mut job.logs.bw_prefix,
+            &mut job.logs.iops_prefix,
+        ] {
+            if p.as_deref() == Some("") {
+                *p = Some(job.name.clone());
             }
         }
         job.rwmixread_pct = rwmix.unwrap_or_else(|| job.rw.read_pct_default());

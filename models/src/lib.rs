@@ -20,6 +20,7 @@ pub mod dm;
 pub mod fs;
 pub mod hdd;
 pub mod index;
+pub mod intervals;
 pub mod job;
 pub mod offsets;
 pub mod pmem;

@@ -59,7 +59,9 @@ use blocksim_sim::units::Bytes;
 use blocksim_sim::{SimTime, Slab, SlotId};
 use serde::{Deserialize, Serialize};
 
-use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats, ReqTag};
+use crate::device::{
+    BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats, MemberStats, ReqTag, StatsKept,
+};
 use crate::hdd::{Hdd, HddConfig};
 
 /// `[[raid10]]`: an md raid10 array (near layout).
@@ -622,6 +624,26 @@ impl<M: RaidMember> BlockDevice for Raid10<M> {
 
     fn in_flight_integral_ns(&self, now: SimTime) -> u64 {
         self.full_disk_stats(now).in_queue_ns
+    }
+
+    fn stats_kept(&self) -> (StatsKept, &'static str) {
+        (
+            StatsKept::IosOnly,
+            "Linux 3.x md_make_request does part_stat_inc(ios) and part_stat_add(sectors) only",
+        )
+    }
+
+    fn member_stats(&self, now: SimTime) -> Vec<MemberStats> {
+        self.cfg
+            .members
+            .iter()
+            .zip(&self.members)
+            .map(|(name, m)| MemberStats {
+                name: name.clone(),
+                stats: m.disk_stats(now),
+                kept: m.stats_kept().0,
+            })
+            .collect()
     }
 
     fn reset_stats(&mut self, now: SimTime) {

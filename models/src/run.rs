@@ -105,7 +105,10 @@ impl DelayCompletions {
             f(self.inner.as_mut(), &mut inner_ctx);
         }
         for (delay, token) in self.timers.drain(..) {
-            assert_ne!(token, DELAY_TOKEN, "the wrapped device uses the wrapper's token");
+            assert_ne!(
+                token, DELAY_TOKEN,
+                "the wrapped device uses the wrapper's token"
+            );
             ctx.set_timer(delay, token);
         }
         for tag in self.done.drain(..) {

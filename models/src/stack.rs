@@ -18,10 +18,11 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use blocksim_analysis::fio_log::{IoLogEntry, LogRecorder};
 use blocksim_analysis::report::{iodepth_level_index, iodepth_submit_index};
 use blocksim_analysis::{
     Cell, DirReport, DiskReport, JobReport, LatencyHist, Profile, ProfileRow, QueueRecords,
-    RunReport, Table,
+    RunReport, StatsKept, Table,
 };
 use blocksim_sim::{
     component_rng, ComponentRng, ContextId, CpuProfile, Ctx, LatencyHistogram, Mode, Model,
@@ -34,7 +35,8 @@ use crate::bcache::{Bcache, BgDev, Route};
 use crate::config::Scenario;
 use crate::costs::Path;
 use crate::cpu::Cpus;
-use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, ReqTag};
+use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskStats, ReqTag};
+use crate::intervals::{IntervalSampler, JobTotals};
 use crate::job::{IoEngine, JobConfig};
 use crate::offsets::OffsetGen;
 use crate::run::{Fault, ModelError, RunOptions, RunOutput};
@@ -269,6 +271,16 @@ impl GroupStats {
         }
     }
 
+    /// Running totals for the interval sampler.
+    fn totals(&self) -> JobTotals<'_> {
+        JobTotals {
+            ios: self.ios,
+            bytes: self.io_bytes,
+            clat: [self.clat[0].histogram(), self.clat[1].histogram()],
+            end: self.end,
+        }
+    }
+
     fn new() -> Self {
         GroupStats {
             slat: [LatencyHistogram::new(), LatencyHistogram::new()],
@@ -458,6 +470,11 @@ pub struct AsyncStack {
     measure_start: SimTime,
     threads_running: usize,
     sample_interval_ns: u64,
+    /// Per-interval statistics of the jobs (taken at each `Sample`).
+    intervals: Option<IntervalSampler>,
+    /// fio log recorders per job thread (with the byte offset of the job's
+    /// file on its target, for `log_offset`), for jobs that asked.
+    logs: Vec<Option<(LogRecorder, u64)>>,
     hit_series: Vec<(u64, u64, u64)>,
     last_sample: (u64, u64),
     scratch_timers: Vec<(u64, u32)>,
@@ -625,6 +642,7 @@ impl AsyncStack {
         // Jobs.
         let mut threads = Vec::new();
         let mut groups = Vec::new();
+        let mut logs = Vec::new();
         let mut next_cpu = 0usize;
         for (gi, j) in sc.jobs.iter().enumerate() {
             if j.ioengine != IoEngine::Libaio {
@@ -707,6 +725,11 @@ impl AsyncStack {
                         c
                     }
                 };
+                // fio numbers log files by thread over all jobs, from 1.
+                logs.push(j.logs.any().then(|| {
+                    let index = u32::try_from(logs.len() + 1).unwrap_or(u32::MAX);
+                    (LogRecorder::new(index, j.logs.clone(), true), file_start)
+                }));
                 let seed_j = j.randseed.unwrap_or(seed);
                 let mut rng = component_rng(seed_j, &format!("job/{}/{}", j.name, clone));
                 let offsets =
@@ -759,6 +782,8 @@ impl AsyncStack {
             measure_start: SimTime::ZERO,
             threads_running,
             sample_interval_ns: sc.simulation.report_interval.0.max(1_000),
+            intervals: Some(IntervalSampler::new(sc)),
+            logs,
             hit_series: Vec::new(),
             last_sample: (0, 0),
             scratch_timers: Vec::with_capacity(16),
@@ -910,6 +935,10 @@ impl AsyncStack {
                     g.lat[d].record(now.since(io.t_prep));
                     g.io_bytes[d] += io.sectors as u64 * 512;
                     g.ios[d] += 1;
+                    if let Some((rec, file_start)) = &mut self.logs[t] {
+                        let ramp_ns = self.jobs_cfg[self.threads[t].group].ramp_time_ns;
+                        log_io(rec, *file_start, ramp_ns, &io, now);
+                    }
                     self.threads[t].in_flight -= 1;
                     self.reaped_total += 1;
                 }
@@ -1574,6 +1603,9 @@ impl AsyncStack {
     }
 
     fn job_ramp_end(&mut self, group: usize, now: SimTime) {
+        if let Some(iv) = &mut self.intervals {
+            iv.restart(group, &self.groups[group].totals(), now);
+        }
         let g = &mut self.groups[group];
         // Only the statistics restart; a size-bound job that already
         // finished during its ramp keeps its end and finished clones.
@@ -1602,6 +1634,11 @@ impl AsyncStack {
         self.last_sample = (h, m);
         if !self.bcaches.is_empty() {
             self.hit_series.push((now.as_ns(), dh, dm));
+        }
+        if let Some(iv) = &mut self.intervals {
+            for (gi, g) in self.groups.iter().enumerate() {
+                iv.sample(gi, &g.totals(), now);
+            }
         }
         // Keep sampling while anything else is pending; if only the sampler
         // is left, the run must drain so a lost completion is reported.
@@ -1658,30 +1695,8 @@ impl AsyncStack {
             });
         }
         let elapsed = end.since(self.measure_start).max(1);
-        let mut disks = Vec::new();
-        for b in &self.bcaches {
-            // bcache is a bio-based device: like the seed, its own diskstats
-            // stay at zero.
-            disks.push(DiskReport {
-                name: b.0.cfg.name.clone(),
-                ..Default::default()
-            });
-        }
-        for d in &self.devs {
-            let s = d.dev.disk_stats(end);
-            disks.push(DiskReport {
-                name: d.name.clone(),
-                read_ios: s.ios[0],
-                write_ios: s.ios[1],
-                read_merges: s.merges[0],
-                write_merges: s.merges[1],
-                read_ticks_ms: s.ticks_ns[0] / 1_000_000,
-                write_ticks_ms: s.ticks_ns[1] / 1_000_000,
-                in_queue_ms: s.in_queue_ns / 1_000_000,
-                util_pct: s.busy_ns as f64 * 100.0 / elapsed as f64,
-                queue: Some(d.records.report(end, d.dev.in_flight_integral_ns(end))),
-            });
-        }
+        let disks = self.disk_reports(end, elapsed);
+        let (intervals, io_logs) = self.finish_series(end);
         let mut extra_tables = Vec::new();
         if !self.hit_series.is_empty() {
             let mut t = Table::new(
@@ -1721,32 +1736,86 @@ impl AsyncStack {
             profile,
             extra_tables,
             notes,
+            intervals,
+            io_logs,
         }
+    }
+
+    /// fio's disk stats: every bcache (which keeps no statistics), then
+    /// every device with its members (md's disks).
+    fn disk_reports(&self, end: SimTime, elapsed: u64) -> Vec<DiskReport> {
+        let mut disks = Vec::new();
+        for b in &self.bcaches {
+            disks.push(disk_report(
+                &b.0.cfg.name,
+                &DiskStats::default(),
+                elapsed,
+                (StatsKept::None, BCACHE_NO_STATS),
+            ));
+        }
+        for d in &self.devs {
+            let mut r = disk_report(&d.name, &d.dev.disk_stats(end), elapsed, d.dev.stats_kept());
+            r.members = d
+                .dev
+                .member_stats(end)
+                .iter()
+                .map(|m| disk_report(&m.name, &m.stats, elapsed, (m.kept, "")))
+                .collect();
+            r.queue = Some(d.records.report(end, d.dev.in_flight_integral_ns(end)));
+            disks.push(r);
+        }
+        disks
+    }
+
+    /// The per-interval report (None without jobs) and the fio logs.
+    fn finish_series(
+        &mut self,
+        end: SimTime,
+    ) -> (
+        Option<blocksim_analysis::IntervalReport>,
+        Vec<blocksim_analysis::fio_log::JobLog>,
+    ) {
+        let intervals = self.intervals.take().map(|iv| {
+            let totals: Vec<JobTotals<'_>> = self.groups.iter().map(|g| g.totals()).collect();
+            iv.finish(&totals, end)
+        });
+        let mut io_logs = Vec::new();
+        for (t, log) in self.logs.iter_mut().enumerate() {
+            if let Some((rec, _)) = log.take() {
+                let g = &self.groups[self.threads[t].group];
+                let run_end = g.end.unwrap_or(end);
+                io_logs.push(rec.finish(run_end.since(g.measure_start)));
+            }
+        }
+        (intervals.filter(|iv| !iv.rows.is_empty()), io_logs)
     }
 
     /// The "metrics" table `sim run` puts in its variant comparison: the
     /// bcache counters of the measurement, the cache device's writes and the
-    /// read latency percentiles of all jobs.
+    /// latency percentiles of all jobs per direction with I/O.
     fn bcache_metrics(&self, end: SimTime) -> Option<Table> {
         let (b, cache, _) = self.bcaches.first()?;
         let mut t = Table::new("metrics", &["name", "value"]);
-        let mut clat = LatencyHist::default();
-        for g in &self.groups {
-            clat.merge(&LatencyHist::from_histogram(g.clat[0].histogram()));
-        }
         let disk = self.devs[*cache].dev.disk_stats(end);
         let mut rows = b.metrics();
         rows.push(("cache_write_ios".into(), Cell::Int(disk.ios[1] as i64)));
         rows.push(("cache_read_ios".into(), Cell::Int(disk.ios[0] as i64)));
-        for (name, p) in [
-            ("read_clat_p50_us", 50.0),
-            ("read_clat_p99_us", 99.0),
-            ("read_clat_p99.9_us", 99.9),
-        ] {
-            rows.push((
-                name.into(),
-                Cell::float(clat.percentile_ns(p) as f64 / 1000.0, 1),
-            ));
+        for (d, dir) in ["read", "write"].iter().enumerate() {
+            let mut clat = LatencyHist::default();
+            for g in &self.groups {
+                clat.merge(&LatencyHist::from_histogram(g.clat[d].histogram()));
+            }
+            // A direction without I/O gets no rows (its zeros would read
+            // as measured latencies).
+            if clat.is_empty() && !(d == 0 && self.groups.iter().all(|g| g.ios[1] == 0)) {
+                continue;
+            }
+            for (name, p) in [("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9)] {
+                rows.push((
+                    format!("{dir}_clat_{name}_us"),
+                    Cell::float(clat.percentile_ns(p) as f64 / 1000.0, 1),
+                ));
+            }
         }
         for (n, v) in rows {
             t.push_row(vec![Cell::Text(n), v]).expect("row shape");
@@ -1795,6 +1864,52 @@ impl AsyncStack {
         }
     }
 }
+
+/// Logs one reaped I/O of a job that asked for fio logs (not during its
+/// ramp_time; times count from its end).
+fn log_io(rec: &mut LogRecorder, file_start_bytes: u64, ramp_ns: u64, io: &Io, now: SimTime) {
+    let Some(t_ns) = now.as_ns().checked_sub(ramp_ns) else {
+        return;
+    };
+    rec.record(
+        t_ns,
+        IoLogEntry {
+            time_ms: t_ns / 1_000_000,
+            dir: match io.dir {
+                Dir::Read => blocksim_analysis::Dir::Read,
+                Dir::Write => blocksim_analysis::Dir::Write,
+            },
+            bs_bytes: io.sectors * 512,
+            offset_bytes: (io.sector * 512).saturating_sub(file_start_bytes),
+            slat_ns: io.t_submitted.since(io.t_prep),
+            clat_ns: now.since(io.t_submitted),
+        },
+    );
+}
+
+/// A DiskReport of a device's counters over `elapsed_ns`.
+fn disk_report(name: &str, s: &DiskStats, elapsed_ns: u64, kept: (StatsKept, &str)) -> DiskReport {
+    DiskReport {
+        name: name.to_string(),
+        read_ios: s.ios[0],
+        write_ios: s.ios[1],
+        read_merges: s.merges[0],
+        write_merges: s.merges[1],
+        read_ticks_ms: s.ticks_ns[0] / 1_000_000,
+        write_ticks_ms: s.ticks_ns[1] / 1_000_000,
+        in_queue_ms: s.in_queue_ns / 1_000_000,
+        util_pct: s.busy_ns as f64 * 100.0 / elapsed_ns as f64,
+        stats_kept: kept.0,
+        stats_note: kept.1.to_string(),
+        members: Vec::new(),
+        queue: None,
+    }
+}
+
+/// bcache of 2011 (seed 000's) did no block-layer accounting for its
+/// device: its fio output shows `bcache0: ios=0/0`.
+const BCACHE_NO_STATS: &str =
+    "2011 bcache does no block-layer accounting: seed 000's fio output shows bcache0: ios=0/0";
 
 /// A single path (the per-I/O submission and reap paths run as [`JobPath`]
 /// bundles).

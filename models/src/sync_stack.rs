@@ -21,8 +21,10 @@
 
 use std::collections::BTreeMap;
 
+use blocksim_analysis::fio_log::{IoLogEntry, LogRecorder};
 use blocksim_analysis::{
-    Cell, DirReport, JobReport, LatencyHist, Profile, ProfileRow, RunReport, Table,
+    Cell, DirReport, DiskReport, JobReport, LatencyHist, Profile, ProfileRow, RunReport, StatsKept,
+    Table,
 };
 use blocksim_designs::backend::LineId;
 use blocksim_designs::inflight::{DesignKind, Dir, Inflight, InflightOptions, OrderingMode};
@@ -35,6 +37,7 @@ use rand::Rng;
 
 use crate::coherence::{Coherence, CoherenceConfig, Request};
 use crate::config::Scenario;
+use crate::intervals::{IntervalSampler, JobTotals};
 use crate::job::{IoEngine, JobConfig, RwMode};
 use crate::run::{ModelError, RunOptions, RunOutput};
 use crate::topology::Topology;
@@ -95,6 +98,8 @@ struct Job {
     acct_began: SimTime,
     io_start: SimTime,
     ios_left: u64,
+    /// fio log recorder (the job asked for write_*_log).
+    log: Option<LogRecorder>,
     // Counted after ramp:
     ios: u64,
     busy_ns: u64,
@@ -104,6 +109,19 @@ struct Job {
 
 struct Group {
     hist: LatencyHistogram,
+    dir: Dir,
+}
+
+/// Per-interval statistics of the psync stack: boundaries every
+/// `report_interval` from time 0, taken when a job's I/O first completes at
+/// or after one. Jobs run a little ahead of one another (an I/O's steps run
+/// inline), so an I/O that completed just before a boundary on another CPU
+/// may count in the next interval: at most one I/O per job per boundary.
+struct SyncIntervals {
+    sampler: IntervalSampler,
+    next_ns: u64,
+    /// The histogram of the direction a group does not issue.
+    empty: LatencyHistogram,
 }
 
 struct SyncModel {
@@ -122,6 +140,57 @@ struct SyncModel {
     /// `[coherence] rfo_window_accesses`: how many following accesses of the
     /// same call a load looks ahead for a write to its line.
     rfo_window: usize,
+    intervals: SyncIntervals,
+}
+
+/// A group's running totals (its jobs' I/Os and its histogram); `empty`
+/// stands for the direction the group does not issue.
+fn group_totals<'a>(
+    jobs: &[Job],
+    groups: &'a [Group],
+    empty: &'a LatencyHistogram,
+    g: usize,
+) -> JobTotals<'a> {
+    let (mut ios, mut bytes) = (0, 0);
+    for j in jobs.iter().filter(|j| j.group == g) {
+        ios += j.ios;
+        bytes += j.ios * j.bytes_per_io;
+    }
+    let grp = &groups[g];
+    let d = usize::from(grp.dir == Dir::Write);
+    let mut t = JobTotals {
+        ios: [0; 2],
+        bytes: [0; 2],
+        clat: [empty.histogram(); 2],
+        end: None,
+    };
+    t.ios[d] = ios;
+    t.bytes[d] = bytes;
+    t.clat[d] = grp.hist.histogram();
+    t
+}
+
+fn analysis_dir(d: Dir) -> blocksim_analysis::Dir {
+    match d {
+        Dir::Read => blocksim_analysis::Dir::Read,
+        Dir::Write => blocksim_analysis::Dir::Write,
+    }
+}
+
+impl SyncModel {
+    /// Closes every interval that ended by `t`.
+    #[cold]
+    fn sample_until(&mut self, t: SimTime) {
+        let iv = &mut self.intervals;
+        while t.as_ns() >= iv.next_ns {
+            let at = SimTime(iv.next_ns);
+            for g in 0..self.groups.len() {
+                let totals = group_totals(&self.jobs, &self.groups, &iv.empty, g);
+                iv.sampler.sample(g, &totals, at);
+            }
+            iv.next_ns += iv.sampler.interval_ns();
+        }
+    }
 }
 
 impl SyncModel {
@@ -171,9 +240,29 @@ impl SyncModel {
                         return;
                     }
                     if t >= self.ramp_end {
+                        if t.as_ns() >= self.intervals.next_ns {
+                            self.sample_until(t);
+                        }
+                        let job = &mut self.jobs[j];
                         job.ios += 1;
-                        self.groups[job.group].hist.record(t - job.io_start);
+                        let clat_ns = t - job.io_start;
+                        self.groups[job.group].hist.record(clat_ns);
+                        if let Some(rec) = &mut job.log {
+                            let since = t - self.ramp_end;
+                            rec.record(
+                                since,
+                                IoLogEntry {
+                                    time_ms: since / 1_000_000,
+                                    dir: analysis_dir(job.dir),
+                                    bs_bytes: job.bytes_per_io as u32,
+                                    offset_bytes: 0,
+                                    slat_ns: 0,
+                                    clat_ns,
+                                },
+                            );
+                        }
                     }
+                    let job = &mut self.jobs[j];
                     job.io_start = t;
                     job.pos = 0;
                     job.ios_left -= 1;
@@ -511,6 +600,12 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
         runtime_ns = Some(rt);
         ramp_ns = jc.ramp_time_ns;
         let target = find_target(scenario, jc)?;
+        if jc.logs.offset {
+            return Err(cfg_err(format!(
+                "job `{}`: log_offset = 1 on a pmem/dm target: the psync stack does not model offsets; drop log_offset",
+                jc.name
+            )));
+        }
         let bs = jc.bs_bytes_min;
         let ios_limit = if jc.time_based {
             u64::MAX
@@ -599,6 +694,15 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
                 acct_began: SimTime::ZERO,
                 io_start: SimTime::ZERO,
                 ios_left: ios_limit,
+                // fio numbers log files by thread over all jobs, from 1;
+                // psync measures no submission latency (no slat).
+                log: jc.logs.any().then(|| {
+                    LogRecorder::new(
+                        u32::try_from(jobs.len() + 1).unwrap_or(u32::MAX),
+                        jc.logs.clone(),
+                        false,
+                    )
+                }),
                 ios: 0,
                 busy_ns: 0,
                 user_ns: 0,
@@ -615,6 +719,7 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
         }
         groups.push(Group {
             hist: LatencyHistogram::new(),
+            dir,
         });
         job_reports.push(JobReport {
             name: jc.name.clone(),
@@ -639,6 +744,15 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
         .map(|_| rng.random_range(0..START_SPREAD_NS))
         .collect();
     let jobs_count = jobs.len() as u32;
+    let mut sampler = IntervalSampler::new(scenario);
+    // Nothing is counted during ramp_time: intervals start at its end.
+    sampler.start_at(ramp_end);
+    let interval_ns = sampler.interval_ns();
+    let intervals = SyncIntervals {
+        sampler,
+        next_ns: (ramp_ns / interval_ns + 1) * interval_ns,
+        empty: LatencyHistogram::new(),
+    };
     let model = SyncModel {
         jobs,
         groups,
@@ -651,6 +765,7 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
         coherence_reset: ramp_ns == 0,
         line_event_base: jobs_count,
         rfo_window: coh_cfg.rfo_window_accesses as usize,
+        intervals,
     };
     let mut sim = Simulation::new(model, SimOptions::default());
     for (j, &s) in starts.iter().enumerate() {
@@ -664,7 +779,8 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
             scenario.simulation.max_events, summary.end_time
         )));
     }
-    let m = sim.model;
+    let mut m = sim.model;
+    m.sample_until(end);
     assert_eq!(
         traced::unrecorded_count(),
         0,
@@ -758,6 +874,19 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
         ])
         .expect("row shape");
     report.jobs = job_reports;
+    report.disks = disk_reports(scenario, &m.jobs)?;
+    let tails: Vec<JobTotals<'_>> = (0..m.groups.len())
+        .map(|g| group_totals(&m.jobs, &m.groups, &m.intervals.empty, g))
+        .collect();
+    let iv = std::mem::replace(&mut m.intervals.sampler, IntervalSampler::new(scenario))
+        .finish(&tails, end);
+    report.intervals = Some(iv).filter(|iv| !iv.rows.is_empty());
+    report.io_logs = m
+        .jobs
+        .iter_mut()
+        .filter_map(|j| j.log.take())
+        .map(|r| r.finish(runtime_ns))
+        .collect();
     report.extra_tables.push(summary_table);
     report.extra_tables.push(metrics);
 
@@ -816,6 +945,71 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
         report,
         events_processed: summary.events_processed,
         sim_end: summary.end_time,
+    })
+}
+
+/// The stack's devices for fio's disk stats: every dm device and pmem a job
+/// uses (a dm device lists its pmem as member). I/Os and sectors are
+/// counted; the psync stack does not simulate ticks, in_queue or util, and
+/// a pmem queue with `iostat` off counts nothing.
+fn disk_reports(scenario: &Scenario, jobs: &[Job]) -> Result<Vec<DiskReport>, ModelError> {
+    const NOT_SIMULATED: &str = "the psync stack does not simulate ticks, in_queue or util";
+    const NO_IOSTAT: &str =
+        "the pmem driver's queue has iostats off by default: QUEUE_FLAG_IO_STAT unset";
+    let count = |d: &mut DiskReport, ios: u64, dir: Dir| match dir {
+        Dir::Read => d.read_ios += ios,
+        Dir::Write => d.write_ios += ios,
+    };
+    let pmem_report = |p: &crate::pmem::PmemConfig| DiskReport {
+        name: p.name.clone(),
+        stats_kept: if p.iostat {
+            StatsKept::IosOnly
+        } else {
+            StatsKept::None
+        },
+        stats_note: if p.iostat { NOT_SIMULATED } else { NO_IOSTAT }.into(),
+        ..DiskReport::default()
+    };
+    let mut dm: Option<DiskReport> = None;
+    let mut pmems: Vec<DiskReport> = Vec::new();
+    for (g, jc) in scenario.jobs.iter().enumerate() {
+        let (ios, dir) = jobs
+            .iter()
+            .filter(|j| j.group == g)
+            .fold((0, Dir::Read), |(n, _), j| (n + j.ios, j.dir));
+        let (p, via_dm) = match find_target(scenario, jc)? {
+            Target::Pmem(p) => (p, None),
+            Target::Dm(d, p) => (p, Some(d)),
+        };
+        if let Some(d) = via_dm {
+            let r = dm.get_or_insert_with(|| DiskReport {
+                // fio names devices by their sysfs name: the first dm device is dm-0.
+                name: "dm-0".into(),
+                stats_kept: StatsKept::IosOnly,
+                stats_note: format!("{}; {NOT_SIMULATED}", d.dev_path()),
+                ..DiskReport::default()
+            });
+            count(r, ios, dir);
+        }
+        let slot = match pmems.iter().position(|r| r.name == p.name) {
+            Some(i) => i,
+            None => {
+                pmems.push(pmem_report(p));
+                pmems.len() - 1
+            }
+        };
+        if p.iostat {
+            count(&mut pmems[slot], ios, dir);
+        }
+    }
+    Ok(match dm {
+        // The dm device first, its pmem as member (fio lists a device's
+        // slaves after it).
+        Some(mut d) => {
+            d.members = pmems;
+            vec![d]
+        }
+        None => pmems,
     })
 }
 
