@@ -35,7 +35,7 @@ enum TraceCmd {
 struct InputArgs {
     /// Input format instead of auto-detection: blktrace, ftrace-blk,
     /// blkparse, iolog2, iolog3, msr, systor17, alibaba, tencent, fiu,
-    /// vscsi, lcs-csv.
+    /// vscsi, lcs-csv, oracleGeneral (zstd-compressed input is detected).
     #[arg(long = "input-format", short = 'F', value_name = "NAME")]
     input_format: Option<TraceFormat>,
     /// Skip malformed records (counted and reported) instead of failing.
