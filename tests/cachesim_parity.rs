@@ -69,7 +69,11 @@ fn check_encoding(encoding: &str, reqs: &[Request]) {
     assert_eq!(reqs.len(), 113_872, "{encoding}: request count");
     let refs = reference();
     let rows = refs.keys().filter(|(e, _, _)| e == encoding).count();
-    assert_eq!(rows, POLICIES.len() * SIZES.len(), "{encoding}: reference rows");
+    assert_eq!(
+        rows,
+        POLICIES.len() * SIZES.len(),
+        "{encoding}: reference rows"
+    );
     let policies: Vec<PolicyKind> = POLICIES.iter().map(|p| p.parse().unwrap()).collect();
     let cells = miss_ratio_table(reqs, &policies, &SIZES, &SimOptions::default()).unwrap();
     assert_eq!(cells.len(), rows);

@@ -43,7 +43,8 @@ pub(crate) struct ZstdInput {
 
 impl ZstdInput {
     pub(crate) fn new(input: Box<dyn Read + Send>, path: &Path) -> Result<Self, TraceError> {
-        let decoder = zstd::stream::read::Decoder::new(input).map_err(|e| TraceError::io(path, e))?;
+        let decoder =
+            zstd::stream::read::Decoder::new(input).map_err(|e| TraceError::io(path, e))?;
         Ok(ZstdInput {
             decoder,
             out_bytes: 0,

@@ -530,8 +530,9 @@ pub fn from_reader(
     }
     let format = match opts.format {
         Some(f) => f,
-        None => detect(compressed::inner_name(path), &head)
-            .ok_or_else(|| undetected(path, &head))?,
+        None => {
+            detect(compressed::inner_name(path), &head).ok_or_else(|| undetected(path, &head))?
+        }
     };
     let chained: Box<dyn Read + Send> = Box::new(Cursor::new(head).chain(input));
     let mut reader = build(path, format, chained, opts.lenient);
@@ -803,5 +804,56 @@ mod tests {
         fuzz_all_readers(b"");
         fuzz_all_readers(&[0u8; 100]);
         fuzz_all_readers(b"fio version 3 iolog\n1 f read 1\n");
+        fuzz_oracle_general(&[0x28, 0xb5, 0x2f, 0xfd, 0, 0]);
+    }
+
+    #[test]
+    fn zstd_input_of_any_format_is_decompressed() {
+        let csv = b"version,time,op,size,lbn\n1,5633898,2a,512,42932745\n";
+        let z = zstd::stream::encode_all(&csv[..], 3).unwrap();
+        let r = from_bytes("t.csv.zst", z, &OpenOptions::default()).unwrap();
+        assert_eq!(
+            (r.format(), r.decompressed()),
+            (TraceFormat::LibCacheSimCsv, true)
+        );
+        let evs: Vec<_> = r.collect::<Result<_, _>>().unwrap();
+        assert_eq!(evs[0].lbn, Some(42_932_745));
+    }
+
+    #[test]
+    fn record_offsets_in_zstd_input_say_they_are_decompressed() {
+        let mut raw = Vec::new();
+        for i in 0..4u64 {
+            oracle::OracleRecord {
+                time_s: 1,
+                obj_id: i,
+                obj_size: 512,
+                next_access_vtime: if i == 2 { 1 } else { -1 },
+            }
+            .encode(&mut raw);
+        }
+        let z = zstd::stream::encode_all(raw.as_slice(), 3).unwrap();
+        let e = from_bytes("t.oracleGeneral.zst", z, &OpenOptions::default())
+            .unwrap()
+            .find_map(Result::err)
+            .unwrap()
+            .to_string();
+        assert!(
+            e.starts_with("t.oracleGeneral.zst: byte offset 48: next_access_vtime 1")
+                && e.ends_with("[offset in the zstd-decompressed data]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn zstd_bombs_are_skipped_by_the_fuzz_body_only() {
+        let zeros = vec![0u8; (FUZZ_MAX_DECOMPRESSED + 1) as usize];
+        let z = zstd::stream::encode_all(zeros.as_slice(), 1).unwrap();
+        assert!(compressed::decompresses_beyond(&z, FUZZ_MAX_DECOMPRESSED));
+        let small = zstd::stream::encode_all(&zeros[..1000], 1).unwrap();
+        assert!(!compressed::decompresses_beyond(
+            &small,
+            FUZZ_MAX_DECOMPRESSED
+        ));
     }
 }

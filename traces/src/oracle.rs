@@ -86,16 +86,33 @@ impl OracleRecord {
     }
 }
 
-/// Content detection for files whose name does not say `oracleGeneral`: the head holds at
-/// least one complete record and every complete record's `next_access_vtime` is valid
-/// (random or other binary data fails this within a few records).
+/// Content detection for files whose name does not say `oracleGeneral`. Every complete
+/// record in `head` must carry exactly the next-access time libCacheSim's converter writes:
+/// the 1-based index of the next record in the head with the same `obj_id`, or, when there
+/// is none in the head, -1, `i64::MAX` or an index past the head. At least one record must
+/// show it positively (a re-access inside the head, or -1): other binary data, whose
+/// 8-byte fields at that position are arbitrary (vscsi's block numbers and timestamps are
+/// all large and positive), fails this.
 pub fn looks_like(head: &[u8]) -> bool {
-    let mut records = head.chunks_exact(RECORD_BYTES).peekable();
-    records.peek().is_some()
-        && records.enumerate().all(|(i, r)| {
-            let r: &[u8; RECORD_BYTES] = r.try_into().expect("chunks_exact");
-            OracleRecord::decode(r).check_next_access(i as u64).is_ok()
-        })
+    let recs: Vec<OracleRecord> = head
+        .chunks_exact(RECORD_BYTES)
+        .map(|r| OracleRecord::decode(r.try_into().expect("chunks_exact")))
+        .collect();
+    let n = recs.len() as u64;
+    let mut later: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    let mut evidence = false;
+    for (i, r) in recs.iter().enumerate().rev() {
+        let v = r.next_access_vtime;
+        let ok = match later.insert(r.obj_id, i as u64) {
+            Some(j) => v == i64::try_from(j + 1).unwrap_or(-1),
+            None => v == -1 || v == i64::MAX || u64::try_from(v).is_ok_and(|v| v > n),
+        };
+        if !ok {
+            return false;
+        }
+        evidence |= v == -1 || v == i64::MAX || u64::try_from(v).is_ok_and(|v| v <= n);
+    }
+    evidence
 }
 
 pub(crate) struct OracleReader {
@@ -245,16 +262,34 @@ mod tests {
     }
 
     #[test]
-    fn detection_needs_plausible_records() {
+    fn detection_needs_consistent_next_access_times() {
         let mut b = Vec::new();
         rec(10, 7, 4096, 3).encode(&mut b);
         rec(10, 8, 4096, -1).encode(&mut b);
-        rec(11, 7, 4096, -1).encode(&mut b);
+        rec(11, 7, 4096, 9).encode(&mut b);
         assert!(looks_like(&b));
-        assert!(looks_like(&b[..30]), "a partial last record is ignored");
+        assert!(
+            looks_like(&b[..60]),
+            "record 0's re-access is past this head"
+        );
+        assert!(
+            !looks_like(&b[..30]),
+            "one record pointing past the head: no evidence"
+        );
         assert!(!looks_like(&b[..23]), "no complete record");
         assert!(!looks_like(&[0u8; 96]), "zeros: vtime 0 points backwards");
-        b[16] = 1;
-        assert!(!looks_like(&b), "record 1 points at itself");
+        let mut wrong = b.clone();
+        wrong[16] = 2;
+        assert!(
+            !looks_like(&wrong),
+            "record 0's next access is record 3, not 2"
+        );
+        let mut b2 = Vec::new();
+        rec(10, 7, 4096, 100).encode(&mut b2);
+        rec(10, 8, 4096, 200).encode(&mut b2);
+        assert!(
+            !looks_like(&b2),
+            "no positive evidence: only far-forward values"
+        );
     }
 }
