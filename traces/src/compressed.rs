@@ -8,6 +8,11 @@ use std::path::Path;
 
 use crate::TraceError;
 
+/// Largest zstd window accepted, log2 bytes: libzstd's default decompression limit
+/// (`ZSTD_WINDOWLOG_LIMIT_DEFAULT`, 128 MiB), which libCacheSim's zstd reader runs with and
+/// which `zstd --ultra -22` output stays within. It bounds the decoder's memory.
+const WINDOW_LOG_MAX: u32 = 27;
+
 /// The zstd frame magic number (RFC 8878, little-endian 0xFD2FB528).
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
@@ -43,8 +48,11 @@ pub(crate) struct ZstdInput {
 
 impl ZstdInput {
     pub(crate) fn new(input: Box<dyn Read + Send>, path: &Path) -> Result<Self, TraceError> {
-        let decoder =
+        let mut decoder =
             zstd::stream::read::Decoder::new(input).map_err(|e| TraceError::io(path, e))?;
+        decoder
+            .window_log_max(WINDOW_LOG_MAX)
+            .map_err(|e| TraceError::io(path, e))?;
         Ok(ZstdInput {
             decoder,
             out_bytes: 0,
@@ -64,7 +72,9 @@ impl Read for ZstdInput {
                 e.kind(),
                 format!(
                     "zstd decompression failed after {} decompressed bytes: {e} \
-                     (the file is truncated or corrupt; `zstd -t FILE` checks it)",
+                     (a truncated or corrupt file, which `zstd -t FILE` confirms, or one \
+                     compressed with a window over 128 MiB, e.g. `zstd --long=31`: \
+                     decompress it first with `zstd -d --memory=2GB`)",
                     self.out_bytes
                 ),
             )),
