@@ -11,7 +11,8 @@ The output is committed as tests/data/cache/libcachesim_reference.txt.
 
 Encodings: the CloudPhysics sample as vscsi and as csv, and the oracleGeneral sample
 (its first 20,000 requests converted by libCacheSim's own converter), plain and
-zstd-compressed. --make-oracle-sample (re)writes that sample
+zstd-compressed, and that sample in the byte view (encoding oracleGeneral-bytes: without
+ignore_obj_size, sizes in bytes). --make-oracle-sample (re)writes that sample
 (cloudPhysicsIO.20k.oracleGeneral.bin and .bin.zst; needs the `zstd` command).
 """
 import os
@@ -29,6 +30,7 @@ ORACLE_SAMPLE = "cloudPhysicsIO.20k.oracleGeneral.bin"
 ORACLE_REQUESTS = 20000
 VSCSI_V1_RECORD_BYTES = 32
 ORACLE_SIZES = [100, 500, 1500]
+ORACLE_BYTE_SIZES = [4 << 20, 32 << 20, 128 << 20]
 POLICIES = [
     ("fifo", lcs.FIFO),
     ("lru", lcs.LRU),
@@ -107,6 +109,10 @@ def main():
         path = os.path.join(TRACE_DIR, file)
         reader = lcs.TraceReader(path, lcs.TraceType.ORACLE_GENERAL_TRACE, lcs.ReaderInitParam(ignore_obj_size=True))
         print_rows(encoding, reader, reader, ORACLE_SIZES)
+    # The byte view: objects weigh their size and the cache size counts bytes.
+    path = os.path.join(TRACE_DIR, ORACLE_SAMPLE)
+    reader = lcs.TraceReader(path, lcs.TraceType.ORACLE_GENERAL_TRACE, lcs.ReaderInitParam())
+    print_rows("oracleGeneral-bytes", reader, reader, ORACLE_BYTE_SIZES)
 
 
 if __name__ == "__main__":

@@ -147,15 +147,17 @@ fn reference(encoding: &str) -> Vec<(String, u64, u64)> {
         .collect()
 }
 
-fn cachesim_misses(file: &Path) -> Vec<(String, u64, u64)> {
+fn cachesim_misses(file: &Path, unit: &str, sizes: &str) -> Vec<(String, u64, u64)> {
     let csv = tmp(&format!(
-        "{}.csv",
+        "{}.{unit}.csv",
         file.file_name().unwrap().to_string_lossy()
     ));
     let out = sim()
         .arg("cachesim")
         .arg(file)
-        .args(["--policy", POLICIES, "--size", SIZES, "--csv"])
+        .args([
+            "--policy", POLICIES, "--size", sizes, "--unit", unit, "--csv",
+        ])
         .arg(&csv)
         .output()
         .unwrap();
@@ -191,7 +193,7 @@ fn cachesim_miss_counts_equal_libcachesim_on_the_same_files() {
         ("oracleGeneral.zst", format!("{SAMPLE}.zst")),
     ] {
         let mut want = reference(encoding);
-        let mut got = cachesim_misses(&data(&file));
+        let mut got = cachesim_misses(&data(&file), "objects", SIZES);
         want.sort();
         got.sort();
         assert_eq!(want.len(), 30, "{encoding}: ten policies at three sizes");
@@ -200,6 +202,26 @@ fn cachesim_miss_counts_equal_libcachesim_on_the_same_files() {
             "{encoding}: (policy, size, misses) vs libCacheSim"
         );
     }
+}
+
+/// The byte view (`--unit bytes`: objects weigh their size, sizes count bytes) against
+/// libCacheSim without `ignore_obj_size`: nine policies give its exact miss counts. LIRS
+/// does not (15,509 and 15,409 misses against 15,421 and 15,394 at 4 and 32 MiB, equal at
+/// 128 MiB); its variable-size path is not yet traced to the cause, and the README claims
+/// exact LIRS parity only in the object view.
+#[test]
+fn cachesim_byte_view_equals_libcachesim_except_lirs() {
+    let want: Vec<_> = reference("oracleGeneral-bytes")
+        .into_iter()
+        .filter(|(p, _, _)| p != "lirs")
+        .collect();
+    assert_eq!(want.len(), 27, "nine policies at three sizes");
+    let got = cachesim_misses(&data(SAMPLE), "bytes", "4M,32M,128M");
+    let mut got: Vec<_> = got.into_iter().filter(|(p, _, _)| p != "lirs").collect();
+    let mut want = want;
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "bytes: (policy, size, misses) vs libCacheSim");
 }
 
 #[test]
