@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../fuzz"
 logdir="target/fuzz-logs"
 mkdir -p "$logdir"
 status=0
-for t in scenario_toml set_expr fio_job autodetect blkparse_text blktrace csv_formats ftrace_blk iolog vscsi; do
+for t in scenario_toml set_expr fio_job autodetect blkparse_text blktrace csv_formats ftrace_blk iolog vscsi oracle_general; do
   start=$(date +%s)
   if cargo +nightly fuzz run -O -s none "$t" -- -runs="$runs" -rss_limit_mb=2048 -max_len=65536 \
       > "$logdir/$t.log" 2>&1; then

@@ -24,7 +24,7 @@ use crate::scenario::{load, LoadOptions, Loaded};
 pub struct TraceInput {
     /// Trace format instead of auto-detection: blktrace, ftrace-blk,
     /// blkparse, iolog2, iolog3, msr, systor17, alibaba, tencent, fiu,
-    /// vscsi, lcs-csv.
+    /// vscsi, lcs-csv, oracleGeneral (zstd-compressed input is detected).
     #[arg(short = 'F', long = "input-format", value_name = "NAME")]
     pub input_format: Option<TraceFormat>,
     /// Skip malformed records (counted and reported) instead of failing,

@@ -3,10 +3,11 @@
 //! Reference values: tests/data/cache/libcachesim_reference.txt, the output of
 //! scripts/libcachesim_reference.py (libcachesim 0.3.5 from PyPI, `ignore_obj_size=True`,
 //! default parameters, Belady over libCacheSim's oracleGeneral conversion). Each request is
-//! one object keyed by lbn. Issue 7 asks for exact miss counts for FIFO, LRU, CLOCK and
-//! Belady and 0.005 of the miss ratio for ARC, 2Q, LIRS, S3-FIFO, SIEVE and W-TinyLFU; the
-//! policies follow libCacheSim step by step (W-TinyLFU's sketch even uses XXH64 with
-//! libCacheSim's seeds), so every one of them is checked for the exact miss count.
+//! one object keyed by lbn. The policies follow libCacheSim step by step (ARC's adaptation
+//! target is real-valued as in `ARC.c`; W-TinyLFU's sketch even uses XXH64 with
+//! libCacheSim's seeds), so every one of the ten is checked for the exact miss count at
+//! every size of the reference file (1,000 to 20,000 objects, 2% to 41% of the 48,974
+//! distinct blocks). The oracleGeneral encoding is checked in tests/trace_oracle.rs.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,7 +17,10 @@ use blocksim_cachesim::{miss_ratio_table, PolicyKind, Request, SimOptions};
 use blocksim_traces::{OpenOptions, TraceFormat};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/cache");
-const SIZES: [u64; 3] = [1000, 5000, 20000];
+const SIZES: [u64; 5] = [1000, 3000, 5000, 12000, 20000];
+const POLICIES: [&str; 10] = [
+    "fifo", "lru", "clock", "belady", "arc", "2q", "lirs", "s3fifo", "sieve", "wtinylfu",
+];
 
 fn requests(file: &str, format: TraceFormat) -> Vec<Request> {
     let path = Path::new(DATA).join(file);
@@ -64,41 +68,40 @@ fn reference() -> BTreeMap<(String, String, u64), (f64, u64, u64)> {
 fn check_encoding(encoding: &str, reqs: &[Request]) {
     assert_eq!(reqs.len(), 113_872, "{encoding}: request count");
     let refs = reference();
-    let exact = ["fifo", "lru", "clock", "belady"];
-    let close = ["arc", "2q", "lirs", "s3fifo", "sieve", "wtinylfu"];
-    let policies: Vec<PolicyKind> = exact
-        .iter()
-        .chain(close.iter())
-        .map(|p| p.parse().unwrap())
-        .collect();
+    let rows = refs.keys().filter(|(e, _, _)| e == encoding).count();
+    assert_eq!(
+        rows,
+        POLICIES.len() * SIZES.len(),
+        "{encoding}: reference rows"
+    );
+    let policies: Vec<PolicyKind> = POLICIES.iter().map(|p| p.parse().unwrap()).collect();
     let cells = miss_ratio_table(reqs, &policies, &SIZES, &SimOptions::default()).unwrap();
+    assert_eq!(cells.len(), rows);
     let mut report = String::new();
+    let mut differ = Vec::new();
     for c in &cells {
         let name = c.policy.name();
-        let (ref_ratio, ref_misses, ref_requests) =
-            refs[&(encoding.to_string(), name.to_string(), c.size)];
+        let (_, ref_misses, ref_requests) = refs[&(encoding.to_string(), name.to_string(), c.size)];
         assert_eq!(c.stats.requests, ref_requests);
-        let diff = c.stats.miss_ratio() - ref_ratio;
-        report += &format!(
-            "{encoding} {name} {} ours {:.6} ref {ref_ratio:.6} diff {diff:+.6}\n",
-            c.size,
-            c.stats.miss_ratio()
+        let diff = c.stats.misses as i64 - ref_misses as i64;
+        let line = format!(
+            "{encoding} {name} {}: misses {} libCacheSim {ref_misses} ({diff:+})",
+            c.size, c.stats.misses
         );
-        if exact.contains(&name) {
-            assert_eq!(
-                c.stats.misses, ref_misses,
-                "{encoding} {name} {}: exact parity\n{report}",
-                c.size
-            );
-        } else {
-            assert!(
-                diff.abs() <= 0.005,
-                "{encoding} {name} {}: |{diff}| > 0.005\n{report}",
-                c.size
-            );
+        if diff != 0 {
+            differ.push(line.clone());
         }
+        report += &line;
+        report.push('\n');
     }
     println!("{report}");
+    assert!(
+        differ.is_empty(),
+        "{encoding}: {} of {} cells differ from libCacheSim:\n{}",
+        differ.len(),
+        cells.len(),
+        differ.join("\n")
+    );
 }
 
 #[test]

@@ -99,6 +99,7 @@ fn mutated_seeds_never_panic() {
         for _ in 0..12 {
             let m = mutate(&mut rng, seed);
             blocksim_traces::fuzz_all_readers(&m);
+            blocksim_traces::fuzz_oracle_general(&m);
         }
     }
 }

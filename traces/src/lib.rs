@@ -44,9 +44,11 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 pub mod blktrace;
+mod compressed;
 pub mod dump;
 mod error;
 mod event;
+pub mod oracle;
 pub mod replay;
 mod skips;
 mod source;
@@ -89,11 +91,13 @@ pub enum TraceFormat {
     Vscsi,
     /// libCacheSim-style CSV with a header naming an lbn column.
     LibCacheSimCsv,
+    /// libCacheSim oracleGeneral binary (24-byte records; see [`oracle`]).
+    OracleGeneral,
 }
 
 impl TraceFormat {
     /// All formats, in the order `--input-format` lists them.
-    pub const ALL: [TraceFormat; 12] = [
+    pub const ALL: [TraceFormat; 13] = [
         TraceFormat::Blktrace,
         TraceFormat::FtraceBlk,
         TraceFormat::BlkparseText,
@@ -106,6 +110,7 @@ impl TraceFormat {
         TraceFormat::FiuText,
         TraceFormat::Vscsi,
         TraceFormat::LibCacheSimCsv,
+        TraceFormat::OracleGeneral,
     ];
 
     /// The name accepted by `FromStr` and `--input-format`.
@@ -123,6 +128,7 @@ impl TraceFormat {
             TraceFormat::FiuText => "fiu",
             TraceFormat::Vscsi => "vscsi",
             TraceFormat::LibCacheSimCsv => "lcs-csv",
+            TraceFormat::OracleGeneral => "oracleGeneral",
         }
     }
 
@@ -161,6 +167,7 @@ impl FromStr for TraceFormat {
             "msr-cambridge" => "msr",
             "systor" => "systor17",
             "libcachesim-csv" | "csv" => "lcs-csv",
+            "oraclegeneral" | "oracle-general" | "oracle" => "oracleGeneral",
             other => other,
         };
         TraceFormat::ALL
@@ -186,7 +193,9 @@ pub struct OpenOptions {
 }
 
 /// Detects the format of a file from its first bytes and its name.
-/// Returns `None` when nothing matches.
+/// Returns `None` when nothing matches. oracleGeneral has no magic: a name
+/// containing `oracleGeneral` (libCacheSim's naming) selects it, else binary
+/// content whose first records all pass [`oracle::looks_like`].
 pub fn detect(path: &Path, head: &[u8]) -> Option<TraceFormat> {
     if head.len() >= 4 && blktrace::magic_order(head).is_some() {
         return Some(TraceFormat::Blktrace);
@@ -199,8 +208,21 @@ pub fn detect(path: &Path, head: &[u8]) -> Option<TraceFormat> {
         .and_then(|e| e.to_str())
         .unwrap_or("")
         .to_ascii_lowercase();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    if name.contains("oraclegeneral") {
+        return Some(TraceFormat::OracleGeneral);
+    }
+    if ext == "vscsi" && vscsi::detect_version(head).is_some() {
+        return Some(TraceFormat::Vscsi);
+    }
     let binary = head.iter().take(512).any(|&b| b == 0);
-    if (ext == "vscsi" || binary) && vscsi::detect_version(head).is_some() {
+    if binary && oracle::looks_like(head) {
+        return Some(TraceFormat::OracleGeneral);
+    }
+    if binary && vscsi::detect_version(head).is_some() {
         return Some(TraceFormat::Vscsi);
     }
     if binary {
@@ -276,6 +298,8 @@ pub struct TraceReader {
     format: TraceFormat,
     path: PathBuf,
     failed: bool,
+    /// The file is zstd-compressed: record offsets are into the decompressed data.
+    decompressed: bool,
 }
 
 impl fmt::Debug for TraceReader {
@@ -283,6 +307,7 @@ impl fmt::Debug for TraceReader {
         f.debug_struct("TraceReader")
             .field("format", &self.format)
             .field("path", &self.path)
+            .field("decompressed", &self.decompressed)
             .finish()
     }
 }
@@ -296,6 +321,11 @@ impl TraceReader {
     /// The (first) file being read.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// True when the file is zstd-compressed (decompressed while reading).
+    pub fn decompressed(&self) -> bool {
+        self.decompressed
     }
 
     /// Records skipped so far (lenient mode, or records blkparse also skips).
@@ -323,10 +353,29 @@ impl Iterator for TraceReader {
             return None;
         }
         let r = self.inner.next_event();
-        if matches!(r, Some(Err(_))) {
+        if let Some(Err(e)) = r {
             self.failed = true;
+            return Some(Err(self.locate(e)));
         }
         r
+    }
+}
+
+impl TraceReader {
+    /// Says that a record's byte offset counts decompressed bytes.
+    fn locate(&self, e: TraceError) -> TraceError {
+        match e {
+            TraceError::Record {
+                path,
+                offset,
+                message,
+            } if self.decompressed => TraceError::Record {
+                path,
+                offset,
+                message: format!("{message} [offset in the zstd-decompressed data]"),
+            },
+            e => e,
+        }
     }
 }
 
@@ -392,6 +441,11 @@ fn build(
             path,
             lenient,
         )),
+        TraceFormat::OracleGeneral => Box::new(oracle::OracleReader::new(
+            ByteSource::new(input),
+            path,
+            lenient,
+        )),
         TraceFormat::BlkparseText => Box::new(text::LineReader::new(
             LineSource::new(input),
             path,
@@ -452,24 +506,38 @@ fn build(
         format,
         path: path.to_path_buf(),
         failed: false,
+        decompressed: false,
     }
 }
 
 /// Opens any reader (stdin, a pipe, memory) as a trace; `name` is used in
-/// error messages and for extension-based detection.
+/// error messages and for extension-based detection. zstd-compressed input
+/// (any format, e.g. libCacheSim's `.oracleGeneral.zst`) is recognised by its
+/// magic number and decompressed while reading; the format is then detected
+/// from the decompressed bytes and the name without `.zst`.
 pub fn from_reader(
     name: &str,
     mut input: Box<dyn Read + Send>,
     opts: &OpenOptions,
 ) -> Result<TraceReader, TraceError> {
     let path = Path::new(name);
-    let head = read_head(&mut input, path)?;
+    let mut head = read_head(&mut input, path)?;
+    let decompressed = compressed::is_zstd(&head);
+    if decompressed {
+        let raw: Box<dyn Read + Send> = Box::new(Cursor::new(head).chain(input));
+        input = Box::new(compressed::ZstdInput::new(raw, path)?);
+        head = read_head(&mut input, path)?;
+    }
     let format = match opts.format {
         Some(f) => f,
-        None => detect(path, &head).ok_or_else(|| undetected(path, &head))?,
+        None => {
+            detect(compressed::inner_name(path), &head).ok_or_else(|| undetected(path, &head))?
+        }
     };
     let chained: Box<dyn Read + Send> = Box::new(Cursor::new(head).chain(input));
-    Ok(build(path, format, chained, opts.lenient))
+    let mut reader = build(path, format, chained, opts.lenient);
+    reader.decompressed = decompressed;
+    Ok(reader)
 }
 
 /// Opens an in-memory trace (tests, fuzzing).
@@ -559,6 +627,7 @@ fn open_set(
         format: TraceFormat::Blktrace,
         path: path.to_path_buf(),
         failed: false,
+        decompressed: false,
     })
 }
 
@@ -614,6 +683,7 @@ pub fn open_many(paths: &[PathBuf], opts: &OpenOptions) -> Result<TraceReader, T
                 format: TraceFormat::Blktrace,
                 path: paths[0].clone(),
                 failed: false,
+                decompressed: false,
             })
         }
     }
@@ -624,6 +694,11 @@ pub fn open_many(paths: &[PathBuf], opts: &OpenOptions) -> Result<TraceReader, T
 /// body of the fuzz targets (must never panic, never allocate by an
 /// untrusted length). An empty `formats` means auto-detection.
 pub fn fuzz_formats(formats: &[TraceFormat], data: &[u8]) {
+    if compressed::is_zstd(data) && compressed::decompresses_beyond(data, FUZZ_MAX_DECOMPRESSED) {
+        // A small frame can expand to gigabytes (a valid file, read in constant memory);
+        // the harness skips it to keep each execution short.
+        return;
+    }
     let forced: Vec<Option<TraceFormat>> = if formats.is_empty() {
         vec![None]
     } else {
@@ -644,6 +719,20 @@ pub fn fuzz_formats(formats: &[TraceFormat], data: &[u8]) {
                 let _ = st.report();
             }
         }
+    }
+}
+
+/// Decompressed bytes beyond which [`fuzz_formats`] skips a zstd input.
+const FUZZ_MAX_DECOMPRESSED: u64 = 1 << 22;
+
+/// The oracleGeneral fuzz body: the bytes as a plain oracleGeneral file (and as a zstd
+/// frame when they start with its magic), through auto-detection, and compressed with zstd
+/// (so mutations of valid records also reach the reader through the decompressor).
+pub fn fuzz_oracle_general(data: &[u8]) {
+    fuzz_formats(&[TraceFormat::OracleGeneral], data);
+    fuzz_formats(&[], data);
+    if let Ok(z) = zstd::stream::encode_all(data, 1) {
+        fuzz_formats(&[TraceFormat::OracleGeneral], &z);
     }
 }
 
@@ -723,5 +812,56 @@ mod tests {
         fuzz_all_readers(b"");
         fuzz_all_readers(&[0u8; 100]);
         fuzz_all_readers(b"fio version 3 iolog\n1 f read 1\n");
+        fuzz_oracle_general(&[0x28, 0xb5, 0x2f, 0xfd, 0, 0]);
+    }
+
+    #[test]
+    fn zstd_input_of_any_format_is_decompressed() {
+        let csv = b"version,time,op,size,lbn\n1,5633898,2a,512,42932745\n";
+        let z = zstd::stream::encode_all(&csv[..], 3).unwrap();
+        let r = from_bytes("t.csv.zst", z, &OpenOptions::default()).unwrap();
+        assert_eq!(
+            (r.format(), r.decompressed()),
+            (TraceFormat::LibCacheSimCsv, true)
+        );
+        let evs: Vec<_> = r.collect::<Result<_, _>>().unwrap();
+        assert_eq!(evs[0].lbn, Some(42_932_745));
+    }
+
+    #[test]
+    fn record_offsets_in_zstd_input_say_they_are_decompressed() {
+        let mut raw = Vec::new();
+        for i in 0..4u64 {
+            oracle::OracleRecord {
+                time_s: 1,
+                obj_id: i,
+                obj_size: 512,
+                next_access_vtime: if i == 2 { 1 } else { -1 },
+            }
+            .encode(&mut raw);
+        }
+        let z = zstd::stream::encode_all(raw.as_slice(), 3).unwrap();
+        let e = from_bytes("t.oracleGeneral.zst", z, &OpenOptions::default())
+            .unwrap()
+            .find_map(Result::err)
+            .unwrap()
+            .to_string();
+        assert!(
+            e.starts_with("t.oracleGeneral.zst: byte offset 48: next_access_vtime 1")
+                && e.ends_with("[offset in the zstd-decompressed data]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn zstd_bombs_are_skipped_by_the_fuzz_body_only() {
+        let zeros = vec![0u8; (FUZZ_MAX_DECOMPRESSED + 1) as usize];
+        let z = zstd::stream::encode_all(zeros.as_slice(), 1).unwrap();
+        assert!(compressed::decompresses_beyond(&z, FUZZ_MAX_DECOMPRESSED));
+        let small = zstd::stream::encode_all(&zeros[..1000], 1).unwrap();
+        assert!(!compressed::decompresses_beyond(
+            &small,
+            FUZZ_MAX_DECOMPRESSED
+        ));
     }
 }
