@@ -10,8 +10,12 @@
 //!
 //! stdout: `verified: N executions explored (bound K)` and exit 0, or
 //! `counterexample: <invariant>` followed by the interleaving (one row per
-//! access: thread, operation, location, value) and a replay string, exit 1.
-//! Bad arguments exit 2 with the valid values. Wall time goes to stderr.
+//! access: thread, operation, location, value) and a replay string, exit 1,
+//! or `incomplete: <cause>: <message>` when the exploration stopped before
+//! finishing (loom's branch limit, shuttle's step limit, a panic that is not
+//! an invariant) with the stopping execution's steps, exit 3: neither a
+//! proof nor a counterexample. Bad arguments exit 2 with the valid values.
+//! Wall time goes to stderr.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -60,9 +64,14 @@ struct EngineArgs {
     /// shuttle scheduler seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// loom max branches per execution (spin loops use branches).
+    /// loom max branches per execution (spin loops use branches); an
+    /// execution that needs more stops the check as incomplete.
     #[arg(long, default_value_t = 10_000)]
     max_branches: usize,
+    /// shuttle max steps per execution; an execution that needs more stops
+    /// the check as incomplete.
+    #[arg(long, default_value_t = 200_000)]
+    max_steps: usize,
     /// Also write the replay string of a counterexample to FILE.
     #[arg(long, value_name = "FILE")]
     save_replay: Option<PathBuf>,
@@ -154,6 +163,7 @@ fn engine_options(e: &EngineArgs) -> anyhow::Result<CheckOptions> {
         iterations: e.iterations,
         seed: e.seed,
         max_branches: e.max_branches,
+        max_steps: e.max_steps,
         capture_replay: true,
     })
 }
@@ -162,8 +172,8 @@ fn engine_options(e: &EngineArgs) -> anyhow::Result<CheckOptions> {
 fn canonical_args(target: &Target) -> String {
     let eng = |e: &EngineArgs| {
         format!(
-            "--engine {} --preemptions {} --iterations {} --seed {} --max-branches {}",
-            e.engine, e.preemptions, e.iterations, e.seed, e.max_branches
+            "--engine {} --preemptions {} --iterations {} --seed {} --max-branches {} --max-steps {}",
+            e.engine, e.preemptions, e.iterations, e.seed, e.max_branches, e.max_steps
         )
     };
     match target {
@@ -222,14 +232,17 @@ fn btree_model(a: &BtreeArgs) -> anyhow::Result<blocksim_designs::btree::check::
             .collect::<Vec<_>>()
             .join("\n")
     };
-    if !(1..=3).contains(&a.threads) {
+    let model = bt::model(&a.variant, a.threads)
+        .with_context(|| format!("--variant {}: valid variants:\n{}", a.variant, valid()))?;
+    let (min, max) = (model.variant.min_readers(), model.variant.max_readers());
+    if !(min..=max).contains(&a.threads) {
         bail!(
-            "--threads {}: btree models take 1..=3 lookup threads (the writer is one more)",
-            a.threads
+            "--threads {}: btree variant {} takes {min}..={max} lookup threads (the writers are extra)",
+            a.threads,
+            a.variant
         );
     }
-    bt::model(&a.variant, a.threads)
-        .with_context(|| format!("--variant {}: valid variants:\n{}", a.variant, valid()))
+    Ok(model)
 }
 
 fn run_target(target: &Target, replay_payload: Option<&str>) -> anyhow::Result<ExitCode> {
@@ -288,26 +301,45 @@ fn run_target(target: &Target, replay_payload: Option<&str>) -> anyhow::Result<E
                 );
             }
             print!("{}", check::render_steps(&c.steps, &|l| line_names(l)));
-            match &c.replay {
-                Some(payload) => {
-                    let token = format!("{REPLAY_PREFIX}{}:{}", canonical_args(target), payload);
-                    if let Some(path) = &engine_args.save_replay {
-                        std::fs::write(path, format!("{token}\n")).with_context(|| {
-                            format!("cannot write replay file {}", path.display())
-                        })?;
-                        println!(
-                            "replay file: {} (sim check --replay {})",
-                            path.display(),
-                            path.display()
-                        );
-                    }
-                    println!("replay: sim check --replay '{token}'");
-                }
-                None => println!("replay: not captured"),
-            }
+            print_replay(target, engine_args, c.replay.as_deref())?;
             Ok(ExitCode::from(1))
         }
+        Verdict::Incomplete(i) => {
+            println!("incomplete: {}: {}", i.cause, i.message);
+            println!(
+                "{} stopped after {} executions, neither verified nor a counterexample; the stopping execution ({} steps):",
+                opts.engine.name(),
+                i.executions,
+                i.steps.len()
+            );
+            print!("{}", check::render_steps(&i.steps, &|l| line_names(l)));
+            Ok(ExitCode::from(3))
+        }
     }
+}
+
+/// Prints (and with --save-replay writes) the replay string.
+fn print_replay(
+    target: &Target,
+    engine_args: &EngineArgs,
+    payload: Option<&str>,
+) -> anyhow::Result<()> {
+    let Some(payload) = payload else {
+        println!("replay: not captured");
+        return Ok(());
+    };
+    let token = format!("{REPLAY_PREFIX}{}:{}", canonical_args(target), payload);
+    if let Some(path) = &engine_args.save_replay {
+        std::fs::write(path, format!("{token}\n"))
+            .with_context(|| format!("cannot write replay file {}", path.display()))?;
+        println!(
+            "replay file: {} (sim check --replay {})",
+            path.display(),
+            path.display()
+        );
+    }
+    println!("replay: sim check --replay '{token}'");
+    Ok(())
 }
 
 type LineNames = Box<dyn Fn(blocksim_designs::backend::LineId) -> String>;

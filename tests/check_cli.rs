@@ -1,5 +1,5 @@
 //! `sim check` end to end: verdict lines, exit codes (0 verified, 1
-//! counterexample, 2 bad arguments), replay, determinism.
+//! counterexample, 2 bad arguments, 3 incomplete), replay, determinism.
 
 use std::process::{Command, Output};
 
@@ -114,6 +114,56 @@ fn replay_string_and_file_reproduce_the_steps() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+fn btree(variant: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["check", "btree", "--variant", variant];
+    args.extend_from_slice(extra);
+    sim(&args)
+}
+
+#[test]
+fn btree_verdicts_and_exit_codes() {
+    let good = btree("split-locked", &[]);
+    assert_eq!(good.status.code(), Some(0), "{}", stdout(&good));
+    assert!(stdout(&good).starts_with("verified: "), "{}", stdout(&good));
+
+    let bad = btree("split-no-coupling", &[]);
+    assert_eq!(bad.status.code(), Some(1), "{}", stdout(&bad));
+    let text = stdout(&bad);
+    assert!(
+        text.starts_with("counterexample: a lookup missed a key that is cached in every state"),
+        "{text}"
+    );
+    assert!(text.contains("read-unlock node 2"), "{text}");
+
+    let deadlock = btree("split-child-first", &[]);
+    assert_eq!(deadlock.status.code(), Some(1), "{}", stdout(&deadlock));
+    assert!(
+        stdout(&deadlock)
+            .starts_with("counterexample: deadlock: threads wait for each other's six locks"),
+        "{}",
+        stdout(&deadlock)
+    );
+
+    // A branch limit is neither a proof nor a counterexample.
+    let stopped = btree("split-locked", &["--max-branches", "40"]);
+    assert_eq!(stopped.status.code(), Some(3), "{}", stdout(&stopped));
+    assert!(
+        stdout(&stopped).starts_with("incomplete: loom branch limit hit (40 branches"),
+        "{}",
+        stdout(&stopped)
+    );
+    let stopped = btree(
+        "split-locked",
+        &["--engine", "shuttle-pct", "--max-steps", "50"],
+    );
+    assert_eq!(stopped.status.code(), Some(3), "{}", stdout(&stopped));
+    assert!(
+        stdout(&stopped).starts_with("incomplete: shuttle step limit hit (50 steps"),
+        "{}",
+        stdout(&stopped)
+    );
+}
+
 #[test]
 fn output_is_deterministic() {
     let a = inflight(
@@ -220,6 +270,10 @@ fn bad_arguments_exit_2_with_valid_values() {
         ),
         (&["check"], "inflight"),
         (&["check", "btree", "--variant", "nope"], "locked"),
+        (
+            &["check", "btree", "--variant", "two-writers", "--threads", "3"],
+            "0..=2 lookup threads",
+        ),
     ];
     for (args, expect) in cases {
         let out = sim(args);

@@ -67,7 +67,7 @@ fn bench_lookup(c: &mut Criterion) {
     // Average work per lookup, for the record.
     let mut sum = SearchWork::default();
     for &s in &sectors {
-        sum.add(&t.lookup_exclusive(1, s).1);
+        sum.add(&t.lookup(1, s).1);
     }
     let n = sectors.len() as f64;
     eprintln!(
@@ -83,12 +83,6 @@ fn bench_lookup(c: &mut Criterion) {
     let mut g = c.benchmark_group("btree_lookup_4M");
     g.throughput(Throughput::Elements(1));
     let mut i = 0usize;
-    g.bench_function("exclusive", |b| {
-        b.iter(|| {
-            i = (i + 1) & (sectors.len() - 1);
-            black_box(t.lookup_exclusive(1, sectors[i]))
-        })
-    });
     g.bench_function("read_locked", |b| {
         b.iter(|| {
             i = (i + 1) & (sectors.len() - 1);

@@ -1,5 +1,7 @@
 //! Adapter from bcache's request path to the B+tree of
-//! `blocksim_designs::btree` (the same node code the loom suite checks).
+//! `blocksim_designs::btree`: lookups and inserts call the tree's own
+//! operations, six locks and lock coupling included, which are the code the
+//! loom and shuttle suites check.
 //!
 //! Lookups run the real search on the real tree; what the search did
 //! ([`Work`]) is what the request path charges CPU time for. Inserts report
@@ -164,8 +166,8 @@ impl CacheIndex {
 
     /// The key covering `sector`, if any (valid or not: the caller checks
     /// the pointer), with the work of the search.
-    pub fn lookup(&mut self, sector: u64) -> (Option<Found>, Work) {
-        let (k, w) = self.tree.lookup_exclusive(INODE, sector);
+    pub fn lookup(&self, sector: u64) -> (Option<Found>, Work) {
+        let (k, w) = self.tree.lookup(INODE, sector);
         let f = k.map(|k: Bkey| Found {
             start: k.start(),
             end: k.end,

@@ -1,64 +1,97 @@
-//! Model-checked concurrency of the btree node protocols (issue 5).
+//! Model-checked concurrency of the B+tree's own operations.
 //!
-//! Two small scenarios run the real [`Node`] code under the
-//! [`crate::check`] harness (loom or shuttle):
+//! Each scenario builds a real [`BTree`] with a small node geometry, then
+//! spawns threads that call the tree's operations, the same functions the
+//! simulator calls: [`BTree::lookup_traced`] and [`BTree::insert_shared`]
+//! (six locks, lock coupling, bset writes, splits). The protocol variant is
+//! the tree's [`Faults`] switch; this module only builds the starting
+//! state, spawns the threads and states the invariants.
 //!
 //! * **bset**: one leaf holds a written bset `{a, c}` and an unwritten bset
 //!   `{b}`. A writer inserts `n`, which lands before `b` in the unwritten
-//!   bset (keys shift right), then writes the bset: its aux tree is built and
-//!   the lazy-sort rule merges both bsets and rebuilds the tree. Readers look
-//!   up a sector of `b` (present in every state) and of `n` (absent, then
-//!   present). Linearizability: each answer must be the answer in the state
-//!   before or after the insert, and a reader that saw `n` must keep seeing
-//!   it; a key that was never inserted (torn) is a violation.
-//! * **split**: a root (interior) points at one full leaf `{a, b, c}`. A
-//!   writer splits the leaf into `{a, b}` and a new leaf `{c}` and updates
-//!   the root. Readers descend root -> leaf looking for `c`, which exists in
-//!   every state.
+//!   bset (keys shift right); the bset then passes the write threshold and
+//!   is written: its aux tree is built and the lazy sort merges both bsets.
+//!   Readers look up a sector of `b` (present in every state) and of `n`
+//!   (absent, then present).
+//! * **split**: a root points at leaves `{a, b}` and `{c, d | e}` (two
+//!   written keys, one unwritten: the state sequential inserts of `a`..`e`
+//!   leave), which is full. A writer inserts `f`: the
+//!   leaf splits into `{c, d}` and a new leaf `{e}` (the root gets the new
+//!   child pointer), then `f` goes into the new leaf. Readers look up `e`
+//!   (present in every state, but moved by the split) and `f`.
+//! * **two writers**: the split scenario with a second writer inserting `g`
+//!   into the same leaf: writers serialise on the intent locks; one splits,
+//!   the other inserts after it.
 //!
-//! Variants (see [`VARIANTS`]): the correct protocols (`locked`,
-//! `split-locked`) must verify; each known-bad one must be found.
+//! Invariants (messages in the constants below): a key present in every
+//! state is always found ([`LOST_KEY`]); a lookup returns either the state
+//! before or after an insert, never a key nobody inserted ([`TORN_KEY`]),
+//! and never misses a key an earlier lookup of the same thread saw
+//! ([`NOT_MONOTONIC`]); a lookup never crashes on what it reads
+//! ([`LOOKUP_CRASHED`]); threads never wait for each other's six locks in a
+//! cycle ([`LOCK_CYCLE`], from a ghost wait-for graph fed by the lock steps
+//! the tree reports, since six locks spin and the checkers see a spin, not a
+//! block); after all threads, every key is there and the tree's structural
+//! invariants hold ([`FINAL_STATE`]).
 
+use std::collections::BTreeMap;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex as StdMutex};
 
 use crate::backend::{Backend, JoinCell, LineId};
-use crate::check::{fail, note, Model};
+use crate::check::{catch_crash, fail, note, unlogged, Model};
 
-use super::key::{child_key, MAX_POS};
-use super::node::{Node, NodeConfig, NodeInsert, PublishOrder};
-use super::six::{NoTrace, Step, Tracer};
-use super::{Bkey, InsertWork, Ptr, SearchWork};
+use super::node::NodeConfig;
+use super::six::{LockMode, Step, Tracer};
+use super::{BTree, Bkey, Faults, Ptr, Reserve};
+
+/// A key present in every state of the scenario was not returned.
+pub const LOST_KEY: &str = "a lookup missed a key that is cached in every state";
+/// A lookup returned a key that no state of the tree holds (words of two
+/// keys, or the key of another slot).
+pub const TORN_KEY: &str = "a lookup returned a key that was never inserted (torn)";
+/// A lookup missed a key that an earlier lookup of the same thread found.
+pub const NOT_MONOTONIC: &str = "a lookup missed a key an earlier lookup of the same thread found";
+/// A lookup panicked reading the node (out-of-bounds slot, overflow).
+pub const LOOKUP_CRASHED: &str = "a lookup crashed reading inconsistent node state";
+/// Threads wait for each other's six locks in a cycle.
+pub const LOCK_CYCLE: &str = "deadlock: threads wait for each other's six locks in a cycle";
+/// The tree is wrong after every thread finished.
+pub const FINAL_STATE: &str = "after all threads finished, the tree is wrong";
 
 /// `(name, description)` of every variant `sim check btree` accepts.
 pub const VARIANTS: &[(&str, &str)] = &[
     (
         "locked",
-        "lookups read-lock the node; the insert takes intent then write lock for shift, key store, table publish and bset write (bcache): verified",
+        "bset scenario, bcache's protocol: lookups read-lock the leaf; the insert holds intent and upgrades to write for the key shift, key store, table publish and bset write: verified",
     ),
     (
         "unlocked",
-        "lookups search the node without its read lock while an insert shifts keys and re-sorts: a torn or missed key is FOUND",
+        "bset scenario, lookups search without the read lock while an insert shifts keys and re-sorts: FOUND",
     ),
     (
         "aux-before-keys",
-        "the insert publishes the bset end and lookup table under the write lock, then downgrades to intent and stores the key words: FOUND",
+        "bset scenario, the insert publishes the bset end and lookup table under the write lock, then downgrades to intent and stores the key words: FOUND",
     ),
     (
         "split-locked",
-        "a leaf split write-locks parent then child; lookups lock-couple (child read lock taken before the parent's is dropped): verified",
+        "split scenario, bcache's protocol: the split write-locks parent then node; lookups lock-couple (child read lock taken before the parent's is dropped): verified",
     ),
     (
         "split-no-coupling",
-        "lookups drop the parent's read lock before locking the child; a split in between moves the key away: FOUND",
+        "split scenario, lookups drop the parent's read lock before locking the child; a split in between moves the key away: FOUND",
     ),
     (
         "split-child-first",
-        "the splitting writer write-locks the child before the parent while a lock-coupling lookup holds the parent: deadlock FOUND",
+        "split scenario, the split write-locks the node before the parent while a lock-coupling lookup holds the parent: deadlock FOUND",
+    ),
+    (
+        "two-writers",
+        "split scenario with a second writer into the same leaf, bcache's protocol: writers serialise on intent locks: verified",
     ),
 ];
 
-/// A btree protocol variant.
+/// A B+tree protocol variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
     Locked,
@@ -67,16 +100,25 @@ pub enum Variant {
     SplitLocked,
     SplitNoCoupling,
     SplitChildFirst,
+    TwoWriters,
+}
+
+/// The starting state and threads of a variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scenario {
+    Bset,
+    Split { writers: usize },
 }
 
 impl Variant {
-    pub const ALL: [Variant; 6] = [
+    pub const ALL: [Variant; 7] = [
         Variant::Locked,
         Variant::Unlocked,
         Variant::AuxBeforeKeys,
         Variant::SplitLocked,
         Variant::SplitNoCoupling,
         Variant::SplitChildFirst,
+        Variant::TwoWriters,
     ];
     pub fn name(self) -> &'static str {
         VARIANTS[self as usize].0
@@ -86,7 +128,52 @@ impl Variant {
     }
     /// True for the variants that must verify.
     pub fn is_correct(self) -> bool {
-        matches!(self, Variant::Locked | Variant::SplitLocked)
+        self.faults() == Faults::default()
+    }
+    /// The tree's protocol switches for this variant.
+    pub fn faults(self) -> Faults {
+        let none = Faults::default();
+        match self {
+            Variant::Locked | Variant::SplitLocked | Variant::TwoWriters => none,
+            Variant::Unlocked => Faults {
+                unlocked_lookup: true,
+                ..none
+            },
+            Variant::AuxBeforeKeys => Faults {
+                publish_before_keys: true,
+                ..none
+            },
+            Variant::SplitNoCoupling => Faults {
+                no_coupling: true,
+                ..none
+            },
+            Variant::SplitChildFirst => Faults {
+                child_first_split: true,
+                ..none
+            },
+        }
+    }
+    /// Fewest lookup threads the variant takes: two writers check each
+    /// other without a reader too.
+    pub fn min_readers(self) -> usize {
+        match self.scenario() {
+            Scenario::Split { writers: 2 } => 0,
+            _ => 1,
+        }
+    }
+    /// Most lookup threads the variant takes (loom runs at most 4 spawned threads).
+    pub fn max_readers(self) -> usize {
+        match self.scenario() {
+            Scenario::Split { writers: 2 } => 2,
+            _ => 3,
+        }
+    }
+    fn scenario(self) -> Scenario {
+        match self {
+            Variant::Locked | Variant::Unlocked | Variant::AuxBeforeKeys => Scenario::Bset,
+            Variant::TwoWriters => Scenario::Split { writers: 2 },
+            _ => Scenario::Split { writers: 1 },
+        }
     }
 }
 
@@ -94,21 +181,22 @@ impl Variant {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BtreeModel {
     pub variant: Variant,
-    /// Lookup threads (1..=3); the writer is one more thread.
+    /// Lookup threads (1..=3; 0..=2 with two writers); the writers are extra.
     pub readers: usize,
 }
 
-/// The model for `variant` with `threads` lookup threads (clamped to 1..=3).
+/// The model for `variant` with `threads` lookup threads (clamped to
+/// [`Variant::min_readers`]..=[`Variant::max_readers`]).
 pub fn model(variant: &str, threads: usize) -> Option<BtreeModel> {
     Variant::from_name(variant).map(|variant| BtreeModel {
         variant,
-        readers: threads.clamp(1, 3),
+        readers: threads.clamp(variant.min_readers(), variant.max_readers()),
     })
 }
 
-/// Geometry for model checking: 48-byte bset cachelines (two keys each) so
-/// a 4-key bset has a real aux tree; a 2-key unwritten bset is written.
-pub fn model_config() -> NodeConfig {
+/// Geometry of the bset scenario: 48-byte bset cachelines (two keys each)
+/// so a 4-key bset has a real aux tree; a 2-key unwritten bset is written.
+pub fn bset_config() -> NodeConfig {
     NodeConfig {
         node_bytes: 8 * super::KEY_BYTES + 64,
         bset_cacheline_bytes: 48,
@@ -116,6 +204,21 @@ pub fn model_config() -> NodeConfig {
         sort_crit_u64s: 512,
         page_bytes: 4096,
         block_bytes: 8,
+    }
+}
+
+/// Geometry of the split scenarios: two 80-byte blocks per node. One
+/// written block holds two keys; a node whose keys need two blocks splits
+/// (more than 4/5 of the node), so a leaf splits at its third key, and a
+/// leaf of two keys compacts instead.
+pub fn split_config() -> NodeConfig {
+    NodeConfig {
+        node_bytes: 160,
+        bset_cacheline_bytes: 48,
+        write_threshold_bytes: 72,
+        sort_crit_u64s: 512,
+        page_bytes: 4096,
+        block_bytes: 80,
     }
 }
 
@@ -148,20 +251,17 @@ fn key_c() -> Bkey {
 fn key_n() -> Bkey {
     ext(8, 4, 400)
 }
-const SECTOR_B: u64 = 20;
-const SECTOR_N: u64 = 9;
-const SECTOR_C: u64 = 35;
-
-/// Steps of the node code become `check::note`s.
-struct Notes<B>(PhantomData<B>);
-impl<B: Backend> Tracer for Notes<B> {
-    fn step(&mut self, s: Step) {
-        note::<B>(s.to_string());
-    }
+fn key_d() -> Bkey {
+    ext(40, 4, 500)
 }
-
-fn notes<B: Backend>() -> Notes<B> {
-    Notes(PhantomData)
+fn key_e() -> Bkey {
+    ext(48, 5, 600)
+}
+fn key_f() -> Bkey {
+    ext(56, 3, 700)
+}
+fn key_g() -> Bkey {
+    ext(64, 7, 800)
 }
 
 fn describe(k: &Option<Bkey>) -> String {
@@ -171,264 +271,380 @@ fn describe(k: &Option<Bkey>) -> String {
     }
 }
 
-/// One lookup in a single node (bset scenario).
-fn node_lookup<B: Backend>(node: &Node<B>, sector: u64, locked: bool) -> Option<Bkey> {
-    let mut tr = notes::<B>();
-    tr.step(Step::LookupStart { sector });
-    if locked {
-        node.lock.read_lock();
-        tr.step(Step::ReadLock { node: node.id() });
+// ------------------------------------------------------- ghost lock graph
+
+/// Who holds and who waits for which six lock, updated in execution order
+/// from the lock steps the tree reports (a plain `std` structure, outside
+/// the checked memory model). A lock step is reported right after the
+/// atomic operation that took or released the lock, with no scheduling
+/// point in between, so the graph matches the locks' state.
+#[derive(Debug, Default)]
+struct LockGraph {
+    /// Node -> (thread, mode) held; a write holder also holds intent.
+    held: BTreeMap<u32, Vec<(String, LockMode)>>,
+    /// Thread -> the lock it announced it is about to take.
+    waiting: BTreeMap<String, (u32, LockMode)>,
+}
+
+impl LockGraph {
+    fn acquired(&mut self, thread: &str, node: u32, mode: LockMode) {
+        self.waiting.remove(thread);
+        self.held
+            .entry(node)
+            .or_default()
+            .push((thread.to_string(), mode));
     }
-    let mut w = SearchWork::default();
-    let found = node.search((INODE, sector), &mut w).map(|s| node.key(s));
-    if locked {
-        node.lock.read_unlock();
-        tr.step(Step::ReadUnlock { node: node.id() });
+
+    fn released(&mut self, thread: &str, node: u32, mode: LockMode) {
+        if let Some(h) = self.held.get_mut(&node) {
+            if let Some(i) = h.iter().position(|(t, m)| t == thread && *m == mode) {
+                h.remove(i);
+            }
+        }
     }
-    let hit = found.filter(|k| k.contains(INODE, sector));
-    tr.step(Step::LookupDone { sector, found: hit });
-    hit
+
+    /// Threads that keep `thread` from taking `mode` on `node`: a read
+    /// waits for write holders and for a writer already draining readers;
+    /// intent waits for intent holders; write waits for readers.
+    fn blockers(&self, thread: &str, node: u32, mode: LockMode) -> Vec<(String, LockMode)> {
+        let mut out: Vec<(String, LockMode)> = self
+            .held
+            .get(&node)
+            .into_iter()
+            .flatten()
+            .filter(|(t, m)| {
+                t != thread
+                    && matches!(
+                        (mode, m),
+                        (LockMode::Read, LockMode::Write)
+                            | (LockMode::Intent, LockMode::Intent)
+                            | (LockMode::Write, LockMode::Read)
+                    )
+            })
+            .cloned()
+            .collect();
+        if mode == LockMode::Read {
+            for (t, &(n, m)) in &self.waiting {
+                if n == node && m == LockMode::Write && t != thread {
+                    out.push((t.clone(), LockMode::Write));
+                }
+            }
+        }
+        out
+    }
+
+    /// Records that `thread` waits for `mode` on `node`; returns the cycle
+    /// of waits if this closes one.
+    fn wait(&mut self, thread: &str, node: u32, mode: LockMode) -> Option<String> {
+        self.waiting.insert(thread.to_string(), (node, mode));
+        let mut chain = Vec::new();
+        self.find_cycle(thread, thread, &mut chain).then(|| chain.join("; "))
+    }
+
+    fn find_cycle(&self, start: &str, at: &str, chain: &mut Vec<String>) -> bool {
+        let Some(&(node, mode)) = self.waiting.get(at) else {
+            return false;
+        };
+        if chain.len() > self.waiting.len() {
+            return false;
+        }
+        for (b, held) in self.blockers(at, node, mode) {
+            chain.push(format!(
+                "{at} waits for {mode} on node {node}, held ({held}) by {b}"
+            ));
+            if b == start || self.find_cycle(start, &b, chain) {
+                return true;
+            }
+            chain.pop();
+        }
+        false
+    }
+}
+
+/// The tracer model threads pass to the tree: every step becomes a
+/// `check::note`, lock steps feed the [`LockGraph`].
+struct ModelTracer<B> {
+    thread: String,
+    graph: Arc<StdMutex<LockGraph>>,
+    _backend: PhantomData<B>,
+}
+
+impl<B: Backend> ModelTracer<B> {
+    fn new(thread: &str, graph: &Arc<StdMutex<LockGraph>>) -> Self {
+        Self {
+            thread: thread.to_string(),
+            graph: Arc::clone(graph),
+            _backend: PhantomData,
+        }
+    }
+
+    fn with_graph<R>(&self, f: impl FnOnce(&mut LockGraph) -> R) -> R {
+        match self.graph.lock() {
+            Ok(mut g) => f(&mut g),
+            Err(p) => f(&mut p.into_inner()),
+        }
+    }
+}
+
+impl<B: Backend> Tracer for ModelTracer<B> {
+    fn step(&mut self, s: Step) {
+        note::<B>(s.to_string());
+        let t = self.thread.clone();
+        let cycle = self.with_graph(|g| match s {
+            Step::Wait { node, mode } => g.wait(&t, node, mode),
+            Step::ReadLock { node } => {
+                g.acquired(&t, node, LockMode::Read);
+                None
+            }
+            Step::IntentLock { node } => {
+                g.acquired(&t, node, LockMode::Intent);
+                None
+            }
+            Step::WriteLock { node } => {
+                g.acquired(&t, node, LockMode::Write);
+                None
+            }
+            Step::ReadUnlock { node } => {
+                g.released(&t, node, LockMode::Read);
+                None
+            }
+            Step::Downgrade { node } => {
+                g.released(&t, node, LockMode::Write);
+                None
+            }
+            Step::IntentUnlock { node } => {
+                g.released(&t, node, LockMode::Intent);
+                None
+            }
+            _ => None,
+        });
+        if let Some(cycle) = cycle {
+            fail::<B>(format!("{LOCK_CYCLE}: {cycle}"));
+        }
+    }
+}
+
+// ---------------------------------------------------------------- threads
+
+/// One lookup by a model thread; a crash is the [`LOOKUP_CRASHED`] invariant.
+fn lookup<B: Backend>(tree: &BTree<B>, sector: u64, tr: &mut ModelTracer<B>) -> Option<Bkey> {
+    match catch_crash(|| tree.lookup_traced(INODE, sector, tr).0) {
+        Ok(k) => k,
+        Err(e) => fail::<B>(format!("{LOOKUP_CRASHED}: lookup({sector}): {e}")),
+    }
+}
+
+/// A reader's expectation for one sector.
+#[derive(Clone, Copy)]
+enum Expect {
+    /// Cached in every state.
+    Always(Bkey),
+    /// Absent before the insert of the key, present after.
+    Inserted(Bkey),
+}
+
+impl Expect {
+    fn sector(self) -> u64 {
+        match self {
+            Expect::Always(k) | Expect::Inserted(k) => k.start() + k.size / 2,
+        }
+    }
+}
+
+/// A reader thread: looks up each sector of `plan` in order and checks
+/// each answer against the states the tree may be in.
+fn reader<B: Backend>(tree: &BTree<B>, plan: &[Expect], tr: &mut ModelTracer<B>) {
+    let mut seen: Vec<Bkey> = Vec::new();
+    for &e in plan {
+        let sector = e.sector();
+        let got = lookup(tree, sector, tr);
+        // Scenario keys are disjoint: a key other than `k` containing
+        // `sector` is torn.
+        match e {
+            Expect::Always(k) if got.is_none() => fail::<B>(format!(
+                "{LOST_KEY}: lookup({sector}) returned miss, expected {}",
+                describe(&Some(k))
+            )),
+            Expect::Always(k) | Expect::Inserted(k) if got.is_some() && got != Some(k) => fail::<B>(format!(
+                "{TORN_KEY}: lookup({sector}) returned {}; allowed: miss or {}",
+                describe(&got),
+                describe(&Some(k))
+            )),
+            Expect::Inserted(k) if got.is_none() && seen.contains(&k) => fail::<B>(format!(
+                "{NOT_MONOTONIC}: lookup({sector}) missed {} after an earlier lookup found it",
+                describe(&Some(k))
+            )),
+            _ => {}
+        }
+        seen.extend(got);
+    }
+}
+
+fn spawn_reader<B: Backend>(
+    tree: &Arc<BTree<B>>,
+    graph: &Arc<StdMutex<LockGraph>>,
+    i: usize,
+    plan: Vec<Expect>,
+) -> B::Join<()> {
+    let (tree, graph) = (Arc::clone(tree), Arc::clone(graph));
+    let name = format!("reader{i}");
+    B::spawn(&name.clone(), move || {
+        reader(&tree, &plan, &mut ModelTracer::new(&name, &graph));
+    })
+}
+
+fn spawn_writer<B: Backend>(
+    tree: &Arc<BTree<B>>,
+    graph: &Arc<StdMutex<LockGraph>>,
+    name: &str,
+    key: Bkey,
+) -> B::Join<()> {
+    let (tree, graph) = (Arc::clone(tree), Arc::clone(graph));
+    let name = name.to_string();
+    B::spawn(&name.clone(), move || {
+        let mut tr = ModelTracer::<B>::new(&name, &graph);
+        if let Err(e) = tree.insert_shared(key, &mut tr) {
+            panic!("scenario setup: {e}");
+        }
+    })
+}
+
+/// Grows every node's key storage to the node capacity and adds `spares`
+/// leaf-level spare nodes, so concurrent inserts find their reserve.
+fn reserve_all<B: Backend>(tree: &mut BTree<B>, spares: usize) {
+    let cap = tree.config().cap_keys();
+    for node in 0..tree.arena_nodes() as u32 {
+        tree.reserve(Reserve::Grow { node, keys: cap });
+    }
+    for _ in 0..spares {
+        let id = tree.arena_nodes() as u32;
+        tree.reserve(Reserve::Spare {
+            id,
+            level: 0,
+            keys: cap,
+        });
+    }
+}
+
+/// Checks the tree after every thread joined.
+fn check_final<B: Backend>(tree: &BTree<B>, keys: &[Bkey], tr: &mut ModelTracer<B>) {
+    if let Err(e) = tree.check_invariants() {
+        fail::<B>(format!("{FINAL_STATE}: {e}"));
+    }
+    for k in keys {
+        let got = lookup(tree, k.start(), tr);
+        if got != Some(*k) {
+            fail::<B>(format!(
+                "{FINAL_STATE}: lookup({}) = {}, expected {}",
+                k.start(),
+                describe(&got),
+                describe(&Some(*k))
+            ));
+        }
+    }
+}
+
+/// A tree of `leaves` (one written bset each) under one root.
+fn build<B: Backend>(cfg: NodeConfig, faults: Faults, leaves: &[&[Bkey]]) -> BTree<B> {
+    let mut tree = BTree::<B>::with_faults(cfg, faults).expect("valid model geometry");
+    if let Err(e) = tree.populate_leaves(leaves) {
+        panic!("scenario setup: {e}");
+    }
+    tree
+}
+
+/// Inserts `keys` before the threads start.
+fn setup<B: Backend>(tree: &mut BTree<B>, keys: &[Bkey]) {
+    for k in keys {
+        if let Err(e) = tree.insert(*k) {
+            panic!("scenario setup: {e}");
+        }
+    }
 }
 
 impl BtreeModel {
-    fn run_bset<B: Backend>(&self) {
-        let node = Arc::new(Node::<B>::new(0, 0, model_config(), 8));
-        let mut iw = InsertWork::default();
-        node.rebuild_from(&[key_a(), key_c()], &mut NoTrace);
-        let r = node.insert_leaf(
-            &key_b(),
-            PublishOrder::KeysThenAux,
-            &mut |_| {},
-            &mut NoTrace,
-            &mut iw,
-        );
-        assert_eq!(r, NodeInsert::Done);
-        assert_eq!(node.set_sizes(), vec![2, 1], "scenario setup");
-        let variant = self.variant;
-
-        let w = {
-            let node = Arc::clone(&node);
-            B::spawn("writer", move || {
-                let mut tr = notes::<B>();
-                let mut iw = InsertWork::default();
-                tr.step(Step::InsertStart { key: key_n() });
-                node.lock.intent_lock();
-                tr.step(Step::IntentLock { node: 0 });
-                node.lock.write_lock();
-                tr.step(Step::WriteLock { node: 0 });
-                let order = if variant == Variant::AuxBeforeKeys {
-                    PublishOrder::AuxThenKeys
-                } else {
-                    PublishOrder::KeysThenAux
-                };
-                let lock = &node.lock;
-                let mut between = |t: &mut dyn FnMut(Step)| {
-                    lock.write_unlock();
-                    t(Step::Downgrade { node: 0 });
-                };
-                let r = node.insert_leaf_key(&key_n(), order, &mut between, &mut tr, &mut iw);
-                assert_eq!(r, NodeInsert::Done);
-                if variant == Variant::AuxBeforeKeys {
-                    node.lock.write_lock();
-                    tr.step(Step::WriteLock { node: 0 });
-                }
-                node.maybe_write_bset(&mut tr, &mut iw);
-                node.lock.write_unlock();
-                tr.step(Step::Downgrade { node: 0 });
-                node.lock.intent_unlock();
-                tr.step(Step::IntentUnlock { node: 0 });
-                tr.step(Step::InsertDone);
-            })
-        };
-        let locked = variant != Variant::Unlocked;
+    fn run_bset<B: Backend>(&self, graph: &Arc<StdMutex<LockGraph>>) {
+        let tree = unlogged(|| {
+            let mut tree = build::<B>(bset_config(), self.variant.faults(), &[&[key_a(), key_c()]]);
+            setup(&mut tree, &[key_b()]);
+            reserve_all(&mut tree, 0);
+            assert_eq!(
+                tree.node(tree.root()).set_sizes(),
+                vec![2, 1],
+                "scenario setup"
+            );
+            Arc::new(tree)
+        });
+        let w = spawn_writer(&tree, graph, "writer", key_n());
         let readers: Vec<_> = (0..self.readers)
             .map(|i| {
-                let node = Arc::clone(&node);
-                B::spawn(&format!("reader{i}"), move || {
-                    // Reader 0 looks for n then b; others b then n.
-                    let order = if i % 2 == 0 { [SECTOR_N, SECTOR_B] } else { [SECTOR_B, SECTOR_N] };
-                    let mut saw_n = false;
-                    for sector in order {
-                        let got = node_lookup(&node, sector, locked);
-                        let want_b = Some(key_b());
-                        let want_n = Some(key_n());
-                        if sector == SECTOR_B && got != want_b {
-                            fail::<B>(format!(
-                                "lookup({SECTOR_B}) returned {} but b = {} is cached in every state (before and after the insert)",
-                                describe(&got),
-                                describe(&want_b)
-                            ));
-                        }
-                        if sector == SECTOR_N {
-                            if got == want_n {
-                                saw_n = true;
-                            } else if got.is_some() {
-                                fail::<B>(format!(
-                                    "lookup({SECTOR_N}) returned {}, a key never inserted (torn): allowed are miss or n = {}",
-                                    describe(&got),
-                                    describe(&want_n)
-                                ));
-                            } else if saw_n {
-                                fail::<B>("lookup(9) missed n after an earlier lookup saw it".to_string());
-                            }
-                        }
-                    }
-                    let _ = saw_n;
-                })
+                // Reader 0 looks for n then b; others b then n.
+                let (n, b) = (Expect::Inserted(key_n()), Expect::Always(key_b()));
+                let plan = if i % 2 == 0 { vec![n, b] } else { vec![b, n] };
+                spawn_reader(&tree, graph, i, plan)
             })
             .collect();
         w.join();
         for r in readers {
             r.join();
         }
-        // Final state: n and b present, structure valid.
-        if let Err(e) = node.check_invariants() {
-            fail::<B>(format!("node invariants after the insert: {e}"));
-        }
-        for (sector, want) in [(SECTOR_N, key_n()), (SECTOR_B, key_b())] {
-            let got = node_lookup(&node, sector, true);
-            if got != Some(want) {
-                fail::<B>(format!(
-                    "after all threads: lookup({sector}) = {}",
-                    describe(&got)
-                ));
-            }
-        }
+        let mut tr = ModelTracer::new("main", graph);
+        check_final(&tree, &[key_a(), key_n(), key_b(), key_c()], &mut tr);
     }
 
-    fn run_split<B: Backend>(&self) {
-        let cfg = model_config();
-        let nodes: Arc<[Node<B>; 3]> = Arc::new([
-            Node::new(0, 1, cfg, 8),
-            Node::new(1, 0, cfg, 8),
-            Node::new(2, 0, cfg, 8),
-        ]);
-        nodes[1].rebuild_from(&[key_a(), key_b(), key_c()], &mut NoTrace);
-        nodes[0].rebuild_from(&[child_key(MAX_POS, 1)], &mut NoTrace);
-        let variant = self.variant;
-
-        let w = {
-            let nodes = Arc::clone(&nodes);
-            B::spawn("writer", move || {
-                let mut tr = notes::<B>();
-                let mut iw = InsertWork::default();
-                let (root, leaf, new) = (&nodes[0], &nodes[1], &nodes[2]);
-                let lock = |n: &Node<B>, tr: &mut Notes<B>| {
-                    n.lock.intent_lock();
-                    tr.step(Step::IntentLock { node: n.id() });
-                    n.lock.write_lock();
-                    tr.step(Step::WriteLock { node: n.id() });
-                };
-                if variant == Variant::SplitChildFirst {
-                    lock(leaf, &mut tr);
-                    lock(root, &mut tr);
-                } else {
-                    lock(root, &mut tr);
-                    lock(leaf, &mut tr);
-                }
-                let keys = leaf.sorted_live_keys();
-                let (lo, hi) = keys.split_at(2);
-                new.rebuild_from(hi, &mut tr);
-                leaf.rebuild_from(lo, &mut tr);
-                tr.step(Step::Split { node: 1, new: 2 });
-                let r1 = root.upsert_child(&child_key(MAX_POS, 2), &mut tr, &mut iw);
-                let r2 = root.upsert_child(&child_key(lo[1].pos(), 1), &mut tr, &mut iw);
-                assert!(r1 == NodeInsert::Done && r2 == NodeInsert::Done);
-                tr.step(Step::ParentUpdated { node: 0 });
-                for n in [leaf, root] {
-                    n.lock.write_unlock();
-                    n.lock.intent_unlock();
-                    tr.step(Step::IntentUnlock { node: n.id() });
-                }
-            })
-        };
-        let coupling = variant != Variant::SplitNoCoupling;
+    fn run_split<B: Backend>(&self, writers: usize, graph: &Arc<StdMutex<LockGraph>>) {
+        let tree = unlogged(|| {
+            let leaves: [&[Bkey]; 2] = [&[key_a(), key_b()], &[key_c(), key_d()]];
+            let mut tree = build::<B>(split_config(), self.variant.faults(), &leaves);
+            setup(&mut tree, &[key_e()]);
+            reserve_all(&mut tree, 1);
+            let leaf = tree.node(tree.node(tree.root()).child_at(1));
+            assert_eq!(
+                (tree.stats().depth, leaf.set_sizes()),
+                (2, vec![2, 1]),
+                "scenario setup: root -> {{a, b}}, {{c, d | e}}"
+            );
+            Arc::new(tree)
+        });
+        let inserted = [key_f(), key_g()];
+        let ws: Vec<_> = (0..writers)
+            .map(|i| spawn_writer(&tree, graph, &format!("writer{i}"), inserted[i]))
+            .collect();
         let readers: Vec<_> = (0..self.readers)
             .map(|i| {
-                let nodes = Arc::clone(&nodes);
-                B::spawn(&format!("reader{i}"), move || {
-                    let got = tree_lookup(&nodes[..], SECTOR_C, coupling);
-                    if got != Some(key_c()) {
-                        fail::<B>(format!(
-                            "lookup({SECTOR_C}) returned {} but c = {} is cached in every state (before and after the split)",
-                            describe(&got),
-                            describe(&Some(key_c()))
-                        ));
-                    }
-                })
+                let (e, f) = (Expect::Always(key_e()), Expect::Inserted(key_f()));
+                let plan = if i % 2 == 0 { vec![e, f] } else { vec![f, e] };
+                spawn_reader(&tree, graph, i, plan)
             })
             .collect();
-        w.join();
+        for w in ws {
+            w.join();
+        }
         for r in readers {
             r.join();
         }
-        for k in [key_a(), key_b(), key_c()] {
-            let got = tree_lookup(&nodes[..], k.start(), true);
-            if got != Some(k) {
-                fail::<B>(format!(
-                    "after the split: lookup({}) = {}",
-                    k.start(),
-                    describe(&got)
-                ));
-            }
-        }
-    }
-}
-
-/// Root-to-leaf lookup over `nodes` (root = node 0) with or without lock coupling.
-fn tree_lookup<B: Backend>(nodes: &[Node<B>], sector: u64, coupling: bool) -> Option<Bkey> {
-    let mut tr = notes::<B>();
-    tr.step(Step::LookupStart { sector });
-    let s = (INODE, sector);
-    let mut w = SearchWork::default();
-    let mut id = 0usize;
-    nodes[id].lock.read_lock();
-    tr.step(Step::ReadLock { node: id as u32 });
-    loop {
-        let node = &nodes[id];
-        let slot = node.search(s, &mut w);
-        if node.level() == 0 {
-            let found = slot
-                .map(|sl| node.key(sl))
-                .filter(|k| k.contains(INODE, sector));
-            node.lock.read_unlock();
-            tr.step(Step::ReadUnlock { node: id as u32 });
-            tr.step(Step::LookupDone { sector, found });
-            return found;
-        }
-        let Some(sl) = slot else {
-            node.lock.read_unlock();
-            return None;
-        };
-        let child = node.child_at(sl) as usize;
-        if coupling {
-            nodes[child].lock.read_lock();
-            tr.step(Step::ReadLock { node: child as u32 });
-            node.lock.read_unlock();
-            tr.step(Step::ReadUnlock { node: id as u32 });
-        } else {
-            node.lock.read_unlock();
-            tr.step(Step::ReadUnlock { node: id as u32 });
-            nodes[child].lock.read_lock();
-            tr.step(Step::ReadLock { node: child as u32 });
-        }
-        id = child;
+        let mut tr = ModelTracer::new("main", graph);
+        let mut all = vec![key_a(), key_b(), key_c(), key_d(), key_e()];
+        all.extend_from_slice(&inserted[..writers]);
+        check_final(&tree, &all, &mut tr);
     }
 }
 
 impl Model for BtreeModel {
     fn run<B: Backend>(&self) {
-        match self.variant {
-            Variant::Locked | Variant::Unlocked | Variant::AuxBeforeKeys => self.run_bset::<B>(),
-            Variant::SplitLocked | Variant::SplitNoCoupling | Variant::SplitChildFirst => {
-                self.run_split::<B>()
-            }
+        let graph = Arc::new(StdMutex::new(LockGraph::default()));
+        match self.variant.scenario() {
+            Scenario::Bset => self.run_bset::<B>(&graph),
+            Scenario::Split { writers } => self.run_split::<B>(writers, &graph),
         }
     }
 
     fn line_name(&self, line: LineId) -> String {
         let node = line.0 >> 16;
         let sub = line.0 & 0xffff;
+        if node == 0xffff {
+            return "tree".to_string();
+        }
         match sub {
             0xfffe => format!("node {node} six lock"),
             0xffff => format!("node {node} header (nsets, bset bounds)"),
@@ -439,5 +655,37 @@ impl Model for BtreeModel {
                 format!("node {node} key slots {first}..={last}")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_graph_finds_the_split_child_first_cycle() {
+        let mut g = LockGraph::default();
+        g.acquired("reader0", 2, LockMode::Read);
+        g.acquired("writer", 2, LockMode::Intent);
+        g.acquired("writer", 1, LockMode::Intent);
+        g.acquired("writer", 1, LockMode::Write);
+        assert_eq!(g.wait("reader0", 1, LockMode::Read), None);
+        let cycle = g.wait("writer", 2, LockMode::Write).expect("cycle");
+        assert!(cycle.contains("writer waits for write on node 2, held (read) by reader0"));
+        assert!(cycle.contains("reader0 waits for read on node 1, held (write) by writer"));
+    }
+
+    #[test]
+    fn lock_graph_sees_no_cycle_in_top_down_order() {
+        let mut g = LockGraph::default();
+        g.acquired("reader0", 2, LockMode::Read);
+        g.acquired("writer", 2, LockMode::Intent);
+        g.acquired("writer", 1, LockMode::Intent);
+        assert_eq!(g.wait("writer", 2, LockMode::Write), None);
+        // The reader takes the child's read lock (intent does not block it).
+        assert_eq!(g.wait("reader0", 1, LockMode::Read), None);
+        g.acquired("reader0", 1, LockMode::Read);
+        g.released("reader0", 2, LockMode::Read);
+        assert_eq!(g.wait("writer", 1, LockMode::Write), None);
     }
 }

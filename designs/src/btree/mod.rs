@@ -8,9 +8,11 @@
 //! and [`InsertWork`] that the simulator turns into CPU time.
 //!
 //! Everything a node holds lives in backend atomics ([`crate::backend`]), so the
-//! same node code runs under std (the simulator: `Relaxed` loads compile to
+//! same tree code runs under std (the simulator: `Relaxed` loads compile to
 //! plain loads), and under loom and shuttle in [`check`], which model-checks
-//! lookups against concurrent inserts, bset writes and splits.
+//! [`BTree::lookup`] against concurrent [`BTree::insert_shared`] calls (key
+//! inserts, bset writes, splits) under the six locks. [`Faults`] switches in
+//! the known-bad protocol variants the checkers must find.
 //!
 //! ```
 //! use blocksim_designs::btree::{BTree, Bkey, Ptr, SequentialFill};
@@ -53,8 +55,8 @@
 //! [`SearchWork::cachelines_touched`] counts 64-byte lines in the order a
 //! kernel search reads them (node header, 4-byte aux entries, the two words
 //! of each compared key), counting a line again only after touching another.
-//! `lookup` takes one six-lock read per node visited (a CAS and a
-//! `fetch_sub`); `lookup_exclusive` takes none.
+//! `lookup` takes one six-lock read per node visited (a `fetch_add` and a
+//! `fetch_sub`) and reads the root pointer twice; none of it is counted.
 //!
 //! # Native speed
 //!
@@ -68,13 +70,15 @@ pub mod aux;
 pub mod check;
 pub mod key;
 pub mod node;
+mod ops;
 pub mod six;
 
 pub use key::{Bkey, KeyPos, Ptr, KEY_BYTES, KEY_U64S, MAX_POS};
 pub use node::{Node, NodeConfig, NodeInsert, PublishOrder, MAX_BSETS};
-pub use six::{NoTrace, SixLock, Step, Tracer};
+pub use ops::{Faults, Reserve};
+pub use six::{LockMode, NoTrace, SixLock, Step, Tracer};
 
-use crate::backend::{Backend, StdBackend};
+use crate::backend::{AtomicU64Cell, Backend, LineId, Ordering, StdBackend};
 use key::child_key;
 
 /// Work done by one lookup; the simulator charges a per-unit cost for each.
@@ -170,6 +174,8 @@ pub enum BtreeError {
     EmptyKey { index: u64 },
     #[error("field out of range: {0}")]
     Range(String),
+    #[error("a concurrent insert needs a {0} that was not reserved; reserve it with BTree::reserve before starting the threads")]
+    Reserve(Reserve),
 }
 
 /// Sequential extents for [`BTree::populate_sequential`]: `count` extents of
@@ -203,22 +209,32 @@ pub struct TreeStats {
 
 /// The B+tree: an arena of nodes and a root.
 ///
-/// `lookup` takes `&self` and read-locks each node it visits with lock
-/// coupling (as bcache does); `lookup_exclusive` takes `&mut self` and skips
-/// the locks (the simulator's single-threaded path). Mutation takes
-/// `&mut self`; the concurrent protocols for the same node operations are
-/// model-checked in [`check`].
+/// [`BTree::lookup`] and [`BTree::insert_shared`] take `&self` and run the
+/// six-lock protocol described in the `ops` module (read locks with lock
+/// coupling; intent locks on the insert path, write locks for the leaf
+/// insert and for splits); they are what the simulator runs and what
+/// [`check`] model-checks. [`BTree::insert`] is the same insert for an owner
+/// with `&mut self`, which can also grow node storage and add spare nodes
+/// when an attempt asks for them. Construction, [`BTree::populate`] and
+/// [`BTree::flush_writes`] take `&mut self`.
 pub struct BTree<B: Backend = StdBackend> {
     cfg: NodeConfig,
+    faults: Faults,
+    /// The arena: `nodes[..claimed]` are in the tree (or were), the rest
+    /// are the reserve (spare nodes not yet reachable).
     nodes: Vec<Node<B>>,
-    root: u32,
+    /// Root node id (switched by a root split under the old root's write lock).
+    root: B::AtomicU64,
+    /// Nodes claimed from the arena (changed only under the root's intent
+    /// lock, which every insert attempt holds).
+    claimed: B::AtomicU64,
 }
 
 impl<B: Backend> std::fmt::Debug for BTree<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BTree")
             .field("nodes", &self.nodes.len())
-            .field("root", &self.root)
+            .field("root", &self.root())
             .finish()
     }
 }
@@ -226,15 +242,32 @@ impl<B: Backend> std::fmt::Debug for BTree<B> {
 /// Slack slots reserved in a leaf before an insert (the key plus a split piece).
 const INSERT_SLACK_KEYS: usize = 4;
 
+/// Line of the tree's own cells (root pointer, arena count), named by the
+/// checkers; no node id reaches `0xffff`.
+const TREE_LINE: LineId = LineId(0xffff_0000);
+
 impl<B: Backend> BTree<B> {
-    /// An empty tree (one empty leaf as root).
+    /// An empty tree (one empty leaf as root) running the locking protocol.
     pub fn new(cfg: NodeConfig) -> Result<Self, BtreeError> {
+        Self::with_faults(cfg, Faults::default())
+    }
+
+    /// An empty tree whose operations run with `faults` (known-bad protocol
+    /// variants for the model checkers).
+    pub fn with_faults(cfg: NodeConfig, faults: Faults) -> Result<Self, BtreeError> {
         cfg.validate().map_err(BtreeError::Config)?;
         Ok(Self {
             cfg,
+            faults,
             nodes: vec![Node::new(0, 0, cfg, INSERT_SLACK_KEYS)],
-            root: 0,
+            root: B::AtomicU64::new_named(0, TREE_LINE, "root"),
+            claimed: B::AtomicU64::new_named(1, TREE_LINE, "claimed nodes"),
         })
+    }
+
+    /// The protocol variant this tree runs.
+    pub fn faults(&self) -> Faults {
+        self.faults
     }
 
     /// The node configuration.
@@ -249,186 +282,33 @@ impl<B: Backend> BTree<B> {
 
     /// Root node id.
     pub fn root(&self) -> u32 {
-        self.root
+        self.root.load(Ordering::Acquire) as u32
     }
 
-    fn find<const LOCK: bool>(&self, s: KeyPos, w: &mut SearchWork) -> Option<Bkey> {
-        let mut id = self.root;
-        if LOCK {
-            self.nodes[id as usize].lock.read_lock();
-        }
-        loop {
-            let node = &self.nodes[id as usize];
-            let slot = node.search(s, w);
-            if node.level == 0 {
-                let k = slot.map(|sl| node.key(sl));
-                if LOCK {
-                    node.lock.read_unlock();
-                }
-                return k;
-            }
-            let Some(sl) = slot else {
-                if LOCK {
-                    node.lock.read_unlock();
-                }
-                return None;
-            };
-            let child = node.child_at(sl);
-            if LOCK {
-                self.nodes[child as usize].lock.read_lock();
-                node.lock.read_unlock();
-            }
-            id = child;
-        }
+    /// Nodes in the arena that are in use (the rest are reserved spares).
+    pub fn claimed_nodes(&self) -> usize {
+        self.claimed.load(Ordering::Relaxed) as usize
     }
 
-    /// The first live extent of `inode` ending after `sector` in the leaf
-    /// that covers `sector` (what `cache_lookup_fn` sees first), with the
-    /// work done. Takes read locks with lock coupling.
-    pub fn search(&self, inode: u64, sector: u64) -> (Option<Bkey>, SearchWork) {
-        let mut w = SearchWork::default();
-        let k = self.find::<true>((inode, sector), &mut w);
-        (k, w)
+    /// Nodes in the arena, spares included.
+    pub fn arena_nodes(&self) -> usize {
+        self.nodes.len()
     }
 
-    /// The extent containing `sector` of `inode`, if cached, with the work
-    /// done (read locks taken, as bcache's `bch_btree_map_keys`).
-    pub fn lookup(&self, inode: u64, sector: u64) -> (Option<Bkey>, SearchWork) {
-        let (k, w) = self.search(inode, sector);
-        (k.filter(|k| k.contains(inode, sector)), w)
+    fn in_use(&self) -> &[Node<B>] {
+        &self.nodes[..self.claimed_nodes()]
     }
 
-    /// [`BTree::lookup`] without locking: exclusive access makes locks
-    /// unnecessary (the single-threaded simulator's path).
-    pub fn lookup_exclusive(&mut self, inode: u64, sector: u64) -> (Option<Bkey>, SearchWork) {
-        let mut w = SearchWork::default();
-        let k = self.find::<false>((inode, sector), &mut w);
-        (k.filter(|k| k.contains(inode, sector)), w)
-    }
-
-    /// Path from the root to the leaf covering `s`: node ids and each node's
-    /// upper bound (the parent key pointing at it; `MAX_POS` for the root).
-    fn path_to(&self, s: KeyPos, iw: &mut InsertWork) -> (Vec<u32>, Vec<KeyPos>) {
-        let mut path = vec![self.root];
-        let mut bounds = vec![MAX_POS];
-        let mut w = SearchWork::default();
-        loop {
-            let node = &self.nodes[*path.last().expect("path") as usize];
-            iw.nodes_visited += 1;
-            if node.level == 0 {
-                iw.key_compares += u64::from(w.key_compares);
-                return (path, bounds);
-            }
-            let sl = node
-                .search(s, &mut w)
-                .expect("interior node has a MAX_POS key");
-            let k = node.key(sl);
-            path.push(k.ptr.offset as u32);
-            bounds.push(k.pos());
-        }
-    }
-
-    /// Inserts an extent (`bch_btree_insert`): the key is cut at leaf
-    /// boundaries, each piece trims overlapping older extents and goes into
-    /// its leaf's unwritten bset; full leaves split (or are compacted).
-    pub fn insert(&mut self, key: Bkey) -> Result<InsertWork, BtreeError> {
-        if key.size == 0 {
-            return Err(BtreeError::EmptyKey { index: 0 });
-        }
-        if key.inode > key::MAX_INODE {
-            return Err(BtreeError::Range(format!(
-                "inode {} > {}",
-                key.inode,
-                key::MAX_INODE
-            )));
-        }
-        let mut iw = InsertWork::default();
-        let mut rest = key;
-        loop {
-            let (path, bounds) = self.path_to((rest.inode, rest.start()), &mut iw);
-            let leaf = *path.last().expect("path");
-            let bound = *bounds.last().expect("bounds");
-            let mut piece = rest;
-            let mut more = None;
-            if piece.pos() > bound {
-                piece.cut_back(bound.1);
-                let mut r = rest;
-                r.cut_front(bound.1);
-                more = Some(r);
-            }
-            let node = &mut self.nodes[leaf as usize];
-            let need = node.total_keys() + INSERT_SLACK_KEYS;
-            node.reserve_keys(need);
-            match node.insert_leaf(
-                &piece,
-                PublishOrder::KeysThenAux,
-                &mut |_| {},
-                &mut NoTrace,
-                &mut iw,
-            ) {
-                NodeInsert::Done => match more {
-                    Some(r) => rest = r,
-                    None => return Ok(iw),
-                },
-                NodeInsert::Full => self.split(&path, &bounds, path.len() - 1, &mut iw),
-            }
-        }
-    }
-
-    /// Splits or compacts node `path[idx]` (`btree_split`). If the parent
-    /// has no room it is split first and the caller retries from the root.
-    fn split(&mut self, path: &[u32], bounds: &[KeyPos], idx: usize, iw: &mut InsertWork) {
-        let id = path[idx];
-        let keys = self.nodes[id as usize].sorted_live_keys();
-        let Some(left) = self.cfg.split_left(keys.len()) else {
-            iw.compactions += 1;
-            iw.keys_moved += keys.len() as u64;
-            self.nodes[id as usize].rebuild_from(&keys, &mut NoTrace);
-            return;
-        };
-        if idx > 0 {
-            let parent = &mut self.nodes[path[idx - 1] as usize];
-            let need = parent.total_keys() + INSERT_SLACK_KEYS;
-            parent.reserve_keys(need);
-            if parent.remaining_keys() < 1 {
-                self.split(path, bounds, idx - 1, iw);
-                return;
-            }
-        }
-        iw.splits += 1;
-        iw.keys_moved += keys.len() as u64;
-        let level = self.nodes[id as usize].level;
-        let (a, b) = keys.split_at(left);
-        let n2 = self.nodes.len() as u32;
-        let new = Node::new(n2, level, self.cfg, b.len() + INSERT_SLACK_KEYS);
-        new.rebuild_from(b, &mut NoTrace);
-        self.nodes.push(new);
-        self.nodes[id as usize].rebuild_from(a, &mut NoTrace);
-        let n1_pos = a.last().expect("left half non-empty").pos();
-        if idx == 0 {
-            let r = self.nodes.len() as u32;
-            let root = Node::new(r, level + 1, self.cfg, 2 + INSERT_SLACK_KEYS);
-            root.rebuild_from(
-                &[child_key(n1_pos, id), child_key(MAX_POS, n2)],
-                &mut NoTrace,
-            );
-            self.nodes.push(root);
-            self.root = r;
-        } else {
-            let parent = &self.nodes[path[idx - 1] as usize];
-            let r1 = parent.upsert_child(&child_key(bounds[idx], n2), &mut NoTrace, iw);
-            let r2 = parent.upsert_child(&child_key(n1_pos, id), &mut NoTrace, iw);
-            assert!(
-                r1 == NodeInsert::Done && r2 == NodeInsert::Done,
-                "parent had room"
-            );
-        }
+    fn set_root(&mut self, root: u32) {
+        self.root.store(u64::from(root), Ordering::Release);
+        self.claimed
+            .store(self.nodes.len() as u64, Ordering::Relaxed);
     }
 
     /// Writes every leaf's unwritten bset (the journal / 30 s write timer).
     pub fn flush_writes(&mut self) -> InsertWork {
         let mut iw = InsertWork::default();
-        for n in &self.nodes {
+        for n in self.in_use() {
             if n.level == 0 {
                 n.write_bset(&mut NoTrace, &mut iw);
             }
@@ -453,6 +333,26 @@ impl<B: Backend> BTree<B> {
         &mut self,
         keys: impl IntoIterator<Item = Bkey>,
     ) -> Result<TreeStats, BtreeError> {
+        self.build(keys, &mut LeafCut::Planned(LeafPlanner::new(self.cfg)))
+    }
+
+    /// Like [`BTree::populate`], with the leaves given: each inner slice
+    /// (non-empty) becomes one leaf holding its keys as one written bset.
+    /// Model-checking scenarios use it to start from a chosen shape.
+    pub fn populate_leaves(&mut self, leaves: &[&[Bkey]]) -> Result<TreeStats, BtreeError> {
+        if let Some(i) = leaves.iter().position(|l| l.is_empty()) {
+            return Err(BtreeError::Range(format!("leaf {i} is empty")));
+        }
+        let sizes: Vec<usize> = leaves.iter().map(|l| l.len()).collect();
+        let keys = leaves.iter().flat_map(|l| l.iter().copied());
+        self.build(keys, &mut LeafCut::Given { sizes, next: 0 })
+    }
+
+    fn build(
+        &mut self,
+        keys: impl IntoIterator<Item = Bkey>,
+        cut: &mut LeafCut,
+    ) -> Result<TreeStats, BtreeError> {
         if !self.is_empty() {
             return Err(BtreeError::NotEmpty(
                 self.nodes.iter().map(|n| n.total_keys()).sum(),
@@ -460,7 +360,6 @@ impl<B: Backend> BTree<B> {
         }
         self.nodes.clear();
         // Streams: only the keys of the node being filled are buffered.
-        let mut planner = LeafPlanner::new(self.cfg);
         let mut buf: Vec<Bkey> = Vec::new();
         let mut level_keys: Vec<Bkey> = Vec::new();
         let mut prev: Option<Bkey> = None;
@@ -481,14 +380,13 @@ impl<B: Backend> BTree<B> {
                 }
             }
             prev = Some(k);
-            if let Some(left) = planner.push() {
+            if let Some(left) = cut.push(buf.len()) {
                 self.emit_leaf(&buf[..left], false, &mut level_keys);
                 buf.drain(..left);
             }
             buf.push(k);
         }
-        let last = planner.finish();
-        debug_assert_eq!(last, buf.len());
+        debug_assert!(cut.finish_matches(buf.len()));
         self.emit_leaf(&buf, true, &mut level_keys);
         drop(buf);
         let interior_fill = self
@@ -515,7 +413,8 @@ impl<B: Backend> BTree<B> {
             }
             level_keys = next;
         }
-        self.root = level_keys.first().map(|k| k.ptr.offset as u32).unwrap_or(0);
+        let root = level_keys.first().map(|k| k.ptr.offset as u32).unwrap_or(0);
+        self.set_root(root);
         Ok(self.stats())
     }
 
@@ -523,7 +422,7 @@ impl<B: Backend> BTree<B> {
         self.nodes.clear();
         self.nodes
             .push(Node::new(0, 0, self.cfg, INSERT_SLACK_KEYS));
-        self.root = 0;
+        self.set_root(0);
     }
 
     fn emit_leaf(&mut self, chunk: &[Bkey], last: bool, level_keys: &mut Vec<Bkey>) {
@@ -580,7 +479,7 @@ impl<B: Backend> BTree<B> {
     /// All live keys in order (walks every leaf; for tests and dumps).
     pub fn live_keys(&self) -> Vec<Bkey> {
         let mut out = Vec::new();
-        self.collect(self.root, &mut out);
+        self.collect(self.root(), &mut out);
         out
     }
 
@@ -599,11 +498,13 @@ impl<B: Backend> BTree<B> {
     /// Tree shape and memory.
     pub fn stats(&self) -> TreeStats {
         let mut s = TreeStats {
-            depth: u32::from(self.nodes[self.root as usize].level) + 1,
+            depth: u32::from(self.nodes[self.root() as usize].level) + 1,
             ..Default::default()
         };
         for n in &self.nodes {
             s.heap_bytes += n.heap_bytes() as u64;
+        }
+        for n in self.in_use() {
             s.key_slots += n.total_keys() as u64;
             if n.level == 0 {
                 s.leaves += 1;
@@ -620,7 +521,7 @@ impl<B: Backend> BTree<B> {
     /// Checks every node's invariants and that each child's keys lie within
     /// the bounds its parent gives it.
     pub fn check_invariants(&self) -> Result<(), String> {
-        self.check_node(self.root, (0, 0), MAX_POS)
+        self.check_node(self.root(), (0, 0), MAX_POS)
     }
 
     fn check_node(&self, id: u32, lo: KeyPos, hi: KeyPos) -> Result<(), String> {
@@ -706,6 +607,37 @@ impl LeafPlanner {
     /// Keys in the last (unsplit) node.
     pub fn finish(&self) -> usize {
         self.total
+    }
+}
+
+/// Where [`BTree::build`] ends leaves.
+enum LeafCut {
+    /// Where sequential inserts would split.
+    Planned(LeafPlanner),
+    /// Given leaf sizes; `next` is the leaf being filled.
+    Given { sizes: Vec<usize>, next: usize },
+}
+
+impl LeafCut {
+    /// Before a key is added to a buffer of `buffered` keys: `Some(n)` when
+    /// the first `n` buffered keys make a finished leaf.
+    fn push(&mut self, buffered: usize) -> Option<usize> {
+        match self {
+            LeafCut::Planned(p) => p.push(),
+            LeafCut::Given { sizes, next } => {
+                let full = *next + 1 < sizes.len() && buffered == sizes[*next];
+                full.then(|| {
+                    *next += 1;
+                    buffered
+                })
+            }
+        }
+    }
+    fn finish_matches(&self, buffered: usize) -> bool {
+        match self {
+            LeafCut::Planned(p) => p.finish() == buffered,
+            LeafCut::Given { sizes, next } => sizes.get(*next) == Some(&buffered),
+        }
     }
 }
 

@@ -39,18 +39,19 @@ impl<B: Backend> SixLock<B> {
         }
     }
 
+    /// Takes a read lock: one `fetch_add` (the fast path of `down_read`);
+    /// if a writer holds or is taking the write lock, the increment is
+    /// undone and the reader waits for the write lock to go.
     pub fn read_lock(&self) {
         loop {
-            let s = self.state.load(Ordering::Relaxed);
-            if s & WRITE == 0
-                && self
-                    .state
-                    .compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
+            let prev = self.state.fetch_add(1, Ordering::Acquire);
+            if prev & WRITE == 0 {
                 return;
             }
-            B::spin_yield();
+            self.state.fetch_sub(1, Ordering::Relaxed);
+            while self.state.load(Ordering::Relaxed) & WRITE != 0 {
+                B::spin_yield();
+            }
         }
     }
 
@@ -105,10 +106,34 @@ impl<B: Backend> SixLock<B> {
     }
 }
 
+/// A six lock mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LockMode {
+    Read,
+    Intent,
+    /// Upgrade of a held intent lock (blocks new readers, drains readers).
+    Write,
+}
+
+impl std::fmt::Display for LockMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LockMode::Read => "read",
+            LockMode::Intent => "intent",
+            LockMode::Write => "write",
+        })
+    }
+}
+
 /// One step of a checked execution, recorded by design code through a
 /// [`Tracer`]. Node ids are the harness's node numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
+    /// About to take `mode` on `node` (the thread may wait here).
+    Wait {
+        node: u32,
+        mode: LockMode,
+    },
     ReadLock {
         node: u32,
     },
@@ -178,6 +203,7 @@ pub enum Step {
 impl std::fmt::Display for Step {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
+            Step::Wait { node, mode } => write!(f, "want {mode} lock on node {node}"),
             Step::ReadLock { node } => write!(f, "read-lock node {node}"),
             Step::ReadUnlock { node } => write!(f, "read-unlock node {node}"),
             Step::IntentLock { node } => write!(f, "intent-lock node {node}"),

@@ -11,6 +11,15 @@
 //! failing execution. The log is not a loom/shuttle object and adds no
 //! scheduling points.
 //!
+//! Verdicts ([`Verdict`]) keep three outcomes apart: *verified* (the
+//! exploration finished: every execution within loom's preemption bound, or
+//! every shuttle iteration), a *counterexample* (an invariant reported with
+//! [`fail`], or a deadlock the checker detected among blocked threads), and
+//! *incomplete* (the exploration stopped early: loom's per-execution branch
+//! limit, shuttle's step limit, or a panic that is not an invariant report).
+//! An incomplete run proves nothing either way; the suites assert the kind
+//! and, for a counterexample, which invariant failed.
+//!
 //! Replay: loom by its checkpoint file (`loom::model::Builder::checkpoint_file`,
 //! the serialized branch path of the failing execution, captured by
 //! re-running the deterministic exploration up to the failing iteration);
@@ -78,6 +87,8 @@ pub struct CheckOptions {
     pub seed: u64,
     /// loom `max_branches` per execution (spin loops consume branches).
     pub max_branches: usize,
+    /// shuttle steps per execution before it is stopped (incomplete).
+    pub max_steps: usize,
     /// Capture a replay payload when a counterexample is found (loom re-runs
     /// the exploration once more to write its checkpoint).
     pub capture_replay: bool,
@@ -91,6 +102,7 @@ impl Default for CheckOptions {
             iterations: 1000,
             seed: 1,
             max_branches: 10_000,
+            max_steps: 200_000,
             capture_replay: true,
         }
     }
@@ -139,7 +151,7 @@ pub struct Step {
     /// Model thread name (`main` for the root thread).
     pub thread: String,
     /// Operation with its ordering, e.g. `load(Relaxed)`.
-    pub op: String,
+    pub op: &'static str,
     pub line: LineId,
     /// Field name of the cell on that line (e.g. `in_flight[R]`).
     pub field: &'static str,
@@ -182,8 +194,8 @@ impl StepValue {
 /// A failing execution.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Counterexample {
-    /// The violated invariant (or the checker's own failure message, e.g. a
-    /// deadlock or branch-limit report).
+    /// The violated invariant as the model reported it with [`fail`], or the
+    /// checker's deadlock report (prefixed [`DEADLOCK`]).
     pub message: String,
     pub steps: Vec<Step>,
     /// Executions explored up to and including the failing one.
@@ -192,11 +204,60 @@ pub struct Counterexample {
     pub replay: Option<String>,
 }
 
+/// Prefix of a counterexample the checker itself reports: every thread
+/// blocked on a checker-visible primitive.
+pub const DEADLOCK: &str = "deadlock: every thread is blocked";
+
+/// Why an exploration stopped before finishing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopCause {
+    /// One loom execution took more than `max_branches` scheduling
+    /// decisions (typically a spin loop that never ends).
+    BranchLimit { max_branches: usize },
+    /// One shuttle execution took more than `max_steps` steps.
+    StepLimit { max_steps: usize },
+    /// The model panicked outside [`fail`] (a harness or design assertion,
+    /// an index out of bounds): not a reported invariant.
+    Panic,
+}
+
+impl fmt::Display for StopCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StopCause::BranchLimit { max_branches } => write!(
+                f,
+                "loom branch limit hit ({max_branches} branches in one execution; raise --max-branches)"
+            ),
+            StopCause::StepLimit { max_steps } => {
+                write!(f, "shuttle step limit hit ({max_steps} steps in one execution)")
+            }
+            StopCause::Panic => f.write_str("the model panicked outside an invariant check"),
+        }
+    }
+}
+
+/// An exploration that stopped early: it neither verified the model nor
+/// found a counterexample.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Incomplete {
+    pub cause: StopCause,
+    /// The panic message of the stopping execution.
+    pub message: String,
+    /// Steps of the stopping execution.
+    pub steps: Vec<Step>,
+    /// Executions explored, the stopping one included.
+    pub executions: u64,
+}
+
 /// Result of a check.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
+    /// The exploration finished without a violation.
     Verified { executions: u64 },
+    /// An invariant failed (or the threads deadlocked).
     Counterexample(Counterexample),
+    /// The exploration stopped before finishing.
+    Incomplete(Incomplete),
 }
 
 impl Verdict {
@@ -204,10 +265,34 @@ impl Verdict {
         match self {
             Verdict::Verified { executions } => *executions,
             Verdict::Counterexample(c) => c.executions,
+            Verdict::Incomplete(i) => i.executions,
         }
     }
+    /// True only when the exploration finished without a violation.
     pub fn is_verified(&self) -> bool {
         matches!(self, Verdict::Verified { .. })
+    }
+    /// The counterexample, if an invariant failed.
+    pub fn counterexample(&self) -> Option<&Counterexample> {
+        match self {
+            Verdict::Counterexample(c) => Some(c),
+            _ => None,
+        }
+    }
+    /// One-line summary: `verified (N executions)`, `counterexample: ...`,
+    /// `incomplete: <cause>: <message>`.
+    pub fn summary(&self) -> String {
+        match self {
+            Verdict::Verified { executions } => format!("verified ({executions} executions)"),
+            Verdict::Counterexample(c) => format!(
+                "counterexample after {} executions: {}",
+                c.executions, c.message
+            ),
+            Verdict::Incomplete(i) => format!(
+                "incomplete after {} executions: {}: {}",
+                i.executions, i.cause, i.message
+            ),
+        }
     }
 }
 
@@ -235,7 +320,7 @@ thread_local! {
     static EXECUTIONS: Cell<u64> = const { Cell::new(0) };
 }
 
-fn log_step<B: Backend>(op: &str, line: LineId, field: &'static str, value: StepValue) {
+fn log_step<B: Backend>(op: &'static str, line: LineId, field: &'static str, value: StepValue) {
     if !LOGGING.with(Cell::get) {
         return;
     }
@@ -243,7 +328,7 @@ fn log_step<B: Backend>(op: &str, line: LineId, field: &'static str, value: Step
     LOG.with(|l| {
         l.borrow_mut().push(Step {
             thread,
-            op: op.to_string(),
+            op,
             line,
             field,
             value,
@@ -251,14 +336,26 @@ fn log_step<B: Backend>(op: &str, line: LineId, field: &'static str, value: Step
     });
 }
 
-fn ord(o: Ordering) -> &'static str {
-    match o {
-        Ordering::Relaxed => "Relaxed",
-        Ordering::Release => "Release",
-        Ordering::Acquire => "Acquire",
-        Ordering::AcqRel => "AcqRel",
-        _ => "SeqCst",
-    }
+/// `"op(Ordering)"` as a static string (no allocation per logged access).
+macro_rules! op_name {
+    ($op:literal, $order:expr) => {
+        match $order {
+            Ordering::Relaxed => concat!($op, "(Relaxed)"),
+            Ordering::Release => concat!($op, "(Release)"),
+            Ordering::Acquire => concat!($op, "(Acquire)"),
+            Ordering::AcqRel => concat!($op, "(AcqRel)"),
+            _ => concat!($op, "(SeqCst)"),
+        }
+    };
+}
+
+/// Runs `f` without logging its steps (a model's single-threaded setup:
+/// its accesses cannot race and would only lengthen counterexamples).
+pub fn unlogged<R>(f: impl FnOnce() -> R) -> R {
+    let was = LOGGING.with(|l| l.replace(false));
+    let r = f();
+    LOGGING.with(|l| l.set(was));
+    r
 }
 
 /// Adds a free-text step to the current execution's log.
@@ -278,6 +375,29 @@ pub fn fail<B: Backend>(message: impl Into<String>) -> ! {
     );
     FAILURE.with(|f| *f.borrow_mut() = Some(message.clone()));
     panic!("invariant violated: {message}");
+}
+
+/// Runs `f` in a model thread; a panic that is neither a [`fail`] report nor
+/// the checker's own stop (loom's branch limit, a deadlock) comes back as
+/// `Err(message)`: a model states it as an invariant ("a lookup never
+/// crashes on what it reads") when `f` may read torn state by design of a
+/// known-bad variant. Only Rust runtime errors (index out of bounds,
+/// arithmetic overflow, slice ranges) count as crashes.
+pub fn catch_crash<R>(f: impl FnOnce() -> R) -> Result<R, String> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => Ok(r),
+        Err(payload) => {
+            let message = panic_message(&*payload);
+            let failed = FAILURE.with(|f| f.borrow().is_some());
+            let crash = ["index out of bounds", "attempt to ", "range ", "slice index"]
+                .iter()
+                .any(|p| message.starts_with(p));
+            if failed || !crash {
+                std::panic::resume_unwind(payload);
+            }
+            Err(message)
+        }
+    }
 }
 
 fn begin_execution() {
@@ -314,7 +434,7 @@ impl<B: Backend> AtomicU64Cell for LoggedU64<B> {
     fn load(&self, order: Ordering) -> u64 {
         let v = self.inner.load(order);
         log_step::<B>(
-            &format!("load({})", ord(order)),
+            op_name!("load", order),
             self.line,
             self.field,
             StepValue::Read(v),
@@ -324,7 +444,7 @@ impl<B: Backend> AtomicU64Cell for LoggedU64<B> {
     fn store(&self, value: u64, order: Ordering) {
         self.inner.store(value, order);
         log_step::<B>(
-            &format!("store({})", ord(order)),
+            op_name!("store", order),
             self.line,
             self.field,
             StepValue::Wrote(value),
@@ -334,7 +454,7 @@ impl<B: Backend> AtomicU64Cell for LoggedU64<B> {
         let old = self.inner.fetch_add(value, order);
         let new = old.wrapping_add(value);
         log_step::<B>(
-            &format!("fetch_add({})", ord(order)),
+            op_name!("fetch_add", order),
             self.line,
             self.field,
             StepValue::Rmw { old, new },
@@ -345,7 +465,7 @@ impl<B: Backend> AtomicU64Cell for LoggedU64<B> {
         let old = self.inner.fetch_sub(value, order);
         let new = old.wrapping_sub(value);
         log_step::<B>(
-            &format!("fetch_sub({})", ord(order)),
+            op_name!("fetch_sub", order),
             self.line,
             self.field,
             StepValue::Rmw { old, new },
@@ -368,7 +488,7 @@ impl<B: Backend> AtomicU64Cell for LoggedU64<B> {
             },
         };
         log_step::<B>(
-            &format!("compare_exchange({})", ord(success)),
+            op_name!("compare_exchange", success),
             self.line,
             self.field,
             value,
@@ -408,7 +528,7 @@ impl<B: Backend> AtomicBoolCell for LoggedBool<B> {
     fn load(&self, order: Ordering) -> bool {
         let v = self.inner.load(order);
         log_step::<B>(
-            &format!("load({})", ord(order)),
+            op_name!("load", order),
             self.line,
             self.field,
             StepValue::Read(v as u64),
@@ -418,7 +538,7 @@ impl<B: Backend> AtomicBoolCell for LoggedBool<B> {
     fn store(&self, value: bool, order: Ordering) {
         self.inner.store(value, order);
         log_step::<B>(
-            &format!("store({})", ord(order)),
+            op_name!("store", order),
             self.line,
             self.field,
             StepValue::Wrote(value as u64),
@@ -499,7 +619,7 @@ impl<B: Backend> Backend for Logged<B> {
     fn fence(order: Ordering) {
         B::fence(order);
         log_step::<B>(
-            &format!("fence({})", ord(order)),
+            op_name!("fence", order),
             LineId::NONE,
             "",
             StepValue::Fence,
@@ -538,29 +658,65 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// Runs `body` (one engine run) with logging state reset; returns the
-/// counterexample (without replay) if it panicked.
-fn run_engine(body: impl FnOnce()) -> (u64, Option<Counterexample>) {
+/// How one engine run ended.
+enum RunEnd {
+    Finished,
+    Violation(Counterexample),
+    Stopped(Incomplete),
+}
+
+/// Runs `body` (one engine run) with logging state reset and classifies its
+/// end: a [`fail`] report or a checker-detected deadlock is a violation; the
+/// branch or step limit, or any other panic, stops the run incomplete.
+fn run_engine(opts: &CheckOptions, body: impl FnOnce()) -> (u64, RunEnd) {
     EXECUTIONS.with(|e| e.set(0));
     let result = catch_unwind(AssertUnwindSafe(body));
     LOGGING.with(|l| l.set(false));
     let executions = EXECUTIONS.with(Cell::get);
-    match result {
-        Ok(()) => (executions, None),
-        Err(payload) => {
-            let message = FAILURE
-                .with(|f| f.borrow_mut().take())
-                .unwrap_or_else(|| format!("checker reported: {}", panic_message(&*payload)));
-            let steps = LOG.with(|l| std::mem::take(&mut *l.borrow_mut()));
-            (
-                executions,
-                Some(Counterexample {
-                    message,
-                    steps,
-                    executions,
-                    replay: None,
-                }),
-            )
+    let Err(payload) = result else {
+        return (executions, RunEnd::Finished);
+    };
+    let steps = LOG.with(|l| std::mem::take(&mut *l.borrow_mut()));
+    let violation = |message: String, steps: Vec<Step>| {
+        RunEnd::Violation(Counterexample {
+            message,
+            steps,
+            executions,
+            replay: None,
+        })
+    };
+    if let Some(message) = FAILURE.with(|f| f.borrow_mut().take()) {
+        return (executions, violation(message, steps));
+    }
+    let message = panic_message(&*payload);
+    let cause = if message.starts_with("Model exceeded maximum number of branches") {
+        StopCause::BranchLimit {
+            max_branches: opts.max_branches,
+        }
+    } else if message.starts_with("exceeded max_steps bound") {
+        StopCause::StepLimit {
+            max_steps: opts.max_steps,
+        }
+    } else if message.starts_with("deadlock; threads") || message.starts_with("deadlock! blocked") {
+        return (executions, violation(format!("{DEADLOCK} ({message})"), steps));
+    } else {
+        StopCause::Panic
+    };
+    let stopped = Incomplete {
+        cause,
+        message,
+        steps,
+        executions,
+    };
+    (executions, RunEnd::Stopped(stopped))
+}
+
+impl RunEnd {
+    fn into_verdict(self, executions: u64) -> Verdict {
+        match self {
+            RunEnd::Finished => Verdict::Verified { executions },
+            RunEnd::Violation(c) => Verdict::Counterexample(c),
+            RunEnd::Stopped(i) => Verdict::Incomplete(i),
         }
     }
 }
@@ -596,11 +752,11 @@ fn shuttle_dir() -> PathBuf {
     std::env::temp_dir().join(format!("blocksim-check-{}-shuttle", std::process::id()))
 }
 
-fn shuttle_config() -> shuttle::Config {
+fn shuttle_config(max_steps: usize) -> shuttle::Config {
     let mut config = shuttle::Config::new();
     config.silence_warnings = true;
     config.failure_persistence = shuttle::FailurePersistence::File(Some(shuttle_dir()));
-    config.max_steps = shuttle::MaxSteps::FailAfter(200_000);
+    config.max_steps = shuttle::MaxSteps::FailAfter(max_steps);
     config
 }
 
@@ -612,9 +768,9 @@ fn list_dir(dir: &std::path::Path) -> Vec<PathBuf> {
     v
 }
 
-/// Runs one shuttle engine run; returns (executions, counterexample with the
-/// schedule it persisted, if any).
-fn shuttle_run(body: impl FnOnce()) -> (u64, Option<Counterexample>) {
+/// Runs one shuttle engine run; a counterexample carries the schedule
+/// shuttle persisted for it.
+fn shuttle_run(opts: &CheckOptions, body: impl FnOnce()) -> (u64, RunEnd) {
     let _guard = match SHUTTLE_RUN.lock() {
         Ok(g) => g,
         Err(p) => p.into_inner(),
@@ -622,7 +778,7 @@ fn shuttle_run(body: impl FnOnce()) -> (u64, Option<Counterexample>) {
     let dir = shuttle_dir();
     let _ = std::fs::create_dir_all(&dir);
     let before = list_dir(&dir);
-    let (executions, cex) = run_engine(body);
+    let (executions, mut end) = run_engine(opts, body);
     let mut schedule = None;
     for path in list_dir(&dir) {
         if !before.contains(&path) {
@@ -635,13 +791,10 @@ fn shuttle_run(body: impl FnOnce()) -> (u64, Option<Counterexample>) {
         }
     }
     let _ = std::fs::remove_dir(&dir);
-    (
-        executions,
-        cex.map(|mut c| {
-            c.replay = schedule;
-            c
-        }),
-    )
+    if let RunEnd::Violation(c) = &mut end {
+        c.replay = schedule;
+    }
+    (executions, end)
 }
 
 /// Checks `model` with the engine in `opts`.
@@ -663,9 +816,9 @@ fn loom_closure<M: Model>(model: &Arc<M>) -> impl Fn() + Send + Sync + 'static {
 
 fn check_loom<M: Model>(model: Arc<M>, opts: &CheckOptions) -> Verdict {
     let builder = loom_builder(opts);
-    let (executions, cex) = run_engine(|| builder.check(loom_closure(&model)));
-    let Some(mut cex) = cex else {
-        return Verdict::Verified { executions };
+    let (executions, end) = run_engine(opts, || builder.check(loom_closure(&model)));
+    let RunEnd::Violation(mut cex) = end else {
+        return end.into_verdict(executions);
     };
     if opts.capture_replay {
         // Exploration is deterministic: re-run it, storing the branch path
@@ -674,8 +827,8 @@ fn check_loom<M: Model>(model: Arc<M>, opts: &CheckOptions) -> Verdict {
         let mut builder = loom_builder(opts);
         builder.checkpoint_file = Some(path.clone());
         builder.checkpoint_interval = executions as usize;
-        let (_, again) = run_engine(|| builder.check(loom_closure(&model)));
-        if again.is_some() {
+        let (_, again) = run_engine(opts, || builder.check(loom_closure(&model)));
+        if matches!(again, RunEnd::Violation(_)) {
             cex.replay = std::fs::read_to_string(&path).ok();
         }
         let _ = std::fs::remove_file(&path);
@@ -693,8 +846,8 @@ fn shuttle_closure<M: Model>(model: &Arc<M>) -> impl Fn() + Send + Sync + 'stati
 
 fn check_shuttle<M: Model>(model: Arc<M>, opts: &CheckOptions) -> Verdict {
     let f = shuttle_closure(&model);
-    let config = shuttle_config();
-    let (executions, cex) = shuttle_run(|| match opts.engine {
+    let config = shuttle_config(opts.max_steps);
+    let (executions, mut end) = shuttle_run(opts, || match opts.engine {
         Engine::ShuttlePct => {
             let s = shuttle::scheduler::PctScheduler::new_from_seed(
                 opts.seed,
@@ -708,15 +861,12 @@ fn check_shuttle<M: Model>(model: Arc<M>, opts: &CheckOptions) -> Verdict {
             shuttle::Runner::new(s, config).run(f);
         }
     });
-    match cex {
-        None => Verdict::Verified { executions },
-        Some(mut cex) => {
-            if !opts.capture_replay {
-                cex.replay = None;
-            }
-            Verdict::Counterexample(cex)
+    if let RunEnd::Violation(c) = &mut end {
+        if !opts.capture_replay {
+            c.replay = None;
         }
     }
+    end.into_verdict(executions)
 }
 
 /// Re-runs one recorded execution (`payload` from [`Counterexample::replay`]).
@@ -747,45 +897,48 @@ pub fn replay<M: Model>(
             builder.checkpoint_interval = 1;
             // Iteration 1 replays the stored path; loom stops before iteration 2.
             builder.max_permutations = Some(2);
-            let (_, cex) = run_engine(|| builder.check(loom_closure(&model)));
+            let (_, end) = run_engine(opts, || builder.check(loom_closure(&model)));
             let _ = std::fs::remove_file(&path);
-            Ok(match cex {
-                Some(mut c) => {
-                    if c.message.contains("checkpoint") || c.steps.is_empty() {
-                        return Err(CheckError::BadReplay {
-                            engine: "loom",
-                            reason: c.message,
-                        });
-                    }
-                    c.executions = 1;
-                    c.replay = Some(payload.to_string());
-                    Verdict::Counterexample(c)
-                }
-                None => Verdict::Verified { executions: 1 },
-            })
+            replay_verdict(end, "loom", payload)
         }
         Engine::ShuttlePct | Engine::ShuttleRandom => {
             let schedule = payload.trim().to_string();
             let f = shuttle_closure(&model);
-            let config = shuttle_config();
-            let (_, cex) = shuttle_run(|| {
+            let config = shuttle_config(opts.max_steps);
+            let (_, end) = shuttle_run(opts, || {
                 let s = shuttle::scheduler::ReplayScheduler::new_from_encoded(&schedule);
                 shuttle::Runner::new(s, config).run(f);
             });
-            Ok(match cex {
-                Some(mut c) => {
-                    if c.steps.is_empty() {
-                        return Err(CheckError::BadReplay {
-                            engine: "shuttle",
-                            reason: c.message,
-                        });
-                    }
-                    c.executions = 1;
-                    c.replay = Some(schedule);
-                    Verdict::Counterexample(c)
-                }
-                None => Verdict::Verified { executions: 1 },
-            })
+            replay_verdict(end, "shuttle", &schedule)
+        }
+    }
+}
+
+/// The verdict of a replayed execution; a payload the checker could not
+/// follow (no step ran, or loom rejected its checkpoint) is an error.
+fn replay_verdict(end: RunEnd, engine: &'static str, payload: &str) -> Result<Verdict, CheckError> {
+    match end {
+        RunEnd::Finished => Ok(Verdict::Verified { executions: 1 }),
+        RunEnd::Violation(mut c) => {
+            if c.steps.is_empty() {
+                return Err(CheckError::BadReplay {
+                    engine,
+                    reason: c.message,
+                });
+            }
+            c.executions = 1;
+            c.replay = Some(payload.to_string());
+            Ok(Verdict::Counterexample(c))
+        }
+        RunEnd::Stopped(mut i) => {
+            if i.steps.is_empty() || i.message.contains("checkpoint") {
+                return Err(CheckError::BadReplay {
+                    engine,
+                    reason: i.message,
+                });
+            }
+            i.executions = 1;
+            Ok(Verdict::Incomplete(i))
         }
     }
 }
@@ -807,7 +960,7 @@ pub fn render_steps(steps: &[Step], line_name: &dyn Fn(LineId) -> String) -> Str
             [
                 format!("{}", i + 1),
                 s.thread.clone(),
-                s.op.clone(),
+                s.op.to_string(),
                 location,
                 s.value.render(),
             ]
@@ -842,4 +995,98 @@ pub fn render_steps(steps: &[Step], line_name: &dyn Fn(LineId) -> String) -> Str
         line(&mut out, [&r[0], &r[1], &r[2], &r[3], &r[4]]);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A model whose one execution ends the way its behaviour says.
+    #[derive(Clone, Copy)]
+    enum Probe {
+        Passes,
+        FailsInvariant,
+        Panics,
+        SpinsForever,
+        CrashCaught,
+    }
+
+    impl Model for Probe {
+        fn run<B: Backend>(&self) {
+            let flag = Arc::new(B::AtomicBool::new_on_line(false, LineId(0)));
+            let f = Arc::clone(&flag);
+            let t = B::spawn("t", move || f.store(true, Ordering::Release));
+            let _racing = flag.load(Ordering::Acquire);
+            t.join();
+            match self {
+                Probe::Passes => assert!(flag.load(Ordering::Acquire)),
+                Probe::FailsInvariant => fail::<B>("probe invariant"),
+                Probe::Panics => panic!("probe harness bug"),
+                Probe::SpinsForever => {
+                    while flag.load(Ordering::Acquire) {
+                        B::spin_yield();
+                    }
+                }
+                Probe::CrashCaught => {
+                    let v: Vec<u64> = Vec::new();
+                    let i = flag.load(Ordering::Acquire) as usize;
+                    match catch_crash(|| v[i]) {
+                        Ok(_) => fail::<B>("probe: no crash"),
+                        Err(e) => fail::<B>(format!("probe crash: {e}")),
+                    }
+                }
+            }
+        }
+        fn line_name(&self, _line: LineId) -> String {
+            "probe".into()
+        }
+    }
+
+    fn opts(engine: Engine) -> CheckOptions {
+        CheckOptions {
+            engine,
+            iterations: 3,
+            max_branches: 100,
+            max_steps: 100,
+            capture_replay: false,
+            ..CheckOptions::default()
+        }
+    }
+
+    #[test]
+    fn verdict_kinds_are_kept_apart() {
+        for engine in Engine::ALL.iter().copied() {
+            let o = opts(engine);
+            assert!(check(Probe::Passes, &o).is_verified(), "{engine:?}");
+            let v = check(Probe::FailsInvariant, &o);
+            assert_eq!(
+                v.counterexample().map(|c| c.message.as_str()),
+                Some("probe invariant"),
+                "{engine:?}"
+            );
+            match check(Probe::Panics, &o) {
+                Verdict::Incomplete(i) => {
+                    assert_eq!(i.cause, StopCause::Panic);
+                    assert_eq!(i.message, "probe harness bug");
+                }
+                v => panic!("{engine:?}: a panic is not a verdict: {v:?}"),
+            }
+            let limit = if engine == Engine::Loom {
+                StopCause::BranchLimit { max_branches: 100 }
+            } else {
+                StopCause::StepLimit { max_steps: 100 }
+            };
+            match check(Probe::SpinsForever, &o) {
+                Verdict::Incomplete(i) => assert_eq!(i.cause, limit, "{engine:?}"),
+                v => panic!("{engine:?}: a limit is not a verdict: {v:?}"),
+            }
+            let v = check(Probe::CrashCaught, &o);
+            let msg = v.counterexample().map(|c| c.message.clone());
+            assert!(
+                msg.as_deref()
+                    .is_some_and(|m| m.starts_with("probe crash: index out of bounds")),
+                "{engine:?}: {msg:?}"
+            );
+        }
+    }
 }
