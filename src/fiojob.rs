@@ -86,7 +86,8 @@ pub fn read_job_text(path: &Path, text: &str) -> Result<FioJobFile> {
     let mut problems: Vec<(usize, String)> = Vec::new();
     for job in &file.jobs {
         let values = job.values();
-        let Err(errs) = JobConfig::from_options(&job.name, values.iter().map(|(k, v)| (k.as_str(), v)))
+        let Err(errs) =
+            JobConfig::from_options(&job.name, values.iter().map(|(k, v)| (k.as_str(), v)))
         else {
             continue;
         };
@@ -112,7 +113,9 @@ pub fn read_job_text(path: &Path, text: &str) -> Result<FioJobFile> {
 /// One problem on its own line; several under a count, with the list of
 /// modelled options once at the end when an option is unknown.
 pub fn problems_message(lines: &[String]) -> String {
-    let unknown = lines.iter().any(|l| l.contains("is not modelled by blocksim"));
+    let unknown = lines
+        .iter()
+        .any(|l| l.contains("is not modelled by blocksim"));
     let tail = if unknown {
         format!(
             "\nmodelled fio options: {}; accepted without effect: {} (README, \"fio job files\")",
@@ -285,7 +288,10 @@ mod tests {
         assert!(e.starts_with("3 problems:\n"), "{e}");
         assert!(e.contains("j.fio:2: [global]: job option `verify`"), "{e}");
         assert!(e.contains("j.fio:3: [global]: job option `fsync`"), "{e}");
-        assert!(e.contains("j.fio:6: job [a]: job option `thinktime`"), "{e}");
+        assert!(
+            e.contains("j.fio:6: job [a]: job option `thinktime`"),
+            "{e}"
+        );
         assert_eq!(e.matches("`verify`").count(), 1, "{e}");
         assert!(e.contains("modelled fio options:"), "{e}");
     }

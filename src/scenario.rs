@@ -210,7 +210,6 @@ pub fn split_set(s: &str) -> Result<(&str, &str)> {
     Ok((k.trim(), v.trim()))
 }
 
-
 /// One problem on its own; several under a count, one per line.
 pub fn list_problems(lines: &[String]) -> String {
     match lines {
@@ -250,11 +249,17 @@ fn devices_hint(file: &ScenarioFile) -> String {
 
 /// The options of job `i` of a job file in file order, followed by the
 /// values `--set` (or `--target`) put over them.
-fn fio_job_values(jf: &FioJobFile, i: usize, raw: &BTreeMap<String, OptValue>) -> Vec<(String, OptValue)> {
+fn fio_job_values(
+    jf: &FioJobFile,
+    i: usize,
+    raw: &BTreeMap<String, OptValue>,
+) -> Vec<(String, OptValue)> {
     let mut values = jf.jobs[i].values();
     for (k, v) in raw {
         let last = values.iter().rev().find(|(key, _)| key == k).map(|x| &x.1);
-        if last != Some(v) && !(k == "name" && last.is_none() && *v == OptValue::Str(jf.jobs[i].name.clone())) {
+        if last != Some(v)
+            && !(k == "name" && last.is_none() && *v == OptValue::Str(jf.jobs[i].name.clone()))
+        {
             values.push((k.clone(), v.clone()));
         }
     }
@@ -290,7 +295,9 @@ fn fio_job(
                 .collect::<Vec<_>>()
         })?;
     if !file.is_job_target(&job.filename) {
-        let key = ["filename", "directory"].into_iter().find(|k| fj.line_of(k).is_some());
+        let key = ["filename", "directory"]
+            .into_iter()
+            .find(|k| fj.line_of(k).is_some());
         return Err(vec![format!(
             "{}: filename = {:?} is not a device of this scenario ({}); {aim}",
             at(key),
@@ -309,23 +316,33 @@ fn toml_job(
     raw: &BTreeMap<String, OptValue>,
 ) -> std::result::Result<JobConfig, Vec<String>> {
     let default_name = format!("job{i}");
-    JobConfig::from_options(&default_name, raw.iter().map(|(k, v)| (k.as_str(), v))).map_err(|errs| {
-        errs.errors
-            .iter()
-            .map(|e| {
-                let loc = e.key().and_then(|k| text.and_then(|t| find_job_key(t, i, k)));
-                match loc {
-                    Some((l, c)) => format!("{}:{l}:{c}: [[job]] #{}: {e}", path.display(), i + 1),
-                    None => format!("{}: [[job]] #{}: {e}", path.display(), i + 1),
-                }
-            })
-            .collect()
-    })
+    JobConfig::from_options(&default_name, raw.iter().map(|(k, v)| (k.as_str(), v))).map_err(
+        |errs| {
+            errs.errors
+                .iter()
+                .map(|e| {
+                    let loc = e
+                        .key()
+                        .and_then(|k| text.and_then(|t| find_job_key(t, i, k)));
+                    match loc {
+                        Some((l, c)) => {
+                            format!("{}:{l}:{c}: [[job]] #{}: {e}", path.display(), i + 1)
+                        }
+                        None => format!("{}: [[job]] #{}: {e}", path.display(), i + 1),
+                    }
+                })
+                .collect()
+        },
+    )
 }
 
 /// Every job of the scenario, all problems in one error; notes name the
 /// options accepted without effect.
-fn parse_jobs(path: &Path, source: JobSource<'_>, file: &ScenarioFile) -> Result<(Vec<JobConfig>, Vec<String>)> {
+fn parse_jobs(
+    path: &Path,
+    source: JobSource<'_>,
+    file: &ScenarioFile,
+) -> Result<(Vec<JobConfig>, Vec<String>)> {
     let mut jobs = Vec::new();
     let mut problems: Vec<String> = Vec::new();
     for (i, raw) in file.jobs.iter().enumerate() {
@@ -361,7 +378,10 @@ fn parse_jobs(path: &Path, source: JobSource<'_>, file: &ScenarioFile) -> Result
         let what: Vec<String> = ignored
             .iter()
             .map(|k| {
-                let why = NO_EFFECT_OPTIONS.iter().find(|(n, _)| n == k).map_or("", |x| x.1);
+                let why = NO_EFFECT_OPTIONS
+                    .iter()
+                    .find(|(n, _)| n == k)
+                    .map_or("", |x| x.1);
                 format!("{k} ({why})")
             })
             .collect();
@@ -369,12 +389,19 @@ fn parse_jobs(path: &Path, source: JobSource<'_>, file: &ScenarioFile) -> Result
             JobSource::Fio(jf) => jf.path.display().to_string(),
             JobSource::Toml(_) => path.display().to_string(),
         };
-        notes.push(format!("{src}: fio options accepted without effect on what is simulated: {}", what.join(", ")));
+        notes.push(format!(
+            "{src}: fio options accepted without effect on what is simulated: {}",
+            what.join(", ")
+        ));
     }
     Ok((jobs, notes))
 }
 
-fn finish(path: &Path, source: JobSource<'_>, file: ScenarioFile) -> Result<(Scenario, Vec<String>)> {
+fn finish(
+    path: &Path,
+    source: JobSource<'_>,
+    file: ScenarioFile,
+) -> Result<(Scenario, Vec<String>)> {
     let (jobs, notes) = parse_jobs(path, source, &file)?;
     Ok((file.with_jobs(jobs), notes))
 }
@@ -400,7 +427,11 @@ fn deserialize_modified(
     before_sets: Option<&toml::Table>,
     sets: &[String],
 ) -> Result<ScenarioFile> {
-    let what = if extended { "merging `extends`" } else { "--set/--seed/--job" };
+    let what = if extended {
+        "merging `extends`"
+    } else {
+        "--set/--seed/--job"
+    };
     let Err(err) = deserialize_table(path, table.clone(), what) else {
         return deserialize_table(path, table.clone(), what);
     };
@@ -412,7 +443,9 @@ fn deserialize_modified(
             }
         }
     }
-    if let Some(base) = before_sets.filter(|b| ScenarioFile::deserialize(toml::Value::Table((*b).clone())).is_ok()) {
+    if let Some(base) =
+        before_sets.filter(|b| ScenarioFile::deserialize(toml::Value::Table((*b).clone())).is_ok())
+    {
         let mut t = base.clone();
         for s in sets {
             let (k, v) = split_set(s)?;
@@ -505,7 +538,6 @@ fn resolve_extends(path: &Path, table: &mut toml::Table, depth: u32) -> Result<b
     Ok(true)
 }
 
-
 /// Options of [`load`].
 #[derive(Default)]
 pub struct LoadOptions<'a> {
@@ -520,7 +552,10 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
     let text = read_text(path)?;
     let mut table: toml::Table = toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))?;
     let extended = resolve_extends(path, &mut table, 0)?;
-    let job_file = opts.job_file.map(crate::fiojob::read_job_file).transpose()?;
+    let job_file = opts
+        .job_file
+        .map(crate::fiojob::read_job_file)
+        .transpose()?;
     if let Some(jf) = &job_file {
         table.insert("job".into(), fio_jobs_table(jf));
     }
@@ -535,7 +570,14 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
     // u64 seed above i64::MAX would not survive the table.
     let modified = extended || job_file.is_some() || !opts.sets.is_empty();
     let file: ScenarioFile = if modified {
-        deserialize_modified(path, &text, extended, &table, before_sets.as_ref(), opts.sets)?
+        deserialize_modified(
+            path,
+            &text,
+            extended,
+            &table,
+            before_sets.as_ref(),
+            opts.sets,
+        )?
     } else {
         // On the text as written, typed errors carry line and column.
         toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))?
@@ -573,12 +615,18 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
                 .with_context(|| format!("{}: [[variant]] {:?}", path.display(), v.name))?;
         }
         let f = ScenarioFile::deserialize(toml::Value::Table(t)).map_err(|e| {
-            let line = as_written.then(|| variant_key_line(&text, vi, e.message())).flatten();
+            let line = as_written
+                .then(|| variant_key_line(&text, vi, e.message()))
+                .flatten();
             let loc = match line {
                 Some(l) => format!("{}:{l}", path.display()),
                 None => path.display().to_string(),
             };
-            anyhow!("{loc}: [[variant]] {:?}: {}", v.name, hint_unknown(e.message()))
+            anyhow!(
+                "{loc}: [[variant]] {:?}: {}",
+                v.name,
+                hint_unknown(e.message())
+            )
         })?;
         let (mut sc, _) = finish(path, source(None), f)?;
         if let Some(seed) = opts.seed {

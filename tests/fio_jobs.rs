@@ -53,7 +53,10 @@ fn a_file_of_another_machine_needs_target_and_says_so() {
     let (out, err, code) = run("seq-read.fio", &[]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("seq-read.fio:5: job [file1]"), "{err}");
-    assert!(err.contains("filename = \"seq-read\" is not a device"), "{err}");
+    assert!(
+        err.contains("filename = \"seq-read\" is not a device"),
+        "{err}"
+    );
     assert!(err.contains("--target DEVICE"), "{err}");
     assert!(err.contains("/dev/nvme0n1"), "{err}");
     let (out, err, code) = run("seq-read.fio", &["--target", "nvme0n1"]);
@@ -117,7 +120,10 @@ fn non_block_engines_keep_a_clear_error() {
     let (out, err, code) = run("null.fio", &["--target", "nvme0n1"]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("null.fio:6: job [null]"), "{err}");
-    assert!(err.contains("`ioengine` = \"null\" is not a block engine"), "{err}");
+    assert!(
+        err.contains("`ioengine` = \"null\" is not a block engine"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -125,9 +131,18 @@ fn every_unmodelled_option_in_one_error() {
     let (out, err, code) = run("unmodelled.fio", &["--target", "nvme0n1"]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("3 problems:"), "{err}");
-    assert!(err.contains("unmodelled.fio:5: [global]: job option `verify`"), "{err}");
-    assert!(err.contains("unmodelled.fio:6: [global]: job option `fsync`"), "{err}");
-    assert!(err.contains("unmodelled.fio:11: job [write-and-verify]: job option `thinktime`"), "{err}");
+    assert!(
+        err.contains("unmodelled.fio:5: [global]: job option `verify`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("unmodelled.fio:6: [global]: job option `fsync`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("unmodelled.fio:11: job [write-and-verify]: job option `thinktime`"),
+        "{err}"
+    );
     assert!(err.contains("modelled fio options:"), "{err}");
 }
 
@@ -135,5 +150,8 @@ fn every_unmodelled_option_in_one_error() {
 fn target_must_be_a_device_of_the_stack() {
     let (out, err, code) = run("holes.fio", &["--target", "/dev/sdz"]);
     assert_eq!(code, 2, "{out}{err}");
-    assert!(err.contains("filename = \"/dev/sdz\" is not a device"), "{err}");
+    assert!(
+        err.contains("filename = \"/dev/sdz\" is not a device"),
+        "{err}"
+    );
 }

@@ -58,8 +58,19 @@ fn a_bare_size_is_an_error_but_zero_and_unit_keys_are_not() {
     let p = temp_file("ok.toml", &text);
     let (out, err, code) = sim(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
-    let run_ms: u64 = out.split("run=").nth(1).unwrap().split('-').next().unwrap().parse().unwrap();
-    assert!((1000..1100).contains(&run_ms), "runtime = 1 is one second:\n{out}");
+    let run_ms: u64 = out
+        .split("run=")
+        .nth(1)
+        .unwrap()
+        .split('-')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        (1000..1100).contains(&run_ms),
+        "runtime = 1 is one second:\n{out}"
+    );
 }
 
 #[test]
@@ -88,7 +99,12 @@ fn every_missing_field_in_one_error() {
     let ssd = line_of(&text, "[[ssd]]");
     let cpu = line_of(&text, "[cpu]");
     assert!(err.contains("2 problems:"), "{err}");
-    assert!(err.contains(&format!("missing.toml:{cpu}: [cpu]: missing field `clock_mhz`")), "{err}");
+    assert!(
+        err.contains(&format!(
+            "missing.toml:{cpu}: [cpu]: missing field `clock_mhz`"
+        )),
+        "{err}"
+    );
     assert!(
         err.contains(&format!(
             "missing.toml:{ssd}: [[ssd]] \"nvme0n1\": missing fields `link_cmd_overhead`, `controller_per_cmd`, `ftl_map_miss_ratio`"
@@ -109,5 +125,8 @@ fn presets_make_a_minimal_section() {
     let p = temp_file("badmodel.toml", &bad);
     let err = fails(&["run", p.to_str().unwrap()]);
     assert!(err.contains("unknown model \"generic-sata-ssd\""), "{err}");
-    assert!(err.contains("generic-nvme-tlc, generic-sata-ssd-2011"), "{err}");
+    assert!(
+        err.contains("generic-nvme-tlc, generic-sata-ssd-2011"),
+        "{err}"
+    );
 }

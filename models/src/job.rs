@@ -258,7 +258,10 @@ pub struct JobErrors {
 pub const NO_EFFECT_OPTIONS: &[(&str, &str)] = &[
     ("group_reporting", "reports always merge a job's clones"),
     ("new_group", "fio report grouping"),
-    ("output-format", "choose the report with sim's --output-format"),
+    (
+        "output-format",
+        "choose the report with sim's --output-format",
+    ),
     ("description", "text"),
     ("thread", "threads and processes issue the same I/O"),
     ("clocksource", "simulated time needs no clock"),
@@ -268,7 +271,10 @@ pub const NO_EFFECT_OPTIONS: &[(&str, &str)] = &[
     ("write_lat_log", "fio log files are not written"),
     ("write_iops_log", "fio log files are not written"),
     ("log_avg_msec", "fio log files are not written"),
-    ("percentile_list", "the report prints fio's default percentiles"),
+    (
+        "percentile_list",
+        "the report prints fio's default percentiles",
+    ),
     ("disable_lat", "latency is always recorded"),
     ("disable_slat", "latency is always recorded"),
     ("disable_clat", "latency is always recorded"),
@@ -277,13 +283,22 @@ pub const NO_EFFECT_OPTIONS: &[(&str, &str)] = &[
     ("eta_newline", "progress display"),
     ("unified_rw_reporting", "fio report layout"),
     ("invalidate", "the page cache is not modelled"),
-    ("randrepeat", "every random stream derives from the scenario seed or randseed"),
-    ("random_generator", "offsets come from blocksim's generators, with the same distribution"),
+    (
+        "randrepeat",
+        "every random stream derives from the scenario seed or randseed",
+    ),
+    (
+        "random_generator",
+        "offsets come from blocksim's generators, with the same distribution",
+    ),
     ("refill_buffers", "data contents are not modelled"),
     ("scramble_buffers", "data contents are not modelled"),
     ("zero_buffers", "data contents are not modelled"),
     ("buffer_pattern", "data contents are not modelled"),
-    ("buffer_compress_percentage", "data contents are not modelled"),
+    (
+        "buffer_compress_percentage",
+        "data contents are not modelled",
+    ),
     ("buffer_compress_chunk", "data contents are not modelled"),
     ("dedupe_percentage", "data contents are not modelled"),
     ("fallocate", "the file layout is [filesystem]'s"),
@@ -512,7 +527,10 @@ struct Pending {
 /// Parses fio's `bssplit=4k/10:64k/50:32k/40` (one list for all directions).
 pub fn parse_bssplit(s: &str) -> Result<Vec<BsWeight>, String> {
     if s.contains(',') {
-        return Err("one list for reads and writes alike (per-direction lists with `,` are not modelled)".into());
+        return Err(
+            "one list for reads and writes alike (per-direction lists with `,` are not modelled)"
+                .into(),
+        );
     }
     let mut entries: Vec<(u64, Option<u32>)> = Vec::new();
     for part in s.split(':').take_while(|p| !p.trim().is_empty()) {
@@ -522,7 +540,9 @@ pub fn parse_bssplit(s: &str) -> Result<Vec<BsWeight>, String> {
         };
         let bytes = parse_size_bytes(size).map_err(|e| e.hint.to_string())?;
         if bytes == 0 || bytes % 512 != 0 {
-            return Err(format!("block sizes that are positive multiples of 512 bytes (not {size:?})"));
+            return Err(format!(
+                "block sizes that are positive multiples of 512 bytes (not {size:?})"
+            ));
         }
         // fio: atoi, capped at 100; a blank or 0 percentage is "fill in".
         let pct = match pct {
@@ -541,9 +561,15 @@ pub fn parse_bssplit(s: &str) -> Result<Vec<BsWeight>, String> {
     let given: u32 = entries.iter().filter_map(|e| e.1).sum();
     let blanks = entries.iter().filter(|e| e.1.is_none()).count() as u32;
     if given > 100 {
-        return Err(format!("percentages that add up to at most 100 (they add up to {given})"));
+        return Err(format!(
+            "percentages that add up to at most 100 (they add up to {given})"
+        ));
     }
-    let fill = if blanks > 0 { (100 - given) / blanks } else { 0 };
+    let fill = if blanks > 0 {
+        (100 - given) / blanks
+    } else {
+        0
+    };
     let mut out: Vec<BsWeight> = entries
         .into_iter()
         .map(|(bytes, pct)| BsWeight {
@@ -561,7 +587,9 @@ fn parse_rw_suffix(mode: RwMode, suffix: &str) -> Result<RwModifier, String> {
     let suffix = suffix.trim();
     if mode.is_random() {
         // fio: the number of I/Os before a new random offset, 1..=UINT_MAX.
-        let n = parse_size_bytes(suffix).ok().filter(|&n| n > 0 && n <= u32::MAX as u64);
+        let n = parse_size_bytes(suffix)
+            .ok()
+            .filter(|&n| n > 0 && n <= u32::MAX as u64);
         return n
             .map(|n| RwModifier::RandomEvery(n as u32))
             .ok_or_else(|| "a count of I/Os after `:`, e.g. \"randread:8\"".to_string());
@@ -646,7 +674,9 @@ impl JobConfig {
     /// Takes one option.
     fn apply(&mut self, p: &mut Pending, key: &str, v: &OptValue) -> Result<Applied, JobError> {
         match key {
-            "bs" | "blocksize" | "bsrange" | "blocksize_range" | "bssplit" => self.apply_bs(key, v)?,
+            "bs" | "blocksize" | "bsrange" | "blocksize_range" | "bssplit" => {
+                self.apply_bs(key, v)?
+            }
             "rw" | "readwrite" | "rw_sequencer" | "random_distribution" | "norandommap" => {
                 self.apply_pattern(key, v)?
             }
@@ -772,7 +802,11 @@ impl JobConfig {
             "stonewall" => self.stonewall = as_bool(key, v)?,
             "kb_base" => {
                 if as_u64(key, v)? != 1024 {
-                    return Err(invalid(key, v, "1024 (blocksim reads sizes as fio's default kb_base=1024)"));
+                    return Err(invalid(
+                        key,
+                        v,
+                        "1024 (blocksim reads sizes as fio's default kb_base=1024)",
+                    ));
                 }
             }
             "cpus_allowed" => {
@@ -921,7 +955,10 @@ mod tests {
     #[test]
     fn rw_suffix_as_fio() {
         let j = job(&[("filename", "x"), ("rw", "read:-8k")]).unwrap();
-        assert_eq!((j.rw, j.rw_modifier), (RwMode::Read, RwModifier::SeqAddBytes(-8192)));
+        assert_eq!(
+            (j.rw, j.rw_modifier),
+            (RwMode::Read, RwModifier::SeqAddBytes(-8192))
+        );
         let j = job(&[("filename", "x"), ("rw", "write:112k")]).unwrap();
         assert_eq!(j.rw_modifier, RwModifier::SeqAddBytes(112 << 10));
         let j = job(&[("filename", "x"), ("rw", "randread:8")]).unwrap();
@@ -933,7 +970,11 @@ mod tests {
     #[test]
     fn engines_and_no_effect_options() {
         let e = job(&[("filename", "x"), ("ioengine", "net")]).unwrap_err();
-        assert!(e.to_string().contains("is not a block engine (it does network I/O)"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("is not a block engine (it does network I/O)"),
+            "{e}"
+        );
         let j = job(&[
             ("filename", "x"),
             ("randrepeat", "0"),

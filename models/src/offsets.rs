@@ -286,7 +286,11 @@ impl Offsets {
         }
         // A holed or backwards run must not start an I/O that ends past the
         // region: fio's io_u_fits would refuse it; start over instead.
-        Some(if pos + self.bs_min > self.region_bytes { 0 } else { pos })
+        Some(if pos + self.bs_min > self.region_bytes {
+            0
+        } else {
+            pos
+        })
     }
 
     /// `rw=randread:N`: every N-th I/O gets a random offset, the others
@@ -389,7 +393,7 @@ mod tests {
 
     #[test]
     fn random_every_n_runs_sequentially_in_between() {
-        let v = offsets_k(&[("rw", "randread:4"), ("bs", "4k")], 1 << 20, 12);
+        let v = offsets_k(&[("rw", "randread:4"), ("bs", "4k")], 1 << 20, 15);
         // Three sequential I/Os after each random one.
         assert_eq!(v[..3], [0, 4, 8]);
         for run in v[3..].chunks(4) {

@@ -97,7 +97,7 @@ pub fn ssd_preset(model: &str) -> Option<SsdSection> {
             page_size: Some(Bytes(4096)),           // [estimate] FTL mapping granularity
             page_read: Some(Nanos(60_000)), // [estimate] TLC tR ~50-70 us plus channel transfer
             page_program: Some(Nanos(600_000)), // [estimate] TLC tPROG
-            ftl_map_miss_ratio: Some(0.0), // [estimate] DRAM holds the whole map (1 GB per TB)
+            ftl_map_miss_ratio: Some(0.0),  // [estimate] DRAM holds the whole map (1 GB per TB)
             queue_depth: Some(1024),        // [estimate] one NVMe I/O queue
             ..SsdSection::default()
         },
@@ -112,7 +112,7 @@ pub fn ssd_preset(model: &str) -> Option<SsdSection> {
             page_size: Some(Bytes(4096)), // [src: 2009-2011 MLC NAND, 4 KiB pages]
             page_read: Some(Nanos(75_000)), // [estimate] MLC tR ~50 us + 4 KiB over a ~166 MB/s ONFI 2 channel
             page_program: Some(Nanos(900_000)), // [estimate] MLC tPROG
-            ftl_map_miss_ratio: Some(0.0), // [estimate] the page map fits the drive's DRAM
+            ftl_map_miss_ratio: Some(0.0),  // [estimate] the page map fits the drive's DRAM
             queue_depth: Some(32),          // [src: SATA NCQ, 32 tags]
             ..SsdSection::default()
         },

@@ -856,7 +856,9 @@ impl AsyncStack {
         let th = &self.threads[t];
         let jc = &self.jobs_cfg[th.group];
         let issuing_over = th.ios_limit.is_some_and(|l| th.issued >= l)
-            || th.bytes_limit.is_some_and(|l| th.offsets.issued_bytes() >= l)
+            || th
+                .bytes_limit
+                .is_some_and(|l| th.offsets.issued_bytes() >= l)
             || th.stop_issue_at.is_some_and(|s| now >= s);
         if !th.ready.is_empty() {
             let count = th.ready.len().min(jc.iodepth as usize) as u32;

@@ -162,9 +162,17 @@ enum NumOrString {
 /// written in the accepted forms.
 fn bare_number<E: serde::de::Error>(kind: Kind, shown: &str) -> E {
     let (name, units, forms): (&str, &str, [&str; 3]) = match kind {
-        Kind::Size => ("size", "b, k/KiB, m/MiB, g/GiB, t/TiB, p/PiB; 1k = 1024 bytes, as fio", ["b", "k", "g"]),
+        Kind::Size => (
+            "size",
+            "b, k/KiB, m/MiB, g/GiB, t/TiB, p/PiB; 1k = 1024 bytes, as fio",
+            ["b", "k", "g"],
+        ),
         Kind::Duration => ("duration", "ns, us, ms, s, m, h", ["ns", "us", "ms"]),
-        Kind::Rate => ("rate", "a size per second, 1k = 1024 bytes", ["b/s", "k/s", "m/s"]),
+        Kind::Rate => (
+            "rate",
+            "a size per second, 1k = 1024 bytes",
+            ["b/s", "k/s", "m/s"],
+        ),
     };
     let [a, b, c] = forms.map(|u| format!("\"{shown}{u}\""));
     E::custom(format!(
@@ -291,7 +299,9 @@ mod tests {
         assert!(parse_rate_bytes_per_s("4q/s").is_err());
     }
 
-    use serde::de::value::{Error as ValueError, F64Deserializer, StrDeserializer, U64Deserializer};
+    use serde::de::value::{
+        Error as ValueError, F64Deserializer, StrDeserializer, U64Deserializer,
+    };
 
     fn nanos_u64(v: u64) -> Result<Nanos, String> {
         Nanos::deserialize(U64Deserializer::<ValueError>::new(v)).map_err(|e| e.to_string())

@@ -215,11 +215,22 @@ pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem
             };
             let header = headers.get(i).copied();
             let mut t = t.clone();
-            let populate = if *name == "bcache" { t.remove("populate") } else { None };
+            let populate = if *name == "bcache" {
+                t.remove("populate")
+            } else {
+                None
+            };
             push_problem(&mut out, *chk, &t, label, header, text);
             if let Some(toml::Value::Table(p)) = populate {
                 let header = text.and_then(|x| header_lines(x, "bcache.populate").first().copied());
-                push_problem(&mut out, check::<PopulateConfig>, &p, "[bcache.populate]".into(), header, text);
+                push_problem(
+                    &mut out,
+                    check::<PopulateConfig>,
+                    &p,
+                    "[bcache.populate]".into(),
+                    header,
+                    text,
+                );
             }
         }
     }
@@ -271,10 +282,26 @@ mod tests {
         assert_eq!(got[0], (Some(2), "[cpu]", "missing field `clock_mhz`"));
         assert_eq!(got[1].0, Some(4));
         assert_eq!(got[1].1, "[[ssd]] \"sda\"");
-        for f in ["link_mb_per_s", "link_cmd_overhead", "controller_per_cmd", "channels", "page_size", "page_read", "page_program", "ftl_map_miss_ratio"] {
+        for f in [
+            "link_mb_per_s",
+            "link_cmd_overhead",
+            "controller_per_cmd",
+            "channels",
+            "page_size",
+            "page_read",
+            "page_program",
+            "ftl_map_miss_ratio",
+        ] {
             assert!(got[1].2.contains(&format!("`{f}`")), "{f}: {}", got[1].2);
         }
-        assert_eq!(got[2], (Some(7), "[[pmem]] \"p\"", "missing fields `request_ns`, `copy_bytes_per_us`"));
+        assert_eq!(
+            got[2],
+            (
+                Some(7),
+                "[[pmem]] \"p\"",
+                "missing fields `request_ns`, `copy_bytes_per_us`"
+            )
+        );
         assert!(p.iter().all(|p| p.missing));
     }
 
@@ -285,7 +312,10 @@ mod tests {
         let p = scenario_problems(&table, Some(text));
         assert_eq!(p.len(), 1, "{p:#?}");
         assert_eq!(p[0].line, Some(8), "{p:#?}");
-        assert!(p[0].message.contains("a bare number (60) for a duration"), "{p:#?}");
+        assert!(
+            p[0].message.contains("a bare number (60) for a duration"),
+            "{p:#?}"
+        );
         assert!(!p[0].missing);
     }
 }
