@@ -565,11 +565,7 @@ pub fn parse_bssplit(s: &str) -> Result<Vec<BsWeight>, String> {
             "percentages that add up to at most 100 (they add up to {given})"
         ));
     }
-    let fill = if blanks > 0 {
-        (100 - given) / blanks
-    } else {
-        0
-    };
+    let fill = (100 - given).checked_div(blanks).unwrap_or(0);
     let mut out: Vec<BsWeight> = entries
         .into_iter()
         .map(|(bytes, pct)| BsWeight {
@@ -578,7 +574,7 @@ pub fn parse_bssplit(s: &str) -> Result<Vec<BsWeight>, String> {
         })
         .collect();
     // fio sorts by weight, heaviest first, and draws in that order.
-    out.sort_by(|a, b| b.pct.cmp(&a.pct));
+    out.sort_by_key(|w| std::cmp::Reverse(w.pct));
     Ok(out)
 }
 
