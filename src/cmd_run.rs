@@ -219,7 +219,13 @@ fn comparison_table(results: &[(String, RunReport)]) -> Table {
 pub fn run(mut args: RunArgs) -> Result<ExitCode> {
     if let Some(t) = args.target.take() {
         // The same as `--set job.filename=DEVICE`, applied first so that an
-        // explicit `--set job.N.filename` still wins for one job.
+        // explicit `--set job.N.filename` still wins for one job. A bare
+        // name is a /dev path, so that no `directory` is put before it.
+        let t = if t.starts_with('/') {
+            t
+        } else {
+            format!("/dev/{t}")
+        };
         let quoted = toml::Value::String(t).to_string();
         args.set.insert(0, format!("job.filename={quoted}"));
     }

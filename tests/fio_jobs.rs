@@ -73,6 +73,13 @@ fn directory_and_filename_name_a_file_on_the_stack() {
     let (out, err, code) = run("ssd-test.fio", &[]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("rand-read: (groupid=0, jobs=1)"), "{out}");
+    // --target NAME is /dev/NAME: `directory` is not put before it.
+    let (_, err, code) = run("ssd-test.fio", &["--target", "sdz"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("filename = \"/dev/sdz\" is not a device"),
+        "{err}"
+    );
 }
 
 #[test]
