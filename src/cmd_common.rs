@@ -135,6 +135,7 @@ pub fn load_spec(spec: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
     Ok(Loaded {
         base,
         variants: Vec::new(),
+        notes: loaded.notes,
     })
 }
 

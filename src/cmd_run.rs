@@ -21,6 +21,11 @@ pub struct RunArgs {
     /// A fio job file (INI) whose jobs replace the scenario's [[job]]s.
     #[arg(long = "job", value_name = "FILE.fio")]
     pub job: Option<PathBuf>,
+    /// Aim every job at this device of the stack (/dev/sdb, bcache0,
+    /// /dev/mapper/linear), whatever its filename or directory names: a fio
+    /// job file written for another machine runs unchanged.
+    #[arg(long, value_name = "DEVICE")]
+    pub target: Option<String>,
     /// Override a scenario value: path.to.key=value (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
@@ -248,7 +253,19 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     args.jobs.install(move || run_args(args))?
 }
 
-fn run_args(args: RunArgs) -> Result<ExitCode> {
+fn run_args(mut args: RunArgs) -> Result<ExitCode> {
+    if let Some(t) = args.target.take() {
+        // The same as `--set job.filename=DEVICE`, applied first so that an
+        // explicit `--set job.N.filename` still wins for one job. A bare
+        // name is a /dev path, so that no `directory` is put before it.
+        let t = if t.starts_with('/') {
+            t
+        } else {
+            format!("/dev/{t}")
+        };
+        let quoted = toml::Value::String(t).to_string();
+        args.set.insert(0, format!("job.filename={quoted}"));
+    }
     if let Some(n) = args.replications {
         return crate::experiment::run_replications(&args, n);
     }
@@ -261,6 +278,9 @@ fn run_args(args: RunArgs) -> Result<ExitCode> {
             job_file: args.job.as_deref(),
         },
     )?;
+    for n in &loaded.notes {
+        eprintln!("note: {n}");
+    }
     let fault = match &args.inject_fault {
         None => None,
         Some(f) => Some(blocksim_models::Fault::parse(f).ok_or_else(|| {

@@ -1,28 +1,146 @@
 //! fio job files (INI): `[global]` plus one section per job, `key=value` or
-//! bare flags, `;` and `#` comments. Each job inherits `[global]`.
+//! bare flags. As in fio, everything after `;` or `#` on a line is a comment
+//! (`numjobs=4 ; four threads`). Each job inherits `[global]`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Result};
-use blocksim_models::job::{JobConfig, JobError, OptValue};
+use blocksim_models::job::{JobConfig, JobError, OptValue, MODELLED_OPTIONS, NO_EFFECT_OPTIONS};
 
-/// Parses a job file into one option map per job, validating every option
-/// against the job model (errors name the file and line).
-pub fn parse_job_file(path: &Path) -> Result<Vec<BTreeMap<String, String>>> {
-    let text = crate::scenario::read_text(path)?;
-    parse_job_text(path, &text)
+/// One option as written, with where it was written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FioOption {
+    pub key: String,
+    pub value: String,
+    /// 1-based line in the job file.
+    pub line: usize,
+    /// Written under `[global]` (inherited by every job).
+    pub global: bool,
 }
 
-pub fn parse_job_text(path: &Path, text: &str) -> Result<Vec<BTreeMap<String, String>>> {
-    type Section = (String, usize, Vec<(String, String, usize)>);
-    let mut global: Vec<(String, String, usize)> = Vec::new();
-    let mut jobs: Vec<Section> = Vec::new();
+/// One job section with `[global]`'s options before its own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FioJob {
+    pub name: String,
+    pub header_line: usize,
+    pub options: Vec<FioOption>,
+}
+
+impl FioJob {
+    /// The line that set `key` last (own options override `[global]`).
+    pub fn line_of(&self, key: &str) -> Option<usize> {
+        self.options
+            .iter()
+            .rev()
+            .find(|o| o.key == key)
+            .map(|o| o.line)
+    }
+
+    /// Where an error about `key` is reported: the option's line and who
+    /// wrote it (`[global]` or `job [name]`).
+    fn locate(&self, key: Option<&str>) -> (usize, String) {
+        let opt = key.and_then(|k| self.options.iter().rev().find(|o| o.key == k));
+        match opt {
+            Some(o) if o.global => (o.line, "[global]".into()),
+            Some(o) => (o.line, format!("job [{}]", self.name)),
+            None => (self.header_line, format!("job [{}]", self.name)),
+        }
+    }
+
+    /// The options as `(key, value)` for [`JobConfig::from_options`].
+    pub fn values(&self) -> Vec<(String, OptValue)> {
+        self.options
+            .iter()
+            .map(|o| (o.key.clone(), OptValue::Str(o.value.clone())))
+            .collect()
+    }
+}
+
+/// A parsed job file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FioJobFile {
+    pub path: PathBuf,
+    pub jobs: Vec<FioJob>,
+}
+
+/// fio's `strip_blank_end`: the value ends at the first `;`, then at the
+/// first `#`; surrounding blanks go.
+fn strip_comment(line: &str) -> &str {
+    let line = line.split(';').next().unwrap_or("");
+    line.split('#').next().unwrap_or("").trim()
+}
+
+/// Reads a job file (see [`read_job_text`]).
+pub fn read_job_file(path: &Path) -> Result<FioJobFile> {
+    let text = crate::scenario::read_text(path)?;
+    read_job_text(path, &text)
+}
+
+/// Parses a job file and checks every option of every job against the job
+/// model, reporting all problems at once (each with its line). A job
+/// without `filename` is not an error here: `sim run --target` or
+/// `directory` may name its device.
+pub fn read_job_text(path: &Path, text: &str) -> Result<FioJobFile> {
+    let file = parse_sections(path, text)?;
+    let mut problems: Vec<(usize, String)> = Vec::new();
+    for job in &file.jobs {
+        let values = job.values();
+        let Err(errs) =
+            JobConfig::from_options(&job.name, values.iter().map(|(k, v)| (k.as_str(), v)))
+        else {
+            continue;
+        };
+        for e in errs.errors {
+            if matches!(e, JobError::NoFilename { .. }) {
+                continue;
+            }
+            let (line, who) = job.locate(e.key());
+            let p = (line, format!("{}:{line}: {who}: {e}", path.display()));
+            if !problems.contains(&p) {
+                problems.push(p);
+            }
+        }
+    }
+    if !problems.is_empty() {
+        problems.sort_by_key(|p| p.0);
+        let lines: Vec<String> = problems.into_iter().map(|p| p.1).collect();
+        bail!("{}", problems_message(&lines));
+    }
+    Ok(file)
+}
+
+/// One problem on its own line; several under a count, with the list of
+/// modelled options once at the end when an option is unknown.
+pub fn problems_message(lines: &[String]) -> String {
+    let unknown = lines
+        .iter()
+        .any(|l| l.contains("is not modelled by blocksim"));
+    let tail = if unknown {
+        format!(
+            "\nmodelled fio options: {}; accepted without effect: {} (README, \"fio job files\")",
+            MODELLED_OPTIONS.join(", "),
+            NO_EFFECT_OPTIONS
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else {
+        String::new()
+    };
+    format!("{}{tail}", crate::scenario::list_problems(lines))
+}
+
+/// Splits the text into `[global]` and job sections.
+fn parse_sections(path: &Path, text: &str) -> Result<FioJobFile> {
+    let mut global: Vec<FioOption> = Vec::new();
+    let mut jobs: Vec<FioJob> = Vec::new();
     let mut in_global = false;
     for (i, raw) in text.lines().enumerate() {
         let line_no = i + 1;
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
+        let line = strip_comment(raw);
+        if line.is_empty() {
             continue;
         }
         if let Some(rest) = line.strip_prefix('[') {
@@ -38,7 +156,11 @@ pub fn parse_job_text(path: &Path, text: &str) -> Result<Vec<BTreeMap<String, St
             }
             in_global = name == "global";
             if !in_global {
-                jobs.push((name.to_string(), line_no, Vec::new()));
+                jobs.push(FioJob {
+                    name: name.to_string(),
+                    header_line: line_no,
+                    options: global.clone(),
+                });
             }
             continue;
         }
@@ -52,11 +174,17 @@ pub fn parse_job_text(path: &Path, text: &str) -> Result<Vec<BTreeMap<String, St
                 path.display()
             );
         }
-        let entry = (k.to_string(), v.to_string(), line_no);
+        let opt = FioOption {
+            key: k.to_string(),
+            value: v.to_string(),
+            line: line_no,
+            global: in_global,
+        };
         if in_global {
-            global.push(entry);
+            // fio applies [global] to the jobs that follow it.
+            global.push(opt);
         } else if let Some(job) = jobs.last_mut() {
-            job.2.push(entry);
+            job.options.push(opt);
         } else {
             bail!(
                 "{}:{line_no}: option `{k}` before any section; put it under [global] or a [job] section",
@@ -70,37 +198,29 @@ pub fn parse_job_text(path: &Path, text: &str) -> Result<Vec<BTreeMap<String, St
             path.display()
         );
     }
-    let mut out = Vec::new();
-    for (name, header_line, opts) in jobs {
-        let mut merged: Vec<(String, String, usize)> = global.clone();
-        merged.extend(opts);
-        // Validate with the job model, mapping errors to lines.
-        let values: Vec<(String, OptValue, usize)> = merged
-            .iter()
-            .map(|(k, v, l)| (k.clone(), OptValue::Str(v.clone()), *l))
-            .collect();
-        JobConfig::from_options(&name, values.iter().map(|(k, v, _)| (k.as_str(), v))).map_err(
-            |e| {
-                let line = match &e {
-                    JobError::Unsupported { key, .. } | JobError::Invalid { key, .. } => {
-                        values.iter().rev().find(|(k, _, _)| k == key).map(|x| x.2)
-                    }
-                    JobError::NoFilename { .. } => Some(header_line),
-                };
-                match line {
-                    Some(l) => anyhow!("{}:{l}: job [{name}]: {e}", path.display()),
-                    None => anyhow!("{}: job [{name}]: {e}", path.display()),
-                }
-            },
-        )?;
-        let mut map = BTreeMap::new();
-        map.insert("name".to_string(), name.clone());
-        for (k, v, _) in merged {
-            map.insert(k, v);
-        }
-        out.push(map);
-    }
-    Ok(out)
+    Ok(FioJobFile {
+        path: path.to_path_buf(),
+        jobs,
+    })
+}
+
+/// Parses a job file into one option map per job (`name` is the section
+/// name), validating every option against the job model (errors name the
+/// file and line).
+pub fn parse_job_text(path: &Path, text: &str) -> Result<Vec<BTreeMap<String, String>>> {
+    let file = read_job_text(path, text)?;
+    Ok(file
+        .jobs
+        .iter()
+        .map(|job| {
+            let mut map = BTreeMap::new();
+            map.insert("name".to_string(), job.name.clone());
+            for o in &job.options {
+                map.insert(o.key.clone(), o.value.clone());
+            }
+            map
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -115,6 +235,27 @@ mod tests {
         assert_eq!(jobs[0]["ioengine"], "libaio");
         assert_eq!(jobs[0]["name"], "randwrite");
         assert_eq!(jobs[0]["group_reporting"], "");
+    }
+
+    #[test]
+    fn inline_comments_as_fio() {
+        let text = "[global]\nnumjobs=4\t; 4 simultaneous threads\nbs=4k # block size\n[a] ; the job\nfilename=/dev/sda;x\nrw=randread\n";
+        let f = read_job_text(Path::new("c.fio"), text).unwrap();
+        assert_eq!(f.jobs[0].name, "a");
+        let vals: Vec<(&str, &str)> = f.jobs[0]
+            .options
+            .iter()
+            .map(|o| (o.key.as_str(), o.value.as_str()))
+            .collect();
+        assert_eq!(
+            vals,
+            [
+                ("numjobs", "4"),
+                ("bs", "4k"),
+                ("filename", "/dev/sda"),
+                ("rw", "randread")
+            ]
+        );
     }
 
     #[test]
@@ -135,5 +276,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("before any section"), "{e}");
+    }
+
+    #[test]
+    fn every_problem_at_once_global_ones_once() {
+        let text =
+            "[global]\nverify=md5\nfsync=1\n[a]\nfilename=x\nthinktime=10\n[b]\nfilename=x\n";
+        let e = parse_job_text(Path::new("j.fio"), text)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("3 problems:\n"), "{e}");
+        assert!(e.contains("j.fio:2: [global]: job option `verify`"), "{e}");
+        assert!(e.contains("j.fio:3: [global]: job option `fsync`"), "{e}");
+        assert!(
+            e.contains("j.fio:6: job [a]: job option `thinktime`"),
+            "{e}"
+        );
+        assert_eq!(e.matches("`verify`").count(), 1, "{e}");
+        assert!(e.contains("modelled fio options:"), "{e}");
     }
 }

@@ -1,14 +1,19 @@
 //! Loading scenarios: TOML files, `--set` overrides, `[[variant]]`s and fio
-//! job files, with errors that name the file, line and column and the fix.
+//! job files, with errors that name the file, line and column and the fix,
+//! and every problem at once where one run can find them.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 use blocksim_models::config::{ScenarioFile, SECTION_NAMES};
-use blocksim_models::job::{did_you_mean, JobConfig, OptValue};
+use blocksim_models::job::{did_you_mean, JobConfig, JobError, OptValue, NO_EFFECT_OPTIONS};
 use blocksim_models::Scenario;
 use serde::Deserialize;
+
+use crate::fiojob::FioJobFile;
+
+mod check;
 
 /// Largest scenario or job file accepted (a scenario is a few KiB).
 const FILE_BYTES_MAX: u64 = 16 << 20;
@@ -205,47 +210,200 @@ pub fn split_set(s: &str) -> Result<(&str, &str)> {
     Ok((k.trim(), v.trim()))
 }
 
+/// One problem on its own; several under a count, one per line.
+pub fn list_problems(lines: &[String]) -> String {
+    match lines {
+        [one] => one.clone(),
+        _ => format!("{} problems:\n  {}", lines.len(), lines.join("\n  ")),
+    }
+}
+
 /// A scenario with its variants resolved.
 pub struct Loaded {
     /// The base scenario (with `--set` and `--seed` applied).
     pub base: Scenario,
     /// One scenario per `[[variant]]`, with its name.
     pub variants: Vec<(String, Scenario)>,
+    /// Notes for standard error (options accepted without effect).
+    pub notes: Vec<String>,
 }
 
-fn jobs_from_raw(
+/// Where a scenario's jobs were written, for error locations.
+#[derive(Clone, Copy)]
+enum JobSource<'a> {
+    /// The scenario's `[[job]]` tables (with the file's text while the
+    /// tables are as written).
+    Toml(Option<&'a str>),
+    /// A fio job file (`--job`).
+    Fio(&'a FioJobFile),
+}
+
+/// The devices jobs may name, for error messages.
+fn devices_hint(file: &ScenarioFile) -> String {
+    let mut s = format!("devices: {}", file.job_devices().join(", "));
+    if let Some(fs) = &file.filesystem {
+        s.push_str(&format!("; or a file under {}", fs.mount));
+    }
+    s
+}
+
+/// The options of job `i` of a job file in file order, followed by the
+/// values `--set` (or `--target`) put over them.
+fn fio_job_values(
+    jf: &FioJobFile,
+    i: usize,
+    raw: &BTreeMap<String, OptValue>,
+) -> Vec<(String, OptValue)> {
+    let mut values = jf.jobs[i].values();
+    for (k, v) in raw {
+        let last = values.iter().rev().find(|(key, _)| key == k).map(|x| &x.1);
+        if last != Some(v)
+            && !(k == "name" && last.is_none() && *v == OptValue::Str(jf.jobs[i].name.clone()))
+        {
+            values.push((k.clone(), v.clone()));
+        }
+    }
+    values
+}
+
+/// Parses job `i` of a job file; problems carry the job file's lines.
+fn fio_job(
+    jf: &FioJobFile,
+    i: usize,
+    raw: &BTreeMap<String, OptValue>,
+    file: &ScenarioFile,
+) -> std::result::Result<JobConfig, Vec<String>> {
+    let fj = &jf.jobs[i];
+    let values = fio_job_values(jf, i, raw);
+    let at = |key: Option<&str>| {
+        let line = key.and_then(|k| fj.line_of(k)).unwrap_or(fj.header_line);
+        format!("{}:{line}: job [{}]", jf.path.display(), fj.name)
+    };
+    let aim = "aim every job of the job file at one with --target DEVICE";
+    let job = JobConfig::from_options(&fj.name, values.iter().map(|(k, v)| (k.as_str(), v)))
+        .map_err(|errs| {
+            errs.errors
+                .iter()
+                .map(|e| match e {
+                    JobError::NoFilename { .. } => format!(
+                        "{}: names no device (no filename or directory); {aim} ({})",
+                        at(None),
+                        devices_hint(file)
+                    ),
+                    e => format!("{}: {e}", at(e.key())),
+                })
+                .collect::<Vec<_>>()
+        })?;
+    if !file.is_job_target(&job.filename) {
+        let key = ["filename", "directory"]
+            .into_iter()
+            .find(|k| fj.line_of(k).is_some());
+        return Err(vec![format!(
+            "{}: filename = {:?} is not a device of this scenario ({}); {aim}",
+            at(key),
+            job.filename,
+            devices_hint(file)
+        )]);
+    }
+    Ok(job)
+}
+
+/// Parses a `[[job]]` table of the scenario.
+fn toml_job(
     path: &Path,
     text: Option<&str>,
-    raw: &[BTreeMap<String, OptValue>],
-) -> Result<Vec<JobConfig>> {
-    raw.iter()
-        .enumerate()
-        .map(|(i, opts)| {
-            let default_name = format!("job{i}");
-            JobConfig::from_options(&default_name, opts.iter().map(|(k, v)| (k.as_str(), v)))
-                .map_err(|e| {
-                    use blocksim_models::job::JobError;
-                    let key = match &e {
-                        JobError::Unsupported { key, .. } | JobError::Invalid { key, .. } => {
-                            Some(key.as_str())
-                        }
-                        JobError::NoFilename { .. } => None,
-                    };
-                    let loc = key.and_then(|k| text.and_then(|t| find_job_key(t, i, k)));
+    i: usize,
+    raw: &BTreeMap<String, OptValue>,
+) -> std::result::Result<JobConfig, Vec<String>> {
+    let default_name = format!("job{i}");
+    JobConfig::from_options(&default_name, raw.iter().map(|(k, v)| (k.as_str(), v))).map_err(
+        |errs| {
+            errs.errors
+                .iter()
+                .map(|e| {
+                    let loc = e
+                        .key()
+                        .and_then(|k| text.and_then(|t| find_job_key(t, i, k)));
                     match loc {
                         Some((l, c)) => {
-                            anyhow!("{}:{l}:{c}: [[job]] #{}: {e}", path.display(), i + 1)
+                            format!("{}:{l}:{c}: [[job]] #{}: {e}", path.display(), i + 1)
                         }
-                        None => anyhow!("{}: [[job]] #{}: {e}", path.display(), i + 1),
+                        None => format!("{}: [[job]] #{}: {e}", path.display(), i + 1),
                     }
                 })
-        })
-        .collect()
+                .collect()
+        },
+    )
 }
 
-fn finish(path: &Path, text: Option<&str>, file: ScenarioFile) -> Result<Scenario> {
-    let jobs = jobs_from_raw(path, text, &file.jobs)?;
-    Ok(file.with_jobs(jobs))
+/// Every job of the scenario, all problems in one error; notes name the
+/// options accepted without effect.
+fn parse_jobs(
+    path: &Path,
+    source: JobSource<'_>,
+    file: &ScenarioFile,
+) -> Result<(Vec<JobConfig>, Vec<String>)> {
+    let mut jobs = Vec::new();
+    let mut problems: Vec<String> = Vec::new();
+    for (i, raw) in file.jobs.iter().enumerate() {
+        let r = match source {
+            JobSource::Toml(text) => toml_job(path, text, i, raw),
+            JobSource::Fio(jf) => fio_job(jf, i, raw, file),
+        };
+        match r {
+            Ok(j) if i > 0 && j.stonewall => problems.push(format!(
+                "{}: job `{}`: `stonewall` (start after the jobs before it end) is not modelled: every job starts at once; run such jobs from separate job files",
+                match source {
+                    JobSource::Fio(jf) => format!("{}:{}", jf.path.display(), jf.jobs[i].line_of("stonewall").unwrap_or(jf.jobs[i].header_line)),
+                    JobSource::Toml(_) => path.display().to_string(),
+                },
+                j.name
+            )),
+            Ok(j) => jobs.push(j),
+            Err(mut p) => problems.append(&mut p),
+        }
+    }
+    if !problems.is_empty() {
+        problems.dedup();
+        bail!("{}", crate::fiojob::problems_message(&problems));
+    }
+    let mut ignored: Vec<&str> = Vec::new();
+    for k in jobs.iter().flat_map(|j| &j.ignored_options) {
+        if !ignored.contains(&k.as_str()) {
+            ignored.push(k);
+        }
+    }
+    let mut notes = Vec::new();
+    if !ignored.is_empty() {
+        let what: Vec<String> = ignored
+            .iter()
+            .map(|k| {
+                let why = NO_EFFECT_OPTIONS
+                    .iter()
+                    .find(|(n, _)| n == k)
+                    .map_or("", |x| x.1);
+                format!("{k} ({why})")
+            })
+            .collect();
+        let src = match source {
+            JobSource::Fio(jf) => jf.path.display().to_string(),
+            JobSource::Toml(_) => path.display().to_string(),
+        };
+        notes.push(format!(
+            "{src}: fio options accepted without effect on what is simulated: {}",
+            what.join(", ")
+        ));
+    }
+    Ok((jobs, notes))
+}
+
+fn finish(
+    path: &Path,
+    source: JobSource<'_>,
+    file: ScenarioFile,
+) -> Result<(Scenario, Vec<String>)> {
+    let (jobs, notes) = parse_jobs(path, source, &file)?;
+    Ok((file.with_jobs(jobs), notes))
 }
 
 fn deserialize_table(path: &Path, table: toml::Table, what: &str) -> Result<ScenarioFile> {
@@ -256,6 +414,87 @@ fn deserialize_table(path: &Path, table: toml::Table, what: &str) -> Result<Scen
             hint_unknown(e.message())
         )
     })
+}
+
+/// Deserializes a table that `extends`, `--job` or `--set` changed. On an
+/// error, says where it came from: the file as written (with line and
+/// column), or the `--set` that brought it.
+fn deserialize_modified(
+    path: &Path,
+    text: &str,
+    extended: bool,
+    table: &toml::Table,
+    before_sets: Option<&toml::Table>,
+    sets: &[String],
+) -> Result<ScenarioFile> {
+    let what = if extended {
+        "merging `extends`"
+    } else {
+        "--set/--seed/--job"
+    };
+    let Err(err) = deserialize_table(path, table.clone(), what) else {
+        return deserialize_table(path, table.clone(), what);
+    };
+    if !extended {
+        if let Err(e) = toml::from_str::<ScenarioFile>(text) {
+            // (Missing pieces may be what --job or --set supply.)
+            if !e.message().starts_with("missing field") {
+                return Err(toml_error(path, text, &e));
+            }
+        }
+    }
+    if let Some(base) =
+        before_sets.filter(|b| ScenarioFile::deserialize(toml::Value::Table((*b).clone())).is_ok())
+    {
+        let mut t = base.clone();
+        for s in sets {
+            let (k, v) = split_set(s)?;
+            apply_set(&mut t, k, parse_set_value(v))?;
+            if let Err(e) = ScenarioFile::deserialize(toml::Value::Table(t.clone())) {
+                bail!("--set {s}: {}", hint_unknown(e.message()));
+            }
+        }
+    }
+    Err(err)
+}
+
+/// Every section checked on its own: all missing fields (and the problems
+/// of several sections) in one error. A single other problem is left to
+/// the whole-file pass, which gives its line and column.
+fn check_sections(path: &Path, table: &toml::Table, text: Option<&str>) -> Result<()> {
+    let problems = check::scenario_problems(table, text);
+    if problems.len() < 2 && !problems.iter().any(|p| p.missing) {
+        return Ok(());
+    }
+    let lines: Vec<String> = problems
+        .iter()
+        .map(|p| {
+            let loc = match p.line {
+                Some(l) => format!("{}:{l}", path.display()),
+                None => path.display().to_string(),
+            };
+            let msg = hint_unknown(&p.message);
+            if msg.starts_with(&p.section) {
+                format!("{loc}: {msg}")
+            } else {
+                format!("{loc}: {}: {msg}", p.section)
+            }
+        })
+        .collect();
+    bail!("{}", list_problems(&lines))
+}
+
+/// A job file's jobs as `[[job]]` tables (string values, `name` = section).
+fn fio_jobs_table(jf: &FioJobFile) -> toml::Value {
+    let to_table = |job: &crate::fiojob::FioJob| {
+        let mut t = toml::Table::new();
+        t.insert("name".into(), toml::Value::String(job.name.clone()));
+        for o in &job.options {
+            t.insert(o.key.clone(), toml::Value::String(o.value.clone()));
+        }
+        toml::Value::Table(t)
+    };
+    toml::Value::Array(jf.jobs.iter().map(to_table).collect())
 }
 
 /// Deep-merges `over` into `base`: tables merge key by key, anything else
@@ -313,52 +552,49 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
     let text = read_text(path)?;
     let mut table: toml::Table = toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))?;
     let extended = resolve_extends(path, &mut table, 0)?;
-    // On the text as written, typed errors carry line and column.
-    let file: Option<ScenarioFile> = if extended {
-        None
-    } else {
-        Some(toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))?)
-    };
-    if let Some(jf) = opts.job_file {
-        let jobs = crate::fiojob::parse_job_file(jf)?;
-        let arr = jobs
-            .into_iter()
-            .map(|m| {
-                toml::Value::Table(
-                    m.into_iter()
-                        .map(|(k, v)| (k, toml::Value::String(v)))
-                        .collect(),
-                )
-            })
-            .collect();
-        table.insert("job".into(), toml::Value::Array(arr));
+    let job_file = opts
+        .job_file
+        .map(crate::fiojob::read_job_file)
+        .transpose()?;
+    if let Some(jf) = &job_file {
+        table.insert("job".into(), fio_jobs_table(jf));
     }
+    let before_sets = (!opts.sets.is_empty()).then(|| table.clone());
     for s in opts.sets {
         let (k, v) = split_set(s)?;
         apply_set(&mut table, k, parse_set_value(v))?;
     }
+    let as_written = !extended && opts.sets.is_empty();
+    check_sections(path, &table, as_written.then_some(text.as_str()))?;
     // `--seed` is applied after deserialising: TOML integers are signed, a
     // u64 seed above i64::MAX would not survive the table.
-    let modified = opts.job_file.is_some() || !opts.sets.is_empty();
-    let (file, text_for_jobs) = match file {
-        Some(f) if !modified => (f, Some(text.as_str())),
-        _ => {
-            let what = if extended {
-                "merging `extends`"
-            } else {
-                "--set/--seed/--job"
-            };
-            (deserialize_table(path, table.clone(), what)?, None)
-        }
+    let modified = extended || job_file.is_some() || !opts.sets.is_empty();
+    let file: ScenarioFile = if modified {
+        deserialize_modified(
+            path,
+            &text,
+            extended,
+            &table,
+            before_sets.as_ref(),
+            opts.sets,
+        )?
+    } else {
+        // On the text as written, typed errors carry line and column.
+        toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))?
+    };
+    let source = |text| match &job_file {
+        Some(jf) => JobSource::Fio(jf),
+        None => JobSource::Toml(text),
     };
     let variants_cfg = file.variants.clone();
-    let mut base = finish(path, text_for_jobs, file)?;
+    let base_text = (!modified).then_some(text.as_str());
+    let (mut base, notes) = finish(path, source(base_text), file)?;
     if let Some(seed) = opts.seed {
         base.simulation.seed = seed;
     }
     let mut variants = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
-    for v in &variants_cfg {
+    for (vi, v) in variants_cfg.iter().enumerate() {
         if !seen.insert(v.name.clone()) {
             bail!(
                 "{}: [[variant]] name {:?} is used twice",
@@ -378,14 +614,47 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
             apply_set(&mut t, k, tv)
                 .with_context(|| format!("{}: [[variant]] {:?}", path.display(), v.name))?;
         }
-        let f = deserialize_table(path, t, &format!("[[variant]] {:?}", v.name))?;
-        let mut sc = finish(path, None, f)?;
+        let f = ScenarioFile::deserialize(toml::Value::Table(t)).map_err(|e| {
+            let line = as_written
+                .then(|| variant_key_line(&text, vi, e.message()))
+                .flatten();
+            let loc = match line {
+                Some(l) => format!("{}:{l}", path.display()),
+                None => path.display().to_string(),
+            };
+            anyhow!(
+                "{loc}: [[variant]] {:?}: {}",
+                v.name,
+                hint_unknown(e.message())
+            )
+        })?;
+        let (mut sc, _) = finish(path, source(None), f)?;
         if let Some(seed) = opts.seed {
             sc.simulation.seed = seed;
         }
         variants.push((v.name.clone(), sc));
     }
-    Ok(Loaded { base, variants })
+    Ok(Loaded {
+        base,
+        variants,
+        notes,
+    })
+}
+
+/// The line of the `n`-th `[[variant]]`'s `set` (where its overrides are).
+fn variant_key_line(text: &str, n: usize, _msg: &str) -> Option<usize> {
+    let header = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim() == "[[variant]]")
+        .nth(n)?
+        .0;
+    text.lines()
+        .enumerate()
+        .skip(header + 1)
+        .take_while(|(_, l)| !l.trim_start().starts_with('['))
+        .find(|(_, l)| l.trim_start().starts_with("set"))
+        .map(|(i, _)| i + 1)
 }
 
 #[cfg(test)]

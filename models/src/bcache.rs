@@ -112,8 +112,9 @@ pub struct BcacheConfig {
     /// `writeback_rate_i_term_inverse` (default 10000).
     #[serde(default = "default_i_inv")]
     pub writeback_i_term_inverse: i64,
-    /// `writeback_rate_minimum`, sectors per second (default 8).
-    #[serde(default = "default_wb_min")]
+    /// `writeback_rate_minimum`, sectors per second (default 8); written
+    /// as a rate (`"4k/s"` = 8 sectors per second).
+    #[serde(default = "default_wb_min", deserialize_with = "sectors_per_s")]
     pub writeback_rate_minimum: i64,
     /// Writeback I/Os in flight (`MAX_WRITEBACKS_IN_PASS`-era limit 64).
     #[serde(default = "default_wb_inflight")]
@@ -179,6 +180,16 @@ fn default_p_inv() -> i64 {
 }
 fn default_i_inv() -> i64 {
     10000 // [src: writeback_rate_i_term_inverse]
+}
+/// A rate written as `"4k/s"`, in 512-byte sectors per second.
+fn sectors_per_s<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    let bytes = blocksim_sim::units::deserialize_rate_bytes_per_s(d)?;
+    if bytes % 512 != 0 {
+        return Err(serde::de::Error::custom(format!(
+            "{bytes} bytes/s is not a whole number of 512-byte sectors per second"
+        )));
+    }
+    i64::try_from(bytes / 512).map_err(|_| serde::de::Error::custom("rate out of range"))
 }
 fn default_wb_min() -> i64 {
     8 // [src: writeback_rate_minimum]

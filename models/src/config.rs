@@ -150,6 +150,40 @@ pub const SECTION_NAMES: &[&str] = &[
 ];
 
 impl<J> ScenarioT<J> {
+    /// The devices a job's `filename` may name, as `/dev/...` paths, in
+    /// section order (files under `[filesystem] mount` are targets too).
+    pub fn job_devices(&self) -> Vec<String> {
+        let block = self
+            .ssd
+            .iter()
+            .map(|d| &d.name)
+            .chain(self.hdd.iter().map(|d| &d.name))
+            .chain(self.raid10.iter().map(|d| &d.name))
+            .chain(self.bcache.iter().map(|d| &d.name))
+            .map(|n| format!("/dev/{n}"));
+        block
+            .chain(self.pmem.iter().map(|p| p.dev_path()))
+            .chain(self.dm.iter().map(|d| d.dev_path()))
+            .collect()
+    }
+
+    /// Whether a job's `filename` names a device of the stack or a file on
+    /// its filesystem (the stacks resolve names the same way: pmem and dm
+    /// by their `/dev` path, the others with or without `/dev/`).
+    pub fn is_job_target(&self, filename: &str) -> bool {
+        if self.filesystem.as_ref().is_some_and(|f| f.holds(filename))
+            || self.pmem.iter().any(|p| p.dev_path() == filename)
+            || self.dm.as_ref().is_some_and(|d| d.dev_path() == filename)
+        {
+            return true;
+        }
+        let bare = filename.trim_start_matches("/dev/");
+        self.ssd.iter().any(|d| d.name == bare)
+            || self.hdd.iter().any(|d| d.name == bare)
+            || self.raid10.iter().any(|d| d.name == bare)
+            || self.bcache.as_ref().is_some_and(|b| b.name == bare)
+    }
+
     /// The same scenario with its jobs replaced (raw option maps to parsed
     /// jobs). Every section is moved across; add new sections here too.
     pub fn with_jobs<K>(self, jobs: Vec<K>) -> ScenarioT<K> {

@@ -68,6 +68,11 @@ use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskSt
 pub struct HddConfig {
     /// Name used by `[[raid10]] members` and in reports.
     pub name: String,
+    /// The preset every default below describes; the only one is
+    /// `generic-7200rpm`, so writing it changes nothing (it documents the
+    /// drive a minimal `[[hdd]]` section stands for).
+    #[serde(default)]
+    pub model: HddModel,
     /// Usable capacity. Default 1,953,525,168 sectors: the IDEMA LBA count of
     /// a 1 TB disk [src: IDEMA LBA1-03].
     #[serde(default = "default_capacity")]
@@ -149,6 +154,16 @@ pub struct HddConfig {
     pub backlog_limit: u32,
 }
 
+/// Presets for `[[hdd]] model`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub enum HddModel {
+    /// A 1 TB 7200 rpm desktop SATA disk of 2009-2011 (Seagate Barracuda
+    /// 7200.12, Hitachi 7K1000.C class): the defaults of every field.
+    #[default]
+    #[serde(rename = "generic-7200rpm")]
+    Generic7200Rpm,
+}
+
 fn default_capacity() -> Bytes {
     Bytes(1_953_525_168 * 512)
 }
@@ -209,6 +224,7 @@ impl HddConfig {
     pub fn with_name(name: &str) -> Self {
         HddConfig {
             name: name.to_string(),
+            model: HddModel::Generic7200Rpm,
             capacity: default_capacity(),
             rpm: default_rpm(),
             heads: default_heads(),

@@ -70,11 +70,31 @@ pub enum IoEngine {
 }
 
 impl IoEngine {
-    pub const NAMES: &'static str = "libaio, io_uring (modelled as libaio), psync, sync, pvsync";
+    pub const NAMES: &'static str =
+        "libaio, io_uring (modelled as libaio), psync, sync, vsync, pvsync, pvsync2 (modelled as psync)";
     pub fn parse(s: &str) -> Option<IoEngine> {
         Some(match s {
             "libaio" | "io_uring" => IoEngine::Libaio,
-            "psync" | "sync" | "pvsync" => IoEngine::Psync,
+            "psync" | "sync" | "vsync" | "pvsync" | "pvsync2" => IoEngine::Psync,
+            _ => return None,
+        })
+    }
+
+    /// What a fio engine that does no block I/O does instead, if `s` is one.
+    pub fn non_block(s: &str) -> Option<&'static str> {
+        Some(match s {
+            "null" => "completes I/O without doing any",
+            "net" | "netsplice" => "does network I/O",
+            "rdma" => "does RDMA transfers",
+            "http" => "talks to an HTTP (WebDAV, S3, Swift) server",
+            "cpuio" => "burns CPU cycles",
+            "rados" | "rbd" | "gfapi" | "gfapi_async" | "libhdfs" | "nfs" | "dfs" | "libiscsi"
+            | "nbd" => "talks to a network storage service",
+            "falloc" | "ftruncate" | "e4defrag" | "filecreate" | "filestat" | "filedelete"
+            | "dircreate" | "dirstat" | "dirdelete" => "does file-system metadata operations",
+            "exec" => "runs a program",
+            "page_fault" => "touches memory pages",
+            "libcufile" | "libhipfile" | "gpuaccel" => "moves data to or from a GPU",
             _ => return None,
         })
     }
@@ -155,10 +175,56 @@ pub struct JobConfig {
     /// `log_avg_msec`, `log_max_value`, `log_offset`, `per_job_logs`).
     #[serde(skip_serializing_if = "no_logs")]
     pub logs: LogOptions,
+    /// fio `bssplit`: block sizes with weights in percent, heaviest first
+    /// (empty: `bs`/`bsrange` decide). `bs_bytes_min/max` span it.
+    pub bs_split: Vec<BsWeight>,
+    /// fio's `rw=MODE:N` suffix.
+    pub rw_modifier: RwModifier,
+    /// fio `rw_sequencer`: what the I/Os between random offsets of
+    /// `rw=randread:N` do.
+    pub rw_sequencer: RwSequencer,
+    /// fio `norandommap`: uniform random offsets are drawn independently
+    /// (blocks may repeat before every block was hit).
+    pub norandommap: bool,
+    /// fio `stonewall`: wait for the jobs before this one to finish. Not
+    /// modelled on any job but the first (the loader rejects it there).
+    pub stonewall: bool,
+    /// Options accepted without effect on the simulation (for a note).
+    #[serde(skip)]
+    pub ignored_options: Vec<String>,
 }
 
 fn no_logs(l: &LogOptions) -> bool {
     !l.any()
+}
+
+/// One `bssplit` entry: `bytes` for `pct` percent of the I/Os.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct BsWeight {
+    pub bytes: u64,
+    pub pct: u32,
+}
+
+/// fio's `rw=MODE:N` suffix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum RwModifier {
+    #[default]
+    None,
+    /// Sequential modes: bytes added to each next offset (`rw=write:112k`
+    /// leaves 112 KiB holes; `rw=read:-8k` with `bs=4k` reads backwards).
+    SeqAddBytes(i64),
+    /// Random modes: a new random offset every N I/Os (`rw=randread:8`).
+    RandomEvery(u32),
+}
+
+/// fio's `rw_sequencer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum RwSequencer {
+    /// The I/Os between random offsets continue sequentially.
+    #[default]
+    Sequential,
+    /// They repeat the last offset.
+    Identical,
 }
 
 /// An invalid job option (the caller adds file and line).
@@ -172,26 +238,76 @@ pub enum JobError {
         value: String,
         expected: String,
     },
+    #[error("job option `ioengine` = {engine:?} is not a block engine (it {what}): blocksim simulates block I/O; use {}", IoEngine::NAMES)]
+    NotBlockEngine { engine: String, what: String },
     #[error("job `{job}` has no `filename`: name the stack device it targets")]
     NoFilename { job: String },
 }
 
-/// Options that only affect fio's own reporting: accepted and ignored.
-pub const REPORTING_ONLY_OPTIONS: &[&str] = &[
-    "group_reporting",
-    "output-format",
-    "description",
-    "stonewall",
-    "new_group",
-    "thread",
-    "clocksource",
-    "percentile_list",
-    "disable_lat",
-    "disable_slat",
-    "disable_clat",
-    "invalidate",
-    "eta",
-    "unified_rw_reporting",
+impl JobError {
+    /// The option the error is about, if any.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            JobError::Unsupported { key, .. } | JobError::Invalid { key, .. } => Some(key),
+            JobError::NotBlockEngine { .. } => Some("ioengine"),
+            JobError::NoFilename { .. } => None,
+        }
+    }
+}
+
+/// Every problem of one job, in option order.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
+pub struct JobErrors {
+    pub errors: Vec<JobError>,
+}
+
+/// Options that change nothing blocksim simulates: accepted, and named in
+/// a note with the reason.
+pub const NO_EFFECT_OPTIONS: &[(&str, &str)] = &[
+    ("group_reporting", "reports always merge a job's clones"),
+    ("new_group", "fio report grouping"),
+    (
+        "output-format",
+        "choose the report with sim's --output-format",
+    ),
+    ("description", "text"),
+    ("thread", "threads and processes issue the same I/O"),
+    ("clocksource", "simulated time needs no clock"),
+    ("gtod_reduce", "fio's own timekeeping cost is not modelled"),
+    (
+        "percentile_list",
+        "the report prints fio's default percentiles",
+    ),
+    ("disable_lat", "latency is always recorded"),
+    ("disable_slat", "latency is always recorded"),
+    ("disable_clat", "latency is always recorded"),
+    ("disable_bw_measurement", "bandwidth is always recorded"),
+    ("eta", "progress display"),
+    ("eta_newline", "progress display"),
+    ("unified_rw_reporting", "fio report layout"),
+    ("invalidate", "the page cache is not modelled"),
+    (
+        "randrepeat",
+        "every random stream derives from the scenario seed or randseed",
+    ),
+    (
+        "random_generator",
+        "offsets come from blocksim's generators, with the same distribution",
+    ),
+    ("refill_buffers", "data contents are not modelled"),
+    ("scramble_buffers", "data contents are not modelled"),
+    ("zero_buffers", "data contents are not modelled"),
+    ("buffer_pattern", "data contents are not modelled"),
+    (
+        "buffer_compress_percentage",
+        "data contents are not modelled",
+    ),
+    ("buffer_compress_chunk", "data contents are not modelled"),
+    ("dedupe_percentage", "data contents are not modelled"),
+    ("fallocate", "the file layout is [filesystem]'s"),
+    ("unlink", "no files are created"),
+    ("disk_util", "disk statistics are always reported"),
 ];
 
 /// Every option blocksim models.
@@ -199,9 +315,12 @@ pub const MODELLED_OPTIONS: &[&str] = &[
     "name",
     "rw",
     "readwrite",
+    "rw_sequencer",
     "bs",
     "blocksize",
     "bsrange",
+    "blocksize_range",
+    "bssplit",
     "rwmixread",
     "rwmixwrite",
     "iodepth",
@@ -218,8 +337,10 @@ pub const MODELLED_OPTIONS: &[&str] = &[
     "time_based",
     "ramp_time",
     "random_distribution",
+    "norandommap",
     "randseed",
     "filename",
+    "directory",
     "cpus_allowed",
     "write_lat_log",
     "write_bw_log",
@@ -228,6 +349,8 @@ pub const MODELLED_OPTIONS: &[&str] = &[
     "log_max_value",
     "log_offset",
     "per_job_logs",
+    "kb_base",
+    "stonewall",
 ];
 
 /// A scalar option value as written (TOML value or fio INI string).
@@ -285,6 +408,19 @@ fn invalid(key: &str, v: &OptValue, expected: &str) -> JobError {
         key: key.to_string(),
         value: v.text(),
         expected: expected.to_string(),
+    }
+}
+
+fn unsupported(key: &str) -> JobError {
+    let mut all: Vec<&str> = MODELLED_OPTIONS.to_vec();
+    all.extend(NO_EFFECT_OPTIONS.iter().map(|(n, _)| *n));
+    let hint = match did_you_mean(key, &all) {
+        Some(s) => format!(" (did you mean `{s}`?)"),
+        None => String::new(),
+    };
+    JobError::Unsupported {
+        key: key.to_string(),
+        hint,
     }
 }
 
@@ -392,15 +528,104 @@ pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
         .map(|(_, c)| c)
 }
 
+/// How one option was taken.
+enum Applied {
+    Modelled,
+    NoEffect,
+}
+
+/// Options whose meaning depends on others, resolved when all are read.
+#[derive(Default)]
+struct Pending {
+    rwmix: Option<u32>,
+    directory: Option<String>,
+}
+
+/// Parses fio's `bssplit=4k/10:64k/50:32k/40` (one list for all directions).
+pub fn parse_bssplit(s: &str) -> Result<Vec<BsWeight>, String> {
+    if s.contains(',') {
+        return Err(
+            "one list for reads and writes alike (per-direction lists with `,` are not modelled)"
+                .into(),
+        );
+    }
+    let mut entries: Vec<(u64, Option<u32>)> = Vec::new();
+    for part in s.split(':').take_while(|p| !p.trim().is_empty()) {
+        let (size, pct) = match part.split_once('/') {
+            Some((a, b)) => (a, Some(b.trim())),
+            None => (part, None),
+        };
+        let bytes = parse_size_bytes(size).map_err(|e| e.hint.to_string())?;
+        if bytes == 0 || bytes % 512 != 0 {
+            return Err(format!(
+                "block sizes that are positive multiples of 512 bytes (not {size:?})"
+            ));
+        }
+        // fio: atoi, capped at 100; a blank or 0 percentage is "fill in".
+        let pct = match pct {
+            None | Some("") => None,
+            Some(p) => match p.parse::<u32>() {
+                Ok(0) => None,
+                Ok(v) => Some(v.min(100)),
+                Err(_) => return Err(format!("SIZE/PERCENT entries (not {part:?})")),
+            },
+        };
+        entries.push((bytes, pct));
+    }
+    if entries.is_empty() || entries.len() > 64 {
+        return Err("1 to 64 SIZE/PERCENT entries separated by `:`".into());
+    }
+    let given: u32 = entries.iter().filter_map(|e| e.1).sum();
+    let blanks = entries.iter().filter(|e| e.1.is_none()).count() as u32;
+    if given > 100 {
+        return Err(format!(
+            "percentages that add up to at most 100 (they add up to {given})"
+        ));
+    }
+    let fill = (100 - given).checked_div(blanks).unwrap_or(0);
+    let mut out: Vec<BsWeight> = entries
+        .into_iter()
+        .map(|(bytes, pct)| BsWeight {
+            bytes,
+            pct: pct.unwrap_or(fill),
+        })
+        .collect();
+    // fio sorts by weight, heaviest first, and draws in that order.
+    out.sort_by_key(|w| std::cmp::Reverse(w.pct));
+    Ok(out)
+}
+
+/// Parses `rw`'s `:N` suffix for `mode`.
+fn parse_rw_suffix(mode: RwMode, suffix: &str) -> Result<RwModifier, String> {
+    let suffix = suffix.trim();
+    if mode.is_random() {
+        // fio: the number of I/Os before a new random offset, 1..=UINT_MAX.
+        let n = parse_size_bytes(suffix)
+            .ok()
+            .filter(|&n| n > 0 && n <= u32::MAX as u64);
+        return n
+            .map(|n| RwModifier::RandomEvery(n as u32))
+            .ok_or_else(|| "a count of I/Os after `:`, e.g. \"randread:8\"".to_string());
+    }
+    let (neg, size) = match suffix.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, suffix),
+    };
+    let bytes = parse_size_bytes(size)
+        .ok()
+        .filter(|b| b % 512 == 0 && *b <= i64::MAX as u64)
+        .ok_or_else(|| {
+            "a byte offset that is a multiple of 512 after `:`, e.g. \"write:112k\" or \"read:-8k\""
+                .to_string()
+        })?;
+    let add = if neg { -(bytes as i64) } else { bytes as i64 };
+    Ok(RwModifier::SeqAddBytes(add))
+}
+
 impl JobConfig {
-    /// Builds a job from (key, value) pairs in file order. `name` is the
-    /// section name for fio job files; a `name` option overrides it.
-    pub fn from_options<'a>(
-        default_name: &str,
-        options: impl IntoIterator<Item = (&'a str, &'a OptValue)>,
-    ) -> Result<JobConfig, JobError> {
-        let mut job = JobConfig {
-            name: default_name.to_string(),
+    fn with_defaults(name: &str) -> JobConfig {
+        JobConfig {
+            name: name.to_string(),
             rw: RwMode::Read,
             bs_bytes_min: 4096,
             bs_bytes_max: 4096,
@@ -423,119 +648,34 @@ impl JobConfig {
                 per_job: true,
                 ..LogOptions::default()
             },
-        };
-        let mut rwmix: Option<u32> = None;
+            bs_split: Vec::new(),
+            rw_modifier: RwModifier::None,
+            rw_sequencer: RwSequencer::Sequential,
+            norandommap: false,
+            stonewall: false,
+            ignored_options: Vec::new(),
+        }
+    }
+
+    /// Builds a job from (key, value) pairs in file order. `name` is the
+    /// section name for fio job files; a `name` option overrides it. Every
+    /// problem is reported, not only the first.
+    pub fn from_options<'a>(
+        default_name: &str,
+        options: impl IntoIterator<Item = (&'a str, &'a OptValue)>,
+    ) -> Result<JobConfig, JobErrors> {
+        let mut job = JobConfig::with_defaults(default_name);
+        let mut pending = Pending::default();
+        let mut errors = Vec::new();
         for (key, v) in options {
-            match key {
-                "name" => job.name = as_str(key, v)?.to_string(),
-                "rw" | "readwrite" => {
-                    let s = as_str(key, v)?;
-                    // fio allows "randread:8" style sequence modifiers: not modelled.
-                    job.rw = RwMode::parse(s).ok_or_else(|| invalid(key, v, RwMode::NAMES))?;
-                }
-                "bs" | "blocksize" => {
-                    let b = as_size(key, v)?;
-                    if b == 0 || b % 512 != 0 {
-                        return Err(invalid(key, v, "a positive multiple of 512 bytes"));
+            match job.apply(&mut pending, key, v) {
+                Ok(Applied::Modelled) => {}
+                Ok(Applied::NoEffect) => {
+                    if !job.ignored_options.iter().any(|k| k == key) {
+                        job.ignored_options.push(key.to_string());
                     }
-                    job.bs_bytes_min = b;
-                    job.bs_bytes_max = b;
                 }
-                "bsrange" => {
-                    let s = as_str(key, v)?;
-                    let (a, b) = s
-                        .split_once('-')
-                        .ok_or_else(|| invalid(key, v, "MIN-MAX, e.g. \"4k-64k\""))?;
-                    let a = parse_size_bytes(a).map_err(|e| invalid(key, v, e.hint))?;
-                    let b = parse_size_bytes(b).map_err(|e| invalid(key, v, e.hint))?;
-                    if a == 0 || a > b || a % 512 != 0 || b % 512 != 0 {
-                        return Err(invalid(
-                            key,
-                            v,
-                            "MIN-MAX with 0 < MIN <= MAX, multiples of 512",
-                        ));
-                    }
-                    job.bs_bytes_min = a;
-                    job.bs_bytes_max = b;
-                }
-                "rwmixread" => {
-                    let p = as_u64(key, v)?;
-                    if p > 100 {
-                        return Err(invalid(key, v, "a percentage 0..=100"));
-                    }
-                    rwmix = Some(p as u32);
-                }
-                "rwmixwrite" => {
-                    let p = as_u64(key, v)?;
-                    if p > 100 {
-                        return Err(invalid(key, v, "a percentage 0..=100"));
-                    }
-                    rwmix = Some(100 - p as u32);
-                }
-                "iodepth" => {
-                    let d = as_u64(key, v)?;
-                    if d == 0 || d > 65536 {
-                        return Err(invalid(key, v, "1..=65536"));
-                    }
-                    job.iodepth = d as u32;
-                }
-                "numjobs" => {
-                    let n = as_u64(key, v)?;
-                    if n == 0 || n > 4096 {
-                        return Err(invalid(key, v, "1..=4096"));
-                    }
-                    job.numjobs = n as u32;
-                }
-                "ioengine" => {
-                    let s = as_str(key, v)?;
-                    job.ioengine =
-                        IoEngine::parse(s).ok_or_else(|| invalid(key, v, IoEngine::NAMES))?;
-                }
-                "direct" => job.direct = as_bool(key, v)?,
-                "buffered" => job.direct = !as_bool(key, v)?,
-                "size" => job.size_bytes = Some(as_size(key, v)?),
-                "io_size" | "io_limit" => job.io_size_bytes = Some(as_size(key, v)?),
-                "offset" => job.offset_bytes = as_size(key, v)?,
-                "runtime" | "timeout" => job.runtime_ns = Some(as_time_s(key, v)?),
-                "time_based" => job.time_based = as_bool(key, v)?,
-                "ramp_time" => job.ramp_time_ns = as_time_s(key, v)?,
-                "random_distribution" => {
-                    let s = as_str(key, v)?;
-                    job.random_distribution = RandomDistribution::parse(s)
-                        .ok_or_else(|| invalid(key, v, RandomDistribution::NAMES))?;
-                }
-                "randseed" => job.randseed = Some(as_u64(key, v)?),
-                "filename" => job.filename = as_str(key, v)?.to_string(),
-                "cpus_allowed" => {
-                    let s = match v {
-                        OptValue::Int(i) => i.to_string(),
-                        _ => as_str(key, v)?.to_string(),
-                    };
-                    job.cpus_allowed = Some(
-                        parse_cpu_list(&s)
-                            .ok_or_else(|| invalid(key, v, "a CPU list such as \"0-5,12\""))?,
-                    );
-                }
-                "write_lat_log" => job.logs.lat_prefix = Some(log_prefix(v)),
-                "write_bw_log" => job.logs.bw_prefix = Some(log_prefix(v)),
-                "write_iops_log" => job.logs.iops_prefix = Some(log_prefix(v)),
-                "log_avg_msec" => job.logs.avg_msec = as_u64(key, v)?,
-                "log_max_value" => job.logs.max_value = as_bool(key, v)?,
-                "log_offset" => job.logs.offset = as_bool(key, v)?,
-                "per_job_logs" => job.logs.per_job = as_bool(key, v)?,
-                k if REPORTING_ONLY_OPTIONS.contains(&k) => {}
-                k => {
-                    let mut all: Vec<&str> = MODELLED_OPTIONS.to_vec();
-                    all.extend_from_slice(REPORTING_ONLY_OPTIONS);
-                    let hint = match did_you_mean(k, &all) {
-                        Some(s) => format!(" (did you mean `{s}`?)"),
-                        None => format!("; modelled options: {}", MODELLED_OPTIONS.join(", ")),
-                    };
-                    return Err(JobError::Unsupported {
-                        key: k.to_string(),
-                        hint,
-                    });
-                }
+                Err(e) => errors.push(e),
             }
         }
         // A log option without a name logs to `<job name>_<kind>.<x>.log`.
@@ -548,18 +688,215 @@ impl JobConfig {
                 *p = Some(job.name.clone());
             }
         }
-        job.rwmixread_pct = rwmix.unwrap_or_else(|| job.rw.read_pct_default());
-        if !matches!(job.rw, RwMode::ReadWrite | RwMode::RandRw) {
-            job.rwmixread_pct = job.rw.read_pct_default();
+        if let Err(e) = job.finish(pending) {
+            errors.push(e);
         }
-        if job.filename.is_empty() {
-            return Err(JobError::NoFilename { job: job.name });
+        if errors.is_empty() {
+            Ok(job)
+        } else {
+            Err(JobErrors { errors })
         }
-        if job.ioengine == IoEngine::Psync && job.iodepth > 1 {
+    }
+
+    /// Takes one option.
+    fn apply(&mut self, p: &mut Pending, key: &str, v: &OptValue) -> Result<Applied, JobError> {
+        match key {
+            "bs" | "blocksize" | "bsrange" | "blocksize_range" | "bssplit" => {
+                self.apply_bs(key, v)?
+            }
+            "rw" | "readwrite" | "rw_sequencer" | "random_distribution" | "norandommap" => {
+                self.apply_pattern(key, v)?
+            }
+            "rwmixread" | "rwmixwrite" => {
+                let pct = as_u64(key, v)?;
+                if pct > 100 {
+                    return Err(invalid(key, v, "a percentage 0..=100"));
+                }
+                p.rwmix = Some(if key == "rwmixread" { pct } else { 100 - pct } as u32);
+            }
+            "directory" => p.directory = Some(as_str(key, v)?.to_string()),
+            "write_lat_log" | "write_bw_log" | "write_iops_log" | "log_avg_msec"
+            | "log_max_value" | "log_offset" | "per_job_logs" => self.apply_log(key, v)?,
+            k if NO_EFFECT_OPTIONS.iter().any(|(n, _)| *n == k) => return Ok(Applied::NoEffect),
+            _ => self.apply_other(key, v)?,
+        }
+        Ok(Applied::Modelled)
+    }
+
+    /// fio's I/O log options.
+    fn apply_log(&mut self, key: &str, v: &OptValue) -> Result<(), JobError> {
+        match key {
+            "write_lat_log" => self.logs.lat_prefix = Some(log_prefix(v)),
+            "write_bw_log" => self.logs.bw_prefix = Some(log_prefix(v)),
+            "write_iops_log" => self.logs.iops_prefix = Some(log_prefix(v)),
+            "log_avg_msec" => self.logs.avg_msec = as_u64(key, v)?,
+            "log_max_value" => self.logs.max_value = as_bool(key, v)?,
+            "log_offset" => self.logs.offset = as_bool(key, v)?,
+            _ => self.logs.per_job = as_bool(key, v)?,
+        }
+        Ok(())
+    }
+
+    fn apply_bs(&mut self, key: &str, v: &OptValue) -> Result<(), JobError> {
+        match key {
+            "bs" | "blocksize" => {
+                let b = as_size(key, v)?;
+                if b == 0 || b % 512 != 0 {
+                    return Err(invalid(key, v, "a positive multiple of 512 bytes"));
+                }
+                self.bs_bytes_min = b;
+                self.bs_bytes_max = b;
+            }
+            "bssplit" => {
+                self.bs_split = parse_bssplit(as_str(key, v)?).map_err(|e| invalid(key, v, &e))?;
+            }
+            _ => {
+                let s = as_str(key, v)?;
+                let (a, b) = s
+                    .split_once(['-', ':'])
+                    .ok_or_else(|| invalid(key, v, "MIN-MAX, e.g. \"4k-64k\""))?;
+                let a = parse_size_bytes(a).map_err(|e| invalid(key, v, e.hint))?;
+                let b = parse_size_bytes(b).map_err(|e| invalid(key, v, e.hint))?;
+                if a == 0 || a > b || a % 512 != 0 || b % 512 != 0 {
+                    return Err(invalid(
+                        key,
+                        v,
+                        "MIN-MAX with 0 < MIN <= MAX, multiples of 512",
+                    ));
+                }
+                self.bs_bytes_min = a;
+                self.bs_bytes_max = b;
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_pattern(&mut self, key: &str, v: &OptValue) -> Result<(), JobError> {
+        match key {
+            "rw" | "readwrite" => {
+                let s = as_str(key, v)?;
+                let (mode, suffix) = match s.split_once(':') {
+                    Some((m, x)) => (m.trim(), Some(x)),
+                    None => (s, None),
+                };
+                self.rw = RwMode::parse(mode).ok_or_else(|| invalid(key, v, RwMode::NAMES))?;
+                self.rw_modifier = match suffix {
+                    None => RwModifier::None,
+                    Some(x) => parse_rw_suffix(self.rw, x).map_err(|e| invalid(key, v, &e))?,
+                };
+            }
+            "rw_sequencer" => {
+                self.rw_sequencer = match as_str(key, v)? {
+                    "sequential" => RwSequencer::Sequential,
+                    "identical" => RwSequencer::Identical,
+                    _ => return Err(invalid(key, v, "sequential or identical")),
+                }
+            }
+            "random_distribution" => {
+                let s = as_str(key, v)?;
+                self.random_distribution = RandomDistribution::parse(s)
+                    .ok_or_else(|| invalid(key, v, RandomDistribution::NAMES))?;
+            }
+            _ => self.norandommap = as_bool(key, v)?,
+        }
+        Ok(())
+    }
+
+    fn apply_other(&mut self, key: &str, v: &OptValue) -> Result<(), JobError> {
+        match key {
+            "name" => self.name = as_str(key, v)?.to_string(),
+            "iodepth" => {
+                let d = as_u64(key, v)?;
+                if d == 0 || d > 65536 {
+                    return Err(invalid(key, v, "1..=65536"));
+                }
+                self.iodepth = d as u32;
+            }
+            "numjobs" => {
+                let n = as_u64(key, v)?;
+                if n == 0 || n > 4096 {
+                    return Err(invalid(key, v, "1..=4096"));
+                }
+                self.numjobs = n as u32;
+            }
+            "ioengine" => {
+                let s = as_str(key, v)?;
+                self.ioengine = match (IoEngine::parse(s), IoEngine::non_block(s)) {
+                    (Some(e), _) => e,
+                    (None, Some(what)) => {
+                        return Err(JobError::NotBlockEngine {
+                            engine: s.to_string(),
+                            what: what.to_string(),
+                        })
+                    }
+                    (None, None) => return Err(invalid(key, v, IoEngine::NAMES)),
+                };
+            }
+            "direct" => self.direct = as_bool(key, v)?,
+            "buffered" => self.direct = !as_bool(key, v)?,
+            "size" => self.size_bytes = Some(as_size(key, v)?),
+            "io_size" | "io_limit" => self.io_size_bytes = Some(as_size(key, v)?),
+            "offset" => self.offset_bytes = as_size(key, v)?,
+            "runtime" | "timeout" => self.runtime_ns = Some(as_time_s(key, v)?),
+            "time_based" => self.time_based = as_bool(key, v)?,
+            "ramp_time" => self.ramp_time_ns = as_time_s(key, v)?,
+            "randseed" => self.randseed = Some(as_u64(key, v)?),
+            "filename" => self.filename = as_str(key, v)?.to_string(),
+            "stonewall" => self.stonewall = as_bool(key, v)?,
+            "kb_base" => {
+                if as_u64(key, v)? != 1024 {
+                    return Err(invalid(
+                        key,
+                        v,
+                        "1024 (blocksim reads sizes as fio's default kb_base=1024)",
+                    ));
+                }
+            }
+            "cpus_allowed" => {
+                let s = match v {
+                    OptValue::Int(i) => i.to_string(),
+                    _ => as_str(key, v)?.to_string(),
+                };
+                self.cpus_allowed = Some(
+                    parse_cpu_list(&s)
+                        .ok_or_else(|| invalid(key, v, "a CPU list such as \"0-5,12\""))?,
+                );
+            }
+            k => return Err(unsupported(k)),
+        }
+        Ok(())
+    }
+
+    /// Resolves options that depend on others and checks the whole job.
+    fn finish(&mut self, p: Pending) -> Result<(), JobError> {
+        self.rwmixread_pct = p.rwmix.unwrap_or_else(|| self.rw.read_pct_default());
+        if !matches!(self.rw, RwMode::ReadWrite | RwMode::RandRw) {
+            self.rwmixread_pct = self.rw.read_pct_default();
+        }
+        if !self.bs_split.is_empty() {
+            self.bs_bytes_min = self.bs_split.iter().map(|w| w.bytes).min().unwrap_or(4096);
+            self.bs_bytes_max = self.bs_split.iter().map(|w| w.bytes).max().unwrap_or(4096);
+        }
+        if let Some(dir) = p.directory {
+            // fio puts a relative filename (default: $jobname.$jobnum.$filenum)
+            // in `directory`.
+            let dir = dir.trim_end_matches('/');
+            if self.filename.is_empty() {
+                self.filename = format!("{dir}/{}.0.0", self.name);
+            } else if !self.filename.starts_with('/') {
+                self.filename = format!("{dir}/{}", self.filename);
+            }
+        }
+        if self.ioengine == IoEngine::Psync && self.iodepth > 1 {
             // fio: iodepth > 1 with a sync engine behaves as iodepth 1.
-            job.iodepth = 1;
+            self.iodepth = 1;
         }
-        Ok(job)
+        if self.filename.is_empty() {
+            return Err(JobError::NoFilename {
+                job: self.name.clone(),
+            });
+        }
+        Ok(())
     }
 
     /// Bytes this job transfers before it ends (ignoring runtime).
@@ -618,5 +955,89 @@ mod tests {
         assert_eq!(parse_cpu_list("0-2,5"), Some(vec![0, 1, 2, 5]));
         assert_eq!(parse_cpu_list("3-1"), None);
         assert_eq!(did_you_mean("sise", &["size", "bs"]), Some("size"));
+    }
+
+    fn job(opts: &[(&str, &str)]) -> Result<JobConfig, JobErrors> {
+        let opts: Vec<(&str, OptValue)> = opts.iter().map(|(k, v)| (*k, s(v))).collect();
+        JobConfig::from_options("j", opts.iter().map(|(k, v)| (*k, v)))
+    }
+
+    #[test]
+    fn every_problem_is_reported() {
+        let e = job(&[
+            ("filename", "x"),
+            ("verify", "md5"),
+            ("fsync", "1"),
+            ("bs", "4q"),
+            ("thinktime", "10"),
+        ])
+        .unwrap_err();
+        let keys: Vec<&str> = e.errors.iter().filter_map(|e| e.key()).collect();
+        assert_eq!(keys, ["verify", "fsync", "bs", "thinktime"], "{e}");
+    }
+
+    #[test]
+    fn bssplit_as_fio() {
+        let w = parse_bssplit("4k/10:64k/50:32k/40").unwrap();
+        assert_eq!(
+            w.iter().map(|w| (w.bytes >> 10, w.pct)).collect::<Vec<_>>(),
+            [(64, 50), (32, 40), (4, 10)]
+        );
+        // Blank percentages share what is left (fio's HOWTO example).
+        let w = parse_bssplit("4k/50:1k/:32k/").unwrap();
+        assert_eq!(
+            w.iter().map(|w| (w.bytes >> 10, w.pct)).collect::<Vec<_>>(),
+            [(4, 50), (1, 25), (32, 25)]
+        );
+        assert!(parse_bssplit("4k/60:8k/50").is_err());
+        assert!(parse_bssplit("2k/50:4k/50,4k/90:8k/10").is_err());
+        let j = job(&[("filename", "x"), ("bssplit", "512/10:1k/5:64k/85")]).unwrap();
+        assert_eq!((j.bs_bytes_min, j.bs_bytes_max), (512, 64 << 10));
+    }
+
+    #[test]
+    fn rw_suffix_as_fio() {
+        let j = job(&[("filename", "x"), ("rw", "read:-8k")]).unwrap();
+        assert_eq!(
+            (j.rw, j.rw_modifier),
+            (RwMode::Read, RwModifier::SeqAddBytes(-8192))
+        );
+        let j = job(&[("filename", "x"), ("rw", "write:112k")]).unwrap();
+        assert_eq!(j.rw_modifier, RwModifier::SeqAddBytes(112 << 10));
+        let j = job(&[("filename", "x"), ("rw", "randread:8")]).unwrap();
+        assert_eq!(j.rw_modifier, RwModifier::RandomEvery(8));
+        assert!(job(&[("filename", "x"), ("rw", "randread:0")]).is_err());
+        assert!(job(&[("filename", "x"), ("rw", "write:100")]).is_err());
+    }
+
+    #[test]
+    fn engines_and_no_effect_options() {
+        let e = job(&[("filename", "x"), ("ioengine", "net")]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("is not a block engine (it does network I/O)"),
+            "{e}"
+        );
+        let j = job(&[
+            ("filename", "x"),
+            ("randrepeat", "0"),
+            ("gtod_reduce", "1"),
+            ("norandommap", ""),
+            ("ioengine", "pvsync2"),
+        ])
+        .unwrap();
+        assert_eq!(j.ignored_options, ["randrepeat", "gtod_reduce"]);
+        assert!(j.norandommap);
+        assert_eq!(j.ioengine, IoEngine::Psync);
+    }
+
+    #[test]
+    fn directory_names_the_file() {
+        let j = job(&[("directory", "/mnt/test/")]).unwrap();
+        assert_eq!(j.filename, "/mnt/test/j.0.0");
+        let j = job(&[("directory", "/mnt"), ("filename", "f")]).unwrap();
+        assert_eq!(j.filename, "/mnt/f");
+        let j = job(&[("directory", "/mnt"), ("filename", "/dev/sdb")]).unwrap();
+        assert_eq!(j.filename, "/dev/sdb");
     }
 }

@@ -13,7 +13,7 @@ use blocksim_sim::ComponentRng;
 use rand::Rng;
 use rand_distr::{Distribution, Normal, Zipf};
 
-use crate::job::RandomDistribution;
+use crate::job::{BsWeight, JobConfig, RandomDistribution, RwModifier, RwSequencer};
 
 /// A keyed bijection on `[0, n)`.
 #[derive(Debug, Clone)]
@@ -75,6 +75,10 @@ pub enum OffsetGen {
         perm: Permutation,
         issued: u64,
     },
+    /// fio's `norandommap`: independent uniform draws.
+    Uniform {
+        blocks: u64,
+    },
     Zipf {
         dist: Zipf<f64>,
         perm: Permutation,
@@ -98,6 +102,18 @@ impl OffsetGen {
         blocks: u64,
         rng: &mut ComponentRng,
     ) -> OffsetGen {
+        Self::with_map(random, dist, true, blocks, rng)
+    }
+
+    /// As [`OffsetGen::new`]; without `random_map` uniform offsets are drawn
+    /// independently (fio's `norandommap`).
+    pub fn with_map(
+        random: bool,
+        dist: RandomDistribution,
+        random_map: bool,
+        blocks: u64,
+        rng: &mut ComponentRng,
+    ) -> OffsetGen {
         assert!(blocks > 0);
         if !random {
             return OffsetGen::Sequential {
@@ -106,6 +122,7 @@ impl OffsetGen {
             };
         }
         match dist {
+            RandomDistribution::Uniform if !random_map => OffsetGen::Uniform { blocks },
             RandomDistribution::Uniform => OffsetGen::RandomMap {
                 perm: Permutation::new(blocks, rng),
                 issued: 0,
@@ -141,6 +158,7 @@ impl OffsetGen {
                 *issued += 1;
                 perm.apply(i)
             }
+            OffsetGen::Uniform { blocks } => rng.random_range(0..*blocks),
             OffsetGen::Zipf { dist, perm } => {
                 let rank = dist.sample(rng) as u64; // 1..=n
                 perm.apply(rank.clamp(1, perm.n) - 1)
@@ -157,6 +175,160 @@ impl OffsetGen {
                 v.clamp(0.0, (*blocks - 1) as f64) as u64
             }
         }
+    }
+}
+
+/// Where and how large a job clone's next I/O is: the offset generator
+/// plus fio's `rw=MODE:N` suffix and the block-size choice (`bs`,
+/// `bsrange`, `bssplit`). Offsets are bytes from the start of the region.
+#[derive(Debug, Clone)]
+pub struct Offsets {
+    gen: OffsetGen,
+    bs_min: u64,
+    bs_max: u64,
+    split: Vec<BsWeight>,
+    modifier: RwModifier,
+    sequencer: RwSequencer,
+    time_based: bool,
+    region_bytes: u64,
+    /// fio's `last_pos` (end of the last I/O) and `last_start`.
+    last_end: u64,
+    last_start: Option<u64>,
+    /// fio's `ddir_seq_nr` countdown for `rw=randread:N`.
+    seq_left: u32,
+    issued_bytes: u64,
+}
+
+impl Offsets {
+    /// The generator of one clone of `job` over `region_bytes` (at least
+    /// one `bs_bytes_max`).
+    pub fn new(job: &JobConfig, region_bytes: u64, rng: &mut ComponentRng) -> Offsets {
+        let blocks = region_bytes / job.bs_bytes_min;
+        let gen = OffsetGen::with_map(
+            job.rw.is_random(),
+            job.random_distribution,
+            !job.norandommap,
+            blocks,
+            rng,
+        );
+        let seq_left = match job.rw_modifier {
+            RwModifier::RandomEvery(n) => n,
+            _ => 1,
+        };
+        Offsets {
+            gen,
+            bs_min: job.bs_bytes_min,
+            bs_max: job.bs_bytes_max,
+            split: job.bs_split.clone(),
+            modifier: job.rw_modifier,
+            sequencer: job.rw_sequencer,
+            time_based: job.time_based,
+            region_bytes,
+            last_end: 0,
+            last_start: None,
+            seq_left,
+            issued_bytes: 0,
+        }
+    }
+
+    /// Bytes of every I/O handed out so far.
+    pub fn issued_bytes(&self) -> u64 {
+        self.issued_bytes
+    }
+
+    /// The next I/O: (offset in bytes from the region start, length).
+    /// Without an `rw` suffix or `bssplit`, the draws are exactly those of
+    /// the offset generator and `bsrange`, in that order.
+    pub fn next(&mut self, rng: &mut ComponentRng) -> (u64, u64) {
+        let offset = match self.modifier {
+            RwModifier::None => self.gen.next_block(rng) * self.bs_min,
+            // Where fio would end the job (the region is done), start over:
+            // the job's I/O count or runtime still ends it.
+            RwModifier::SeqAddBytes(add) => self.next_seq(add).unwrap_or(0),
+            RwModifier::RandomEvery(n) => self.next_random_every(n, rng),
+        };
+        let bytes = if !self.split.is_empty() {
+            self.pick_split(offset, rng)
+        } else if self.bs_max > self.bs_min {
+            let steps = (self.bs_max - self.bs_min) / 512;
+            self.bs_min + 512 * rng.random_range(0..=steps)
+        } else {
+            self.bs_min
+        };
+        self.last_start = Some(offset);
+        self.last_end = offset + bytes;
+        self.issued_bytes += bytes;
+        (offset, bytes)
+    }
+
+    /// fio's `get_next_seq_offset` (io_u.c) with the file starting at the
+    /// region: the end of the last I/O plus `add`; past either end it wraps
+    /// to the start (`add` > 0) or to `add` before the end (`add` < 0).
+    /// None: fio would end the job here (the last I/O ended at the region's
+    /// end); a time-based job starts over.
+    fn next_seq(&mut self, add: i64) -> Option<u64> {
+        if self.last_end >= self.region_bytes {
+            if !self.time_based {
+                return None;
+            }
+            self.last_end = 0;
+        }
+        let mut pos = self.last_end;
+        if pos != 0 && add != 0 {
+            let p = pos as i128 + add as i128;
+            pos = if p >= 0 && (p as u64) < self.region_bytes {
+                p as u64
+            } else if add > 0 {
+                0
+            } else {
+                self.region_bytes.saturating_sub(add.unsigned_abs())
+            };
+        }
+        // A holed or backwards run must not start an I/O that ends past the
+        // region: fio's io_u_fits would refuse it; start over instead.
+        Some(if pos + self.bs_min > self.region_bytes {
+            0
+        } else {
+            pos
+        })
+    }
+
+    /// `rw=randread:N`: every N-th I/O gets a random offset, the others
+    /// continue after (`rw_sequencer=sequential`) or repeat
+    /// (`identical`) the last one (fio's `get_next_offset`).
+    fn next_random_every(&mut self, n: u32, rng: &mut ComponentRng) -> u64 {
+        self.seq_left -= 1;
+        if self.seq_left == 0 {
+            self.seq_left = n;
+            return self.gen.next_block(rng) * self.bs_min;
+        }
+        match self.sequencer {
+            RwSequencer::Identical => self.last_start.unwrap_or(0),
+            RwSequencer::Sequential => match self.next_seq(0) {
+                Some(pos) => pos,
+                None => self.gen.next_block(rng) * self.bs_min,
+            },
+        }
+    }
+
+    /// fio's `bssplit` draw (io_u.c `get_next_buflen`): r in 1..=100 picks
+    /// the first entry whose running percentage reaches r, skipping sizes
+    /// that would not fit before the region's end.
+    fn pick_split(&self, offset: u64, rng: &mut ComponentRng) -> u64 {
+        let r: u32 = rng.random_range(1..=100);
+        let room = self.region_bytes - offset;
+        let mut cum = 0;
+        let mut chosen = self.bs_min;
+        for w in self.split.iter().filter(|w| w.pct > 0) {
+            cum += w.pct;
+            if w.bytes <= room {
+                chosen = w.bytes;
+                if r <= cum {
+                    break;
+                }
+            }
+        }
+        chosen
     }
 }
 
@@ -187,6 +359,84 @@ mod tests {
         assert_ne!(v[..10], (0..10).collect::<Vec<_>>()[..]);
         v.sort_unstable();
         assert_eq!(v, (0..513).collect::<Vec<_>>());
+    }
+
+    fn job(opts: &[(&str, &str)]) -> JobConfig {
+        let opts: Vec<(&str, crate::job::OptValue)> = opts
+            .iter()
+            .map(|(k, v)| (*k, crate::job::OptValue::Str(v.to_string())))
+            .chain([("filename", crate::job::OptValue::Str("x".into()))])
+            .collect();
+        JobConfig::from_options("j", opts.iter().map(|(k, v)| (*k, v))).unwrap()
+    }
+
+    fn offsets_k(opts: &[(&str, &str)], region: u64, n: usize) -> Vec<u64> {
+        let mut rng = component_rng(3, "job");
+        let mut o = Offsets::new(&job(opts), region, &mut rng);
+        (0..n).map(|_| o.next(&mut rng).0 >> 10).collect()
+    }
+
+    #[test]
+    fn holes_and_backwards_reads_as_fio() {
+        // rw=write:112k, bs=16k: 16 KiB written every 128 KiB, wrapping.
+        let v = offsets_k(&[("rw", "write:112k"), ("bs", "16k")], 1 << 20, 10);
+        assert_eq!(v, [0, 128, 256, 384, 512, 640, 768, 896, 0, 128]);
+        // rw=read:-8k, bs=4k (fio's backwards-read example): after the
+        // first block, each read starts 4 KiB before the previous one,
+        // from 8 KiB before the end.
+        let v = offsets_k(&[("rw", "read:-8k"), ("bs", "4k")], 64 << 10, 18);
+        assert_eq!(
+            v,
+            [0, 56, 52, 48, 44, 40, 36, 32, 28, 24, 20, 16, 12, 8, 4, 0, 56, 52]
+        );
+    }
+
+    #[test]
+    fn random_every_n_runs_sequentially_in_between() {
+        let v = offsets_k(&[("rw", "randread:4"), ("bs", "4k")], 1 << 20, 15);
+        // Three sequential I/Os after each random one.
+        assert_eq!(v[..3], [0, 4, 8]);
+        for run in v[3..].chunks(4) {
+            assert_eq!(run[1..], [run[0] + 4, run[0] + 8, run[0] + 12], "{v:?}");
+        }
+        let v = offsets_k(
+            &[("rw", "randread:3"), ("rw_sequencer", "identical")],
+            1 << 20,
+            6,
+        );
+        assert_eq!((v[0], v[1]), (0, 0));
+        assert_eq!((v[3], v[4]), (v[2], v[2]), "{v:?}");
+    }
+
+    #[test]
+    fn bssplit_weights_hold() {
+        let mut rng = component_rng(3, "job");
+        let j = job(&[("rw", "randread"), ("bssplit", "4k/10:64k/50:32k/40")]);
+        let mut o = Offsets::new(&j, 1 << 30, &mut rng);
+        let mut counts = std::collections::BTreeMap::new();
+        for _ in 0..20_000 {
+            let (off, len) = o.next(&mut rng);
+            assert_eq!(off % 4096, 0);
+            *counts.entry(len >> 10).or_insert(0u32) += 1;
+        }
+        let share = |k: u64| counts[&k] as f64 / 20_000.0;
+        assert!((share(4) - 0.10).abs() < 0.01, "{counts:?}");
+        assert!((share(32) - 0.40).abs() < 0.015, "{counts:?}");
+        assert!((share(64) - 0.50).abs() < 0.015, "{counts:?}");
+    }
+
+    #[test]
+    fn norandommap_repeats_blocks() {
+        let v = offsets_k(&[("rw", "randread"), ("norandommap", "1")], 64 << 10, 16);
+        let mut u = v.clone();
+        u.sort_unstable();
+        u.dedup();
+        assert!(u.len() < 16, "16 independent draws over 16 blocks: {v:?}");
+        let v = offsets_k(&[("rw", "randread")], 64 << 10, 16);
+        let mut u = v.clone();
+        u.sort_unstable();
+        u.dedup();
+        assert_eq!(u.len(), 16, "the random map hits every block once");
     }
 
     #[test]

@@ -25,9 +25,11 @@ use serde::{Deserialize, Serialize};
 use crate::device::ReqTag;
 use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats};
 
-/// `[[ssd]]`.
+/// `[[ssd]]`. Written in a scenario as an [`SsdSection`]: `model = "..."`
+/// starts from a preset ([`SSD_MODELS`]) and the section's own keys
+/// override it; without a model every field without a default is required.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "SsdSection")]
 pub struct SsdConfig {
     pub name: String,
     pub capacity: Bytes,
@@ -51,20 +53,134 @@ pub struct SsdConfig {
     pub ftl_map_miss_ratio: f64,
     /// Commands the drive accepts at once (NCQ depth the drive advertises,
     /// or the NVMe submission queue depth).
-    #[serde(default = "default_queue_depth")]
     pub queue_depth: u32,
     /// Host interface: `sata` (behind an AHCI port and its NCQ tags) or
     /// `nvme` (its own queue of `queue_depth` commands, no AHCI).
-    #[serde(default = "default_interface")]
     pub interface: String,
 }
 
-fn default_interface() -> String {
-    "sata".into()
+/// An `[[ssd]]` section as written: every field but `name` may come from
+/// the `model` preset instead.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SsdSection {
+    pub name: String,
+    /// A preset from [`SSD_MODELS`] the other keys override.
+    pub model: Option<String>,
+    pub capacity: Option<Bytes>,
+    pub link_mb_per_s: Option<f64>,
+    pub link_cmd_overhead: Option<Nanos>,
+    pub controller_per_cmd: Option<Nanos>,
+    pub channels: Option<u32>,
+    pub page_size: Option<Bytes>,
+    pub page_read: Option<Nanos>,
+    pub page_program: Option<Nanos>,
+    pub ftl_map_miss_ratio: Option<f64>,
+    pub queue_depth: Option<u32>,
+    pub interface: Option<String>,
 }
 
-fn default_queue_depth() -> u32 {
-    32
+/// Preset names for `[[ssd]] model`.
+pub const SSD_MODELS: &[&str] = &["generic-nvme-tlc", "generic-sata-ssd-2011"];
+
+/// The values of a preset (every field set; `name` left empty).
+pub fn ssd_preset(model: &str) -> Option<SsdSection> {
+    Some(match model {
+        "generic-nvme-tlc" => SsdSection {
+            model: Some(model.into()),
+            capacity: Some(Bytes(1 << 40)), // [estimate] a common 1 TiB drive
+            interface: Some("nvme".into()),
+            link_mb_per_s: Some(3500.0), // [estimate] PCIe 3.0 x4 (3.94 GB/s) after protocol overhead
+            link_cmd_overhead: Some(Nanos(1_000)), // [estimate] doorbell, command fetch, completion entry, MSI-X
+            controller_per_cmd: Some(Nanos(2_000)), // [estimate] multi-core NVMe controller firmware
+            channels: Some(8),                      // [estimate] 8-channel controller
+            page_size: Some(Bytes(4096)),           // [estimate] FTL mapping granularity
+            page_read: Some(Nanos(60_000)), // [estimate] TLC tR ~50-70 us plus channel transfer
+            page_program: Some(Nanos(600_000)), // [estimate] TLC tPROG
+            ftl_map_miss_ratio: Some(0.0),  // [estimate] DRAM holds the whole map (1 GB per TB)
+            queue_depth: Some(1024),        // [estimate] one NVMe I/O queue
+            ..SsdSection::default()
+        },
+        "generic-sata-ssd-2011" => SsdSection {
+            model: Some(model.into()),
+            capacity: Some(Bytes(120 << 30)), // [estimate] 2011 consumer drives: 60-240 GB
+            interface: Some("sata".into()),
+            link_mb_per_s: Some(300.0), // [src: SATA 3 Gb/s with 8b/10b coding]
+            link_cmd_overhead: Some(Nanos(1_000)), // [estimate] command FIS, DMA setup, set-device-bits FIS
+            controller_per_cmd: Some(Nanos(4_000)), // [estimate] single embedded core firmware
+            channels: Some(8), // [estimate] SandForce SF-1200 / Marvell 88SS9174 class: 8 channels
+            page_size: Some(Bytes(4096)), // [src: 2009-2011 MLC NAND, 4 KiB pages]
+            page_read: Some(Nanos(75_000)), // [estimate] MLC tR ~50 us + 4 KiB over a ~166 MB/s ONFI 2 channel
+            page_program: Some(Nanos(900_000)), // [estimate] MLC tPROG
+            ftl_map_miss_ratio: Some(0.0),  // [estimate] the page map fits the drive's DRAM
+            queue_depth: Some(32),          // [src: SATA NCQ, 32 tags]
+            ..SsdSection::default()
+        },
+        _ => return None,
+    })
+}
+
+impl TryFrom<SsdSection> for SsdConfig {
+    type Error = String;
+
+    fn try_from(s: SsdSection) -> Result<Self, String> {
+        let preset = match &s.model {
+            None => SsdSection::default(),
+            Some(m) => ssd_preset(m).ok_or_else(|| {
+                format!(
+                    "[[ssd]] {:?}: unknown model {m:?}; presets: {}",
+                    s.name,
+                    SSD_MODELS.join(", ")
+                )
+            })?,
+        };
+        let mut missing: Vec<&str> = Vec::new();
+        macro_rules! take {
+            ($f:ident) => {
+                match s.$f.or(preset.$f) {
+                    Some(v) => v,
+                    None => {
+                        missing.push(stringify!($f));
+                        Default::default()
+                    }
+                }
+            };
+        }
+        let c = SsdConfig {
+            name: s.name.clone(),
+            capacity: take!(capacity),
+            link_mb_per_s: take!(link_mb_per_s),
+            link_cmd_overhead: take!(link_cmd_overhead),
+            controller_per_cmd: take!(controller_per_cmd),
+            channels: take!(channels),
+            page_size: take!(page_size),
+            page_read: take!(page_read),
+            page_program: take!(page_program),
+            ftl_map_miss_ratio: take!(ftl_map_miss_ratio),
+            queue_depth: s.queue_depth.or(preset.queue_depth).unwrap_or(32), // [src: SATA NCQ]
+            interface: s
+                .interface
+                .or(preset.interface)
+                .unwrap_or_else(|| "sata".into()),
+        };
+        if !missing.is_empty() {
+            return Err(format!(
+                "[[ssd]] {:?}: missing fields {}: give them, or start from a preset with model = {}",
+                s.name,
+                missing
+                    .iter()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                SSD_MODELS
+                    .iter()
+                    .map(|m| format!("{m:?}"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ));
+        }
+        Ok(c)
+    }
 }
 
 impl SsdConfig {

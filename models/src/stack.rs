@@ -38,7 +38,7 @@ use crate::cpu::Cpus;
 use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskStats, ReqTag};
 use crate::intervals::{IntervalSampler, JobTotals};
 use crate::job::{IoEngine, JobConfig};
-use crate::offsets::OffsetGen;
+use crate::offsets::Offsets;
 use crate::run::{Fault, ModelError, RunOptions, RunOutput};
 use crate::ssd::Ssd;
 
@@ -221,12 +221,15 @@ struct JobThread {
     group: usize,
     cpu: usize,
     rng: ComponentRng,
-    offsets: OffsetGen,
+    offsets: Offsets,
     target: Target,
     on_file: bool,
     /// First sector of the job's region on the target device.
     region_sector: u64,
     ios_limit: Option<u64>,
+    /// Bytes to issue before stopping, for jobs whose block size varies
+    /// with `bssplit` (fio's io_size), instead of `ios_limit`.
+    bytes_limit: Option<u64>,
     stop_issue_at: Option<SimTime>,
     issued: u64,
     in_flight: u32,
@@ -690,13 +693,15 @@ impl AsyncStack {
                     size_sectors * 512
                 )));
             }
-            let blocks = region_bytes / j.bs_bytes_min;
-            let ios_limit = if j.time_based {
-                None
-            } else {
-                Some(j.io_limit_bytes(region_bytes) / j.bs_bytes_min)
+            let (ios_limit, bytes_limit) = match (j.time_based, j.bs_split.is_empty()) {
+                (true, _) => (None, None),
+                (false, true) => (Some(j.io_limit_bytes(region_bytes) / j.bs_bytes_min), None),
+                // fio ends a job after io_size bytes: with a bssplit mix
+                // that is no fixed number of I/Os.
+                (false, false) => (None, Some(j.io_limit_bytes(region_bytes))),
             };
-            if !j.time_based && j.runtime_ns.is_none() && ios_limit == Some(0) {
+            let nothing = ios_limit == Some(0) || bytes_limit.is_some_and(|b| b < j.bs_bytes_min);
+            if !j.time_based && j.runtime_ns.is_none() && nothing {
                 return Err(cfg_err(format!(
                     "job `{}` has nothing to do (size/io_size below bs)",
                     j.name
@@ -732,8 +737,7 @@ impl AsyncStack {
                 }));
                 let seed_j = j.randseed.unwrap_or(seed);
                 let mut rng = component_rng(seed_j, &format!("job/{}/{}", j.name, clone));
-                let offsets =
-                    OffsetGen::new(j.rw.is_random(), j.random_distribution, blocks, &mut rng);
+                let offsets = Offsets::new(j, region_bytes, &mut rng);
                 threads.push(JobThread {
                     group: gi,
                     cpu,
@@ -743,6 +747,7 @@ impl AsyncStack {
                     on_file,
                     region_sector: start_bytes / 512,
                     ios_limit,
+                    bytes_limit,
                     stop_issue_at: j.runtime_ns.map(|r| SimTime(j.ramp_time_ns + r)),
                     issued: 0,
                     in_flight: 0,
@@ -948,6 +953,9 @@ impl AsyncStack {
         let th = &self.threads[t];
         let jc = &self.jobs_cfg[th.group];
         let issuing_over = th.ios_limit.is_some_and(|l| th.issued >= l)
+            || th
+                .bytes_limit
+                .is_some_and(|l| th.offsets.issued_bytes() >= l)
             || th.stop_issue_at.is_some_and(|s| now >= s);
         if !th.ready.is_empty() {
             let count = th.ready.len().min(jc.iodepth as usize) as u32;
@@ -992,22 +1000,15 @@ impl AsyncStack {
             let th = &self.threads[t];
             (th.group, th.target, th.on_file, th.region_sector)
         };
-        let jc = &self.jobs_cfg[group];
-        let (bs_min, bs_max, read_pct) = (jc.bs_bytes_min, jc.bs_bytes_max, jc.rwmixread_pct);
+        let read_pct = self.jobs_cfg[group].rwmixread_pct;
         let th = &mut self.threads[t];
-        let block = th.offsets.next_block(&mut th.rng);
-        let bytes = if bs_max > bs_min {
-            let steps = (bs_max - bs_min) / 512;
-            bs_min + 512 * th.rng.random_range(0..=steps)
-        } else {
-            bs_min
-        };
+        let (offset_bytes, bytes) = th.offsets.next(&mut th.rng);
         let dir = if read_pct >= 100 || (read_pct > 0 && th.rng.random_range(0..100) < read_pct) {
             Dir::Read
         } else {
             Dir::Write
         };
-        let sector = region_sector + block * (bs_min / 512);
+        let sector = region_sector + offset_bytes / 512;
         let sectors = (bytes / 512) as u32;
         th.issued += 1;
         th.in_flight += 1;

@@ -573,7 +573,7 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
         };
         if jc.bs_bytes_min != jc.bs_bytes_max {
             return Err(cfg_err(format!(
-                "job `{}`: bsrange is not modelled on the psync stack; give one bs",
+                "job `{}`: bsrange and bssplit are not modelled on the psync stack; give one bs",
                 jc.name
             )));
         }

@@ -3,7 +3,10 @@
 //!
 //! Sizes follow fio's default `kb_base=1024`: `k`, `K`, `KB`, `KiB` all mean
 //! 1024 bytes (likewise m/g/t/p). Durations accept `ns`, `us`, `ms`, `s`, `m`,
-//! `h`; a bare number takes the caller's default unit.
+//! `h`. fio's job options take a bare number in fio's default unit
+//! ([`parse_duration_ns`] with a default, [`parse_size_bytes`]); scenario
+//! values ([`Bytes`], [`Nanos`]) must carry a unit, so `page_read = 60`
+//! cannot silently mean 60 ns: only `0` may be written bare.
 
 use serde::{Deserialize, Deserializer};
 
@@ -31,6 +34,9 @@ pub fn round_ns(x: f64) -> u64 {
 const SIZE_HINT: &str = "expected a number with an optional unit: b, k/KiB/KB, m/MiB, g/GiB, t/TiB, p/PiB (1k = 1024 bytes, as fio)";
 const TIME_HINT: &str =
     "expected a number with a unit: ns, us, ms, s, m, h (e.g. \"1.5us\", \"2ms\")";
+const SIZE_UNIT_HINT: &str = "write the unit, e.g. \"4096b\", \"4k\" or \"2g\" (b, k/KiB, m/MiB, g/GiB, t/TiB, p/PiB; 1k = 1024 bytes, as fio); only 0 may be written without one";
+const TIME_UNIT_HINT: &str = "write the unit, e.g. \"60us\" or \"2ms\" (ns, us, ms, s, m, h); only 0 may be written without one";
+const RATE_HINT: &str = "expected a size per second: \"4k/s\", \"1m/s\", \"100MiB/s\" (1k = 1024 bytes); only 0 may be written without a unit";
 
 fn split_number(text: &str) -> (&str, &str) {
     let t = text.trim();
@@ -100,6 +106,50 @@ pub fn parse_duration_ns(text: &str, default_unit_ns: u64) -> Result<u64, UnitEr
     Ok(ns as u64)
 }
 
+/// Parses a scenario size: the unit is required (`"4096b"`, `"4k"`); only
+/// `"0"` may stand alone.
+pub fn parse_size_unit_bytes(text: &str) -> Result<u64, UnitError> {
+    let (num, unit) = split_number(text);
+    if unit.is_empty() && parse_number(num) != Some(0.0) {
+        return Err(UnitError {
+            kind: "size",
+            text: text.to_string(),
+            hint: SIZE_UNIT_HINT,
+        });
+    }
+    parse_size_bytes(text)
+}
+
+/// Parses a scenario duration in nanoseconds: the unit is required
+/// (`"60us"`); only `"0"` may stand alone.
+pub fn parse_duration_unit_ns(text: &str) -> Result<u64, UnitError> {
+    let (num, unit) = split_number(text);
+    if unit.is_empty() && parse_number(num) != Some(0.0) {
+        return Err(UnitError {
+            kind: "duration",
+            text: text.to_string(),
+            hint: TIME_UNIT_HINT,
+        });
+    }
+    parse_duration_ns(text, 1)
+}
+
+/// Parses a rate in bytes per second written as a size per second
+/// (`"4k/s"`, `"1m/s"`); only `"0"` may stand alone.
+pub fn parse_rate_bytes_per_s(text: &str) -> Result<u64, UnitError> {
+    let err = || UnitError {
+        kind: "rate",
+        text: text.to_string(),
+        hint: RATE_HINT,
+    };
+    let t = text.trim();
+    match t.strip_suffix("/s") {
+        Some(size) => parse_size_unit_bytes(size).map_err(|_| err()),
+        None if parse_number(t) == Some(0.0) => Ok(0),
+        None => Err(err()),
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum NumOrString {
@@ -108,7 +158,38 @@ enum NumOrString {
     Text(String),
 }
 
-/// A size in bytes that deserializes from `4096`, `"4k"` or `"512KiB"`.
+/// The error for a bare number where a unit is required, with the number
+/// written in the accepted forms.
+fn bare_number<E: serde::de::Error>(kind: Kind, shown: &str) -> E {
+    let (name, units, forms): (&str, &str, [&str; 3]) = match kind {
+        Kind::Size => (
+            "size",
+            "b, k/KiB, m/MiB, g/GiB, t/TiB, p/PiB; 1k = 1024 bytes, as fio",
+            ["b", "k", "g"],
+        ),
+        Kind::Duration => ("duration", "ns, us, ms, s, m, h", ["ns", "us", "ms"]),
+        Kind::Rate => (
+            "rate",
+            "a size per second, 1k = 1024 bytes",
+            ["b/s", "k/s", "m/s"],
+        ),
+    };
+    let [a, b, c] = forms.map(|u| format!("\"{shown}{u}\""));
+    E::custom(format!(
+        "a bare number ({shown}) for a {name} is ambiguous: write it with its unit, e.g. {a}, {b} or {c} ({units}); only 0 may be written bare"
+    ))
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Size,
+    Duration,
+    Rate,
+}
+
+/// A size in bytes that deserializes from `"4k"`, `"512KiB"` or `"4096b"`.
+/// A bare number other than 0 is an error: `capacity = 500` would be 500
+/// bytes where "500g" was meant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize)]
 #[serde(transparent)]
 pub struct Bytes(pub u64);
@@ -116,19 +197,19 @@ pub struct Bytes(pub u64);
 impl<'de> Deserialize<'de> for Bytes {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match NumOrString::deserialize(d)? {
-            NumOrString::Int(v) => Ok(Bytes(v)),
-            NumOrString::Float(f) => Err(serde::de::Error::custom(format!(
-                "invalid size {f}: {SIZE_HINT}"
-            ))),
-            NumOrString::Text(s) => parse_size_bytes(&s)
+            NumOrString::Int(0) => Ok(Bytes(0)),
+            NumOrString::Int(v) => Err(bare_number(Kind::Size, &v.to_string())),
+            NumOrString::Float(f) => Err(bare_number(Kind::Size, &f.to_string())),
+            NumOrString::Text(s) => parse_size_unit_bytes(&s)
                 .map(Bytes)
                 .map_err(serde::de::Error::custom),
         }
     }
 }
 
-/// A duration in nanoseconds that deserializes from `"1.5us"`, `"2ms"`, or a
-/// bare integer of nanoseconds.
+/// A duration in nanoseconds that deserializes from `"1.5us"` or `"2ms"`. A
+/// bare number other than 0 is an error: `page_read = 60` does not say
+/// whether 60 ns or 60 us was meant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize)]
 #[serde(transparent)]
 pub struct Nanos(pub u64);
@@ -136,14 +217,25 @@ pub struct Nanos(pub u64);
 impl<'de> Deserialize<'de> for Nanos {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match NumOrString::deserialize(d)? {
-            NumOrString::Int(v) => Ok(Nanos(v)),
-            NumOrString::Float(f) => Err(serde::de::Error::custom(format!(
-                "invalid duration {f}: {TIME_HINT}"
-            ))),
-            NumOrString::Text(s) => parse_duration_ns(&s, 1)
+            NumOrString::Int(0) => Ok(Nanos(0)),
+            NumOrString::Int(v) => Err(bare_number(Kind::Duration, &v.to_string())),
+            NumOrString::Float(f) => Err(bare_number(Kind::Duration, &f.to_string())),
+            NumOrString::Text(s) => parse_duration_unit_ns(&s)
                 .map(Nanos)
                 .map_err(serde::de::Error::custom),
         }
+    }
+}
+
+/// Deserializes a rate given as a size per second (`"4k/s"`) into bytes
+/// per second; for `#[serde(deserialize_with)]` on fields whose name does
+/// not carry the unit.
+pub fn deserialize_rate_bytes_per_s<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    match NumOrString::deserialize(d)? {
+        NumOrString::Int(0) => Ok(0),
+        NumOrString::Int(v) => Err(bare_number(Kind::Rate, &v.to_string())),
+        NumOrString::Float(f) => Err(bare_number(Kind::Rate, &f.to_string())),
+        NumOrString::Text(s) => parse_rate_bytes_per_s(&s).map_err(serde::de::Error::custom),
     }
 }
 
@@ -190,5 +282,49 @@ mod tests {
             10_000_000_000
         );
         assert!(parse_duration_ns("3 parsecs", 1).is_err());
+    }
+
+    #[test]
+    fn scenario_values_need_units() {
+        assert_eq!(parse_duration_unit_ns("60us").unwrap(), 60_000);
+        assert_eq!(parse_duration_unit_ns("0").unwrap(), 0);
+        let e = parse_duration_unit_ns("60").unwrap_err().to_string();
+        assert!(e.contains("\"60us\""), "{e}");
+        assert!(e.contains("invalid duration \"60\""), "{e}");
+        assert_eq!(parse_size_unit_bytes("4096b").unwrap(), 4096);
+        assert!(parse_size_unit_bytes("4096").is_err());
+        assert_eq!(parse_rate_bytes_per_s("4k/s").unwrap(), 4096);
+        assert_eq!(parse_rate_bytes_per_s("0").unwrap(), 0);
+        assert!(parse_rate_bytes_per_s("4096").is_err());
+        assert!(parse_rate_bytes_per_s("4q/s").is_err());
+    }
+
+    use serde::de::value::{
+        Error as ValueError, F64Deserializer, StrDeserializer, U64Deserializer,
+    };
+
+    fn nanos_u64(v: u64) -> Result<Nanos, String> {
+        Nanos::deserialize(U64Deserializer::<ValueError>::new(v)).map_err(|e| e.to_string())
+    }
+    fn bytes_u64(v: u64) -> Result<Bytes, String> {
+        Bytes::deserialize(U64Deserializer::<ValueError>::new(v)).map_err(|e| e.to_string())
+    }
+    fn nanos_str(v: &str) -> Result<Nanos, String> {
+        Nanos::deserialize(StrDeserializer::<ValueError>::new(v)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn bare_numbers_are_rejected_except_zero() {
+        let e = nanos_u64(60).unwrap_err();
+        assert!(e.contains("a bare number (60) for a duration"), "{e}");
+        assert!(e.contains("\"60us\""), "{e}");
+        let e = bytes_u64(500).unwrap_err();
+        assert!(e.contains("a bare number (500) for a size"), "{e}");
+        let e = Nanos::deserialize(F64Deserializer::<ValueError>::new(1.5)).unwrap_err();
+        assert!(e.to_string().contains("(1.5)"), "{e}");
+        assert!(nanos_str("60").is_err());
+        assert_eq!(nanos_u64(0), Ok(Nanos(0)));
+        assert_eq!(bytes_u64(0), Ok(Bytes(0)));
+        assert_eq!(nanos_str("60us"), Ok(Nanos(60_000)));
     }
 }

@@ -1,0 +1,164 @@
+//! fio job files as people write them (tests/data/fio-jobs/): comments
+//! after values, files and directories of another machine aimed at a
+//! device with `--target`, the `rw=MODE:N` suffix, `bssplit`, options that
+//! change nothing simulated (a note), engines that do no block I/O and
+//! several unmodelled options (one error naming all).
+
+mod common;
+use common::sim;
+
+const STACK: &str = "tests/data/fio-jobs/stack.toml";
+
+fn job(name: &str) -> String {
+    format!("tests/data/fio-jobs/{name}")
+}
+
+/// Runs a job file on the test stack; returns (stdout, stderr, code).
+fn run(file: &str, extra: &[&str]) -> (String, String, i32) {
+    let f = job(file);
+    let mut args = vec!["run", STACK, "--job", f.as_str()];
+    args.extend_from_slice(extra);
+    sim(&args)
+}
+
+/// `issued rwts: total=R,W,...` of the report.
+fn issued(out: &str) -> (u64, u64) {
+    let l = out
+        .lines()
+        .find(|l| l.contains("issued rwts: total="))
+        .unwrap_or_else(|| panic!("no issued line:\n{out}"));
+    let nums: Vec<u64> = l
+        .split("total=")
+        .nth(1)
+        .unwrap()
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .take(2)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    (nums[0], nums[1])
+}
+
+/// `run=N-Nmsec` of the group summary.
+fn run_msec(out: &str) -> u64 {
+    let rest = out
+        .split("run=")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no run=:\n{out}"));
+    rest.split('-').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_file_of_another_machine_needs_target_and_says_so() {
+    // filename=seq-read (a file next to the job file on fio's machine).
+    let (out, err, code) = run("seq-read.fio", &[]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("seq-read.fio:5: job [file1]"), "{err}");
+    assert!(
+        err.contains("filename = \"seq-read\" is not a device"),
+        "{err}"
+    );
+    assert!(err.contains("--target DEVICE"), "{err}");
+    assert!(err.contains("/dev/nvme0n1"), "{err}");
+    let (out, err, code) = run("seq-read.fio", &["--target", "nvme0n1"]);
+    assert_eq!(code, 0, "{err}");
+    // name=seq-read in [global] names the job, as in fio.
+    assert!(out.contains("seq-read: (groupid=0, jobs=1)"), "{out}");
+    // runtime=1 is one second: fio's unit inside job options.
+    let run_ms = run_msec(&out);
+    assert!((1000..1100).contains(&run_ms), "{run_ms} ms:\n{out}");
+}
+
+#[test]
+fn directory_and_filename_name_a_file_on_the_stack() {
+    let (out, err, code) = run("ssd-test.fio", &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("rand-read: (groupid=0, jobs=1)"), "{out}");
+    // --target NAME is /dev/NAME: `directory` is not put before it.
+    let (_, err, code) = run("ssd-test.fio", &["--target", "sdz"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("filename = \"/dev/sdz\" is not a device"),
+        "{err}"
+    );
+}
+
+#[test]
+fn inline_comments_mixes_and_notes() {
+    let (out, err, code) = run("rand-rw.fio", &["--target", "/dev/nvme0n1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("jobs=4"), "{out}");
+    let (r, w) = issued(&out);
+    // 8 MiB of 4 KiB I/Os per clone, 70% reads.
+    assert_eq!(r + w, 4 * 2048, "{out}");
+    let read_share = r as f64 / (r + w) as f64;
+    assert!((read_share - 0.7).abs() < 0.03, "{r} reads, {w} writes");
+    let note = err
+        .lines()
+        .find(|l| l.starts_with("note: "))
+        .unwrap_or_else(|| panic!("no note:\n{err}"));
+    for o in ["randrepeat", "gtod_reduce", "group_reporting"] {
+        assert!(note.contains(o), "{note}");
+    }
+    // norandommap changes the offsets: it is modelled, not ignored.
+    assert!(!note.contains("norandommap"), "{note}");
+}
+
+#[test]
+fn rw_suffix_and_bssplit_run() {
+    let (out, err, code) = run("backwards-read.fio", &["--target", "nvme0n1"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(issued(&out), (256, 0), "io_size=1m of 4k reads:\n{out}");
+    let (out, err, code) = run("holes.fio", &["--target", "nvme0n1"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(issued(&out), (0, 128), "io_size=2m of 16k writes:\n{out}");
+    let (out, err, code) = run("random-runs.fio", &["--target", "nvme0n1"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(issued(&out), (1024, 0), "{out}");
+    // bssplit: 16 MiB of a mix averaging ~11.1 KiB per I/O (not 16 MiB of
+    // its smallest size, 512 bytes).
+    let (out, err, code) = run("iometer.fio", &["--target", "nvme0n1"]);
+    assert_eq!(code, 0, "{err}");
+    let (r, w) = issued(&out);
+    assert!((1300..1700).contains(&(r + w)), "{r}+{w} I/Os:\n{out}");
+}
+
+#[test]
+fn non_block_engines_keep_a_clear_error() {
+    let (out, err, code) = run("null.fio", &["--target", "nvme0n1"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("null.fio:6: job [null]"), "{err}");
+    assert!(
+        err.contains("`ioengine` = \"null\" is not a block engine"),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_unmodelled_option_in_one_error() {
+    let (out, err, code) = run("unmodelled.fio", &["--target", "nvme0n1"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("3 problems:"), "{err}");
+    assert!(
+        err.contains("unmodelled.fio:5: [global]: job option `verify`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("unmodelled.fio:6: [global]: job option `fsync`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("unmodelled.fio:11: job [write-and-verify]: job option `thinktime`"),
+        "{err}"
+    );
+    assert!(err.contains("modelled fio options:"), "{err}");
+}
+
+#[test]
+fn target_must_be_a_device_of_the_stack() {
+    let (out, err, code) = run("holes.fio", &["--target", "/dev/sdz"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("filename = \"/dev/sdz\" is not a device"),
+        "{err}"
+    );
+}
