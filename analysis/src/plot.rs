@@ -252,7 +252,7 @@ struct Panel {
     y: AxisSpec,
     series: Vec<Series>,
     /// Per series, (x, low, high) confidence bars.
-    bars: Vec<Vec<(f64, f64, f64)>>,
+    bars: Vec<Vec<Bar>>,
 }
 
 /// A whole figure.
@@ -386,9 +386,9 @@ fn linear_ticks(
 }
 
 /// Ticks of a log axis over `range` (log10 of scaled values): the densest of
-/// the data's own values, 1..9, 1-2-5, 1 per decade or every 2nd/3rd decade
-/// whose labels fit (at least 2 ticks, at most `max`); plain 1-2-5 steps
-/// when the range is too narrow for any of them.
+/// the data's own values, 1..9, 1-2-3-5, 1-2-5, 1 per decade or every
+/// 2nd/3rd/5th decade whose labels fit (at least 2 ticks, at most `max`);
+/// plain 1-2-5 steps when the range is too narrow for any of them.
 fn log_ticks(
     range: (f64, f64),
     data: &[f64],
@@ -409,6 +409,7 @@ fn log_ticks(
         sets.push(data.to_vec());
     }
     sets.push(decade(&nine, 1));
+    sets.push(decade(&[1.0, 2.0, 3.0, 5.0], 1));
     sets.push(decade(&[1.0, 2.0, 5.0], 1));
     for every in [1, 2, 3, 5] {
         sets.push(decade(&[1.0], every));
@@ -620,7 +621,7 @@ fn marker_indices(
 fn draw_series(
     chart: &mut Chart<'_, '_>,
     pts: &[(f64, f64)],
-    bars: &[(f64, f64, f64)],
+    bars: &[Bar],
     st: Style,
     px: (f64, f64),
     index_count: (usize, usize),
@@ -647,13 +648,16 @@ fn draw_series(
     draw_markers(chart, &marked, st.marker, st.color)
 }
 
+/// A confidence bar: (x, low, high).
+type Bar = (f64, f64, f64);
+
 /// Finite drawing-coordinate points of a series, and its bars.
 fn drawable(
     s: &Series,
-    bars: &[(f64, f64, f64)],
+    bars: &[Bar],
     x: &ScaledAxis,
     y: &ScaledAxis,
-) -> (Vec<(f64, f64)>, Vec<(f64, f64, f64)>) {
+) -> (Vec<(f64, f64)>, Vec<Bar>) {
     let pts = s
         .points
         .iter()
@@ -666,13 +670,12 @@ fn drawable(
     (pts, bars)
 }
 
-/// Draws one panel into `area`; `styles[i]` is the style of `p.series[i]`.
-fn draw_panel(
-    area: &DrawingArea<SVGBackend<'_>, Shift>,
+/// The axes of a panel drawn into `(w, h)` pixels, and the width of the y
+/// label area (tick labels and axis description).
+fn panel_axes(
     p: &Panel,
-    styles: &[(usize, Style)],
-    n_styles: usize,
-) -> Result<(), AnalysisError> {
+    (w, h): (u32, u32),
+) -> Result<(ScaledAxis, ScaledAxis, f64), AnalysisError> {
     let what = if p.caption.is_empty() {
         "plot"
     } else {
@@ -689,14 +692,14 @@ fn draw_panel(
         .flat_map(|s| s.points.iter().map(|q| q.1))
         .chain(p.bars.iter().flatten().flat_map(|b| [b.1, b.2]))
         .collect();
-    let (w, h) = area.dim_in_pixel();
     let caption_h = if p.caption.is_empty() {
         0.0
     } else {
         CAPTION_FONT * 1.6
     };
-    let y_len = h as f64 - caption_h - 80.0;
-    let y = scale_axis(&p.y, &ys, y_len, false)
+    // Margins and the x label area take ~80 px of the height, the margins
+    // ~40 px of the width.
+    let y = scale_axis(&p.y, &ys, f64::from(h) - caption_h - 80.0, false)
         .ok_or_else(|| AnalysisError::Plot(format!("'{what}': no finite y values to plot")))?;
     let y_area = y
         .ticks
@@ -705,9 +708,20 @@ fn draw_panel(
         .map(|l| text_w(l, TICK_FONT))
         .fold(0.0, f64::max)
         + 42.0;
-    let x_len = w as f64 - y_area - 40.0;
-    let x = scale_axis(&p.x, &xs, x_len, true)
+    let x = scale_axis(&p.x, &xs, f64::from(w) - y_area - 40.0, true)
         .ok_or_else(|| AnalysisError::Plot(format!("'{what}': no finite x values to plot")))?;
+    Ok((x, y, y_area))
+}
+
+/// Draws one panel into `area`; `styles[i]` is the (index, style) of
+/// `p.series[i]`, out of `n_styles`.
+fn draw_panel(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    p: &Panel,
+    styles: &[(usize, Style)],
+    n_styles: usize,
+) -> Result<(), AnalysisError> {
+    let (x, y, y_area) = panel_axes(p, area.dim_in_pixel())?;
     let mut b = ChartBuilder::on(area);
     b.margin(12)
         .margin_right(24)
@@ -731,10 +745,10 @@ fn draw_panel(
         .axis_style(AXIS)
         .draw()
         .map_err(perr)?;
+    let px = (x.px_per_unit(), y.px_per_unit());
     for (i, s) in p.series.iter().enumerate() {
         let (pts, bars) = drawable(s, p.bars.get(i).map_or(&[][..], |b| b), &x, &y);
         let (index, st) = styles[i];
-        let px = (x.px_per_unit(), y.px_per_unit());
         draw_series(&mut chart, &pts, &bars, st, px, (index, n_styles))?;
     }
     Ok(())
@@ -834,11 +848,14 @@ fn layout(f: &Figure<'_>, labels: &[String]) -> Layout {
     };
     let panels = (PANEL.0 * cols as u32, PANEL.1 * rows as u32);
     let legend_side = legend_w <= LEGEND_SIDE_MAX;
-    let size = if legend_side {
+    let (w, h) = if legend_side {
         (panels.0 + legend_w, header_h + panels.1)
     } else {
         (panels.0.max(legend_w), header_h + panels.1 + legend_h)
     };
+    // Wide enough for the title lines.
+    let title_w = text_w(f.title, TITLE_FONT).max(text_w(f.subtitle, SUBTITLE_FONT)) + 40.0;
+    let size = (w.max(title_w as u32), h);
     Layout {
         size,
         header_h,
@@ -1131,11 +1148,11 @@ mod tests {
         let fit = |at: &[f64], l: &[String]| labels_fit(at, l, range, 600.0, true);
         let t = log_ticks(range, &data, &fit, false, 12);
         assert_eq!(t.labels, ["1", "2", "4", "8", "16", "32", "64"]);
-        // Narrow: 1-2-5 (1..9 would crowd 8 and 9), never a label twice.
+        // Narrow: 1-2-3-5 (1..9 would crowd 8 and 9), never a label twice.
         let range = (0.5f64.log10(), 12f64.log10());
         let fit = |at: &[f64], l: &[String]| labels_fit(at, l, range, 200.0, true);
         let t = log_ticks(range, &[], &fit, false, 12);
-        assert_eq!(t.labels, ["0.5", "1", "2", "5", "10"]);
+        assert_eq!(t.labels, ["0.5", "1", "2", "3", "5", "10"]);
     }
 
     #[test]
