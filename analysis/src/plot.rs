@@ -671,10 +671,12 @@ fn drawable(
 }
 
 /// The axes of a panel drawn into `(w, h)` pixels, and the width of the y
-/// label area (tick labels and axis description).
+/// label area (tick labels and axis description; at least `y_area_min`, so
+/// that stacked panels align).
 fn panel_axes(
     p: &Panel,
     (w, h): (u32, u32),
+    y_area_min: f64,
 ) -> Result<(ScaledAxis, ScaledAxis, f64), AnalysisError> {
     let what = if p.caption.is_empty() {
         "plot"
@@ -707,6 +709,7 @@ fn panel_axes(
         .iter()
         .map(|l| text_w(l, TICK_FONT))
         .fold(0.0, f64::max)
+        .max(y_area_min - 42.0)
         + 42.0;
     let x = scale_axis(&p.x, &xs, f64::from(w) - y_area - 40.0, true)
         .ok_or_else(|| AnalysisError::Plot(format!("'{what}': no finite x values to plot")))?;
@@ -714,14 +717,15 @@ fn panel_axes(
 }
 
 /// Draws one panel into `area`; `styles[i]` is the (index, style) of
-/// `p.series[i]`, out of `n_styles`.
+/// `p.series[i]`, out of `n_styles`; the y label area is `y_area_min` wide
+/// or wider.
 fn draw_panel(
     area: &DrawingArea<SVGBackend<'_>, Shift>,
     p: &Panel,
     styles: &[(usize, Style)],
-    n_styles: usize,
+    (n_styles, y_area_min): (usize, f64),
 ) -> Result<(), AnalysisError> {
-    let (x, y, y_area) = panel_axes(p, area.dim_in_pixel())?;
+    let (x, y, y_area) = panel_axes(p, area.dim_in_pixel(), y_area_min)?;
     let mut b = ChartBuilder::on(area);
     b.margin(12)
         .margin_right(24)
@@ -898,6 +902,10 @@ fn draw_figure(
         body.split_vertically(panels_px.1)
     };
     let areas = panel_area.split_evenly(l.grid);
+    let mut y_area = 0.0f64;
+    for (p, area) in f.panels.iter().zip(&areas) {
+        y_area = y_area.max(panel_axes(p, area.dim_in_pixel(), 0.0)?.2);
+    }
     for (p, area) in f.panels.iter().zip(&areas) {
         let styles: Vec<(usize, Style)> = p
             .series
@@ -907,7 +915,7 @@ fn draw_figure(
                 (i, style(i))
             })
             .collect();
-        draw_panel(area, p, &styles, labels.len())?;
+        draw_panel(area, p, &styles, (labels.len(), y_area))?;
     }
     if l.legend_w > 0 {
         let at = if l.legend_side { (4, 40) } else { (24, 16) };
