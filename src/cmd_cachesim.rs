@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use blocksim_analysis::plot::{plot_lines, LinePlot, Series};
+use blocksim_analysis::plot::{plot_lines, LinePlot, Series, Unit as PlotUnit};
 use blocksim_cachesim::shards::{lru_mrc, MrcOptions};
 use blocksim_cachesim::{block_requests, miss_ratio_table, PolicyKind, Request, SimOptions, Unit};
 use blocksim_traces::TraceFormat;
@@ -430,13 +430,21 @@ fn write_plot(
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // Bytes are scaled to KiB/MiB/GiB on the axis; object and block counts
+    // read 500, 1k, 20k.
+    let (x_label, x_unit) = match unit {
+        UnitArg::Bytes => ("cache size".to_string(), PlotUnit::Bytes),
+        _ => (unit.axis_label(), PlotUnit::Plain),
+    };
     let plot = LinePlot {
-        title: format!("miss-ratio curves: {name}"),
-        x_label: unit.axis_label(),
+        title: format!("{name}: miss ratio vs cache size"),
+        subtitle: format!("{} requests, one curve per policy", reqs.len()),
+        x_label,
         y_label: "miss ratio (misses / requests)".into(),
+        x_unit,
         series,
-        log_x: false,
-        log_y: false,
+        log_x: true,
+        ..LinePlot::default()
     };
     plot_lines(&plot, path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())

@@ -324,7 +324,12 @@ fn run_args(mut args: RunArgs) -> Result<ExitCode> {
             Format::Json | Format::JsonPlus => print!("{}", render_json(&report, &json_opts)),
         }
         if let Some(path) = &args.plot {
-            crate::experiment::plot_cdf(path, &crate::experiment::job_cdf_series(&report))?;
+            crate::experiment::plot_cdf(
+                path,
+                &crate::experiment::clat_cdf_title(&loaded.base.simulation.name),
+                &format!("seed {seed}, one curve per job"),
+                &crate::experiment::job_cdf_series(&report),
+            )?;
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -352,7 +357,12 @@ fn run_args(mut args: RunArgs) -> Result<ExitCode> {
             .iter()
             .map(|(n, r)| (n.clone(), crate::experiment::report_clat(r)))
             .collect();
-        crate::experiment::plot_cdf(path, &series)?;
+        crate::experiment::plot_cdf(
+            path,
+            &crate::experiment::clat_cdf_title(&loaded.base.simulation.name),
+            &format!("seed {seed}, one curve per variant (all its jobs)"),
+            &series,
+        )?;
     }
     match format {
         Format::Normal => {

@@ -15,14 +15,14 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use blocksim_analysis::plot::{plot_sweep, SweepPlot, SweepSeries};
+use blocksim_analysis::plot::{plot_sweep_panels, SweepFigure, SweepPlot, SweepSeries};
 use blocksim_analysis::{Cell, Ci, Table};
 use blocksim_models::Scenario;
 use blocksim_sim::rng::stable_hash;
 
 use crate::cmd_common::{load_spec, Jobs};
 use crate::experiment::{
-    check_selectors, decimals_for, extract_metrics, fmt_num, metric_axis_label, metric_selectors,
+    check_selectors, decimals_for, extract_metrics, fmt_num, metric_plot_axis, metric_selectors,
     parse_num, replication_seeds, run_tasks, select_metrics, selector_matches, summarize, Metric,
     Progress, Task, DISPLAY_DEFAULT,
 };
@@ -529,18 +529,17 @@ fn display_metrics(file: &SweepFile, selectors: &[String]) -> Vec<String> {
 
 /// Options of [`plot_file`].
 pub struct PlotOptions<'a> {
-    pub metric: &'a str,
+    /// One panel per metric, in this order.
+    pub metrics: &'a [String],
     /// Index of the axis on x.
     pub x_axis: usize,
     pub title: String,
+    pub subtitle: String,
 }
 
-/// Plots one metric of a sweep file against one axis; the other axes and
-/// the variant make the series.
-pub fn plot_file(file: &SweepFile, path: &Path, o: &PlotOptions<'_>) -> Result<()> {
-    let xi = o.x_axis;
-    let key = &file.axes[xi];
-    // Numeric x if every value parses, else the value's position.
+/// The distinct values of axis `xi` in row order, and whether all are
+/// numbers (else they are categories at positions 0, 1, ...).
+fn x_values(file: &SweepFile, xi: usize) -> (Vec<&str>, bool) {
     let mut distinct: Vec<&str> = Vec::new();
     for r in file.rows.values() {
         if !distinct.contains(&r.params[xi].as_str()) {
@@ -550,6 +549,30 @@ pub fn plot_file(file: &SweepFile, path: &Path, o: &PlotOptions<'_>) -> Result<(
     let numeric = distinct
         .iter()
         .all(|v| v.parse::<f64>().is_ok_and(f64::is_finite));
+    (distinct, numeric)
+}
+
+/// A series' label: the other axes' values and the variant (empty when
+/// there are none: a single series needs no legend).
+fn series_label(file: &SweepFile, r: &Row, xi: usize) -> String {
+    let mut parts: Vec<String> = file
+        .axes
+        .iter()
+        .zip(&r.params)
+        .enumerate()
+        .filter(|(i, _)| *i != xi)
+        .map(|(_, (k, v))| format!("{k}={v}"))
+        .collect();
+    if let Some((_, v)) = &r.variant {
+        parts.push(v.clone());
+    }
+    parts.join(", ")
+}
+
+/// One panel: `metric` against axis `xi`; the other axes and the variant
+/// make the series.
+fn metric_panel(file: &SweepFile, metric: &str, xi: usize) -> SweepPlot {
+    let (distinct, numeric) = x_values(file, xi);
     let x_of = |v: &str| -> f64 {
         if numeric {
             v.parse().unwrap_or(f64::NAN)
@@ -560,32 +583,17 @@ pub fn plot_file(file: &SweepFile, path: &Path, o: &PlotOptions<'_>) -> Result<(
                 .map_or(f64::NAN, |i| i as f64)
         }
     };
+    let axis = metric_plot_axis(metric);
     let mut series: Vec<SweepSeries> = Vec::new();
     for r in file.rows.values() {
-        let Some((_, mean, ci)) = r.metrics.iter().find(|x| x.0 == o.metric) else {
+        let Some((_, mean, ci)) = r.metrics.iter().find(|x| x.0 == metric) else {
             continue;
         };
-        let mut label_parts: Vec<String> = file
-            .axes
-            .iter()
-            .zip(&r.params)
-            .enumerate()
-            .filter(|(i, _)| *i != xi)
-            .map(|(_, (k, v))| format!("{k}={v}"))
-            .collect();
-        if let Some((_, v)) = &r.variant {
-            label_parts.push(v.clone());
-        }
-        let label = if label_parts.is_empty() {
-            o.metric.to_string()
-        } else {
-            label_parts.join(", ")
-        };
-        let n = r.replications as usize;
+        let label = series_label(file, r, xi);
         let c = Ci {
-            mean: parse_num(mean).unwrap_or(f64::NAN),
-            half_width: parse_num(ci).unwrap_or(f64::NAN),
-            n,
+            mean: parse_num(mean).unwrap_or(f64::NAN) * axis.to_base,
+            half_width: parse_num(ci).unwrap_or(f64::NAN) * axis.to_base,
+            n: r.replications as usize,
         };
         let x = x_of(&r.params[xi]);
         match series.iter_mut().find(|s| s.label == label) {
@@ -599,33 +607,56 @@ pub fn plot_file(file: &SweepFile, path: &Path, o: &PlotOptions<'_>) -> Result<(
     for s in &mut series {
         s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
-    let xs: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .collect();
-    let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let log_x = numeric && lo > 0.0 && hi / lo >= 16.0;
-    let x_label = if numeric {
-        format!("{key}{}", if log_x { " (log scale)" } else { "" })
-    } else {
-        let names: Vec<String> = distinct
-            .iter()
-            .enumerate()
-            .map(|(i, v)| format!("{i}={v}"))
-            .collect();
-        format!("{key} ({})", names.join(", "))
-    };
-    let p = SweepPlot {
-        title: o.title.clone(),
-        x_label,
-        y_label: format!("{}, mean and 95% CI", metric_axis_label(o.metric)),
+    let xs = || series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+    let lo = xs().fold(f64::INFINITY, f64::min);
+    let hi = xs().fold(f64::NEG_INFINITY, f64::max);
+    SweepPlot {
+        title: axis.label.clone(),
+        x_label: file.axes[xi].clone(),
+        y_label: axis.label,
+        y_unit: axis.unit,
+        x_categories: if numeric {
+            Vec::new()
+        } else {
+            distinct.iter().map(|v| v.to_string()).collect()
+        },
+        log_x: numeric && lo > 0.0 && hi / lo >= 16.0,
         series,
-        log_x,
+        ..SweepPlot::default()
+    }
+}
+
+/// Plots every metric of `o.metrics` (one panel each) of a sweep file
+/// against one axis; the other axes and the variant make the series.
+pub fn plot_file(file: &SweepFile, path: &Path, o: &PlotOptions<'_>) -> Result<()> {
+    let fig = SweepFigure {
+        title: o.title.clone(),
+        subtitle: o.subtitle.clone(),
+        panels: o
+            .metrics
+            .iter()
+            .map(|m| metric_panel(file, m, o.x_axis))
+            .collect(),
     };
-    plot_sweep(&p, path).with_context(|| format!("--plot {}", path.display()))?;
+    plot_sweep_panels(&fig, path).with_context(|| format!("--plot {}", path.display()))?;
     eprintln!("wrote {}", path.display());
     Ok(())
+}
+
+/// Title of a sweep plot: the scenario, the metrics (without unit suffix)
+/// and the swept key.
+fn plot_title(scenario: &str, metrics: &[String], key: &str) -> String {
+    let names: Vec<String> = metrics.iter().map(|m| metric_plot_axis(m).label).collect();
+    format!("{scenario}: {} vs {key}", names.join(", "))
+}
+
+/// What a sweep plot's points are: means with 95% CI, or single runs.
+fn plot_subtitle(replications: u32) -> String {
+    if replications > 1 {
+        format!("mean and 95% CI (Student t) over {replications} replications per point")
+    } else {
+        "one run per point (no confidence interval: give --replications 2 or more)".into()
+    }
 }
 
 /// Stable hash of everything that determines a sweep's rows.
@@ -913,22 +944,17 @@ fn run_args(args: SweepArgs) -> Result<ExitCode> {
     println!();
     print!("{}", text_table(&file, &display)?.to_text()?);
     if let Some(path) = &args.plot {
-        let metric = display
-            .first()
-            .ok_or_else(|| anyhow!("--plot: no metric to plot"))?;
-        let title = format!(
-            "{name}: {} vs {} ({} replications)",
-            crate::experiment::base_name(metric),
-            axes[x_axis].key,
-            args.replications
-        );
+        if display.is_empty() {
+            bail!("--plot: no metric to plot");
+        }
         plot_file(
             &file,
             path,
             &PlotOptions {
-                metric,
+                metrics: &display,
                 x_axis,
-                title,
+                title: plot_title(&name, &display, &axes[x_axis].key),
+                subtitle: plot_subtitle(args.replications),
             },
         )?;
     }

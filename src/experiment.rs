@@ -23,6 +23,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
+use blocksim_analysis::plot::Unit;
 use blocksim_analysis::{
     mean_ci95, Cell, Ci, Dir, DirReport, JobReport, LatencyHist, RunReport, Table,
 };
@@ -549,40 +550,74 @@ pub fn fmt_p(p: f64) -> String {
     }
 }
 
-/// A readable axis label for a metric: its name with the unit spelled out.
-pub fn metric_axis_label(name: &str) -> String {
+/// How a metric is drawn on a plot axis: its name without the unit suffix
+/// (`clat_p99` for `clat_p99_ns`), the plot unit, and the factor that turns
+/// its values into that unit's base (`_us` values x 1000 for nanoseconds).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricAxis {
+    pub label: String,
+    pub unit: Unit,
+    pub to_base: f64,
+}
+
+/// The plot axis of metric `name` (see [`MetricAxis`]). Names without a
+/// known unit suffix are plotted as they are.
+pub fn metric_plot_axis(name: &str) -> MetricAxis {
     let base = base_name(name);
-    let unit = if base == "iops" || base.ends_with("_iops") {
-        "IO/s"
-    } else if base.ends_with("_ns") {
-        "ns"
-    } else if base.ends_with("_us") {
-        "us"
-    } else if base.ends_with("_ms") {
-        "ms"
-    } else if base.ends_with("_pct") {
-        "%"
-    } else if base.ends_with("_KiB_per_s") {
-        "KiB/s"
-    } else if base.ends_with("_bytes") {
-        "bytes"
-    } else {
-        ""
-    };
-    if unit.is_empty() {
-        name.to_string()
-    } else {
-        format!("{name} ({unit})")
+    // Longest suffixes first: `_KiB_per_s` also ends in `_s`.
+    let units: [(&str, Unit, f64); 7] = [
+        ("_KiB_per_s", Unit::KibPerSec, 1.0),
+        ("_bytes", Unit::Bytes, 1.0),
+        ("_pct", Unit::Percent, 1.0),
+        ("_ns", Unit::Nanoseconds, 1.0),
+        ("_us", Unit::Nanoseconds, 1e3),
+        ("_ms", Unit::Nanoseconds, 1e6),
+        ("_s", Unit::Nanoseconds, 1e9),
+    ];
+    if base == "iops" || base.ends_with("_iops") {
+        return MetricAxis {
+            label: name.to_string(),
+            unit: Unit::Iops,
+            to_base: 1.0,
+        };
+    }
+    for (suffix, unit, to_base) in units {
+        if suffix == "_s" && base.ends_with("_per_s") {
+            continue;
+        }
+        if let Some(label) = name.strip_suffix(suffix) {
+            return MetricAxis {
+                label: label.to_string(),
+                unit,
+                to_base,
+            };
+        }
+    }
+    MetricAxis {
+        label: name.to_string(),
+        unit: Unit::Plain,
+        to_base: 1.0,
     }
 }
 
-/// Writes a latency CDF (one series per label) as SVG.
-pub fn plot_cdf(path: &Path, series: &[(String, LatencyHist)]) -> Result<()> {
+/// Writes a latency CDF (one series per label) as SVG; `title` names the
+/// scenario and the latency, `subtitle` the conditions.
+pub fn plot_cdf(
+    path: &Path,
+    title: &str,
+    subtitle: &str,
+    series: &[(String, LatencyHist)],
+) -> Result<()> {
     let refs: Vec<(&str, &LatencyHist)> = series.iter().map(|(l, h)| (l.as_str(), h)).collect();
-    blocksim_analysis::plot::plot_latency_cdf(&refs, path)
+    blocksim_analysis::plot::plot_latency_cdf(title, subtitle, &refs, path)
         .with_context(|| format!("--plot {}", path.display()))?;
     eprintln!("wrote {}", path.display());
     Ok(())
+}
+
+/// Title of a completion-latency CDF of `scenario`.
+pub fn clat_cdf_title(scenario: &str) -> String {
+    format!("{scenario}: completion latency (clat) CDF, all directions")
 }
 
 /// CDF series of one report: one per job (its name).
@@ -732,7 +767,24 @@ pub fn run_replications(args: &RunArgs, n: u32) -> Result<ExitCode> {
             }
             series.extend(pooled);
         }
-        plot_cdf(path, &series)?;
+        let per = if cells[0].0.is_some() {
+            "variant"
+        } else {
+            "job"
+        };
+        let subtitle = if n == 1 {
+            format!("1 replication (seed derive_seed({seed}, 0)), one curve per {per}")
+        } else {
+            format!(
+                "{n} replications pooled (seeds derive_seed({seed}, 0..{n})), one curve per {per}"
+            )
+        };
+        plot_cdf(
+            path,
+            &clat_cdf_title(&loaded.base.simulation.name),
+            &subtitle,
+            &series,
+        )?;
     }
 
     let seeds_text: Vec<String> = seeds.iter().map(|s| s.to_string()).collect();

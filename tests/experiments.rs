@@ -696,11 +696,23 @@ fn plots_render_with_units_and_legends() {
     sweep(&csv, &["--plot", s(&fig), "--metric", "iops,clat_p99"]);
     check_svg(
         &fig,
-        &["iops (IO/s), mean and 95% CI", "job.iodepth (log scale)"],
+        &[
+            "corsair_nova: iops, clat_p99 vs job.iodepth",
+            "iops (k IO/s)",
+            "clat_p99 (ms)",
+            "mean and 95% CI",
+        ],
     );
     let lat = d.join("lat.svg");
     ok(&["run", NOVA, "--set", "job.size=8m", "--plot", s(&lat)]);
-    check_svg(&lat, &["latency (us, log scale)", "randwrite (n=2048)"]);
+    check_svg(
+        &lat,
+        &[
+            "corsair_nova: completion latency (clat) CDF",
+            "latency (ms)",
+            "randwrite (n=2048)",
+        ],
+    );
     let latr = d.join("lat_rep.svg");
     ok(&[
         "run",

@@ -192,13 +192,15 @@ fn plots_are_svg_and_convert() {
     for i in 0..5000u64 {
         fast.record(800_000 + (i * 7919) % 900_000);
     }
-    let cdf = latency_cdf_svg(&[("bcache", &r.jobs[0].read.clat), ("ssd", &fast)]).unwrap();
+    let series = [("bcache", &r.jobs[0].read.clat), ("ssd", &fast)];
+    let cdf = latency_cdf_svg("seed000: clat CDF", "", &series).unwrap();
     assert_eq!(
         cdf,
-        latency_cdf_svg(&[("bcache", &r.jobs[0].read.clat), ("ssd", &fast)]).unwrap()
+        latency_cdf_svg("seed000: clat CDF", "", &series).unwrap()
     );
     for needle in [
-        "latency (us, log scale)",
+        "seed000: clat CDF",
+        "latency (ms)",
         "fraction of IOs",
         "bcache (n=20000)",
         "ssd (n=5000)",
@@ -222,6 +224,7 @@ fn plots_are_svg_and_convert() {
                 .collect(),
         }],
         log_x: true,
+        ..Default::default()
     })
     .unwrap();
     let lines = lines_svg(&LinePlot {

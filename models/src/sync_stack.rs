@@ -1113,20 +1113,21 @@ pub fn scaling_report(points: &[(String, u32, f64)]) -> (Table, blocksim_analysi
             ])
             .expect("row shape");
         match series.iter_mut().find(|s| &s.label == label) {
-            Some(s) => s.points.push((*n as f64, iops / 1e6)),
+            Some(s) => s.points.push((*n as f64, *iops)),
             None => series.push(blocksim_analysis::plot::Series {
                 label: label.clone(),
-                points: vec![(*n as f64, iops / 1e6)],
+                points: vec![(*n as f64, *iops)],
             }),
         }
     }
     let plot = blocksim_analysis::plot::LinePlot {
-        title: "psync 512 B reads: IOPS vs numjobs per in-flight design (2 x 6 x 2 CPUs)".into(),
+        title: "dm_inflight: psync 512 B read IOPS vs numjobs per in-flight design".into(),
+        subtitle: "2 sockets x 6 cores x 2 threads".into(),
         x_label: "numjobs".into(),
-        y_label: "IOPS (millions)".into(),
+        y_label: "reads".into(),
+        y_unit: blocksim_analysis::plot::Unit::Iops,
         series,
-        log_x: false,
-        log_y: false,
+        ..Default::default()
     };
     (table, plot)
 }
