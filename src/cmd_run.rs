@@ -228,7 +228,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         None => None,
         Some(f) => Some(blocksim_models::Fault::parse(f).ok_or_else(|| {
             anyhow::anyhow!(
-                "--inject-fault {f:?}: expected {}", blocksim_models::FAULT_FORMS
+                "--inject-fault {f:?}: expected {}",
+                blocksim_models::FAULT_FORMS
             )
         })?),
     };

@@ -108,7 +108,8 @@ pub fn run(args: SwarmArgs) -> Result<ExitCode> {
         None => None,
         Some(f) => Some(Fault::parse(f).ok_or_else(|| {
             anyhow::anyhow!(
-                "--inject-fault {f:?}: expected {}", blocksim_models::FAULT_FORMS
+                "--inject-fault {f:?}: expected {}",
+                blocksim_models::FAULT_FORMS
             )
         })?),
     };

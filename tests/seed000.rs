@@ -65,7 +65,10 @@ fn corsair_nova_regression_guard() {
     let ahci = share("ahci_interrupt");
     let bset = share("__bset_search");
     assert!(within(ahci, 5.26, 0.30), "ahci_interrupt {ahci}%");
-    assert!(within(bset, 1.68, 0.30), "__bset_search {bset}% (predicted)");
+    assert!(
+        within(bset, 1.68, 0.30),
+        "__bset_search {bset}% (predicted)"
+    );
     let idle_cmd = rows.iter().find(|r| r["symbol"] == "mwait_idle").unwrap();
     assert_eq!(idle_cmd["command"], "swapper");
 }
@@ -154,8 +157,15 @@ fn littles_law_at_several_depths() {
         let set = format!("job.iodepth={qd}");
         let doc = run_json(&["--set", "job.size=64m", "--set", &set]);
         let l = check_littles_law(&doc, &set);
-        let sda = l.iter().find(|(n, _)| n == "sda").expect("sda served reads").1;
-        assert!(sda > prev && sda <= 31.0, "{set}: sda L = {sda} (previous {prev})");
+        let sda = l
+            .iter()
+            .find(|(n, _)| n == "sda")
+            .expect("sda served reads")
+            .1;
+        assert!(
+            sda > prev && sda <= 31.0,
+            "{set}: sda L = {sda} (previous {prev})"
+        );
         assert!(sda <= f64::from(qd), "{set}: sda L = {sda} above the depth");
         prev = sda;
     }
@@ -301,7 +311,10 @@ fn faster_flash_reaches_the_cost_path_ceiling() {
     assert!(cpu > 99.0, "fio CPU {cpu}% with fast flash");
     assert!(iops > 2.5 * base_iops, "IOPS {iops} vs {base_iops}");
     let (hard, one_reap) = cost_path_ceilings(64.0);
-    assert!(iops <= hard, "IOPS {iops} above the cost paths' ceiling {hard}");
+    assert!(
+        iops <= hard,
+        "IOPS {iops} above the cost paths' ceiling {hard}"
+    );
     // fio reaps about one completion per io_getevents once CPU-bound, and
     // the B+tree search (priced from its work, not a path) adds ~1 us: the
     // run sits just under the one-reap ceiling.

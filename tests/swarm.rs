@@ -269,13 +269,23 @@ fn delayed_completion_breaks_littles_law() {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("{detail}"));
     assert!(
-        detail.ends_with(&format!("off by -{} ns of time in queue", completions * 1000)),
+        detail.ends_with(&format!(
+            "off by -{} ns of time in queue",
+            completions * 1000
+        )),
         "{detail}"
     );
     // Without the fault the same scenarios pass.
     let (out, err, code) = sim(
         &[
-            "swarm", "--seed", "2", "--count", "3", "--stack", "async", "--no-save",
+            "swarm",
+            "--seed",
+            "2",
+            "--count",
+            "3",
+            "--stack",
+            "async",
+            "--no-save",
         ],
         &[],
     );

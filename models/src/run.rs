@@ -105,7 +105,10 @@ impl DelayCompletions {
             f(self.inner.as_mut(), &mut inner_ctx);
         }
         for (delay, token) in self.timers.drain(..) {
-            assert_ne!(token, DELAY_TOKEN, "the wrapped device uses the wrapper's token");
+            assert_ne!(
+                token, DELAY_TOKEN,
+                "the wrapped device uses the wrapper's token"
+            );
             ctx.set_timer(delay, token);
         }
         for tag in self.done.drain(..) {
@@ -185,4 +188,24 @@ impl From<blocksim_sim::SimError> for ModelError {
 /// Runs a scenario to completion.
 pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, ModelError> {
     crate::stack::run(scenario, options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_parse() {
+        assert_eq!(
+            Fault::parse("delay-completion:1000"),
+            Some(Fault::DelayCompletion { ns: 1000 })
+        );
+        assert_eq!(
+            Fault::parse("drop-completion:3"),
+            Some(Fault::DropCompletion { nth: 3 })
+        );
+        assert_eq!(Fault::parse("delay-completion:0"), None);
+        assert_eq!(Fault::parse("delay-completion"), None);
+        assert_eq!(Fault::parse("slow-completion:5"), None);
+    }
 }
