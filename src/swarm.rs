@@ -1163,6 +1163,23 @@ mod tests {
     }
 
     #[test]
+    fn results_compare_as_values_with_nan_equal() {
+        let mut a = RunReport::default();
+        a.jobs.push(JobReport {
+            usr_cpu_pct: f64::NAN,
+            ..JobReport::default()
+        });
+        let b = a.clone();
+        assert!(Results::of(&a).same(&Results::of(&b)), "NaN = NaN as JSON");
+        let mut c = a.clone();
+        c.jobs[0].ctx = 1;
+        assert!(!Results::of(&a).same(&Results::of(&c)));
+        let mut d = a.clone();
+        d.notes.push("notes are not results".into());
+        assert!(Results::of(&a).same(&Results::of(&d)));
+    }
+
+    #[test]
     fn sizes_are_exact() {
         assert_eq!(size(4096), "\"4k\"");
         assert_eq!(size(3 << 30), "\"3g\"");

@@ -40,7 +40,7 @@ pub mod alloc;
 pub mod bypass;
 pub mod writeback;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use blocksim_analysis::Cell;
 use blocksim_cachesim::policies::bcache::{BcacheReplacement, GcMark, INITIAL_PRIO};
@@ -1296,8 +1296,9 @@ impl Bcache {
         let bs = self.alloc.bucket_sectors();
         // Sized by the free lists and the keys, not by the bucket count (a
         // 60 GiB cache of 4 KiB buckets has 15.7M of them).
-        let free: BTreeSet<usize> = self.alloc.free_buckets().map(|b| b as usize).collect();
-        let mut used: BTreeMap<usize, u64> = BTreeMap::new();
+        let mut free: Vec<u32> = self.alloc.free_buckets().collect();
+        free.sort_unstable();
+        let mut used: Vec<(usize, u64)> = Vec::new();
         let (mut live, mut dirty) = (0u64, 0u64);
         for k in self.index.keys() {
             if k.ptr.dev == NO_DEV {
@@ -1328,22 +1329,26 @@ impl Bcache {
                 }
                 continue;
             }
-            if free.contains(&b) {
+            if free.binary_search(&(b as u32)).is_ok() {
                 return Err(format!(
                     "bcache {name}: live key [{}, {}) points into bucket {b}, which is on a free list",
                     k.start, k.end
                 ));
             }
-            let used_b = used.entry(b).or_default();
-            *used_b += len;
-            if *used_b > bs {
-                return Err(format!(
-                    "bcache {name}: bucket {b} holds {used_b} live sectors, more than its {bs}"
-                ));
-            }
+            used.push((b, len));
             live += len;
             if k.dirty {
                 dirty += len;
+            }
+        }
+        used.sort_unstable();
+        for run in used.chunk_by(|x, y| x.0 == y.0) {
+            let sectors: u64 = run.iter().map(|&(_, len)| len).sum();
+            if sectors > bs {
+                return Err(format!(
+                    "bcache {name}: bucket {} holds {sectors} live sectors, more than its {bs}",
+                    run[0].0
+                ));
             }
         }
         if live > self.cache_sectors {

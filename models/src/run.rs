@@ -189,3 +189,23 @@ impl From<blocksim_sim::SimError> for ModelError {
 pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, ModelError> {
     crate::stack::run(scenario, options)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_parse() {
+        assert_eq!(
+            Fault::parse("delay-completion:1000"),
+            Some(Fault::DelayCompletion { ns: 1000 })
+        );
+        assert_eq!(
+            Fault::parse("drop-completion:3"),
+            Some(Fault::DropCompletion { nth: 3 })
+        );
+        assert_eq!(Fault::parse("delay-completion:0"), None);
+        assert_eq!(Fault::parse("delay-completion"), None);
+        assert_eq!(Fault::parse("slow-completion:5"), None);
+    }
+}
