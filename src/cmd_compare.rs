@@ -189,6 +189,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     let sets_b: Vec<String> = args.set.iter().chain(&args.set_b).cloned().collect();
     let (name_a, sc_a) = load_side(&args.a, &sets_a, args.seed, "A")?;
     let (name_b, sc_b) = load_side(&args.b, &sets_b, args.seed, "B")?;
+    crate::experiment::note_logs_not_written(&sc_a, "sim compare");
     let n = u64::from(args.replications);
     let (seed_a, seed_b) = (sc_a.simulation.seed, sc_b.simulation.seed);
     let seeds_a = replication_seeds(seed_a, 0, n);
