@@ -187,6 +187,7 @@ fn run_args(args: CompareArgs) -> Result<ExitCode> {
     let (name_b, sc_b) = load_side(&args.b, &sets_b, args.seed, "B")?;
     check_selectors(&sc_a, &selectors, &name_a)?;
     check_selectors(&sc_b, &selectors, &name_b)?;
+    crate::experiment::note_logs_not_written(&sc_a, "sim compare");
     let n = u64::from(args.replications);
     let (seed_a, seed_b) = (sc_a.simulation.seed, sc_b.simulation.seed);
     let seeds_a = replication_seeds(seed_a, 0, n);

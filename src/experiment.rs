@@ -668,6 +668,16 @@ pub fn summary_json(s: &MetricSummary) -> serde_json::Value {
     })
 }
 
+/// Says on stderr that fio logs asked for by `sc`'s jobs are not written:
+/// experiments run many times and keep numbers, not per-I/O logs.
+pub fn note_logs_not_written(sc: &Scenario, command: &str) {
+    if sc.jobs.iter().any(|j| j.logs.any()) {
+        eprintln!(
+            "note: {command} does not write fio logs (write_lat_log, write_bw_log, write_iops_log); run the scenario alone with sim run to get them"
+        );
+    }
+}
+
 /// `sim run --replications N`: every cell (the scenario, or each variant)
 /// runs N times with seeds `derive_seed(seed, 0..N)`; every metric is
 /// reported as mean and 95% CI (Student t).
@@ -688,6 +698,7 @@ pub fn run_replications(args: &RunArgs, n: u32) -> Result<ExitCode> {
             job_file: args.job.as_deref(),
         },
     )?;
+    note_logs_not_written(&loaded.base, "sim run --replications");
     let seed = loaded.base.simulation.seed;
     let cells: Vec<(Option<String>, &Scenario)> = if loaded.variants.is_empty() {
         vec![(None, &loaded.base)]

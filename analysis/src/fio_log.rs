@@ -324,8 +324,12 @@ mod tests {
         let log = r.finish(1_000_000);
         assert_eq!(log.render(LogKind::Clat), "0, 30107, 1, 4096, 0\n");
         assert_eq!(log.render(LogKind::Lat), "0, 30207, 1, 4096, 0\n");
-        // fio 3.33: 4096 bytes in 30107 ns -> 136048.
+        // fio 3.33: 4096 bytes in 30107 ns -> 136048 (and in 106275 ns
+        // -> 38541: truncated, not rounded).
         assert_eq!(log.render(LogKind::Bw), "0, 136048, 1, 4096, 0\n");
+        let mut r = LogRecorder::new(1, opts(0), true);
+        r.record(0, io(0, Dir::Read, 106_275));
+        assert_eq!(r.finish(1).render(LogKind::Bw), "0, 38541, 0, 4096, 0\n");
         assert_eq!(log.render(LogKind::Iops), "0, 1, 1, 4096, 0\n");
         let names: Vec<String> = log.files("").into_iter().map(|f| f.0).collect();
         assert_eq!(

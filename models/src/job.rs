@@ -946,6 +946,28 @@ mod tests {
     }
 
     #[test]
+    fn log_options_name_their_files() {
+        let opts = [
+            ("filename", s("x")),
+            ("write_lat_log", s("")),
+            ("write_iops_log", s("io")),
+            ("log_avg_msec", s("500")),
+            ("log_offset", s("1")),
+            ("name", s("seq")),
+        ];
+        let j = JobConfig::from_options("j", opts.iter().map(|(k, v)| (*k, v))).unwrap();
+        // No value: the job's name, as fio does (even when `name` comes last).
+        assert_eq!(j.logs.lat_prefix.as_deref(), Some("seq"));
+        assert_eq!(j.logs.iops_prefix.as_deref(), Some("io"));
+        assert_eq!(j.logs.bw_prefix, None);
+        assert_eq!(j.logs.avg_msec, 500);
+        assert!(j.logs.offset && j.logs.per_job && !j.logs.max_value);
+        let opts = [("filename", s("x")), ("log_avg_msec", s("-1"))];
+        let e = JobConfig::from_options("j", opts.iter().map(|(k, v)| (*k, v))).unwrap_err();
+        assert!(e.to_string().contains("`log_avg_msec`"), "{e}");
+    }
+
+    #[test]
     fn distributions_and_cpus() {
         assert_eq!(
             RandomDistribution::parse("zipf:1.2"),
