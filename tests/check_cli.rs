@@ -271,7 +271,14 @@ fn bad_arguments_exit_2_with_valid_values() {
         (&["check"], "inflight"),
         (&["check", "btree", "--variant", "nope"], "locked"),
         (
-            &["check", "btree", "--variant", "two-writers", "--threads", "3"],
+            &[
+                "check",
+                "btree",
+                "--variant",
+                "two-writers",
+                "--threads",
+                "3",
+            ],
             "0..=2 lookup threads",
         ),
     ];

@@ -151,7 +151,11 @@ fn branch_limit_is_incomplete() {
             Verdict::Incomplete(i) => {
                 assert_eq!(i.cause, StopCause::BranchLimit { max_branches: 40 })
             }
-            v => panic!("{}: expected incomplete, got {}", variant.name(), v.summary()),
+            v => panic!(
+                "{}: expected incomplete, got {}",
+                variant.name(),
+                v.summary()
+            ),
         }
     }
 }

@@ -338,7 +338,8 @@ impl LockGraph {
     fn wait(&mut self, thread: &str, node: u32, mode: LockMode) -> Option<String> {
         self.waiting.insert(thread.to_string(), (node, mode));
         let mut chain = Vec::new();
-        self.find_cycle(thread, thread, &mut chain).then(|| chain.join("; "))
+        self.find_cycle(thread, thread, &mut chain)
+            .then(|| chain.join("; "))
     }
 
     fn find_cycle(&self, start: &str, at: &str, chain: &mut Vec<String>) -> bool {
@@ -465,11 +466,13 @@ fn reader<B: Backend>(tree: &BTree<B>, plan: &[Expect], tr: &mut ModelTracer<B>)
                 "{LOST_KEY}: lookup({sector}) returned miss, expected {}",
                 describe(&Some(k))
             )),
-            Expect::Always(k) | Expect::Inserted(k) if got.is_some() && got != Some(k) => fail::<B>(format!(
-                "{TORN_KEY}: lookup({sector}) returned {}; allowed: miss or {}",
-                describe(&got),
-                describe(&Some(k))
-            )),
+            Expect::Always(k) | Expect::Inserted(k) if got.is_some() && got != Some(k) => {
+                fail::<B>(format!(
+                    "{TORN_KEY}: lookup({sector}) returned {}; allowed: miss or {}",
+                    describe(&got),
+                    describe(&Some(k))
+                ))
+            }
             Expect::Inserted(k) if got.is_none() && seen.contains(&k) => fail::<B>(format!(
                 "{NOT_MONOTONIC}: lookup({sector}) missed {} after an earlier lookup found it",
                 describe(&Some(k))

@@ -28,7 +28,7 @@
 use super::key::child_key;
 use super::node::{Node, NodeInsert, PublishOrder};
 use super::six::{LockMode, NoTrace, Step, Tracer};
-use super::{BTree, BtreeError, Bkey, InsertWork, KeyPos, SearchWork, INSERT_SLACK_KEYS, MAX_POS};
+use super::{BTree, Bkey, BtreeError, InsertWork, KeyPos, SearchWork, INSERT_SLACK_KEYS, MAX_POS};
 use crate::backend::{AtomicU64Cell, Backend, Ordering};
 
 /// Deviations from the locking protocol: each is a known bug that the
@@ -281,7 +281,11 @@ impl<B: Backend> BTree<B> {
         match r {
             Reserve::Grow { node, keys } => self.nodes[node as usize].reserve_keys(keys),
             Reserve::Spare { id, level, keys } => {
-                assert_eq!(id as usize, self.nodes.len(), "spares are added in arena order");
+                assert_eq!(
+                    id as usize,
+                    self.nodes.len(),
+                    "spares are added in arena order"
+                );
                 self.nodes.push(Node::new(id, level, self.cfg, keys));
             }
         }
@@ -466,7 +470,8 @@ impl<B: Backend> BTree<B> {
         sibling.rebuild_from(b, tr);
         node.rebuild_from(a, tr);
         let used = 1 + u64::from(new_root.is_some());
-        self.claimed.store(u64::from(first) + used, Ordering::Relaxed);
+        self.claimed
+            .store(u64::from(first) + used, Ordering::Relaxed);
         tr.step(Step::Split {
             node: id,
             new: sibling.id,
@@ -483,10 +488,7 @@ impl<B: Backend> BTree<B> {
                 tr.step(Step::ParentUpdated { node: p.id });
             }
             (None, Some(r)) => {
-                r.rebuild_from(
-                    &[child_key(n1_pos, id), child_key(MAX_POS, sibling.id)],
-                    tr,
-                );
+                r.rebuild_from(&[child_key(n1_pos, id), child_key(MAX_POS, sibling.id)], tr);
                 self.root.store(u64::from(r.id), Ordering::Release);
                 tr.step(Step::ParentUpdated { node: r.id });
             }

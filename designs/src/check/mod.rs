@@ -389,9 +389,14 @@ pub fn catch_crash<R>(f: impl FnOnce() -> R) -> Result<R, String> {
         Err(payload) => {
             let message = panic_message(&*payload);
             let failed = FAILURE.with(|f| f.borrow().is_some());
-            let crash = ["index out of bounds", "attempt to ", "range ", "slice index"]
-                .iter()
-                .any(|p| message.starts_with(p));
+            let crash = [
+                "index out of bounds",
+                "attempt to ",
+                "range ",
+                "slice index",
+            ]
+            .iter()
+            .any(|p| message.starts_with(p));
             if failed || !crash {
                 std::panic::resume_unwind(payload);
             }
@@ -618,12 +623,7 @@ impl<B: Backend> Backend for Logged<B> {
 
     fn fence(order: Ordering) {
         B::fence(order);
-        log_step::<B>(
-            op_name!("fence", order),
-            LineId::NONE,
-            "",
-            StepValue::Fence,
-        );
+        log_step::<B>(op_name!("fence", order), LineId::NONE, "", StepValue::Fence);
     }
     fn spin_yield() {
         B::spin_yield()
@@ -698,7 +698,10 @@ fn run_engine(opts: &CheckOptions, body: impl FnOnce()) -> (u64, RunEnd) {
             max_steps: opts.max_steps,
         }
     } else if message.starts_with("deadlock; threads") || message.starts_with("deadlock! blocked") {
-        return (executions, violation(format!("{DEADLOCK} ({message})"), steps));
+        return (
+            executions,
+            violation(format!("{DEADLOCK} ({message})"), steps),
+        );
     } else {
         StopCause::Panic
     };
