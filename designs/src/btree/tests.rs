@@ -431,3 +431,45 @@ fn insert_shared_reports_a_missing_reserve_and_changes_nothing() {
     assert_eq!(shared.stats(), owned.stats());
     shared.check_invariants().unwrap();
 }
+
+/// The simulator's backend runs the same operations: same answers, same
+/// work, same shape as on std atomics.
+#[test]
+fn serial_backend_runs_the_same_operations() {
+    use crate::backend::SerialBackend;
+    let cfg = small_cfg(4096);
+    let mut a: BTree = BTree::new(cfg).unwrap();
+    let mut b: BTree<SerialBackend> = BTree::new(cfg).unwrap();
+    let mut rng = Rng(11);
+    for i in 0..3000u64 {
+        let size = 1 + rng.below(16);
+        let k = Bkey::extent(
+            1,
+            rng.below(20_000),
+            size,
+            Ptr {
+                dev: 0,
+                offset: i << 8,
+                gen: 1,
+            },
+        );
+        assert_eq!(a.insert(k).unwrap(), b.insert(k).unwrap());
+    }
+    for s in (0..20_016).step_by(5) {
+        assert_eq!(a.lookup(1, s), b.lookup(1, s));
+    }
+    assert_eq!(a.stats(), b.stats());
+    b.check_invariants().unwrap();
+}
+
+/// On the serial backend a lock left held is caught by the next operation
+/// that needs it (it cannot wait for another thread).
+#[test]
+#[should_panic(expected = "a lock was left held")]
+fn serial_backend_panics_on_a_leaked_lock() {
+    use crate::backend::SerialBackend;
+    let mut t: BTree<SerialBackend> = BTree::new(small_cfg(4096)).unwrap();
+    t.insert(Bkey::extent(1, 0, 8, Ptr::default())).unwrap();
+    t.node(t.root()).lock.intent_lock();
+    let _ = t.insert(Bkey::extent(1, 8, 8, Ptr::default()));
+}
