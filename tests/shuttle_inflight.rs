@@ -102,11 +102,14 @@ fn percpu_naive_found_by_pct_and_random() {
     }
 }
 
+/// A counter updated by a separate load and store: two I/Os' updates
+/// collide. PCT's first counterexample has the waiter see 0 while I/O 0 is in
+/// flight (an increment lost); random's, a count stuck above 0.
 #[test]
 fn lost_update_found_by_pct_and_random() {
-    for engine in [ShuttlePct, ShuttleRandom] {
+    for (engine, invariant) in [(ShuttlePct, IN_FLIGHT), (ShuttleRandom, LOST)] {
         let v = run(SharedLoadStore, BlockThenDrain, engine, 1);
-        assert_found(&v, &format!("{engine:?} load-store counter"), LOST);
+        assert_found(&v, &format!("{engine:?} load-store counter"), invariant);
     }
 }
 

@@ -1,9 +1,12 @@
 //! The one small module that switches between atomic backends.
 //!
-//! Every concurrent design in this crate is written against [`Backend`]. Four
+//! Every concurrent design in this crate is written against [`Backend`]. Five
 //! backends exist:
 //!
 //! * [`StdBackend`]: `std::sync` primitives, for real threads and unit tests;
+//! * [`SerialBackend`]: for code that one thread runs one operation at a
+//!   time (the simulator's B+tree): read-modify-writes are a plain load and
+//!   store, and a wait loop panics, since nothing else could end the wait;
 //! * [`LoomBackend`]: `loom` primitives, explored exhaustively by `loom::model`;
 //! * [`ShuttleBackend`]: `shuttle` primitives, explored by shuttle's schedulers;
 //! * the traced backend (see [`crate::traced`]), which the simulator uses: every
@@ -329,5 +332,153 @@ impl Backend for ShuttleBackend {
     }
     fn thread_name() -> Option<String> {
         shuttle::thread::current().name().map(str::to_string)
+    }
+}
+
+/// Atomics for a design that one thread runs one operation at a time: the
+/// simulator's event loop runs each B+tree lookup or insert to completion.
+/// The design code runs unchanged (its locks are taken and released, their
+/// words read and checked), but a read-modify-write is a load and a store
+/// (no `lock` prefix: what `x += 1` compiles to), orderings are not
+/// enforced, and a wait loop panics: with one operation at a time a
+/// contended lock can only be a leaked lock or an operation nested in
+/// another. Cells are `Sync` (the trait requires it) and memory-safe, but two
+/// threads using one instance concurrently would lose updates: use
+/// [`StdBackend`] for that.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SerialBackend;
+
+/// A [`SerialBackend`] 64-bit cell.
+#[derive(Debug, Default)]
+pub struct SerialU64(std::sync::atomic::AtomicU64);
+
+impl AtomicU64Cell for SerialU64 {
+    #[inline]
+    fn new_on_line(value: u64, _line: LineId) -> Self {
+        Self(std::sync::atomic::AtomicU64::new(value))
+    }
+    #[inline]
+    fn load(&self, _order: Ordering) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+    #[inline]
+    fn store(&self, value: u64, _order: Ordering) {
+        self.0.store(value, Ordering::Relaxed)
+    }
+    #[inline]
+    fn fetch_add(&self, value: u64, _order: Ordering) -> u64 {
+        let old = self.0.load(Ordering::Relaxed);
+        self.0.store(old.wrapping_add(value), Ordering::Relaxed);
+        old
+    }
+    #[inline]
+    fn fetch_sub(&self, value: u64, _order: Ordering) -> u64 {
+        let old = self.0.load(Ordering::Relaxed);
+        self.0.store(old.wrapping_sub(value), Ordering::Relaxed);
+        old
+    }
+    #[inline]
+    fn compare_exchange(
+        &self,
+        current: u64,
+        new: u64,
+        _success: Ordering,
+        _failure: Ordering,
+    ) -> Result<u64, u64> {
+        let old = self.0.load(Ordering::Relaxed);
+        if old == current {
+            self.0.store(new, Ordering::Relaxed);
+            Ok(old)
+        } else {
+            Err(old)
+        }
+    }
+}
+
+/// A [`SerialBackend`] boolean cell.
+#[derive(Debug, Default)]
+pub struct SerialBool(std::sync::atomic::AtomicBool);
+
+impl AtomicBoolCell for SerialBool {
+    #[inline]
+    fn new_on_line(value: bool, _line: LineId) -> Self {
+        Self(std::sync::atomic::AtomicBool::new(value))
+    }
+    #[inline]
+    fn load(&self, _order: Ordering) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+    #[inline]
+    fn store(&self, value: bool, _order: Ordering) {
+        self.0.store(value, Ordering::Relaxed)
+    }
+}
+
+/// Result of a [`SerialBackend`] "thread": it ran to completion at spawn.
+#[derive(Debug)]
+pub struct SerialJoin<T>(T);
+
+impl<T> JoinCell<T> for SerialJoin<T> {
+    fn join(self) -> T {
+        self.0
+    }
+}
+
+impl Backend for SerialBackend {
+    type AtomicU64 = SerialU64;
+    type AtomicBool = SerialBool;
+    type Mutex<T: Send + 'static> = StdMutex<T>;
+    type RwLock<T: Send + Sync + 'static> = StdRwLock<T>;
+    type Join<T: Send + 'static> = SerialJoin<T>;
+
+    fn fence(order: Ordering) {
+        std::sync::atomic::compiler_fence(order)
+    }
+
+    fn spin_yield() {
+        panic!(
+            "SerialBackend: a wait loop spun, but one operation runs at a time: \
+             a lock was left held or an operation ran inside another"
+        )
+    }
+
+    fn spawn<T, F>(_name: &str, f: F) -> Self::Join<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        SerialJoin(f())
+    }
+
+    fn thread_name() -> Option<String> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serial_cells_read_modify_write() {
+        let c = SerialU64::new_on_line(5, LineId(0));
+        assert_eq!(c.fetch_add(3, Ordering::AcqRel), 5);
+        assert_eq!(c.fetch_sub(1, Ordering::Release), 8);
+        assert_eq!(
+            c.compare_exchange(7, 9, Ordering::Acquire, Ordering::Relaxed),
+            Ok(7)
+        );
+        assert_eq!(
+            c.compare_exchange(7, 1, Ordering::Acquire, Ordering::Relaxed),
+            Err(9)
+        );
+        assert_eq!(c.load(Ordering::Acquire), 9);
+        assert_eq!(SerialBackend::spawn("t", || 4).join(), 4);
+    }
+
+    #[test]
+    #[should_panic(expected = "a lock was left held")]
+    fn serial_wait_panics() {
+        SerialBackend::spin_yield();
     }
 }

@@ -1,7 +1,10 @@
 //! Adapter from bcache's request path to the B+tree of
 //! `blocksim_designs::btree`: lookups and inserts call the tree's own
 //! operations, six locks and lock coupling included, which are the code the
-//! loom and shuttle suites check.
+//! loom and shuttle suites check. The tree runs on `SerialBackend`: the
+//! simulation runs one operation at a time, so lock words are updated with
+//! plain loads and stores (no `lock`-prefixed instructions on the hot path)
+//! and a contended lock, which could only be a leaked one, panics.
 //!
 //! Lookups run the real search on the real tree; what the search did
 //! ([`Work`]) is what the request path charges CPU time for. Inserts report
@@ -10,7 +13,11 @@
 //! bucket is stale, which the caller (bcache) decides, and garbage
 //! collection ([`CacheIndex::gc`]) rebuilds the tree without such keys.
 
+use blocksim_designs::backend::SerialBackend;
 use blocksim_designs::btree::{BTree, Bkey, NodeConfig, Ptr, SearchWork, SequentialFill};
+
+/// The index's tree: the designs crate's B+tree, run one operation at a time.
+type Tree = BTree<SerialBackend>;
 
 /// Backing device id used as the key's inode (one backing device per cache set).
 const INODE: u64 = 1;
@@ -83,7 +90,7 @@ pub struct GcResult {
 
 /// The cache's extent index.
 pub struct CacheIndex {
-    tree: BTree,
+    tree: Tree,
     cfg: NodeConfig,
 }
 
@@ -93,7 +100,7 @@ impl CacheIndex {
             node_bytes: o.node_size_bytes as usize,
             ..NodeConfig::default()
         };
-        let tree = BTree::new(cfg).map_err(|e| format!("[bcache] btree_node_size: {e}"))?;
+        let tree = Tree::new(cfg).map_err(|e| format!("[bcache] btree_node_size: {e}"))?;
         Ok(CacheIndex { tree, cfg })
     }
 
@@ -216,7 +223,7 @@ impl CacheIndex {
                 })
             })
             .collect();
-        let mut tree = BTree::new(self.cfg).map_err(|e| e.to_string())?;
+        let mut tree = Tree::new(self.cfg).map_err(|e| e.to_string())?;
         let n = kept.len() as u64;
         tree.populate(kept)
             .map_err(|e| format!("bcache gc rebuild: {e}"))?;

@@ -307,3 +307,169 @@ fn stress_iters() -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2500)
 }
+
+/// Real threads (std atomics): lookups run while one writer overwrites
+/// halves of cached extents, which trims keys, writes bsets and splits
+/// leaves. Every sector stays cached throughout, so every lookup must find
+/// a key containing it whose pointer is consistent with its start. The
+/// threads share the tree through a std `RwLock`'s read side; the writer
+/// takes the write side only to provide a reserve an insert asked for.
+#[test]
+fn real_threads_look_up_during_inserts_and_splits() {
+    use std::sync::atomic::{AtomicBool, Ordering as O};
+    use std::sync::{Arc, RwLock};
+    const GEN: u64 = 1 << 30;
+    let extents = 3000u64;
+    let mut t: BTree = BTree::new(small_cfg(4096)).unwrap();
+    t.populate_sequential(&SequentialFill {
+        inode: 1,
+        start_sector: 0,
+        extent_sectors: 8,
+        count: extents,
+        dev: 0,
+        first_ptr_offset: 0,
+        gen: 0,
+    })
+    .unwrap();
+    let leaves_before = t.stats().leaves;
+    let tree = Arc::new(RwLock::new(t));
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2u64)
+        .map(|r| {
+            let (tree, done) = (Arc::clone(&tree), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let mut rng = Rng(100 + r);
+                let mut lookups = 0u64;
+                while !done.load(O::Acquire) || lookups < 1000 {
+                    let s = rng.below(extents * 8);
+                    let t = tree.read().unwrap();
+                    let k = t.lookup(1, s).0.expect("every sector stays cached");
+                    assert!(k.contains(1, s), "{k:?} for sector {s}");
+                    assert_eq!((k.ptr.offset - k.start()) % GEN, 0, "torn key {k:?}");
+                    lookups += 1;
+                }
+                lookups
+            })
+        })
+        .collect();
+    let mut rng = Rng(9);
+    for i in 1..=4000u64 {
+        let s = rng.below(extents * 2) * 4;
+        let k = Bkey::extent(
+            1,
+            s,
+            4,
+            Ptr {
+                dev: 0,
+                offset: s + i * GEN,
+                gen: 1,
+            },
+        );
+        loop {
+            let r = tree.read().unwrap().insert_shared(k, &mut NoTrace);
+            match r {
+                Ok(_) => break,
+                Err(BtreeError::Reserve(need)) => tree.write().unwrap().reserve(need),
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    done.store(true, O::Release);
+    let lookups: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    let t = tree.read().unwrap();
+    t.check_invariants().unwrap();
+    assert!(t.stats().leaves > leaves_before, "the inserts split leaves");
+    assert!(lookups >= 2000);
+}
+
+#[test]
+fn insert_shared_reports_a_missing_reserve_and_changes_nothing() {
+    let fill = SequentialFill {
+        inode: 1,
+        start_sector: 0,
+        extent_sectors: 8,
+        count: 400,
+        dev: 0,
+        first_ptr_offset: 0,
+        gen: 0,
+    };
+    let mut shared: BTree = BTree::new(small_cfg(4096)).unwrap();
+    shared.populate_sequential(&fill).unwrap();
+    let mut owned: BTree = BTree::new(small_cfg(4096)).unwrap();
+    owned.populate_sequential(&fill).unwrap();
+    let mut rng = Rng(5);
+    let mut asked = 0;
+    for i in 0..1500u64 {
+        // Half an extent: one piece, within one leaf.
+        let s = rng.below(800) * 4;
+        let k = Bkey::extent(
+            1,
+            s,
+            4,
+            Ptr {
+                dev: 0,
+                offset: 5000 + i,
+                gen: 1,
+            },
+        );
+        loop {
+            let before = shared.live_keys();
+            match shared.insert_shared(k, &mut NoTrace) {
+                Ok(_) => break,
+                Err(BtreeError::Reserve(r)) => {
+                    assert_eq!(shared.live_keys(), before, "nothing changed");
+                    shared.reserve(r);
+                    asked += 1;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        owned.insert(k).unwrap();
+    }
+    assert!(asked > 0, "splits needed spare nodes");
+    assert_eq!(shared.live_keys(), owned.live_keys());
+    assert_eq!(shared.stats(), owned.stats());
+    shared.check_invariants().unwrap();
+}
+
+/// The simulator's backend runs the same operations: same answers, same
+/// work, same shape as on std atomics.
+#[test]
+fn serial_backend_runs_the_same_operations() {
+    use crate::backend::SerialBackend;
+    let cfg = small_cfg(4096);
+    let mut a: BTree = BTree::new(cfg).unwrap();
+    let mut b: BTree<SerialBackend> = BTree::new(cfg).unwrap();
+    let mut rng = Rng(11);
+    for i in 0..3000u64 {
+        let size = 1 + rng.below(16);
+        let k = Bkey::extent(
+            1,
+            rng.below(20_000),
+            size,
+            Ptr {
+                dev: 0,
+                offset: i << 8,
+                gen: 1,
+            },
+        );
+        assert_eq!(a.insert(k).unwrap(), b.insert(k).unwrap());
+    }
+    for s in (0..20_016).step_by(5) {
+        assert_eq!(a.lookup(1, s), b.lookup(1, s));
+    }
+    assert_eq!(a.stats(), b.stats());
+    b.check_invariants().unwrap();
+}
+
+/// On the serial backend a lock left held is caught by the next operation
+/// that needs it (it cannot wait for another thread).
+#[test]
+#[should_panic(expected = "a lock was left held")]
+fn serial_backend_panics_on_a_leaked_lock() {
+    use crate::backend::SerialBackend;
+    let mut t: BTree<SerialBackend> = BTree::new(small_cfg(4096)).unwrap();
+    t.insert(Bkey::extent(1, 0, 8, Ptr::default())).unwrap();
+    t.node(t.root()).lock.intent_lock();
+    let _ = t.insert(Bkey::extent(1, 8, 8, Ptr::default()));
+}
