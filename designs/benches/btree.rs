@@ -3,10 +3,14 @@
 //!
 //! `cargo bench -p blocksim-designs --bench btree`; the tree's memory (heap
 //! bytes and the process's peak RSS) and populate time go to stderr.
+//! Lookups run on std atomics (`lock`-prefixed read-lock increments and
+//! decrements) and on `SerialBackend` (the simulator's: plain loads and
+//! stores), so the difference is the cost of the atomic lock operations.
 
 use std::hint::black_box;
 use std::time::Instant;
 
+use blocksim_designs::backend::{Backend, SerialBackend, StdBackend};
 use blocksim_designs::btree::{BTree, Bkey, NodeConfig, Ptr, SearchWork, SequentialFill};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 
@@ -31,8 +35,8 @@ fn peak_rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-fn populated() -> BTree {
-    let mut t: BTree = BTree::new(NodeConfig::default()).expect("default config");
+fn populated<B: Backend>() -> BTree<B> {
+    let mut t = BTree::<B>::new(NodeConfig::default()).expect("default config");
     let t0 = Instant::now();
     let stats = t
         .populate_sequential(&SequentialFill {
@@ -59,7 +63,7 @@ fn populated() -> BTree {
 }
 
 fn bench_lookup(c: &mut Criterion) {
-    let mut t = populated();
+    let mut t = populated::<StdBackend>();
     let mut rng = Rng(1);
     let sectors: Vec<u64> = (0..(1 << 16))
         .map(|_| (rng.next() % SECTORS) & !7)
@@ -83,12 +87,20 @@ fn bench_lookup(c: &mut Criterion) {
     let mut g = c.benchmark_group("btree_lookup_4M");
     g.throughput(Throughput::Elements(1));
     let mut i = 0usize;
-    g.bench_function("read_locked", |b| {
+    g.bench_function("std_atomics", |b| {
         b.iter(|| {
             i = (i + 1) & (sectors.len() - 1);
             black_box(t.lookup(1, sectors[i]))
         })
     });
+    let serial = populated::<SerialBackend>();
+    g.bench_function("serial", |b| {
+        b.iter(|| {
+            i = (i + 1) & (sectors.len() - 1);
+            black_box(serial.lookup(1, sectors[i]))
+        })
+    });
+    drop(serial);
     g.finish();
 
     let mut g = c.benchmark_group("btree_insert");
@@ -118,10 +130,7 @@ fn bench_lookup(c: &mut Criterion) {
     // Appends into an initially empty tree (sequential fill by inserts).
     g.bench_function("append_100k", |b| {
         b.iter_batched(
-            || {
-                BTree::<blocksim_designs::backend::StdBackend>::new(NodeConfig::default())
-                    .expect("cfg")
-            },
+            || BTree::<StdBackend>::new(NodeConfig::default()).expect("cfg"),
             |mut t| {
                 for i in 0..100_000u64 {
                     t.insert(Bkey::extent(

@@ -8,8 +8,10 @@
 //! and [`InsertWork`] that the simulator turns into CPU time.
 //!
 //! Everything a node holds lives in backend atomics ([`crate::backend`]), so the
-//! same tree code runs under std (the simulator: `Relaxed` loads compile to
-//! plain loads), and under loom and shuttle in [`check`], which model-checks
+//! same tree code runs on real threads (std), in the simulator
+//! ([`SerialBackend`](crate::backend::SerialBackend): one operation at a
+//! time, lock words updated with plain loads and stores), and under loom and
+//! shuttle in [`check`], which model-checks
 //! [`BTree::lookup`] against concurrent [`BTree::insert_shared`] calls (key
 //! inserts, bset writes, splits) under the six locks. [`Faults`] switches in
 //! the known-bad protocol variants the checkers must find.

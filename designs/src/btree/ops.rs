@@ -79,6 +79,14 @@ enum Attempt {
     Need(Reserve),
 }
 
+/// Where a split publishes its new sibling.
+enum Up<'a, B: Backend> {
+    /// The parent (intent-locked by the insert) and the node's bound in it.
+    Parent(&'a Node<B>, KeyPos),
+    /// A reserved node that becomes the new root.
+    NewRoot(&'a Node<B>),
+}
+
 /// A node of an intent-locked path and its upper bound (the parent's key).
 #[derive(Clone, Copy, Debug)]
 struct PathNode {
@@ -415,7 +423,8 @@ impl<B: Backend> BTree<B> {
 
     /// Splits or compacts `path[idx]` (`btree_split`). The caller holds
     /// intent locks on the whole path. If the parent has no room it is split
-    /// first; either way the caller retries from the root.
+    /// first; either way the caller retries from the root. Every reserve the
+    /// split needs is checked before anything changes.
     fn split(
         &self,
         path: &[PathNode],
@@ -451,54 +460,75 @@ impl<B: Backend> BTree<B> {
             }
             None => None,
         };
-        let (a, b) = keys.split_at(left);
         let first = self.claimed.load(Ordering::Relaxed) as u32;
-        let sibling = match self.spare(first, node.level, b.len() + INSERT_SLACK_KEYS) {
+        let right = keys.len() - left;
+        let sibling = match self.spare(first, node.level, right + INSERT_SLACK_KEYS) {
             Ok(n) => n,
             Err(r) => return Attempt::Need(r),
         };
-        let new_root = match parent {
-            Some(_) => None,
+        let up = match parent {
+            Some(p) => Up::Parent(p, path[idx].bound),
             None => match self.spare(first + 1, node.level + 1, 2 + INSERT_SLACK_KEYS) {
-                Ok(n) => Some(n),
+                Ok(n) => Up::NewRoot(n),
                 Err(r) => return Attempt::Need(r),
             },
         };
+        self.split_apply(node, sibling, up, keys.split_at(left), iw, tr);
+        Attempt::Restructured
+    }
+
+    /// The changes of a split, under the parent's and the node's write
+    /// locks: the sibling gets the right half (it is not reachable yet), the
+    /// node keeps the left half, then the sibling is published through the
+    /// parent's child pointers or a new root.
+    fn split_apply(
+        &self,
+        node: &Node<B>,
+        sibling: &Node<B>,
+        up: Up<'_, B>,
+        (a, b): (&[Bkey], &[Bkey]),
+        iw: &mut InsertWork,
+        tr: &mut impl Tracer,
+    ) {
+        let parent = match up {
+            Up::Parent(p, _) => Some(p),
+            Up::NewRoot(_) => None,
+        };
         self.write_lock_pair(parent, node, tr);
         iw.splits += 1;
-        iw.keys_moved += keys.len() as u64;
+        iw.keys_moved += (a.len() + b.len()) as u64;
         sibling.rebuild_from(b, tr);
         node.rebuild_from(a, tr);
-        let used = 1 + u64::from(new_root.is_some());
-        self.claimed
-            .store(u64::from(first) + used, Ordering::Relaxed);
+        let used = if parent.is_some() { 1 } else { 2 };
+        self.claimed.fetch_add(used, Ordering::Relaxed);
         tr.step(Step::Split {
-            node: id,
+            node: node.id,
             new: sibling.id,
         });
         let n1_pos = a.last().expect("left half non-empty").pos();
-        match (parent, new_root) {
-            (Some(p), _) => {
-                let r1 = p.upsert_child(&child_key(path[idx].bound, sibling.id), tr, iw);
-                let r2 = p.upsert_child(&child_key(n1_pos, id), tr, iw);
+        match up {
+            Up::Parent(p, bound) => {
+                let r1 = p.upsert_child(&child_key(bound, sibling.id), tr, iw);
+                let r2 = p.upsert_child(&child_key(n1_pos, node.id), tr, iw);
                 assert!(
                     r1 == NodeInsert::Done && r2 == NodeInsert::Done,
                     "parent had room"
                 );
                 tr.step(Step::ParentUpdated { node: p.id });
             }
-            (None, Some(r)) => {
-                r.rebuild_from(&[child_key(n1_pos, id), child_key(MAX_POS, sibling.id)], tr);
+            Up::NewRoot(r) => {
+                r.rebuild_from(
+                    &[child_key(n1_pos, node.id), child_key(MAX_POS, sibling.id)],
+                    tr,
+                );
                 self.root.store(u64::from(r.id), Ordering::Release);
                 tr.step(Step::ParentUpdated { node: r.id });
             }
-            (None, None) => unreachable!("a root split has a new root"),
         }
-        self.unlock(id, LockMode::Write, tr);
+        self.unlock(node.id, LockMode::Write, tr);
         if let Some(p) = parent {
             self.unlock(p.id, LockMode::Write, tr);
         }
-        Attempt::Restructured
     }
 
     /// Upgrades the parent, then the node, to write (drains their readers);

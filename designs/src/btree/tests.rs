@@ -314,11 +314,13 @@ fn stress_iters() -> u64 {
 /// a key containing it whose pointer is consistent with its start. The
 /// threads share the tree through a std `RwLock`'s read side; the writer
 /// takes the write side only to provide a reserve an insert asked for.
+/// A reader that fails aborts the process: it may die holding a six lock,
+/// and the writer would then wait for it forever.
 #[test]
 fn real_threads_look_up_during_inserts_and_splits() {
     use std::sync::atomic::{AtomicBool, Ordering as O};
-    use std::sync::{Arc, RwLock};
-    const GEN: u64 = 1 << 30;
+    use std::sync::{Arc, Barrier, RwLock};
+    const GEN: u64 = 1 << 20;
     let extents = 3000u64;
     let mut t: BTree = BTree::new(small_cfg(4096)).unwrap();
     t.populate_sequential(&SequentialFill {
@@ -334,26 +336,38 @@ fn real_threads_look_up_during_inserts_and_splits() {
     let leaves_before = t.stats().leaves;
     let tree = Arc::new(RwLock::new(t));
     let done = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(3));
     let readers: Vec<_> = (0..2u64)
         .map(|r| {
-            let (tree, done) = (Arc::clone(&tree), Arc::clone(&done));
+            let (tree, done, start) = (Arc::clone(&tree), Arc::clone(&done), Arc::clone(&start));
             std::thread::spawn(move || {
-                let mut rng = Rng(100 + r);
-                let mut lookups = 0u64;
-                while !done.load(O::Acquire) || lookups < 1000 {
-                    let s = rng.below(extents * 8);
-                    let t = tree.read().unwrap();
-                    let k = t.lookup(1, s).0.expect("every sector stays cached");
-                    assert!(k.contains(1, s), "{k:?} for sector {s}");
-                    assert_eq!((k.ptr.offset - k.start()) % GEN, 0, "torn key {k:?}");
-                    lookups += 1;
+                start.wait();
+                let run = || {
+                    let mut rng = Rng(100 + r);
+                    let mut lookups = 0u64;
+                    while !done.load(O::Acquire) {
+                        let s = rng.below(extents * 8);
+                        let t = tree.read().unwrap_or_else(|p| p.into_inner());
+                        let k = t.lookup(1, s).0.expect("every sector stays cached");
+                        assert!(k.contains(1, s), "{k:?} for sector {s}");
+                        assert_eq!((k.ptr.offset - k.start()) % GEN, 0, "torn key {k:?}");
+                        lookups += 1;
+                    }
+                    lookups
+                };
+                match std::panic::catch_unwind(run) {
+                    Ok(n) => n,
+                    Err(_) => {
+                        eprintln!("reader {r} failed (message above); aborting");
+                        std::process::abort()
+                    }
                 }
-                lookups
             })
         })
         .collect();
+    start.wait();
     let mut rng = Rng(9);
-    for i in 1..=4000u64 {
+    for i in 1..=20_000u64 {
         let s = rng.below(extents * 2) * 4;
         let k = Bkey::extent(
             1,
@@ -379,7 +393,7 @@ fn real_threads_look_up_during_inserts_and_splits() {
     let t = tree.read().unwrap();
     t.check_invariants().unwrap();
     assert!(t.stats().leaves > leaves_before, "the inserts split leaves");
-    assert!(lookups >= 2000);
+    assert!(lookups > 0);
 }
 
 #[test]
