@@ -14,6 +14,7 @@ use serde::Deserialize;
 use crate::fiojob::FioJobFile;
 
 mod check;
+mod presets;
 
 /// Largest scenario or job file accepted (a scenario is a few KiB).
 const FILE_BYTES_MAX: u64 = 16 << 20;
@@ -564,11 +565,13 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
         let (k, v) = split_set(s)?;
         apply_set(&mut table, k, parse_set_value(v))?;
     }
+    let preset_filled =
+        presets::apply(&mut table).map_err(|e| anyhow!("{}: {e}", path.display()))?;
     let as_written = !extended && opts.sets.is_empty();
     check_sections(path, &table, as_written.then_some(text.as_str()))?;
     // `--seed` is applied after deserialising: TOML integers are signed, a
     // u64 seed above i64::MAX would not survive the table.
-    let modified = extended || job_file.is_some() || !opts.sets.is_empty();
+    let modified = extended || preset_filled || job_file.is_some() || !opts.sets.is_empty();
     let file: ScenarioFile = if modified {
         deserialize_modified(
             path,

@@ -2,18 +2,10 @@
 //! fio job files work, and every scenario is deterministic whatever the
 //! thread count.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 mod common;
-use common::{sim, sim_env};
-
-fn temp_file(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("blocksim-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
-}
+use common::{sim, sim_env, temp_file};
 
 fn base_scenario() -> String {
     std::fs::read_to_string(
@@ -43,7 +35,7 @@ fn missing_file() {
 fn toml_syntax_error_has_line_and_column() {
     let text = base_scenario().replacen("seed = 1", "seed = = 1", 1);
     let line = text.lines().position(|l| l.contains("seed = = 1")).unwrap() + 1;
-    let p = temp_file("syntax.toml", &text);
+    let p = temp_file("cli", "syntax.toml", &text);
     assert_input_error(
         &["run", p.to_str().unwrap()],
         &[&format!("syntax.toml:{line}:")],
@@ -54,7 +46,7 @@ fn toml_syntax_error_has_line_and_column() {
 fn unknown_key_is_named_with_a_hint() {
     let text = base_scenario().replacen("channels = 4", "chanels = 4", 1);
     let line = text.lines().position(|l| l.starts_with("chanels")).unwrap() + 1;
-    let p = temp_file("unknown.toml", &text);
+    let p = temp_file("cli", "unknown.toml", &text);
     assert_input_error(
         &["run", p.to_str().unwrap()],
         &[
@@ -69,7 +61,7 @@ fn unknown_key_is_named_with_a_hint() {
 fn bad_unit_is_located() {
     let text = base_scenario().replacen("page_read = \"150us\"", "page_read = \"150uz\"", 1);
     let line = text.lines().position(|l| l.contains("150uz")).unwrap() + 1;
-    let p = temp_file("unit.toml", &text);
+    let p = temp_file("cli", "unit.toml", &text);
     assert_input_error(
         &["run", p.to_str().unwrap()],
         &[
@@ -84,7 +76,7 @@ fn bad_unit_is_located() {
 fn bad_job_option_is_located() {
     let text = base_scenario().replacen("iodepth = 64", "iodepth = 64\nverify = \"md5\"", 1);
     let line = text.lines().position(|l| l.starts_with("verify")).unwrap() + 1;
-    let p = temp_file("job.toml", &text);
+    let p = temp_file("cli", "job.toml", &text);
     assert_input_error(
         &["run", p.to_str().unwrap()],
         &[&format!("job.toml:{line}:"), "`verify` is not modelled"],
@@ -124,7 +116,7 @@ fn bad_set_and_format() {
 
 #[test]
 fn fio_job_file_drives_the_stack() {
-    let job = temp_file(
+    let job = temp_file("cli", 
         "rw4k.fio",
         "; the seed's job file, shortened\n[global]\nioengine=libaio\ndirect=1\n\n[randwrite]\nrw=randread\nbs=4k\niodepth=64\nsize=64m\nfilename=/mnt/rw4k\ngroup_reporting\n",
     );
@@ -139,6 +131,7 @@ fn fio_job_file_drives_the_stack() {
     assert!(out.contains("issued rwts: total=16384,0,0,0"), "{out}");
 
     let bad = temp_file(
+        "cli",
         "bad.fio",
         "[a]\nfilename=/mnt/rw4k\nrw=randread\nverify=md5\n",
     );
@@ -289,7 +282,7 @@ fn one_input_format_flag_on_every_trace_reader() {
 
 #[test]
 fn format_detection_error_names_a_flag_of_the_subcommand() {
-    let junk = temp_file("junk.txt", "no trace in here\n");
+    let junk = temp_file("cli", "junk.txt", "no trace in here\n");
     let junk = junk.to_str().unwrap();
     for cmd in TRACE_READERS {
         let mut a = cmd.to_vec();
@@ -322,7 +315,7 @@ fn run_takes_file_colon_variant() {
         "{}\n[[variant]]\nname = \"qd1\"\nset = {{ \"job.iodepth\" = 1 }}\n\n[[variant]]\nname = \"qd4\"\nset = {{ \"job.iodepth\" = 4 }}\n",
         base_scenario()
     );
-    let p = temp_file("variants.toml", &text);
+    let p = temp_file("cli", "variants.toml", &text);
     let spec = format!("{}:qd4", p.display());
     let (one, err, code) = sim(&["run", &spec, "--set", "job.size=8m"]);
     assert_eq!(code, 0, "{err}");

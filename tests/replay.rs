@@ -1,7 +1,7 @@
 //! `sim replay`: blktrace and other formats through a scenario's stack.
 
 mod common;
-use common::sim;
+use common::{sim, temp_file};
 
 #[test]
 fn blktrace_through_nvme_prints_the_demerit() {
@@ -107,14 +107,6 @@ fn bad_replay_input_exits_2() {
     assert!(err.contains("not a stack device"), "{err}");
 }
 
-fn temp_trace(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("blocksim-replay-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
 /// An iolog v2 trace: `inside` reads at the start of the device, then
 /// `beyond` reads past the 2 TiB of scenarios/nvme.toml.
 fn iolog(inside: u32, beyond: u32) -> String {
@@ -151,7 +143,7 @@ fn a_replay_that_replays_nothing_fails() {
         assert!(err.contains(needle), "lacks {needle:?}: {err}");
     }
     // Empty trace: "empty", not `starts with ""`.
-    let empty = temp_trace("empty.iolog", "");
+    let empty = temp_file("replay", "empty.iolog", "");
     let (_, err, code) = sim(&[
         "replay",
         empty.to_str().unwrap(),
@@ -168,7 +160,7 @@ fn a_replay_that_replays_nothing_fails() {
 #[test]
 fn a_replay_that_skips_most_of_the_trace_needs_lenient() {
     let run = |name: &str, text: &str, extra: &[&str]| {
-        let p = temp_trace(name, text);
+        let p = temp_file("replay", name, text);
         let mut a = vec![
             "replay",
             p.to_str().unwrap(),
@@ -207,7 +199,7 @@ fn the_stack_may_be_a_variant() {
     let text = format!(
         "{base}\n[[variant]]\nname = \"slow\"\nset = {{ \"ssd.page_read\" = \"200us\" }}\n"
     );
-    let p = temp_trace("nvme_variants.toml", &text);
+    let p = temp_file("replay", "nvme_variants.toml", &text);
     let spec = format!("{}:slow", p.display());
     let trace = "tests/data/traces/blktrace/sample.blktrace.0";
     let (variant, err, code) = sim(&["replay", trace, "--stack", &spec]);

@@ -2,18 +2,10 @@
 //! needed (in the file and in `--set`), several missing fields (one error
 //! names them all), and device presets that make a minimal section work.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 mod common;
-use common::sim;
-
-fn temp_file(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("blocksim-input-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
-}
+use common::{sim, temp_file};
 
 fn nvme() -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/nvme.toml"))
@@ -35,7 +27,7 @@ fn fails(args: &[&str]) -> String {
 #[test]
 fn a_bare_duration_is_an_error_showing_the_forms() {
     let text = nvme().replace("page_read = \"60us\"", "page_read = 60");
-    let p = temp_file("bare.toml", &text);
+    let p = temp_file("input", "bare.toml", &text);
     let err = fails(&["run", p.to_str().unwrap()]);
     let line = line_of(&text, "page_read = 60");
     assert!(err.contains(&format!("bare.toml:{line}:")), "{err}");
@@ -46,7 +38,7 @@ fn a_bare_duration_is_an_error_showing_the_forms() {
 #[test]
 fn a_bare_size_is_an_error_but_zero_and_unit_keys_are_not() {
     let text = nvme().replace("capacity = \"2t\"", "capacity = 500");
-    let p = temp_file("size.toml", &text);
+    let p = temp_file("input", "size.toml", &text);
     let err = fails(&["run", p.to_str().unwrap()]);
     assert!(err.contains("a bare number (500) for a size"), "{err}");
     // Keys that carry their unit keep bare numbers (link_mb_per_s,
@@ -55,7 +47,7 @@ fn a_bare_size_is_an_error_but_zero_and_unit_keys_are_not() {
         "[[job]]",
         "[ahci]\nncq_tags = 31\nirq_delivery = 0\n\n[[job]]\ntime_based = 1\nruntime = 1",
     );
-    let p = temp_file("ok.toml", &text);
+    let p = temp_file("input", "ok.toml", &text);
     let (out, err, code) = sim(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     let run_ms: u64 = out
@@ -94,7 +86,7 @@ fn every_missing_field_in_one_error() {
         .replace("controller_per_cmd = \"2us\"", "")
         .replace("ftl_map_miss_ratio = 0.0", "")
         .replace("clock_mhz = 3000", "");
-    let p = temp_file("missing.toml", &text);
+    let p = temp_file("input", "missing.toml", &text);
     let err = fails(&["run", p.to_str().unwrap()]);
     let ssd = line_of(&text, "[[ssd]]");
     let cpu = line_of(&text, "[cpu]");
@@ -117,12 +109,12 @@ fn every_missing_field_in_one_error() {
 #[test]
 fn presets_make_a_minimal_section() {
     let text = "[simulation]\nname = \"minimal\"\n[cpu]\nclock_mhz = 3000\n\n[[ssd]]\nname = \"sda\"\nmodel = \"generic-sata-ssd-2011\"\n\n[ahci]\nncq_tags = 31\n\n[[hdd]]\nname = \"sdb\"\nmodel = \"generic-7200rpm\"\n\n[[job]]\nrw = \"randread\"\nioengine = \"libaio\"\niodepth = 8\ndirect = 1\nio_size = \"4m\"\nfilename = \"/dev/sda\"\n";
-    let p = temp_file("minimal.toml", text);
+    let p = temp_file("input", "minimal.toml", text);
     let (out, err, code) = sim(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("issued rwts: total=1024,0"), "{out}");
     let bad = text.replace("generic-sata-ssd-2011", "generic-sata-ssd");
-    let p = temp_file("badmodel.toml", &bad);
+    let p = temp_file("input", "badmodel.toml", &bad);
     let err = fails(&["run", p.to_str().unwrap()]);
     assert!(err.contains("unknown model \"generic-sata-ssd\""), "{err}");
     assert!(

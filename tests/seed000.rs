@@ -210,12 +210,9 @@ size=1g
 
 #[test]
 fn littles_law_with_mixed_jobs() {
-    let dir = std::env::temp_dir().join(format!("blocksim-seed000-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let jobs = dir.join("mixed.fio");
-    std::fs::write(&jobs, MIXED_JOBS).unwrap();
+    let jobs = common::temp_file("seed000", "mixed.fio", MIXED_JOBS);
     let doc = run_json(&["--job", jobs.to_str().unwrap()]);
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(jobs.parent().unwrap());
     let l = check_littles_law(&doc, "mixed jobs");
     let names: Vec<&str> = l.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["sda", "md0"], "both devices served requests: {l:?}");

@@ -414,11 +414,12 @@ impl AtomicBoolCell for SerialBool {
     }
 }
 
-/// Result of a [`SerialBackend`] "thread": it ran to completion at spawn.
+/// Result of a "thread" of a single-threaded backend ([`SerialBackend`],
+/// the traced backend): it ran to completion at spawn.
 #[derive(Debug)]
-pub struct SerialJoin<T>(T);
+pub struct RanJoin<T>(pub(crate) T);
 
-impl<T> JoinCell<T> for SerialJoin<T> {
+impl<T> JoinCell<T> for RanJoin<T> {
     fn join(self) -> T {
         self.0
     }
@@ -429,7 +430,7 @@ impl Backend for SerialBackend {
     type AtomicBool = SerialBool;
     type Mutex<T: Send + 'static> = StdMutex<T>;
     type RwLock<T: Send + Sync + 'static> = StdRwLock<T>;
-    type Join<T: Send + 'static> = SerialJoin<T>;
+    type Join<T: Send + 'static> = RanJoin<T>;
 
     fn fence(order: Ordering) {
         std::sync::atomic::compiler_fence(order)
@@ -447,7 +448,7 @@ impl Backend for SerialBackend {
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
     {
-        SerialJoin(f())
+        RanJoin(f())
     }
 
     fn thread_name() -> Option<String> {

@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicBool as StdAtomicBool, AtomicU64 as StdAtomicU64};
 use std::sync::{Mutex as StdMutex, RwLock as StdRwLock};
 
 use crate::backend::{
-    AtomicBoolCell, AtomicU64Cell, Backend, JoinCell, LineId, MutexCell, Ordering, RwLockCell,
+    AtomicBoolCell, AtomicU64Cell, Backend, LineId, MutexCell, Ordering, RanJoin, RwLockCell,
 };
 
 /// What an access does to its cache line.
@@ -286,16 +286,6 @@ impl<T: Send + Sync + 'static> RwLockCell<T> for TracedRwLock<T> {
     }
 }
 
-/// Result of a "thread" under the traced backend: it already ran.
-#[derive(Debug)]
-pub struct TracedJoin<T>(T);
-
-impl<T> JoinCell<T> for TracedJoin<T> {
-    fn join(self) -> T {
-        self.0
-    }
-}
-
 /// The backend the simulator uses.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TracedBackend;
@@ -305,7 +295,7 @@ impl Backend for TracedBackend {
     type AtomicBool = TracedBool;
     type Mutex<T: Send + 'static> = TracedMutex<T>;
     type RwLock<T: Send + Sync + 'static> = TracedRwLock<T>;
-    type Join<T: Send + 'static> = TracedJoin<T>;
+    type Join<T: Send + 'static> = RanJoin<T>;
 
     fn fence(order: Ordering) {
         if order == Ordering::SeqCst {
@@ -328,7 +318,7 @@ impl Backend for TracedBackend {
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
     {
-        TracedJoin(f())
+        RanJoin(f())
     }
 
     fn thread_name() -> Option<String> {

@@ -80,64 +80,27 @@ pub struct SsdSection {
     pub interface: Option<String>,
 }
 
-/// Preset names for `[[ssd]] model`.
+/// Preset names for `[[ssd]] model`; each preset's values live in
+/// `scenarios/presets/ssd/<name>.toml` with their sources.
 pub const SSD_MODELS: &[&str] = &["generic-nvme-tlc", "generic-sata-ssd-2011"];
-
-/// The values of a preset (every field set; `name` left empty).
-pub fn ssd_preset(model: &str) -> Option<SsdSection> {
-    Some(match model {
-        "generic-nvme-tlc" => SsdSection {
-            model: Some(model.into()),
-            capacity: Some(Bytes(1 << 40)), // [estimate] a common 1 TiB drive
-            interface: Some("nvme".into()),
-            link_mb_per_s: Some(3500.0), // [estimate] PCIe 3.0 x4 (3.94 GB/s) after protocol overhead
-            link_cmd_overhead: Some(Nanos(1_000)), // [estimate] doorbell, command fetch, completion entry, MSI-X
-            controller_per_cmd: Some(Nanos(2_000)), // [estimate] multi-core NVMe controller firmware
-            channels: Some(8),                      // [estimate] 8-channel controller
-            page_size: Some(Bytes(4096)),           // [estimate] FTL mapping granularity
-            page_read: Some(Nanos(60_000)), // [estimate] TLC tR ~50-70 us plus channel transfer
-            page_program: Some(Nanos(600_000)), // [estimate] TLC tPROG
-            ftl_map_miss_ratio: Some(0.0),  // [estimate] DRAM holds the whole map (1 GB per TB)
-            queue_depth: Some(1024),        // [estimate] one NVMe I/O queue
-            ..SsdSection::default()
-        },
-        "generic-sata-ssd-2011" => SsdSection {
-            model: Some(model.into()),
-            capacity: Some(Bytes(120 << 30)), // [estimate] 2011 consumer drives: 60-240 GB
-            interface: Some("sata".into()),
-            link_mb_per_s: Some(300.0), // [src: SATA 3 Gb/s with 8b/10b coding]
-            link_cmd_overhead: Some(Nanos(1_000)), // [estimate] command FIS, DMA setup, set-device-bits FIS
-            controller_per_cmd: Some(Nanos(4_000)), // [estimate] single embedded core firmware
-            channels: Some(8), // [estimate] SandForce SF-1200 / Marvell 88SS9174 class: 8 channels
-            page_size: Some(Bytes(4096)), // [src: 2009-2011 MLC NAND, 4 KiB pages]
-            page_read: Some(Nanos(75_000)), // [estimate] MLC tR ~50 us + 4 KiB over a ~166 MB/s ONFI 2 channel
-            page_program: Some(Nanos(900_000)), // [estimate] MLC tPROG
-            ftl_map_miss_ratio: Some(0.0),  // [estimate] the page map fits the drive's DRAM
-            queue_depth: Some(32),          // [src: SATA NCQ, 32 tags]
-            ..SsdSection::default()
-        },
-        _ => return None,
-    })
-}
 
 impl TryFrom<SsdSection> for SsdConfig {
     type Error = String;
 
     fn try_from(s: SsdSection) -> Result<Self, String> {
-        let preset = match &s.model {
-            None => SsdSection::default(),
-            Some(m) => ssd_preset(m).ok_or_else(|| {
-                format!(
-                    "[[ssd]] {:?}: unknown model {m:?}; presets: {}",
-                    s.name,
-                    SSD_MODELS.join(", ")
-                )
-            })?,
-        };
+        // The scenario loader fills a named model's keys from its preset
+        // file (scenarios/presets/ssd/); here the name is only checked.
+        if let Some(m) = s.model.as_deref().filter(|m| !SSD_MODELS.contains(m)) {
+            return Err(format!(
+                "[[ssd]] {:?}: unknown model {m:?}; presets: {}",
+                s.name,
+                SSD_MODELS.join(", ")
+            ));
+        }
         let mut missing: Vec<&str> = Vec::new();
         macro_rules! take {
             ($f:ident) => {
-                match s.$f.or(preset.$f) {
+                match s.$f {
                     Some(v) => v,
                     None => {
                         missing.push(stringify!($f));
@@ -157,11 +120,8 @@ impl TryFrom<SsdSection> for SsdConfig {
             page_read: take!(page_read),
             page_program: take!(page_program),
             ftl_map_miss_ratio: take!(ftl_map_miss_ratio),
-            queue_depth: s.queue_depth.or(preset.queue_depth).unwrap_or(32), // [src: SATA NCQ]
-            interface: s
-                .interface
-                .or(preset.interface)
-                .unwrap_or_else(|| "sata".into()),
+            queue_depth: s.queue_depth.unwrap_or(32), // [src: SATA NCQ]
+            interface: s.interface.unwrap_or_else(|| "sata".into()),
         };
         if !missing.is_empty() {
             return Err(format!(

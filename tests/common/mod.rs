@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test crate uses its own subset
 
+use std::path::PathBuf;
 use std::process::Command;
 
 /// Runs `sim` from the repository root; returns (stdout, stderr, exit code).
@@ -22,4 +23,14 @@ pub fn sim_env(args: &[&str], env: &[(&str, &str)]) -> (String, String, i32) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
         out.status.code().unwrap_or(-1),
     )
+}
+
+/// Writes `text` to `name` in this test process's scratch directory
+/// `blocksim-<tag>-<pid>` under the system temp dir; returns the path.
+pub fn temp_file(tag: &str, name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("blocksim-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
 }

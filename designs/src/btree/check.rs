@@ -390,31 +390,31 @@ impl<B: Backend> ModelTracer<B> {
 impl<B: Backend> Tracer for ModelTracer<B> {
     fn step(&mut self, s: Step) {
         note::<B>(s.to_string());
-        let t = self.thread.clone();
+        let t = &self.thread;
         let cycle = self.with_graph(|g| match s {
-            Step::Wait { node, mode } => g.wait(&t, node, mode),
+            Step::Wait { node, mode } => g.wait(t, node, mode),
             Step::ReadLock { node } => {
-                g.acquired(&t, node, LockMode::Read);
+                g.acquired(t, node, LockMode::Read);
                 None
             }
             Step::IntentLock { node } => {
-                g.acquired(&t, node, LockMode::Intent);
+                g.acquired(t, node, LockMode::Intent);
                 None
             }
             Step::WriteLock { node } => {
-                g.acquired(&t, node, LockMode::Write);
+                g.acquired(t, node, LockMode::Write);
                 None
             }
             Step::ReadUnlock { node } => {
-                g.released(&t, node, LockMode::Read);
+                g.released(t, node, LockMode::Read);
                 None
             }
             Step::Downgrade { node } => {
-                g.released(&t, node, LockMode::Write);
+                g.released(t, node, LockMode::Write);
                 None
             }
             Step::IntentUnlock { node } => {
-                g.released(&t, node, LockMode::Intent);
+                g.released(t, node, LockMode::Intent);
                 None
             }
             _ => None,

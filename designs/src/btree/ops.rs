@@ -1,5 +1,5 @@
 //! The tree's operations under its six locks. These are the functions the
-//! simulator runs (through [`StdBackend`](crate::backend::StdBackend)) and
+//! simulator runs (through [`SerialBackend`](crate::backend::SerialBackend)) and
 //! the model checkers explore (loom and shuttle, in [`super::check`]):
 //!
 //! * **lookup**: read-lock the root (re-reading the root pointer once locked,

@@ -1,0 +1,74 @@
+//! Device presets (`[[ssd]] model = "..."`): each is a TOML fragment in
+//! `scenarios/presets/ssd/`, with every value's source beside it, built into
+//! the binary. A section's own keys win; the preset fills the others.
+
+use anyhow::{bail, Result};
+use blocksim_models::ssd::SSD_MODELS;
+
+/// (model name, its `[[ssd]]` keys as TOML).
+const SSD_PRESETS: &[(&str, &str)] = &[
+    (
+        "generic-nvme-tlc",
+        include_str!("../../scenarios/presets/ssd/generic-nvme-tlc.toml"),
+    ),
+    (
+        "generic-sata-ssd-2011",
+        include_str!("../../scenarios/presets/ssd/generic-sata-ssd-2011.toml"),
+    ),
+];
+
+/// Fills every `[[ssd]]` table that names a `model` with the preset's keys
+/// it does not set. Returns whether any table changed.
+pub(super) fn apply(table: &mut toml::Table) -> Result<bool> {
+    let Some(toml::Value::Array(ssds)) = table.get_mut("ssd") else {
+        return Ok(false);
+    };
+    let mut changed = false;
+    for ssd in ssds.iter_mut().filter_map(toml::Value::as_table_mut) {
+        let Some(model) = ssd.get("model").and_then(toml::Value::as_str) else {
+            continue;
+        };
+        let Some((_, text)) = SSD_PRESETS.iter().find(|(n, _)| *n == model) else {
+            let name = ssd.get("name").and_then(toml::Value::as_str).unwrap_or("");
+            bail!(
+                "[[ssd]] {name:?}: unknown model {model:?}; presets: {}",
+                SSD_MODELS.join(", ")
+            );
+        };
+        let preset: toml::Table = toml::from_str(text).expect("built-in preset is valid TOML");
+        for (k, v) in preset {
+            if !ssd.contains_key(&k) {
+                ssd.insert(k, v);
+                changed = true;
+            }
+        }
+    }
+    Ok(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_model_name_has_a_preset_and_back() {
+        let names: Vec<&str> = SSD_PRESETS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, SSD_MODELS);
+        for (n, text) in SSD_PRESETS {
+            let t: toml::Table = toml::from_str(text).unwrap_or_else(|e| panic!("{n}: {e}"));
+            assert!(t.contains_key("page_read"), "{n}");
+        }
+    }
+
+    #[test]
+    fn section_keys_win_over_the_preset() {
+        let mut t: toml::Table = toml::from_str(
+            "[[ssd]]\nname = \"a\"\nmodel = \"generic-nvme-tlc\"\npage_read = \"1us\"\n",
+        )
+        .unwrap();
+        assert!(apply(&mut t).unwrap());
+        let ssd = t["ssd"].as_array().unwrap()[0].as_table().unwrap();
+        assert_eq!(ssd["page_read"].as_str(), Some("1us"));
+        assert_eq!(ssd["page_program"].as_str(), Some("600us"));
+    }
+}
