@@ -1,0 +1,203 @@
+//! fio job threads: submit, reap, sleep.
+
+use super::*;
+
+impl AsyncStack {
+    /// Runs one path (a single one or a bundle) in a job's context; returns
+    /// its ns.
+    pub(super) fn run_job_path(&mut self, t: usize, path: JobPath) -> u64 {
+        let cpu = self.threads[t].cpu;
+        let p = match path {
+            JobPath::Single(id) => path_of(&self.paths, id),
+            JobPath::Submit(i) => &self.paths.submit_bundles[i],
+            JobPath::ReapOne => &self.paths.reap_one,
+        };
+        let total = p.charge(&mut self.profile, cpu, self.ctxs.fio);
+        let g = &mut self.groups[self.threads[t].group];
+        g.usr_ns += p.user_ns;
+        g.sys_ns += total - p.user_ns;
+        total
+    }
+
+    #[inline(never)]
+    pub(super) fn job_wake(&mut self, t: usize, ctx: &mut Ctx<'_, Ev>) {
+        let now = ctx.now();
+        // 1. Finish the action that ran until now.
+        match std::mem::replace(&mut self.threads[t].action, Action::None) {
+            Action::None => {}
+            Action::Submit {
+                io,
+                dev,
+                piece,
+                dev_sector,
+            } => {
+                let iov = self.ios.get_mut(io);
+                iov.t_submitted = now;
+                let (dir, sectors) = (iov.dir, iov.sectors);
+                let g = &mut self.groups[self.threads[t].group];
+                g.slat[dir as usize].record(now.since(iov.t_prep));
+                self.block_submit(
+                    dev,
+                    Queued {
+                        origin: piece.encode(),
+                        dir,
+                        sector: dev_sector,
+                        sectors,
+                    },
+                    ctx,
+                );
+            }
+            Action::Reap { count } => {
+                for _ in 0..count {
+                    let id = self.threads[t]
+                        .ready
+                        .pop_front()
+                        .expect("reaped I/O was ready");
+                    let io = self.ios.remove(id);
+                    let g = &mut self.groups[self.threads[t].group];
+                    let d = io.dir as usize;
+                    g.clat[d].record(now.since(io.t_submitted));
+                    g.lat[d].record(now.since(io.t_prep));
+                    g.io_bytes[d] += io.sectors as u64 * 512;
+                    g.ios[d] += 1;
+                    if let Some((rec, file_start)) = &mut self.logs[t] {
+                        let ramp_ns = self.jobs_cfg[self.threads[t].group].ramp_time_ns;
+                        log_io(rec, *file_start, ramp_ns, &io, now);
+                    }
+                    self.threads[t].in_flight -= 1;
+                    self.reaped_total += 1;
+                }
+            }
+        }
+        // 2. Pick the next action.
+        let th = &self.threads[t];
+        let jc = &self.jobs_cfg[th.group];
+        let issuing_over = th.ios_limit.is_some_and(|l| th.issued >= l)
+            || th
+                .bytes_limit
+                .is_some_and(|l| th.offsets.issued_bytes() >= l)
+            || th.stop_issue_at.is_some_and(|s| now >= s);
+        if !th.ready.is_empty() {
+            let count = th.ready.len().min(jc.iodepth as usize) as u32;
+            let mut cost = self.run_job_path(t, JobPath::Single(PathId::GeteventsCall));
+            for _ in 0..count {
+                cost += self.run_job_path(t, JobPath::ReapOne);
+            }
+            let g = &mut self.groups[self.threads[t].group];
+            g.complete[iodepth_submit_index(count)] += 1;
+            self.threads[t].action = Action::Reap { count };
+            self.schedule_job(t, now, cost, ctx);
+        } else if !issuing_over && th.in_flight < jc.iodepth {
+            self.start_submit(t, now, ctx);
+        } else if th.in_flight > 0 {
+            let cost = self.run_job_path(t, JobPath::Single(PathId::Sleep));
+            let cpu = self.threads[t].cpu;
+            let (start, _) = self.cpus.start(cpu, now);
+            self.cpus.occupy(cpu, start, cost);
+            self.groups[self.threads[t].group].ctx_switches += 1;
+            self.threads[t].state = JobState::Sleeping;
+        } else {
+            self.threads[t].state = JobState::Done;
+            let g = &mut self.groups[self.threads[t].group];
+            g.clones_done += 1;
+            g.end = Some(g.end.map_or(now, |e| e.max(now)));
+            self.threads_running -= 1;
+            if self.threads_running == 0 {
+                ctx.stop();
+            }
+        }
+    }
+
+    pub(super) fn schedule_job(
+        &mut self,
+        t: usize,
+        now: SimTime,
+        cost: u64,
+        ctx: &mut Ctx<'_, Ev>,
+    ) {
+        let cpu = self.threads[t].cpu;
+        let (start, _) = self.cpus.start(cpu, now);
+        let end = self.cpus.occupy(cpu, start, cost);
+        ctx.schedule_at(end, Ev::JobWake(t as u16));
+    }
+
+    pub(super) fn start_submit(&mut self, t: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        let (group, target, on_file, region_sector) = {
+            let th = &self.threads[t];
+            (th.group, th.target, th.on_file, th.region_sector)
+        };
+        let read_pct = self.jobs_cfg[group].rwmixread_pct;
+        let th = &mut self.threads[t];
+        let (offset_bytes, bytes) = th.offsets.next(&mut th.rng);
+        let dir = if read_pct >= 100 || (read_pct > 0 && th.rng.random_range(0..100) < read_pct) {
+            Dir::Read
+        } else {
+            Dir::Write
+        };
+        let sector = region_sector + offset_bytes / 512;
+        let sectors = (bytes / 512) as u32;
+        th.issued += 1;
+        th.in_flight += 1;
+        let depth = th.in_flight;
+        self.submitted_total += 1;
+        let io = self
+            .ios
+            .insert(Io {
+                job: t as u16,
+                dir,
+                sector,
+                sectors,
+                bcache: match target {
+                    Target::Bcache(b) => b as u16,
+                    Target::Dev(_) => NO_BCACHE,
+                },
+                t_prep: now,
+                t_submitted: now,
+                t_dispatch: now,
+                t_done: now,
+            })
+            .expect("I/O slab bound: more than 2^20 I/Os in flight");
+        let g = &mut self.groups[group];
+        g.depth[iodepth_level_index(depth)] += 1;
+        g.submit[iodepth_submit_index(1)] += 1;
+
+        // The code paths of one submission (fio_prep .. issue_cmd) are
+        // charged as one bundle below, once the route is known.
+        let mut cost = 0;
+        let (dev, piece, dev_sector) = match target {
+            Target::Dev(d) => (d, Piece::User(io), sector),
+            Target::Bcache(b) => {
+                let (route, lc) =
+                    self.bcaches[b]
+                        .0
+                        .submit(io.0, t as u32, dir, sector, sectors, now.as_ns());
+                let cpu = self.threads[t].cpu;
+                self.profile
+                    .charge(cpu, self.ctxs.fio, self.syms.bset_search, lc.bset_search_ns);
+                self.profile
+                    .charge(cpu, self.ctxs.fio, self.syms.search_leaf, lc.search_leaf_ns);
+                let search = lc.bset_search_ns + lc.search_leaf_ns;
+                self.groups[group].sys_ns += search;
+                cost += search;
+                // (The remapped bio enters the lower device's queue: the
+                // bundle's second make_request.)
+                let r = self.bcache_route(b, io, sector, route);
+                self.bcache_pump(b, now, ctx);
+                r
+            }
+        };
+        let bundle = submit_bundle_index(
+            on_file,
+            matches!(target, Target::Bcache(_)),
+            self.devs[dev].port.can_issue_now(),
+        );
+        cost += self.run_job_path(t, JobPath::Submit(bundle));
+        self.threads[t].action = Action::Submit {
+            io,
+            dev,
+            piece,
+            dev_sector,
+        };
+        self.schedule_job(t, now, cost, ctx);
+    }
+}

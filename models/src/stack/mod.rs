@@ -1,0 +1,566 @@
+//! The asynchronous I/O stack: fio threads (libaio) -> filesystem -> bcache
+//! -> block layer/AHCI ports -> devices, with interrupts on an IRQ CPU.
+//!
+//! One [`AsyncStack`] is the whole simulated machine for a scenario. Its
+//! events ([`Ev`]) are a compact enum; components live in vectors and are
+//! addressed by index; in-flight I/Os live in a bounded slab.
+//!
+//! A fio thread alternates actions on its CPU, each taking the CPU time of
+//! the cost paths it runs: reap ready completions (`io_getevents`), submit a
+//! new I/O (`io_submit` down to the device), or sleep until an interrupt
+//! wakes it. Device completions set bits on their port; one interrupt
+//! handler on the IRQ CPU retires all of them, dispatches waiting requests
+//! into the freed NCQ tags and wakes sleeping threads.
+//!
+//! **Architecture Invariant:** every I/O a job submits is completed and
+//! reaped exactly once; conservation (submitted = reaped + in flight) is
+//! asserted at the end of every run.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use blocksim_analysis::fio_log::{IoLogEntry, LogRecorder};
+use blocksim_analysis::report::{iodepth_level_index, iodepth_submit_index};
+use blocksim_analysis::{
+    Cell, DirReport, DiskReport, JobReport, LatencyHist, Profile, ProfileRow, QueueRecords,
+    RunReport, StatsKept, Table,
+};
+use blocksim_sim::{
+    component_rng, ComponentRng, ContextId, CpuProfile, Ctx, LatencyHistogram, Mode, Model,
+    SimOptions, SimTime, Simulation, Slab, SlotId, StopReason, SymbolId,
+};
+use rand::Rng;
+
+use crate::ahci::{Origin, Port, Queued};
+use crate::bcache::{Bcache, BgDev, Route};
+use crate::config::Scenario;
+use crate::costs::Path;
+use crate::cpu::Cpus;
+use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskStats, ReqTag};
+use crate::intervals::{IntervalSampler, JobTotals};
+use crate::job::{IoEngine, JobConfig};
+use crate::offsets::Offsets;
+use crate::run::{Fault, ModelError, RunOptions, RunOutput};
+use crate::ssd::Ssd;
+
+mod bcache_io;
+mod build;
+mod dispatch;
+mod jobs;
+mod replay;
+mod report;
+
+use dispatch::path_of;
+use replay::Replay;
+pub use replay::{run_replay, ReplayFeed, ReplayRequest, ReplayStats};
+use report::log_io;
+
+/// Events of the stack.
+#[derive(Debug, Clone, Copy)]
+pub enum Ev {
+    /// A job thread finishes its current action and picks the next.
+    JobWake(u16),
+    /// A device timer.
+    DevTimer(u16, u32),
+    /// An interrupt handler starts on the IRQ CPU for a port.
+    IrqStart(u16),
+    /// The handler has finished; its completions are delivered.
+    IrqDone(u16),
+    /// End of one job's ramp_time: that job's statistics restart (fio ramps
+    /// each job separately).
+    JobRampEnd(u16),
+    /// End of the longest ramp_time: device, cache and profile statistics
+    /// restart.
+    RampEnd,
+    /// Periodic sample for time series.
+    Sample,
+    /// The next replayed request is due (open loop).
+    ReplayIssue,
+}
+
+/// Largest number of I/Os in flight in the whole stack (a stated bound).
+const IO_SLAB_BOUND: usize = 1 << 20;
+/// Bound on requests waiting for a tag per port.
+const PORT_WAIT_BOUND: usize = 1 << 20;
+
+/// Where a job's I/O goes.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    Dev(usize),
+    Bcache(usize),
+}
+
+/// An I/O of a job.
+#[derive(Debug, Clone, Copy)]
+struct Io {
+    /// The job thread, or [`REPLAY_JOB`] for a replayed trace request.
+    job: u16,
+    dir: Dir,
+    /// Sector on the job's target (after the filesystem mapping).
+    sector: u64,
+    sectors: u32,
+    /// The bcache this I/O went through ([`NO_BCACHE`] if none).
+    bcache: u16,
+    t_prep: SimTime,
+    t_submitted: SimTime,
+    /// When the request got a tag and went to the device (blktrace's D).
+    t_dispatch: SimTime,
+    t_done: SimTime,
+}
+
+/// `Io::job` of replayed trace requests.
+const REPLAY_JOB: u16 = u16::MAX;
+const NO_BCACHE: u16 = u16::MAX;
+
+/// What a device-level request is for (encoded in an [`Origin`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Piece {
+    /// Completing it completes the job I/O.
+    User(SlotId),
+    /// A bcache miss read from the backing device.
+    BackingRead(SlotId),
+    /// A bcache cache fill (write to the cache device); index into `fills`.
+    Fill(SlotId),
+}
+
+impl Piece {
+    fn encode(self) -> Origin {
+        let (k, id) = match self {
+            Piece::User(s) => (0, s.0),
+            Piece::BackingRead(s) => (1, s.0),
+            Piece::Fill(s) => (2, s.0),
+        };
+        assert!(id < 1 << 30);
+        Origin((k << 30) | id)
+    }
+    fn decode(o: Origin) -> Piece {
+        let id = SlotId(o.0 & ((1 << 30) - 1));
+        match o.0 >> 30 {
+            0 => Piece::User(id),
+            1 => Piece::BackingRead(id),
+            _ => Piece::Fill(id),
+        }
+    }
+}
+
+/// A device I/O bcache issued itself (cache fill, prio or journal write,
+/// writeback): completing it calls `Bcache::bg_done(token)`.
+#[derive(Debug, Clone, Copy)]
+struct Fill {
+    bcache: usize,
+    token: u32,
+}
+
+/// The action a job thread is performing until its next `JobWake`.
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    None,
+    Submit {
+        io: SlotId,
+        dev: usize,
+        piece: Piece,
+        dev_sector: u64,
+    },
+    Reap {
+        count: u32,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JobState {
+    Running,
+    Sleeping,
+    Done,
+}
+
+/// One fio thread (a clone of a `[[job]]` when numjobs > 1).
+struct JobThread {
+    group: usize,
+    cpu: usize,
+    rng: ComponentRng,
+    offsets: Offsets,
+    target: Target,
+    on_file: bool,
+    /// First sector of the job's region on the target device.
+    region_sector: u64,
+    ios_limit: Option<u64>,
+    /// Bytes to issue before stopping, for jobs whose block size varies
+    /// with `bssplit` (fio's io_size), instead of `ios_limit`.
+    bytes_limit: Option<u64>,
+    stop_issue_at: Option<SimTime>,
+    issued: u64,
+    in_flight: u32,
+    ready: VecDeque<SlotId>,
+    state: JobState,
+    action: Action,
+    /// Interrupt epoch in which this thread was last counted as woken.
+    woken_mark: u64,
+}
+
+/// Statistics of one `[[job]]` (all its clones).
+struct GroupStats {
+    slat: [LatencyHistogram; 2],
+    clat: [LatencyHistogram; 2],
+    lat: [LatencyHistogram; 2],
+    io_bytes: [u64; 2],
+    ios: [u64; 2],
+    depth: [u64; 7],
+    submit: [u64; 7],
+    complete: [u64; 7],
+    ctx_switches: u64,
+    usr_ns: u64,
+    sys_ns: u64,
+    end: Option<SimTime>,
+    clones_done: u32,
+    /// When this job's measurement started (its own ramp_time).
+    measure_start: SimTime,
+}
+
+impl GroupStats {
+    /// fio's per-direction report of these statistics.
+    fn dir_report(&self, d: usize, runtime_ns: u64) -> DirReport {
+        DirReport {
+            io_bytes: self.io_bytes[d],
+            total_ios: self.ios[d],
+            short_ios: 0,
+            runtime_ns,
+            slat: LatencyHist::from_histogram(self.slat[d].histogram()),
+            clat: LatencyHist::from_histogram(self.clat[d].histogram()),
+            lat: LatencyHist::from_histogram(self.lat[d].histogram()),
+            ..Default::default()
+        }
+    }
+
+    /// Running totals for the interval sampler.
+    fn totals(&self) -> JobTotals<'_> {
+        JobTotals {
+            ios: self.ios,
+            bytes: self.io_bytes,
+            clat: [self.clat[0].histogram(), self.clat[1].histogram()],
+            end: self.end,
+        }
+    }
+
+    fn new() -> Self {
+        GroupStats {
+            slat: [LatencyHistogram::new(), LatencyHistogram::new()],
+            clat: [LatencyHistogram::new(), LatencyHistogram::new()],
+            lat: [LatencyHistogram::new(), LatencyHistogram::new()],
+            io_bytes: [0; 2],
+            ios: [0; 2],
+            depth: [0; 7],
+            submit: [0; 7],
+            complete: [0; 7],
+            ctx_switches: 0,
+            usr_ns: 0,
+            sys_ns: 0,
+            end: None,
+            clones_done: 0,
+            measure_start: SimTime::ZERO,
+        }
+    }
+}
+
+/// A device with its port (tags, queue, interrupt state).
+struct DevNode {
+    name: String,
+    dev: Box<dyn BlockDevice>,
+    port: Port,
+    records: DevRecords,
+}
+
+/// The stack's own records of one device's requests, kept apart from the
+/// device's accounting: when each tag was dispatched and, per completion
+/// that came back, its latency. Little's law relates them to the device's
+/// in-flight gauge ([`QueueRecords`]).
+#[derive(Debug, Default)]
+struct DevRecords {
+    /// Dispatch time by tag (`None` when free); as long as the highest tag
+    /// used, not the port's tag count.
+    dispatched: Vec<Option<SimTime>>,
+    window_start: SimTime,
+    completions: u64,
+    latency_sum_ns: u64,
+    before_window_ns: u64,
+}
+
+impl DevRecords {
+    #[inline]
+    fn dispatch(&mut self, tag: u32, now: SimTime) {
+        let i = tag as usize;
+        if i >= self.dispatched.len() {
+            self.dispatched.resize(i + 1, None);
+        }
+        debug_assert!(self.dispatched[i].is_none(), "tag {tag} dispatched twice");
+        self.dispatched[i] = Some(now);
+    }
+
+    #[inline]
+    fn complete(&mut self, tag: u32, now: SimTime) {
+        let at = self
+            .dispatched
+            .get_mut(tag as usize)
+            .and_then(Option::take)
+            .unwrap_or_else(|| panic!("completion of tag {tag}, which was not dispatched"));
+        self.completions += 1;
+        self.latency_sum_ns += now.since(at);
+        self.before_window_ns += self.window_start.since(at);
+    }
+
+    /// Restarts the window (end of ramp_time).
+    fn reset(&mut self, now: SimTime) {
+        self.window_start = now;
+        self.completions = 0;
+        self.latency_sum_ns = 0;
+        self.before_window_ns = 0;
+    }
+
+    fn report(&self, end: SimTime, in_flight_integral_ns: u64) -> QueueRecords {
+        let open = self.dispatched.iter().flatten();
+        QueueRecords {
+            window_ns: end.since(self.window_start),
+            in_flight_integral_ns,
+            completions: self.completions,
+            latency_sum_ns: self.latency_sum_ns,
+            before_window_ns: self.before_window_ns,
+            in_flight_at_end: open.clone().count() as u64,
+            in_flight_at_end_ns: open.map(|&at| end.since(at.max(self.window_start))).sum(),
+        }
+    }
+}
+
+/// The resolved cost paths the stack uses.
+struct Paths {
+    fio_prep: Path,
+    fio_complete: Path,
+    io_submit_call: Path,
+    submit_io: Path,
+    fs_lookup: Path,
+    make_request: Path,
+    bcache_request: Path,
+    issue_cmd: Path,
+    getevents_call: Path,
+    reap_event: Path,
+    sleep: Path,
+    wakeup_target: Path,
+    irq_entry: Path,
+    irq_per_cmd: Path,
+    wake_remote: Path,
+    idle_exit: Path,
+    /// What one submission runs, as one path per combination of
+    /// [`submit_bundle_index`]: fio_prep, io_submit_call, submit_io, then
+    /// fs_lookup on a file, make_request, bcache_request and make_request
+    /// again through bcache, issue_cmd when a tag is free.
+    submit_bundles: Vec<Path>,
+    /// reap_event + fio_complete: per I/O reaped.
+    reap_one: Path,
+}
+
+/// A path a job thread runs: a single one, or a precombined bundle.
+#[derive(Debug, Clone, Copy)]
+enum JobPath {
+    Single(PathId),
+    Submit(usize),
+    ReapOne,
+}
+
+/// Index into [`Paths::submit_bundles`].
+fn submit_bundle_index(on_file: bool, via_bcache: bool, issue_now: bool) -> usize {
+    usize::from(on_file) | usize::from(via_bcache) << 1 | usize::from(issue_now) << 2
+}
+
+impl Paths {
+    fn with_bundles(mut self) -> Paths {
+        self.submit_bundles = (0..8)
+            .map(|i| {
+                let (on_file, via_bcache, issue_now) = (i & 1 != 0, i & 2 != 0, i & 4 != 0);
+                debug_assert_eq!(submit_bundle_index(on_file, via_bcache, issue_now), i);
+                let mut parts = vec![&self.fio_prep, &self.io_submit_call, &self.submit_io];
+                if on_file {
+                    parts.push(&self.fs_lookup);
+                }
+                parts.push(&self.make_request);
+                if via_bcache {
+                    parts.extend([&self.bcache_request, &self.make_request]);
+                }
+                if issue_now {
+                    parts.push(&self.issue_cmd);
+                }
+                Path::concat(&parts)
+            })
+            .collect();
+        self.reap_one = Path::concat(&[&self.reap_event, &self.fio_complete]);
+        self
+    }
+}
+
+struct Symbols {
+    bset_search: SymbolId,
+    search_leaf: SymbolId,
+    btree_insert: SymbolId,
+    /// Idle-loop symbols with their normalised share of idle samples.
+    idle: Vec<(SymbolId, f64)>,
+}
+
+struct Contexts {
+    fio: ContextId,
+    swapper: ContextId,
+    kworker: ContextId,
+}
+
+/// The simulated machine for an asynchronous-I/O scenario.
+pub struct AsyncStack {
+    seed: u64,
+    name: String,
+    jobs_cfg: Vec<JobConfig>,
+    threads: Vec<JobThread>,
+    groups: Vec<GroupStats>,
+    devs: Vec<DevNode>,
+    bcaches: Vec<(Bcache, usize, usize)>,
+    ios: Slab<Io>,
+    fills: Slab<Fill>,
+    cpus: Cpus,
+    irq_cpu: Option<usize>,
+    irq_delivery_ns: u64,
+    profile: CpuProfile,
+    paths: Paths,
+    syms: Symbols,
+    ctxs: Contexts,
+    perf_idle_weight: f64,
+    measure_start: SimTime,
+    threads_running: usize,
+    sample_interval_ns: u64,
+    /// Per-interval statistics of the jobs (taken at each `Sample`).
+    intervals: Option<IntervalSampler>,
+    /// fio log recorders per job thread (with the byte offset of the job's
+    /// file on its target, for `log_offset`), for jobs that asked.
+    logs: Vec<Option<(LogRecorder, u64)>>,
+    hit_series: Vec<(u64, u64, u64)>,
+    last_sample: (u64, u64),
+    scratch_timers: Vec<(u64, u32)>,
+    scratch_done: Vec<ReqTag>,
+    submitted_total: u64,
+    reaped_total: u64,
+    wake_epoch: u64,
+    fault: Option<Fault>,
+    retired_total: u64,
+    replay: Option<Replay>,
+}
+
+fn cfg_err(msg: impl Into<String>) -> ModelError {
+    ModelError::Config(msg.into())
+}
+
+/// A single path (the per-I/O submission and reap paths run as [`JobPath`]
+/// bundles).
+#[derive(Debug, Clone, Copy)]
+enum PathId {
+    IssueCmd,
+    GeteventsCall,
+    Sleep,
+    WakeupTarget,
+    IrqEntry,
+    IrqPerCmd,
+    WakeRemote,
+    IdleExit,
+}
+
+impl Model for AsyncStack {
+    type Event = Ev;
+
+    fn handle(&mut self, ev: Ev, ctx: &mut Ctx<'_, Ev>) {
+        match ev {
+            Ev::JobWake(t) => self.job_wake(t as usize, ctx),
+            Ev::DevTimer(d, tok) => self.with_dev(d as usize, ctx, |dev, c| dev.on_timer(tok, c)),
+            Ev::IrqStart(d) => self.irq_start(d as usize, ctx),
+            Ev::IrqDone(d) => self.irq_done(d as usize, ctx),
+            Ev::JobRampEnd(g) => self.job_ramp_end(g as usize, ctx.now()),
+            Ev::RampEnd => self.ramp_end(ctx.now()),
+            Ev::Sample => self.sample(ctx.now(), ctx),
+            Ev::ReplayIssue => self.replay_issue_due(ctx),
+        }
+        // I/O conservation at every event (debug builds; the end-of-run
+        // check is always on): every submitted I/O not yet reaped is live in
+        // the slab and counted in flight by its job or the replay.
+        #[cfg(debug_assertions)]
+        {
+            let live = self.submitted_total - self.reaped_total;
+            assert_eq!(
+                self.ios.len() as u64,
+                live,
+                "I/O slab != submitted - reaped"
+            );
+            let in_flight: u64 = self
+                .threads
+                .iter()
+                .map(|t| u64::from(t.in_flight))
+                .sum::<u64>()
+                + self.replay.as_ref().map_or(0, |r| r.in_flight as u64);
+            assert_eq!(in_flight, live, "in flight != submitted - reaped");
+        }
+    }
+}
+
+/// How a run of the stack ended: only the model's own stop is a finished
+/// run. Hitting `max_events` is a bound error (`before` says what had not
+/// happened yet); a queue that drains (or a time limit) with work left means
+/// a lost completion. A finished run must also hold the caches' invariants.
+fn check_finished(
+    sim: &Simulation<AsyncStack>,
+    reason: StopReason,
+    max_events: u64,
+    before: &str,
+) -> Result<(), ModelError> {
+    match reason {
+        StopReason::Requested => sim.model.check_cache_invariants(),
+        StopReason::EventLimit => Err(ModelError::Bound(format!(
+            "[simulation] max_events = {max_events} reached before {before}"
+        ))),
+        StopReason::Drained | StopReason::TimeLimit => Err(ModelError::Invariant(
+            sim.model.conservation_report(sim.now()),
+        )),
+    }
+}
+
+/// Runs an asynchronous-I/O scenario.
+pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, ModelError> {
+    if crate::sync_stack::handles(sc) {
+        return crate::sync_stack::run(sc, opts);
+    }
+    let stack = AsyncStack::build(sc, opts)?;
+    let nthreads = stack.threads.len();
+    let ramp = sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0);
+    let sample = stack.sample_interval_ns;
+    let mut sim = Simulation::new(
+        stack,
+        SimOptions {
+            queue_bound: 1 << 22,
+        },
+    );
+    for t in 0..nthreads {
+        sim.schedule_at(SimTime::ZERO, Ev::JobWake(t as u16))?;
+    }
+    for (g, j) in sc.jobs.iter().enumerate() {
+        if j.ramp_time_ns > 0 {
+            sim.schedule_at(SimTime(j.ramp_time_ns), Ev::JobRampEnd(g as u16))?;
+        }
+    }
+    if ramp > 0 {
+        sim.schedule_at(SimTime(ramp), Ev::RampEnd)?;
+    }
+    sim.schedule_at(SimTime(sample), Ev::Sample)?;
+    let summary = sim.run(SimTime::MAX, sc.simulation.max_events)?;
+    check_finished(
+        &sim,
+        summary.reason,
+        sc.simulation.max_events,
+        "the jobs finished; raise it or shorten the jobs",
+    )?;
+    let end = sim.now();
+    let events = sim.events_processed();
+    let report = sim.model.report(end, opts.profile);
+    Ok(RunOutput {
+        report,
+        events_processed: events,
+        sim_end: end,
+    })
+}

@@ -1,0 +1,359 @@
+//! Ramp, sampling and the end-of-run report and profile.
+
+use super::*;
+
+/// Logs one reaped I/O of a job that asked for fio logs (not during its
+/// ramp_time; times count from its end).
+pub(super) fn log_io(
+    rec: &mut LogRecorder,
+    file_start_bytes: u64,
+    ramp_ns: u64,
+    io: &Io,
+    now: SimTime,
+) {
+    let Some(t_ns) = now.as_ns().checked_sub(ramp_ns) else {
+        return;
+    };
+    rec.record(
+        t_ns,
+        IoLogEntry {
+            time_ms: t_ns / 1_000_000,
+            dir: match io.dir {
+                Dir::Read => blocksim_analysis::Dir::Read,
+                Dir::Write => blocksim_analysis::Dir::Write,
+            },
+            bs_bytes: io.sectors * 512,
+            offset_bytes: (io.sector * 512).saturating_sub(file_start_bytes),
+            slat_ns: io.t_submitted.since(io.t_prep),
+            clat_ns: now.since(io.t_submitted),
+        },
+    );
+}
+
+/// A DiskReport of a device's counters over `elapsed_ns`.
+pub(super) fn disk_report(
+    name: &str,
+    s: &DiskStats,
+    elapsed_ns: u64,
+    kept: (StatsKept, &str),
+) -> DiskReport {
+    DiskReport {
+        name: name.to_string(),
+        read_ios: s.ios[0],
+        write_ios: s.ios[1],
+        read_merges: s.merges[0],
+        write_merges: s.merges[1],
+        read_ticks_ms: s.ticks_ns[0] / 1_000_000,
+        write_ticks_ms: s.ticks_ns[1] / 1_000_000,
+        in_queue_ms: s.in_queue_ns / 1_000_000,
+        util_pct: s.busy_ns as f64 * 100.0 / elapsed_ns as f64,
+        stats_kept: kept.0,
+        stats_note: kept.1.to_string(),
+        members: Vec::new(),
+        queue: None,
+    }
+}
+
+/// bcache of 2011 (seed 000's) did no block-layer accounting for its
+/// device: its fio output shows `bcache0: ios=0/0`.
+pub(super) const BCACHE_NO_STATS: &str =
+    "2011 bcache does no block-layer accounting: seed 000's fio output shows bcache0: ios=0/0";
+
+impl AsyncStack {
+    /// Describes which jobs still have I/O in flight when no event is left:
+    /// a completion was lost somewhere below them.
+    pub(super) fn conservation_report(&self, now: SimTime) -> String {
+        let mut parts = Vec::new();
+        for (i, th) in self.threads.iter().enumerate() {
+            if th.state != JobState::Done {
+                parts.push(format!(
+                    "job {} clone {i}: submitted {}, in flight {} (ready to reap {}), state {:?}",
+                    self.jobs_cfg[th.group].name,
+                    th.issued,
+                    th.in_flight,
+                    th.ready.len(),
+                    th.state
+                ));
+            }
+        }
+        format!(
+            "I/O conservation at {now}: no event is pending but jobs are not done (a completion was lost): \
+             stack submitted {} I/Os, reaped {}, {} still in flight; {}",
+            self.submitted_total,
+            self.reaped_total,
+            self.submitted_total - self.reaped_total,
+            parts.join("; ")
+        )
+    }
+
+    /// The caches' invariants at the end of a run (see
+    /// [`Bcache::check_invariants`]).
+    pub(super) fn check_cache_invariants(&self) -> Result<(), ModelError> {
+        for (b, _, _) in &self.bcaches {
+            b.check_invariants().map_err(ModelError::Invariant)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn job_ramp_end(&mut self, group: usize, now: SimTime) {
+        if let Some(iv) = &mut self.intervals {
+            iv.restart(group, &self.groups[group].totals(), now);
+        }
+        let g = &mut self.groups[group];
+        // Only the statistics restart; a size-bound job that already
+        // finished during its ramp keeps its end and finished clones.
+        let (end, clones_done) = (g.end, g.clones_done);
+        *g = GroupStats::new();
+        g.end = end;
+        g.clones_done = clones_done;
+        g.measure_start = now;
+    }
+
+    pub(super) fn ramp_end(&mut self, now: SimTime) {
+        self.measure_start = now;
+        self.profile.reset();
+        for d in &mut self.devs {
+            d.dev.reset_stats(now);
+            d.records.reset(now);
+        }
+    }
+
+    pub(super) fn sample(&mut self, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        let (h, m) = self
+            .bcaches
+            .iter()
+            .fold((0, 0), |(h, m), (b, _, _)| (h + b.hits, m + b.misses));
+        let (dh, dm) = (h - self.last_sample.0, m - self.last_sample.1);
+        self.last_sample = (h, m);
+        if !self.bcaches.is_empty() {
+            self.hit_series.push((now.as_ns(), dh, dm));
+        }
+        if let Some(iv) = &mut self.intervals {
+            for (gi, g) in self.groups.iter().enumerate() {
+                iv.sample(gi, &g.totals(), now);
+            }
+        }
+        // Keep sampling while anything else is pending; if only the sampler
+        // is left, the run must drain so a lost completion is reported.
+        if (self.threads_running > 0 || self.replay.is_some()) && ctx.pending_events() > 0 {
+            ctx.schedule_in(self.sample_interval_ns, Ev::Sample);
+        }
+    }
+
+    /// Builds the report at the end of the run.
+    pub fn report(&mut self, end: SimTime, with_profile: bool) -> RunReport {
+        assert_eq!(
+            self.submitted_total,
+            self.reaped_total + self.threads.iter().map(|t| t.in_flight as u64).sum::<u64>(),
+            "I/O conservation violated: submitted != reaped + in flight"
+        );
+        let mut jobs = Vec::new();
+        for (gi, jc) in self.jobs_cfg.iter().enumerate() {
+            let g = &self.groups[gi];
+            let run_end = g.end.unwrap_or(end);
+            let runtime_ns = run_end.since(g.measure_start).max(1);
+            let dir_report = |d: usize| g.dir_report(d, runtime_ns);
+            let pct = |a: &[u64; 7]| {
+                let total: u64 = a.iter().sum();
+                let mut out = [0.0; 7];
+                if total > 0 {
+                    for (o, v) in out.iter_mut().zip(a) {
+                        *o = *v as f64 * 100.0 / total as f64;
+                    }
+                }
+                out
+            };
+            let per_job_cpu = runtime_ns as f64 * jc.numjobs as f64;
+            jobs.push(JobReport {
+                name: jc.name.clone(),
+                groupid: 0,
+                numjobs: jc.numjobs,
+                rw: jc.rw.as_str().to_string(),
+                bs_bytes: jc.bs_bytes_min,
+                ioengine: jc.ioengine.as_str().to_string(),
+                iodepth: jc.iodepth,
+                pid: 1000 + gi as u32,
+                read: dir_report(0),
+                write: dir_report(1),
+                trim: DirReport::default(),
+                usr_cpu_pct: g.usr_ns as f64 * 100.0 / per_job_cpu,
+                sys_cpu_pct: g.sys_ns as f64 * 100.0 / per_job_cpu,
+                ctx: g.ctx_switches,
+                majf: 0,
+                minf: 0,
+                iodepth_level: pct(&g.depth),
+                iodepth_submit: pct(&g.submit),
+                iodepth_complete: pct(&g.complete),
+                runtime_ns,
+            });
+        }
+        let elapsed = end.since(self.measure_start).max(1);
+        let disks = self.disk_reports(end, elapsed);
+        let (intervals, io_logs) = self.finish_series(end);
+        let mut extra_tables = Vec::new();
+        if !self.hit_series.is_empty() {
+            let mut t = Table::new(
+                "bcache hit ratio over time",
+                &["time_s", "hits", "misses", "hit_ratio_pct"],
+            );
+            for &(ns, h, m) in &self.hit_series {
+                let total = h + m;
+                let ratio = if total == 0 {
+                    0.0
+                } else {
+                    h as f64 * 100.0 / total as f64
+                };
+                t.push_row(vec![
+                    Cell::float(ns as f64 / 1e9, 1),
+                    Cell::Int(h as i64),
+                    Cell::Int(m as i64),
+                    Cell::float(ratio, 2),
+                ])
+                .expect("row shape");
+            }
+            extra_tables.push(t);
+        }
+        let mut notes = Vec::new();
+        for (b, _, _) in &self.bcaches {
+            notes.push(b.report_note());
+        }
+        if let Some(t) = self.bcache_metrics(end) {
+            extra_tables.push(t);
+        }
+        let profile = with_profile.then(|| self.build_profile(elapsed));
+        RunReport {
+            seed: self.seed,
+            scenario_name: self.name.clone(),
+            jobs,
+            disks,
+            profile,
+            extra_tables,
+            notes,
+            intervals,
+            io_logs,
+        }
+    }
+
+    /// fio's disk stats: every bcache (which keeps no statistics), then
+    /// every device with its members (md's disks).
+    pub(super) fn disk_reports(&self, end: SimTime, elapsed: u64) -> Vec<DiskReport> {
+        let mut disks = Vec::new();
+        for b in &self.bcaches {
+            disks.push(disk_report(
+                &b.0.cfg.name,
+                &DiskStats::default(),
+                elapsed,
+                (StatsKept::None, BCACHE_NO_STATS),
+            ));
+        }
+        for d in &self.devs {
+            let mut r = disk_report(&d.name, &d.dev.disk_stats(end), elapsed, d.dev.stats_kept());
+            r.members = d
+                .dev
+                .member_stats(end)
+                .iter()
+                .map(|m| disk_report(&m.name, &m.stats, elapsed, (m.kept, "")))
+                .collect();
+            r.queue = Some(d.records.report(end, d.dev.in_flight_integral_ns(end)));
+            disks.push(r);
+        }
+        disks
+    }
+
+    /// The per-interval report (None without jobs) and the fio logs.
+    pub(super) fn finish_series(
+        &mut self,
+        end: SimTime,
+    ) -> (
+        Option<blocksim_analysis::IntervalReport>,
+        Vec<blocksim_analysis::fio_log::JobLog>,
+    ) {
+        let intervals = self.intervals.take().map(|iv| {
+            let totals: Vec<JobTotals<'_>> = self.groups.iter().map(|g| g.totals()).collect();
+            iv.finish(&totals, end)
+        });
+        let mut io_logs = Vec::new();
+        for (t, log) in self.logs.iter_mut().enumerate() {
+            if let Some((rec, _)) = log.take() {
+                let g = &self.groups[self.threads[t].group];
+                let run_end = g.end.unwrap_or(end);
+                io_logs.push(rec.finish(run_end.since(g.measure_start)));
+            }
+        }
+        (intervals.filter(|iv| !iv.rows.is_empty()), io_logs)
+    }
+
+    /// The "metrics" table `sim run` puts in its variant comparison: the
+    /// bcache counters of the measurement, the cache device's writes and the
+    /// latency percentiles of all jobs per direction with I/O.
+    pub(super) fn bcache_metrics(&self, end: SimTime) -> Option<Table> {
+        let (b, cache, _) = self.bcaches.first()?;
+        let mut t = Table::new("metrics", &["name", "value"]);
+        let disk = self.devs[*cache].dev.disk_stats(end);
+        let mut rows = b.metrics();
+        rows.push(("cache_write_ios".into(), Cell::Int(disk.ios[1] as i64)));
+        rows.push(("cache_read_ios".into(), Cell::Int(disk.ios[0] as i64)));
+        for (d, dir) in ["read", "write"].iter().enumerate() {
+            let mut clat = LatencyHist::default();
+            for g in &self.groups {
+                clat.merge(&LatencyHist::from_histogram(g.clat[d].histogram()));
+            }
+            // A direction without I/O gets no rows (its zeros would read
+            // as measured latencies).
+            if clat.is_empty() && !(d == 0 && self.groups.iter().all(|g| g.ios[1] == 0)) {
+                continue;
+            }
+            for (name, p) in [("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9)] {
+                rows.push((
+                    format!("{dir}_clat_{name}_us"),
+                    Cell::float(clat.percentile_ns(p) as f64 / 1000.0, 1),
+                ));
+            }
+        }
+        for (n, v) in rows {
+            t.push_row(vec![Cell::Text(n), v]).expect("row shape");
+        }
+        Some(t)
+    }
+
+    pub(super) fn build_profile(&mut self, elapsed: u64) -> Profile {
+        // Idle time on every CPU, sampled at perf_idle_weight.
+        let ncpu = self.cpus.count();
+        let swapper = self.ctxs.swapper;
+        for cpu in 0..ncpu {
+            let busy = self.profile.cpu_mode_ns(cpu, Mode::User)
+                + self.profile.cpu_mode_ns(cpu, Mode::Kernel);
+            let idle = elapsed.saturating_sub(busy);
+            let sampled = idle as f64 * self.perf_idle_weight;
+            for i in 0..self.syms.idle.len() {
+                let (sym, share) = self.syms.idle[i];
+                self.profile
+                    .charge(cpu, swapper, sym, (sampled * share).round() as u64);
+            }
+        }
+        let mut rows: Vec<ProfileRow> = self
+            .profile
+            .totals()
+            .into_iter()
+            .map(|(c, s, ns)| {
+                let sym = &self.profile.symbols()[s.0 as usize];
+                ProfileRow {
+                    cpu_ns: ns,
+                    command: self.profile.contexts()[c.0 as usize].clone(),
+                    dso: sym.dso.clone(),
+                    symbol: sym.name.clone(),
+                    kernel: sym.mode != Mode::User,
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            b.cpu_ns
+                .cmp(&a.cpu_ns)
+                .then_with(|| a.symbol.cmp(&b.symbol))
+        });
+        Profile {
+            total_samples_ns: rows.iter().map(|r| r.cpu_ns).sum(),
+            rows,
+        }
+    }
+}
