@@ -1,21 +1,130 @@
-//! Builds the rotating backing devices of a scenario: `[[raid10]]` arrays
-//! over `[[hdd]]` disks, and stand-alone disks.
+//! Builds the backing devices of a scenario: `[[raid10]]` arrays over
+//! `[[hdd]]` or `[[ssd]]` members, and stand-alone disks.
 //!
 //! md's member disks are owned by the array (md issues their I/O itself);
 //! the array appears as one device with an unbounded port (md is bio-based,
-//! no tags), and its completions reach the IRQ CPU like any device's.
+//! no tags), and its completions reach the IRQ CPU like any device's. An
+//! array of rotating disks is a `Raid10<Hdd>`; one with any SSD member is a
+//! `Raid10<Member>` (md's read balancing sees which members are
+//! non-rotational).
 
 use crate::config::Scenario;
-use crate::device::BlockDevice;
+use crate::device::{BlockDevice, DevCtx, DevRequest, DiskStats};
 use crate::hdd::Hdd;
-use crate::raid10::build_raid10;
+use crate::raid10::{build_raid10, Raid10, RaidMember};
 use crate::run::ModelError;
+use crate::ssd::Ssd;
+use blocksim_sim::SimTime;
 
 /// Tags of a bio-based device's "port": effectively unbounded.
-const BIO_BASED_TAGS: u32 = 1 << 16;
+pub const BIO_BASED_TAGS: u32 = 1 << 16;
 
 /// Receives each device built: (name, device, tags of its port).
 pub type AddDevice<'a> = dyn FnMut(&str, Box<dyn BlockDevice>, u32) -> Result<(), ModelError> + 'a;
+
+/// A member of an array with at least one SSD.
+pub enum Member {
+    Hdd(Hdd),
+    Ssd(Ssd),
+}
+
+impl RaidMember for Ssd {
+    fn nonrotational(&self) -> bool {
+        true
+    }
+}
+
+impl RaidMember for Member {
+    fn nonrotational(&self) -> bool {
+        matches!(self, Member::Ssd(_))
+    }
+}
+
+impl Member {
+    fn dev(&self) -> &dyn BlockDevice {
+        match self {
+            Member::Hdd(h) => h,
+            Member::Ssd(s) => s,
+        }
+    }
+    fn dev_mut(&mut self) -> &mut dyn BlockDevice {
+        match self {
+            Member::Hdd(h) => h,
+            Member::Ssd(s) => s,
+        }
+    }
+}
+
+impl BlockDevice for Member {
+    fn submit(&mut self, req: DevRequest, ctx: &mut DevCtx<'_>) {
+        self.dev_mut().submit(req, ctx)
+    }
+    fn on_timer(&mut self, token: u32, ctx: &mut DevCtx<'_>) {
+        self.dev_mut().on_timer(token, ctx)
+    }
+    fn in_flight(&self) -> u32 {
+        self.dev().in_flight()
+    }
+    fn capacity_sectors(&self) -> u64 {
+        self.dev().capacity_sectors()
+    }
+    fn disk_stats(&self, now: SimTime) -> DiskStats {
+        self.dev().disk_stats(now)
+    }
+    fn reset_stats(&mut self, now: SimTime) {
+        self.dev_mut().reset_stats(now)
+    }
+    fn in_flight_integral_ns(&self, now: SimTime) -> u64 {
+        self.dev().in_flight_integral_ns(now)
+    }
+    fn stats_kept(&self) -> (crate::device::StatsKept, &'static str) {
+        self.dev().stats_kept()
+    }
+    fn member_stats(&self, now: SimTime) -> Vec<crate::device::MemberStats> {
+        self.dev().member_stats(now)
+    }
+    fn completes_inline(&self) -> bool {
+        self.dev().completes_inline()
+    }
+}
+
+fn config_err(e: impl ToString) -> ModelError {
+    ModelError::Config(e.to_string())
+}
+
+/// Builds one array: over rotating disks only as today's `Raid10<Hdd>`,
+/// otherwise over [`Member`]s taken from `[[hdd]]` and `[[ssd]]`.
+fn build_array(
+    sc: &Scenario,
+    r: &crate::raid10::Raid10Config,
+    seed: u64,
+) -> Result<Box<dyn BlockDevice>, ModelError> {
+    let is_ssd = |m: &String| sc.ssd.iter().any(|s| &s.name == m);
+    if !r.members.iter().any(is_ssd) {
+        return Ok(Box::new(build_raid10(r, &sc.hdd, seed).map_err(config_err)?));
+    }
+    let mut members = Vec::with_capacity(r.members.len());
+    for name in &r.members {
+        let rng = blocksim_sim::component_rng(seed, name);
+        if let Some(s) = sc.ssd.iter().find(|s| &s.name == name) {
+            s.validate().map_err(config_err)?;
+            members.push(Member::Ssd(Ssd::new(s.clone(), rng)));
+        } else if let Some(h) = sc.hdd.iter().find(|h| &h.name == name) {
+            members.push(Member::Hdd(Hdd::new(h, rng).map_err(config_err)?));
+        } else {
+            return Err(config_err(format!(
+                "[[raid10]] {:?}: member {name:?} is neither an [[hdd]] nor an [[ssd]]",
+                r.name
+            )));
+        }
+    }
+    Ok(Box::new(Raid10::new(r, members).map_err(config_err)?))
+}
+
+/// Names of every device some array owns as a member.
+pub fn array_members(sc: &Scenario) -> std::collections::BTreeSet<String> {
+    sc.raid10.iter().flat_map(|r| r.members.iter().cloned()).collect()
+}
 
 /// Adds every backing device of the scenario through `add(name, device, tags)`.
 pub fn add_backing_devices(
@@ -24,16 +133,12 @@ pub fn add_backing_devices(
     ncq_tags: u32,
     add: &mut AddDevice<'_>,
 ) -> Result<(), ModelError> {
-    let mut in_array = std::collections::BTreeSet::new();
     for r in &sc.raid10 {
-        let array =
-            build_raid10(r, &sc.hdd, seed).map_err(|e| ModelError::Config(e.to_string()))?;
-        in_array.extend(r.members.iter().cloned());
-        add(&r.name, Box::new(array), BIO_BASED_TAGS)?;
+        add(&r.name, build_array(sc, r, seed)?, BIO_BASED_TAGS)?;
     }
+    let in_array = array_members(sc);
     for h in sc.hdd.iter().filter(|h| !in_array.contains(&h.name)) {
-        let disk = Hdd::new(h, blocksim_sim::component_rng(seed, &h.name))
-            .map_err(|e| ModelError::Config(e.to_string()))?;
+        let disk = Hdd::new(h, blocksim_sim::component_rng(seed, &h.name)).map_err(config_err)?;
         let tags = ncq_tags.min(h.ncq_depth.max(1));
         add(&h.name, Box::new(disk), tags)?;
     }

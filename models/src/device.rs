@@ -126,6 +126,13 @@ pub trait BlockDevice {
     fn member_stats(&self, _now: SimTime) -> Vec<MemberStats> {
         Vec::new()
     }
+    /// Whether the device completes every request inside `submit`, in the
+    /// submitter's context and without an interrupt (bio-based pmem). The
+    /// machine then delivers its completions at once instead of through an
+    /// interrupt handler.
+    fn completes_inline(&self) -> bool {
+        false
+    }
 }
 
 /// Statistics of one member of a stacked device.

@@ -18,6 +18,7 @@ pub mod cpu;
 pub mod device;
 pub mod dm;
 pub mod fs;
+pub mod graph;
 pub mod hdd;
 pub mod index;
 pub mod intervals;

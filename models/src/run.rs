@@ -155,6 +155,17 @@ impl BlockDevice for DelayCompletions {
     fn in_flight_integral_ns(&self, now: SimTime) -> u64 {
         self.inner.in_flight_integral_ns(now)
     }
+
+    fn stats_kept(&self) -> (crate::device::StatsKept, &'static str) {
+        self.inner.stats_kept()
+    }
+
+    fn member_stats(&self, now: SimTime) -> Vec<crate::device::MemberStats> {
+        self.inner.member_stats(now)
+    }
+
+    // `completes_inline` stays false: the held completions come back from a
+    // timer, through the interrupt path.
 }
 
 /// The result of one run.

@@ -196,9 +196,12 @@ const STAGE_LINK: u32 = 2;
 const STAGE_CHANNEL_START: u32 = 3;
 const STAGE_LINK_START: u32 = 4;
 
+/// A timer token: the stage in bits 16.., the channel in bits 0..16 (at
+/// most 1024 channels). Tokens stay below 2^24 so that md can multiplex its
+/// members' timers through one token (member index in the top 8 bits).
 fn token(stage: u32, index: u32) -> u32 {
-    debug_assert!(index < 1 << 24);
-    (stage << 24) | index
+    debug_assert!(index < 1 << 16);
+    (stage << 16) | index
 }
 
 /// A single FIFO server whose queue is ordered by arrival time and may hold
@@ -429,7 +432,7 @@ impl BlockDevice for Ssd {
     }
 
     fn on_timer(&mut self, tok: u32, ctx: &mut DevCtx<'_>) {
-        let (stage, index) = (tok >> 24, (tok & 0xff_ffff) as usize);
+        let (stage, index) = (tok >> 16, (tok & 0xffff) as usize);
         let now = ctx.now();
         match stage {
             STAGE_CHANNEL => {

@@ -132,7 +132,7 @@ impl BlockDevice for RefSsd {
     }
 
     fn on_timer(&mut self, tok: u32, ctx: &mut DevCtx<'_>) {
-        let (stage, index) = (tok >> 24, (tok & 0xff_ffff) as usize);
+        let (stage, index) = (tok >> 16, (tok & 0xffff) as usize);
         match stage {
             STAGE_CONTROLLER => {
                 let id = self.controller_busy.take().expect("controller was busy");

@@ -16,9 +16,11 @@ pub(super) fn add_dev(
     if devs.len() >= u16::MAX as usize {
         return Err(cfg_err("too many devices"));
     }
+    let dev = Fault::wrap(fault, dev);
     devs.push(DevNode {
         name: name.to_string(),
-        dev: Fault::wrap(fault, dev),
+        inline: dev.completes_inline(),
+        dev,
         port: Port::new(tags, PORT_WAIT_BOUND),
         records: DevRecords::default(),
     });
@@ -107,7 +109,10 @@ impl AsyncStack {
         }
         let mut devs: Vec<DevNode> = Vec::new();
         let mut names: BTreeMap<String, usize> = BTreeMap::new();
-        for s in &sc.ssd {
+        // The device graph: names, what sits on what, no cycles.
+        let graph = crate::graph::Graph::of(sc).map_err(|e| cfg_err(e.to_string()))?;
+        let in_array = crate::backing::array_members(sc);
+        for s in sc.ssd.iter().filter(|s| !in_array.contains(&s.name)) {
             s.validate().map_err(cfg_err)?;
             let tags = if s.interface == "nvme" {
                 s.queue_depth
@@ -126,8 +131,16 @@ impl AsyncStack {
         crate::backing::add_backing_devices(sc, seed, ncq_tags, &mut |name, dev, tags| {
             add_dev(&mut devs, &mut names, name, dev, tags, opts.fault)
         })?;
+        for p in &sc.pmem {
+            p.validate().map_err(cfg_err)?;
+            let dev = Box::new(crate::pmem::Pmem::new(p.clone()));
+            let tags = crate::backing::BIO_BASED_TAGS;
+            add_dev(&mut devs, &mut names, &p.name, dev, tags, opts.fault)?;
+        }
 
         let mut bcaches = Vec::new();
+        // Index 0: no layers (most jobs).
+        let mut bio_layers = vec![layers::BioLayers::default()];
         let mut targets: BTreeMap<String, Target> = names
             .iter()
             .map(|(n, &i)| (n.clone(), Target::Dev(i)))
@@ -194,10 +207,20 @@ impl AsyncStack {
             }
             let (target_name, on_file, file_start) = match &sc.filesystem {
                 Some(fs) if fs.holds(&j.filename) => (fs.device.clone(), true, fs.file_start.0),
-                _ => (j.filename.trim_start_matches("/dev/").to_string(), false, 0),
+                _ => (crate::graph::device_name(&j.filename).to_string(), false, 0),
             };
-            let target = *targets.get(&target_name).ok_or_else(|| {
-                let known: Vec<&str> = targets.keys().map(|s| s.as_str()).collect();
+            let resolver = layers::Resolver {
+                sc,
+                graph: &graph,
+                targets: &targets,
+                make_request: &paths.make_request,
+            };
+            let resolved = match graph.node(&target_name) {
+                Some(_) => Some(layers::resolve(&resolver, &mut profile, &target_name)?),
+                None => None,
+            };
+            let (target, bio) = resolved.ok_or_else(|| {
+                let known: Vec<&str> = graph.bottom_up().map(|n| n.name.as_str()).collect();
                 cfg_err(format!(
                     "job `{}`: filename {:?} is not a device of the stack (known: {}{})",
                     j.name,
@@ -238,6 +261,14 @@ impl AsyncStack {
                     j.name
                 )));
             }
+            let layers_index = match bio.is_empty() {
+                true => 0,
+                false => {
+                    bio_layers.push(bio);
+                    u16::try_from(bio_layers.len() - 1)
+                        .map_err(|_| cfg_err("too many jobs with dm/pmem layers"))?
+                }
+            };
             for clone in 0..j.numjobs {
                 let cpu = match &j.cpus_allowed {
                     Some(list) => {
@@ -275,6 +306,7 @@ impl AsyncStack {
                     rng,
                     offsets,
                     target,
+                    layers: layers_index,
                     on_file,
                     region_sector: start_bytes / 512,
                     ios_limit,
@@ -330,6 +362,8 @@ impl AsyncStack {
             fault: opts.fault,
             retired_total: 0,
             replay: None,
+            build_notes: layers::accounting_notes(sc, &bio_layers),
+            bio_layers,
         })
     }
 }

@@ -31,6 +31,9 @@ impl AsyncStack {
         for (delay, tok) in self.scratch_timers.drain(..) {
             ctx.schedule_in(delay, Ev::DevTimer(d as u16, tok));
         }
+        if dev.inline && !self.scratch_done.is_empty() {
+            return self.complete_inline(d, ctx);
+        }
         if !self.scratch_done.is_empty() {
             let now = ctx.now();
             for t in &self.scratch_done {
@@ -141,6 +144,9 @@ impl AsyncStack {
         for _ in 0..wakes {
             cost += self.charge(cpu, swapper, PathId::WakeRemote).0;
         }
+        if self.bio_layers.len() > 1 {
+            cost += self.irq_endio(d, cpu);
+        }
         let end = self.cpus.occupy(cpu, start, cost);
         ctx.schedule_at(end, Ev::IrqDone(d as u16));
     }
@@ -152,60 +158,8 @@ impl AsyncStack {
         for &tag in &retiring {
             let origin = self.devs[d].port.release_tag(tag);
             self.retired_total += 1;
-            let piece = Piece::decode(origin);
-            match self.fault {
-                Some(Fault::DropCompletion { nth }) if nth == self.retired_total => continue,
-                Some(Fault::DuplicateCompletion { nth }) if nth == self.retired_total => {
-                    if let Piece::User(io) = piece {
-                        self.io_done(io, now, ctx);
-                    }
-                }
-                _ => {}
-            }
-            match piece {
-                Piece::User(io) => self.io_done(io, now, ctx),
-                Piece::BackingRead(io) => {
-                    // Every bio bcache routed and must see complete: a hit
-                    // read from the cache, a miss read from the backing
-                    // device, the backing half of a writethrough write.
-                    let (bcache, sector, sectors, dir, job, t_dispatch) = {
-                        let v = self.ios.get(io);
-                        (v.bcache, v.sector, v.sectors, v.dir, v.job, v.t_dispatch)
-                    };
-                    if bcache == NO_BCACHE {
-                        self.io_done(io, now, ctx);
-                        continue;
-                    }
-                    let b = bcache as usize;
-                    let on_cache = d == self.bcaches[b].1;
-                    let bc = &mut self.bcaches[b].0;
-                    let done = if on_cache {
-                        bc.cache_read_done(now.since(t_dispatch), now.as_ns());
-                        true
-                    } else if dir == Dir::Read {
-                        bc.read_miss_done(sector, sectors, u32::from(job), now.as_ns());
-                        true
-                    } else {
-                        bc.join_done(io.0)
-                    };
-                    self.bcache_pump(b, now, ctx);
-                    if done {
-                        // The injected duplicate applies to bcache's bios too.
-                        if matches!(self.fault, Some(Fault::DuplicateCompletion { nth }) if nth == self.retired_total)
-                        {
-                            self.io_done(io, now, ctx);
-                        }
-                        self.io_done(io, now, ctx);
-                    }
-                }
-                Piece::Fill(f) => {
-                    let fill = self.fills.remove(f);
-                    let user = self.bcaches[fill.bcache].0.bg_done(fill.token, now.as_ns());
-                    self.bcache_pump(fill.bcache, now, ctx);
-                    if let Some(u) = user {
-                        self.io_done(SlotId(u), now, ctx);
-                    }
-                }
+            if let Some(piece) = self.faulted(Piece::decode(origin), now, ctx) {
+                self.deliver(d, piece, now, ctx);
             }
         }
         // Dispatch waiting requests into the freed tags.
@@ -232,6 +186,114 @@ impl AsyncStack {
         } else {
             ctx.schedule_at(now, Ev::IrqStart(d as u16));
         }
+    }
+
+    /// The bio-based layers' completion work (dm's `clone_endio`) for the
+    /// job I/Os among the completions the handler on `cpu` retires. A
+    /// writethrough write through bcache is counted for each of its two
+    /// bios (an overcount of one `clone_endio` per such write).
+    fn irq_endio(&mut self, d: usize, cpu: usize) -> u64 {
+        let mut cost = 0;
+        for i in 0..self.devs[d].port.retiring.len() {
+            let tag = self.devs[d].port.retiring[i];
+            let Some(origin) = self.devs[d].port.owner_of(tag) else {
+                continue;
+            };
+            if let Piece::User(io) | Piece::BackingRead(io) = Piece::decode(origin) {
+                let j = self.ios.get(io).job;
+                if j == REPLAY_JOB {
+                    continue;
+                }
+                let layers = &self.bio_layers[self.threads[j as usize].layers as usize];
+                if layers.endio_in_irq() {
+                    cost += layers.endio.charge(&mut self.profile, cpu, self.ctxs.swapper);
+                }
+            }
+        }
+        cost
+    }
+
+    /// Applies an injected completion fault to the `retired_total`-th
+    /// completion: `None` drops it; a duplicated job I/O completes once
+    /// more here (bcache's bios are duplicated in [`Self::deliver`]).
+    fn faulted(&mut self, piece: Piece, now: SimTime, ctx: &mut Ctx<'_, Ev>) -> Option<Piece> {
+        match self.fault {
+            Some(Fault::DropCompletion { nth }) if nth == self.retired_total => return None,
+            Some(Fault::DuplicateCompletion { nth }) if nth == self.retired_total => {
+                if let Piece::User(io) = piece {
+                    self.io_done(io, now, ctx);
+                }
+            }
+            _ => {}
+        }
+        Some(piece)
+    }
+
+    /// Delivers a completion of device `d` to what waits for it: a job's
+    /// I/O, or bcache (its routed bios and its own fills).
+    fn deliver(&mut self, d: usize, piece: Piece, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        match piece {
+            Piece::User(io) => self.io_done(io, now, ctx),
+            Piece::BackingRead(io) => {
+                // Every bio bcache routed and must see complete: a hit
+                // read from the cache, a miss read from the backing
+                // device, the backing half of a writethrough write.
+                let (bcache, sector, sectors, dir, job, t_dispatch) = {
+                    let v = self.ios.get(io);
+                    (v.bcache, v.sector, v.sectors, v.dir, v.job, v.t_dispatch)
+                };
+                if bcache == NO_BCACHE {
+                    self.io_done(io, now, ctx);
+                    return;
+                }
+                let b = bcache as usize;
+                let on_cache = d == self.bcaches[b].1;
+                let bc = &mut self.bcaches[b].0;
+                let done = if on_cache {
+                    bc.cache_read_done(now.since(t_dispatch), now.as_ns());
+                    true
+                } else if dir == Dir::Read {
+                    bc.read_miss_done(sector, sectors, u32::from(job), now.as_ns());
+                    true
+                } else {
+                    bc.join_done(io.0)
+                };
+                self.bcache_pump(b, now, ctx);
+                if done {
+                    // The injected duplicate applies to bcache's bios too.
+                    if matches!(self.fault, Some(Fault::DuplicateCompletion { nth }) if nth == self.retired_total)
+                    {
+                        self.io_done(io, now, ctx);
+                    }
+                    self.io_done(io, now, ctx);
+                }
+            }
+            Piece::Fill(f) => {
+                let fill = self.fills.remove(f);
+                let user = self.bcaches[fill.bcache].0.bg_done(fill.token, now.as_ns());
+                self.bcache_pump(fill.bcache, now, ctx);
+                if let Some(u) = user {
+                    self.io_done(SlotId(u), now, ctx);
+                }
+            }
+        }
+    }
+
+    /// Completions of a device that completes inside `submit` (pmem): no
+    /// interrupt; delivered now, in the submitter's context.
+    fn complete_inline(&mut self, d: usize, ctx: &mut Ctx<'_, Ev>) {
+        let now = ctx.now();
+        let mut done = std::mem::take(&mut self.scratch_done);
+        for tag in &done {
+            self.devs[d].records.complete(tag.0, now);
+            let origin = self.devs[d].port.release_tag(tag.0);
+            self.retired_total += 1;
+            if let Some(piece) = self.faulted(Piece::decode(origin), now, ctx) {
+                self.deliver(d, piece, now, ctx);
+            }
+        }
+        done.clear();
+        self.scratch_done = done;
     }
 
     pub(super) fn io_done(&mut self, io: SlotId, now: SimTime, ctx: &mut Ctx<'_, Ev>) {

@@ -186,6 +186,16 @@ impl AsyncStack {
                 r
             }
         };
+        let li = self.threads[t].layers as usize;
+        if li != 0 {
+            // dm-linear above the target, a pmem leaf below it.
+            let cpu = self.threads[t].cpu;
+            let bytes = u64::from(sectors) * 512;
+            let layers = &self.bio_layers[li];
+            let ns = layers.charge_submit(&mut self.profile, cpu, self.ctxs.fio, bytes);
+            self.groups[group].sys_ns += ns;
+            cost += ns;
+        }
         let bundle = submit_bundle_index(
             on_file,
             matches!(target, Target::Bcache(_)),

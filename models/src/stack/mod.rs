@@ -46,6 +46,7 @@ mod bcache_io;
 mod build;
 mod dispatch;
 mod jobs;
+mod layers;
 mod replay;
 mod report;
 
@@ -179,6 +180,8 @@ struct JobThread {
     rng: ComponentRng,
     offsets: Offsets,
     target: Target,
+    /// Index into `AsyncStack::bio_layers` (0: none).
+    layers: u16,
     on_file: bool,
     /// First sector of the job's region on the target device.
     region_sector: u64,
@@ -266,6 +269,9 @@ struct DevNode {
     dev: Box<dyn BlockDevice>,
     port: Port,
     records: DevRecords,
+    /// The device completes requests inside `submit` (pmem): completions
+    /// are delivered at once, with no interrupt.
+    inline: bool,
 }
 
 /// The stack's own records of one device's requests, kept apart from the
@@ -444,6 +450,11 @@ pub struct AsyncStack {
     fault: Option<Fault>,
     retired_total: u64,
     replay: Option<Replay>,
+    /// Bio-based layers jobs pass above their target; index 0 is empty.
+    bio_layers: Vec<layers::BioLayers>,
+    /// Notes the assembly has for the report (what this machine does not
+    /// charge for a device the scenario configures).
+    build_notes: Vec<String>,
 }
 
 fn cfg_err(msg: impl Into<String>) -> ModelError {

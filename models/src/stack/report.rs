@@ -213,7 +213,7 @@ impl AsyncStack {
             }
             extra_tables.push(t);
         }
-        let mut notes = Vec::new();
+        let mut notes = self.build_notes.clone();
         for (b, _, _) in &self.bcaches {
             notes.push(b.report_note());
         }
