@@ -585,6 +585,7 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
         // On the text as written, typed errors carry line and column.
         toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))?
     };
+    check_graph(path, &text, &file)?;
     let source = |text| match &job_file {
         Some(jf) => JobSource::Fio(jf),
         None => JobSource::Toml(text),
@@ -642,6 +643,29 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
         variants,
         notes,
     })
+}
+
+/// The scenario's devices must form a graph (names unique, every name below
+/// a device defined, no cycle); the error names the offending section's line
+/// when the file as given holds it (else it is in a file it extends).
+fn check_graph(path: &Path, text: &str, file: &ScenarioFile) -> Result<()> {
+    let Err(e) = blocksim_models::graph::Graph::of(file) else {
+        return Ok(());
+    };
+    let header = |l: &str| {
+        let l = l.trim();
+        l == format!("[[{}]]", e.section) || l == format!("[{}]", e.section)
+    };
+    let line = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| header(l))
+        .nth(e.index)
+        .map(|(i, _)| i + 1);
+    match line {
+        Some(l) => bail!("{}:{l}: {e}", path.display()),
+        None => bail!("{}: {e}", path.display()),
+    }
 }
 
 /// The line of the `n`-th `[[variant]]`'s `set` (where its overrides are).

@@ -21,18 +21,33 @@ fn disk_ios(out: &str, name: &str) -> (u64, u64) {
         .lines()
         .find(|l| l.trim_start().starts_with(&format!("{name}: ios=")))
         .unwrap_or_else(|| panic!("no disk line for {name}:\n{out}"));
-    let ios = line.split("ios=").nth(1).unwrap().split(',').next().unwrap();
+    let ios = line
+        .split("ios=")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap();
     let (r, w) = ios.split_once('/').unwrap();
     (r.parse().unwrap(), w.parse().unwrap())
 }
 
 #[test]
 fn dm_linear_over_bcache_remaps_every_bio_into_bcache() {
-    let out = run_ok(&["tests/data/stacks/dm_over_bcache.toml", "--set", "job.size=16m"]);
+    let out = run_ok(&[
+        "tests/data/stacks/dm_over_bcache.toml",
+        "--set",
+        "job.size=16m",
+    ]);
     // 16 MiB of 4 KiB reads: every one reaches md0 through bcache (a cold
     // region: misses), and dm's own functions are in the profile.
     assert_eq!(disk_ios(&out, "md0").0, 4096, "{out}");
-    for sym in ["linear_map", "__bio_clone_fast", "dm_make_request", "clone_endio"] {
+    for sym in [
+        "linear_map",
+        "__bio_clone_fast",
+        "dm_make_request",
+        "clone_endio",
+    ] {
         assert!(out.contains(sym), "{sym} missing from the profile:\n{out}");
     }
     assert!(out.contains("bcache bcache0: writethrough"), "{out}");
@@ -41,7 +56,11 @@ fn dm_linear_over_bcache_remaps_every_bio_into_bcache() {
 
 #[test]
 fn bcache_with_an_nvme_cache_serves_hits_from_it() {
-    let out = run_ok(&["tests/data/stacks/bcache_over_nvme.toml", "--set", "job.size=16m"]);
+    let out = run_ok(&[
+        "tests/data/stacks/bcache_over_nvme.toml",
+        "--set",
+        "job.size=16m",
+    ]);
     assert_eq!(disk_ios(&out, "nvme0").0, 4096, "{out}");
     assert_eq!(disk_ios(&out, "md0"), (0, 0), "{out}");
     assert!(out.contains("hit ratio 100.00%"), "{out}");
@@ -49,7 +68,11 @@ fn bcache_with_an_nvme_cache_serves_hits_from_it() {
 
 #[test]
 fn raid10_over_ssds_spreads_reads_over_its_members() {
-    let out = run_ok(&["tests/data/stacks/raid10_over_ssds.toml", "--set", "job.size=16m"]);
+    let out = run_ok(&[
+        "tests/data/stacks/raid10_over_ssds.toml",
+        "--set",
+        "job.size=16m",
+    ]);
     assert_eq!(disk_ios(&out, "md0").0, 4096, "{out}");
     let members: u64 = ["ssd1", "ssd2", "ssd3", "ssd4"]
         .iter()
@@ -76,14 +99,20 @@ fn libaio_runs_on_pmem_and_dm_linear() {
     // dm-linear costs CPU per bio: its variant is slower than bare pmem.
     assert!(out.contains("linear_map"), "{out}");
     assert!(out.contains("memcpy_mcsafe"), "{out}");
-    assert!(out.contains("is not charged on the asynchronous machine"), "{out}");
+    assert!(
+        out.contains("is not charged on the asynchronous machine"),
+        "{out}"
+    );
 }
 
 #[test]
 fn cycles_and_dangling_names_are_errors_with_the_section_line() {
     let base = std::fs::read_to_string("tests/data/stacks/dm_over_bcache.toml").unwrap();
     let abs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/corsair_nova.toml");
-    let base = base.replace("../../../scenarios/corsair_nova.toml", abs.to_str().unwrap());
+    let base = base.replace(
+        "../../../scenarios/corsair_nova.toml",
+        abs.to_str().unwrap(),
+    );
     let cyclic = base.replace(
         "[dm]\nname = \"linear\"",
         "[bcache]\nbacking = \"linear\"\n\n[dm]\nname = \"linear\"",
@@ -91,12 +120,21 @@ fn cycles_and_dangling_names_are_errors_with_the_section_line() {
     let p = temp_file("stacks", "cycle.toml", &cyclic);
     let (_, err, code) = sim(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("cycle (bcache0 -> linear -> bcache0)"), "{err}");
+    assert!(
+        err.contains("devices form a cycle (bcache0 -> linear -> bcache0)"),
+        "{err}"
+    );
     let dangling = base.replace("device = \"/dev/bcache0\"", "device = \"/dev/bcache9\"");
     let p = temp_file("stacks", "dangling.toml", &dangling);
     let (_, err, code) = sim(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
     let line = dangling.lines().position(|l| l == "[dm]").unwrap() + 1;
-    assert!(err.contains(&format!("dangling.toml:{line}")), "no line {line}:\n{err}");
-    assert!(err.contains("device = \"bcache9\" names no device"), "{err}");
+    assert!(
+        err.contains(&format!("dangling.toml:{line}")),
+        "no line {line}:\n{err}"
+    );
+    assert!(
+        err.contains("device = \"bcache9\" names no device"),
+        "{err}"
+    );
 }

@@ -101,7 +101,9 @@ fn build_array(
 ) -> Result<Box<dyn BlockDevice>, ModelError> {
     let is_ssd = |m: &String| sc.ssd.iter().any(|s| &s.name == m);
     if !r.members.iter().any(is_ssd) {
-        return Ok(Box::new(build_raid10(r, &sc.hdd, seed).map_err(config_err)?));
+        return Ok(Box::new(
+            build_raid10(r, &sc.hdd, seed).map_err(config_err)?,
+        ));
     }
     let mut members = Vec::with_capacity(r.members.len());
     for name in &r.members {
@@ -123,7 +125,10 @@ fn build_array(
 
 /// Names of every device some array owns as a member.
 pub fn array_members(sc: &Scenario) -> std::collections::BTreeSet<String> {
-    sc.raid10.iter().flat_map(|r| r.members.iter().cloned()).collect()
+    sc.raid10
+        .iter()
+        .flat_map(|r| r.members.iter().cloned())
+        .collect()
 }
 
 /// Adds every backing device of the scenario through `add(name, device, tags)`.

@@ -173,7 +173,10 @@ impl Graph {
             msg,
         };
         if nodes.len() > MAX_DEVICES {
-            return Err(err(&nodes[MAX_DEVICES], format!("more than {MAX_DEVICES} devices")));
+            return Err(err(
+                &nodes[MAX_DEVICES],
+                format!("more than {MAX_DEVICES} devices"),
+            ));
         }
         let mut by_name = BTreeMap::new();
         for (i, n) in nodes.iter().enumerate() {
@@ -307,7 +310,8 @@ mod tests {
         toml::from_str(&text).unwrap()
     }
 
-    const DM: &str = "accounting = \"shared\"\nsubmit_ns = 1\nclone_ns = 1\nmap_ns = 1\nendio_ns = 1\n";
+    const DM: &str =
+        "accounting = \"shared\"\nsubmit_ns = 1\nclone_ns = 1\nmap_ns = 1\nendio_ns = 1\n";
 
     #[test]
     fn dm_over_bcache_over_raid10_of_ssds_is_built_bottom_up() {
@@ -349,8 +353,13 @@ mod tests {
              [dm]\nname = \"linear\"\ndevice = \"/dev/bcache0\"\n{DM}"
         ));
         let e = Graph::of(&sc).unwrap_err();
-        assert!(e.msg.contains("cycle (bcache0 -> linear -> bcache0)"), "{e}");
-        let sc = scenario(&format!("[dm]\nname = \"linear\"\ndevice = \"/dev/linear\"\n{DM}"));
+        assert!(
+            e.msg.contains("cycle (bcache0 -> linear -> bcache0)"),
+            "{e}"
+        );
+        let sc = scenario(&format!(
+            "[dm]\nname = \"linear\"\ndevice = \"/dev/linear\"\n{DM}"
+        ));
         let e = Graph::of(&sc).unwrap_err();
         assert!(e.msg.contains("names the device itself"), "{e}");
     }

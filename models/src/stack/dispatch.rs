@@ -206,7 +206,9 @@ impl AsyncStack {
                 }
                 let layers = &self.bio_layers[self.threads[j as usize].layers as usize];
                 if layers.endio_in_irq() {
-                    cost += layers.endio.charge(&mut self.profile, cpu, self.ctxs.swapper);
+                    cost += layers
+                        .endio
+                        .charge(&mut self.profile, cpu, self.ctxs.swapper);
                 }
             }
         }

@@ -119,7 +119,11 @@ pub(super) fn resolve(
             ))
         }
         Kind::Pmem => {
-            let p = r.sc.pmem.iter().find(|p| p.name == name).expect("graph node");
+            let p =
+                r.sc.pmem
+                    .iter()
+                    .find(|p| p.name == name)
+                    .expect("graph node");
             p.validate().map_err(cfg_err)?;
             let request = profile.symbol("pmem_make_request", "[kernel.kallsyms]", Mode::Kernel);
             let copy = profile.symbol("memcpy_mcsafe", "[kernel.kallsyms]", Mode::Kernel);
@@ -157,9 +161,11 @@ pub(super) fn accounting_notes(sc: &Scenario, bio_layers: &[BioLayers]) -> Vec<S
         ));
     }
     for p in &sc.pmem {
-        let leaf = bio_layers
-            .iter()
-            .any(|l| l.inline_leaf.as_ref().is_some_and(|(c, _, _)| c.name == p.name));
+        let leaf = bio_layers.iter().any(|l| {
+            l.inline_leaf
+                .as_ref()
+                .is_some_and(|(c, _, _)| c.name == p.name)
+        });
         if leaf && p.iostat {
             notes.push(format!(
                 "{}: the block layer's in-flight accounting (accounting = {:?}) is not charged on \
