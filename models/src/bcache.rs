@@ -73,6 +73,13 @@ pub struct BcacheConfig {
     /// B+tree node size (bcache caps nodes at 256 KiB by default).
     #[serde(default = "default_node")]
     pub btree_node_size: Bytes,
+    /// In-flight accounting design this device runs, priced by the
+    /// coherence model: `shared` (part0 in_flight atomics and
+    /// part_round_stats, 4.20) or `percpu` (per-CPU part0 slots). Absent:
+    /// no design runs; the accounting's cost is whatever the cost paths
+    /// include.
+    #[serde(default)]
+    pub accounting: Option<String>,
     /// `writethrough` (default), `writeback`, `writearound`, `none`.
     #[serde(default = "default_mode")]
     pub cache_mode: String,

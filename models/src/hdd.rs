@@ -68,6 +68,13 @@ use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskSt
 pub struct HddConfig {
     /// Name used by `[[raid10]] members` and in reports.
     pub name: String,
+    /// In-flight accounting design this device runs, priced by the
+    /// coherence model: `shared` (part0 in_flight atomics and
+    /// part_round_stats, 4.20) or `percpu` (per-CPU part0 slots). Absent:
+    /// no design runs; the accounting's cost is whatever the cost paths
+    /// include.
+    #[serde(default)]
+    pub accounting: Option<String>,
     /// The preset every default below describes; the only one is
     /// `generic-7200rpm`, so writing it changes nothing (it documents the
     /// drive a minimal `[[hdd]]` section stands for).
@@ -224,6 +231,7 @@ impl HddConfig {
     pub fn with_name(name: &str) -> Self {
         HddConfig {
             name: name.to_string(),
+            accounting: None,
             model: HddModel::Generic7200Rpm,
             capacity: default_capacity(),
             rpm: default_rpm(),

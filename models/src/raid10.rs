@@ -79,6 +79,13 @@ pub struct Raid10Config {
     /// Chunk size, a power of two >= 4 KiB [src: mdadm >= 3.1 default 512K].
     #[serde(default = "default_chunk")]
     pub chunk: Bytes,
+    /// In-flight accounting design this device runs, priced by the
+    /// coherence model: `shared` (part0 in_flight atomics and
+    /// part_round_stats, 4.20) or `percpu` (per-CPU part0 slots). Absent:
+    /// no design runs; the accounting's cost is whatever the cost paths
+    /// include.
+    #[serde(default)]
+    pub accounting: Option<String>,
 }
 
 fn default_near_copies() -> u32 {
@@ -96,6 +103,7 @@ impl Raid10Config {
             members: members.iter().map(|s| s.to_string()).collect(),
             near_copies: default_near_copies(),
             chunk: default_chunk(),
+            accounting: None,
         }
     }
 }

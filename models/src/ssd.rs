@@ -57,6 +57,12 @@ pub struct SsdConfig {
     /// Host interface: `sata` (behind an AHCI port and its NCQ tags) or
     /// `nvme` (its own queue of `queue_depth` commands, no AHCI).
     pub interface: String,
+    /// In-flight accounting design this device runs, priced by the
+    /// coherence model: `shared` (part0 in_flight atomics and
+    /// part_round_stats, 4.20) or `percpu` (per-CPU part0 slots). Absent:
+    /// no design runs; the accounting's cost is whatever the cost paths
+    /// include.
+    pub accounting: Option<String>,
 }
 
 /// An `[[ssd]]` section as written: every field but `name` may come from
@@ -78,6 +84,7 @@ pub struct SsdSection {
     pub ftl_map_miss_ratio: Option<f64>,
     pub queue_depth: Option<u32>,
     pub interface: Option<String>,
+    pub accounting: Option<String>,
 }
 
 /// Preset names for `[[ssd]] model`; each preset's values live in
@@ -122,6 +129,7 @@ impl TryFrom<SsdSection> for SsdConfig {
             ftl_map_miss_ratio: take!(ftl_map_miss_ratio),
             queue_depth: s.queue_depth.unwrap_or(32), // [src: SATA NCQ]
             interface: s.interface.unwrap_or_else(|| "sata".into()),
+            accounting: s.accounting,
         };
         if !missing.is_empty() {
             return Err(format!(
@@ -522,6 +530,7 @@ mod tests {
             ftl_map_miss_ratio: 0.0,
             queue_depth: 32,
             interface: "sata".into(),
+            accounting: None,
         }
     }
 

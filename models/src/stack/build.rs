@@ -23,6 +23,7 @@ pub(super) fn add_dev(
         dev,
         port: Port::new(tags, PORT_WAIT_BOUND),
         records: DevRecords::default(),
+        acct: acct::NO_ACCT,
     });
     Ok(())
 }
@@ -139,6 +140,21 @@ impl AsyncStack {
         }
 
         let mut bcaches = Vec::new();
+        // In-flight accounting designs (none in most scenarios).
+        let wanted = acct::wanted(sc)?;
+        let acct_index = acct::index_by_name(&wanted);
+        let accounting = match wanted.is_empty() {
+            true => None,
+            false => Some(acct::Accounting::new(sc, wanted, &mut profile)?),
+        };
+        for d in &mut devs {
+            d.acct = acct_index.get(&d.name).copied().unwrap_or(acct::NO_ACCT);
+        }
+        let bcache_acct: Vec<u8> = sc
+            .bcache
+            .iter()
+            .map(|b| acct_index.get(&b.name).copied().unwrap_or(acct::NO_ACCT))
+            .collect();
         // Index 0: no layers (most jobs).
         let mut bio_layers = vec![layers::BioLayers::default()];
         let mut targets: BTreeMap<String, Target> = names
@@ -214,6 +230,7 @@ impl AsyncStack {
                 graph: &graph,
                 targets: &targets,
                 make_request: &paths.make_request,
+                acct: &acct_index,
             };
             let resolved = match graph.node(&target_name) {
                 Some(_) => Some(layers::resolve(&resolver, &mut profile, &target_name)?),
@@ -362,7 +379,9 @@ impl AsyncStack {
             fault: opts.fault,
             retired_total: 0,
             replay: None,
-            build_notes: layers::accounting_notes(sc, &bio_layers),
+            acct: accounting,
+            bcache_acct,
+            completing_cpu: 0,
             bio_layers,
         })
     }

@@ -147,6 +147,9 @@ impl AsyncStack {
         if self.bio_layers.len() > 1 {
             cost += self.irq_endio(d, cpu);
         }
+        if self.acct.is_some() {
+            cost += self.account_irq(d, cpu, now);
+        }
         let end = self.cpus.occupy(cpu, start, cost);
         ctx.schedule_at(end, Ev::IrqDone(d as u16));
     }
@@ -154,6 +157,7 @@ impl AsyncStack {
     #[inline(never)]
     pub(super) fn irq_done(&mut self, d: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
+        self.completing_cpu = self.irq_cpu_for(d);
         let retiring = std::mem::take(&mut self.devs[d].port.retiring);
         for &tag in &retiring {
             let origin = self.devs[d].port.release_tag(tag);
@@ -313,6 +317,9 @@ impl AsyncStack {
             return;
         }
         let t = v.job as usize;
+        if self.acct.is_some() {
+            self.account_io_done(io, now);
+        }
         self.threads[t].ready.push_back(io);
         if self.threads[t].state == JobState::Sleeping {
             self.threads[t].state = JobState::Running;

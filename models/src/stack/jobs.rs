@@ -186,6 +186,11 @@ impl AsyncStack {
                 r
             }
         };
+        if self.acct.is_some() {
+            let ns = self.account_submit(t, target, dev, dir, now);
+            self.groups[group].sys_ns += ns;
+            cost += ns;
+        }
         let li = self.threads[t].layers as usize;
         if li != 0 {
             // dm-linear above the target, a pmem leaf below it.

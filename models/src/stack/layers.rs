@@ -16,7 +16,7 @@ use crate::graph::{device_name, Graph, Kind};
 use crate::pmem::PmemConfig;
 
 /// What a job's bio runs in the bio-based layers above its queueing device.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(super) struct BioLayers {
     /// Per bio on the submitting CPU, on the way down.
     pub(super) submit: Path,
@@ -28,11 +28,28 @@ pub(super) struct BioLayers {
     pub(super) inline_leaf: Option<(PmemConfig, SymbolId, SymbolId)>,
     /// The layers passed, top first (`linear`, ...), for notes.
     pub(super) names: Vec<String>,
+    /// dm's accounting design instance ([`super::acct::NO_ACCT`]: none).
+    pub(super) acct: u8,
+}
+
+impl Default for BioLayers {
+    fn default() -> Self {
+        BioLayers {
+            submit: Path::default(),
+            endio: Path::default(),
+            inline_leaf: None,
+            names: Vec::new(),
+            acct: super::acct::NO_ACCT,
+        }
+    }
 }
 
 impl BioLayers {
     pub(super) fn is_empty(&self) -> bool {
-        self.submit.total_ns == 0 && self.endio.total_ns == 0 && self.inline_leaf.is_none()
+        self.submit.total_ns == 0
+            && self.endio.total_ns == 0
+            && self.inline_leaf.is_none()
+            && self.acct == super::acct::NO_ACCT
     }
 
     /// CPU time of one bio of `bytes` in these layers when all of it runs
@@ -79,6 +96,8 @@ pub(super) struct Resolver<'a> {
     /// Queueing targets by device name (devices with a port, bcaches).
     pub(super) targets: &'a BTreeMap<String, Target>,
     pub(super) make_request: &'a Path,
+    /// Accounting design instance by device name.
+    pub(super) acct: &'a BTreeMap<String, u8>,
 }
 
 /// Resolves device `name` to its queueing target and the bio-based layers
@@ -115,6 +134,11 @@ pub(super) fn resolve(
                     endio: Path::concat(&[&below.endio, &up]),
                     inline_leaf: below.inline_leaf,
                     names,
+                    acct: r
+                        .acct
+                        .get(&dm.name)
+                        .copied()
+                        .unwrap_or(super::acct::NO_ACCT),
                 },
             ))
         }
@@ -143,36 +167,4 @@ pub(super) fn resolve(
             Ok((t, BioLayers::default()))
         }
     }
-}
-
-/// What the asynchronous machine does not charge yet for the bio-based
-/// layers jobs pass: the in-flight accounting designs of dm and of a pmem
-/// with iostat run, with their cache-line costs, only on the psync machine
-/// (`sync_stack`). Said in the report so a user comparing designs here
-/// sees why the variants agree.
-pub(super) fn accounting_notes(sc: &Scenario, bio_layers: &[BioLayers]) -> Vec<String> {
-    let mut notes = Vec::new();
-    let used = |name: &str| bio_layers.iter().any(|l| l.names.iter().any(|n| n == name));
-    if let Some(dm) = sc.dm.as_ref().filter(|d| used(&d.name)) {
-        notes.push(format!(
-            "{}: dm's in-flight accounting (accounting = {:?}) is not charged on the asynchronous \
-             machine; its cache-line costs are modelled for psync jobs only",
-            dm.name, dm.accounting
-        ));
-    }
-    for p in &sc.pmem {
-        let leaf = bio_layers.iter().any(|l| {
-            l.inline_leaf
-                .as_ref()
-                .is_some_and(|(c, _, _)| c.name == p.name)
-        });
-        if leaf && p.iostat {
-            notes.push(format!(
-                "{}: the block layer's in-flight accounting (accounting = {:?}) is not charged on \
-                 the asynchronous machine; its cache-line costs are modelled for psync jobs only",
-                p.name, p.accounting
-            ));
-        }
-    }
-    notes
 }

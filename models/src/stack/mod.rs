@@ -42,6 +42,7 @@ use crate::offsets::Offsets;
 use crate::run::{Fault, ModelError, RunOptions, RunOutput};
 use crate::ssd::Ssd;
 
+mod acct;
 mod bcache_io;
 mod build;
 mod dispatch;
@@ -272,6 +273,8 @@ struct DevNode {
     /// The device completes requests inside `submit` (pmem): completions
     /// are delivered at once, with no interrupt.
     inline: bool,
+    /// Accounting design instance ([`acct::NO_ACCT`]: none).
+    acct: u8,
 }
 
 /// The stack's own records of one device's requests, kept apart from the
@@ -452,9 +455,14 @@ pub struct AsyncStack {
     replay: Option<Replay>,
     /// Bio-based layers jobs pass above their target; index 0 is empty.
     bio_layers: Vec<layers::BioLayers>,
-    /// Notes the assembly has for the report (what this machine does not
-    /// charge for a device the scenario configures).
-    build_notes: Vec<String>,
+    /// In-flight accounting designs of the devices that ask for one.
+    acct: Option<acct::Accounting>,
+    /// Design instance of each bcache ([`acct::NO_ACCT`]: none).
+    bcache_acct: Vec<u8>,
+    /// The CPU delivering completions right now (the interrupt's, or the
+    /// submitter's for an inline device): where layers' end-of-I/O
+    /// accounting runs.
+    completing_cpu: usize,
 }
 
 fn cfg_err(msg: impl Into<String>) -> ModelError {
@@ -522,7 +530,10 @@ fn check_finished(
     before: &str,
 ) -> Result<(), ModelError> {
     match reason {
-        StopReason::Requested => sim.model.check_cache_invariants(),
+        StopReason::Requested => {
+            sim.model.check_cache_invariants()?;
+            sim.model.check_accounting()
+        }
         StopReason::EventLimit => Err(ModelError::Bound(format!(
             "[simulation] max_events = {max_events} reached before {before}"
         ))),

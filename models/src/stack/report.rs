@@ -112,6 +112,9 @@ impl AsyncStack {
     pub(super) fn ramp_end(&mut self, now: SimTime) {
         self.measure_start = now;
         self.profile.reset();
+        if let Some(a) = &mut self.acct {
+            a.reset_stats();
+        }
         for d in &mut self.devs {
             d.dev.reset_stats(now);
             d.records.reset(now);
@@ -213,7 +216,7 @@ impl AsyncStack {
             }
             extra_tables.push(t);
         }
-        let mut notes = self.build_notes.clone();
+        let mut notes = Vec::new();
         for (b, _, _) in &self.bcaches {
             notes.push(b.report_note());
         }
