@@ -25,6 +25,7 @@ pub mod intervals;
 pub mod job;
 pub mod offsets;
 pub mod pmem;
+pub mod profile;
 pub mod raid10;
 pub mod run;
 pub mod ssd;

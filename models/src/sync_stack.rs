@@ -1014,20 +1014,7 @@ fn disk_reports(scenario: &Scenario, jobs: &[Job]) -> Result<Vec<DiskReport>, Mo
 }
 
 fn build_profile(p: &CpuProfile, runtime_ns: u64) -> Profile {
-    let mut rows: Vec<ProfileRow> = p
-        .totals()
-        .into_iter()
-        .map(|(c, s, ns)| {
-            let sym = &p.symbols()[s.0 as usize];
-            ProfileRow {
-                cpu_ns: ns,
-                command: p.contexts()[c.0 as usize].clone(),
-                dso: sym.dso.clone(),
-                symbol: sym.name.clone(),
-                kernel: sym.mode != Mode::User,
-            }
-        })
-        .collect();
+    let mut rows = crate::profile::rows(p);
     let busy: u64 = rows.iter().map(|r| r.cpu_ns).sum();
     let all = runtime_ns * p.cpus() as u64;
     if all > busy {
@@ -1039,11 +1026,7 @@ fn build_profile(p: &CpuProfile, runtime_ns: u64) -> Profile {
             kernel: true,
         });
     }
-    rows.sort_by(|a, b| b.cpu_ns.cmp(&a.cpu_ns).then(a.symbol.cmp(&b.symbol)));
-    Profile {
-        total_samples_ns: all,
-        rows,
-    }
+    crate::profile::finish(rows, Some(all))
 }
 
 /// The designs of the scaling sweep: (label, device, accounting). pmem

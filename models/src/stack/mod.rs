@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, VecDeque};
 use blocksim_analysis::fio_log::{IoLogEntry, LogRecorder};
 use blocksim_analysis::report::{iodepth_level_index, iodepth_submit_index};
 use blocksim_analysis::{
-    Cell, DirReport, DiskReport, JobReport, LatencyHist, Profile, ProfileRow, QueueRecords,
-    RunReport, StatsKept, Table,
+    Cell, DirReport, DiskReport, JobReport, LatencyHist, Profile, QueueRecords, RunReport,
+    StatsKept, Table,
 };
 use blocksim_sim::{
     component_rng, ComponentRng, ContextId, CpuProfile, Ctx, LatencyHistogram, Mode, Model,

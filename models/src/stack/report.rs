@@ -334,29 +334,6 @@ impl AsyncStack {
                     .charge(cpu, swapper, sym, (sampled * share).round() as u64);
             }
         }
-        let mut rows: Vec<ProfileRow> = self
-            .profile
-            .totals()
-            .into_iter()
-            .map(|(c, s, ns)| {
-                let sym = &self.profile.symbols()[s.0 as usize];
-                ProfileRow {
-                    cpu_ns: ns,
-                    command: self.profile.contexts()[c.0 as usize].clone(),
-                    dso: sym.dso.clone(),
-                    symbol: sym.name.clone(),
-                    kernel: sym.mode != Mode::User,
-                }
-            })
-            .collect();
-        rows.sort_by(|a, b| {
-            b.cpu_ns
-                .cmp(&a.cpu_ns)
-                .then_with(|| a.symbol.cmp(&b.symbol))
-        });
-        Profile {
-            total_samples_ns: rows.iter().map(|r| r.cpu_ns).sum(),
-            rows,
-        }
+        crate::profile::finish(crate::profile::rows(&self.profile), None)
     }
 }
