@@ -109,7 +109,7 @@ pub(super) fn sync_call_paths(
                 return Err(cfg_err(format!(
                     "job `{}`: ioengine {} runs the cost path `{missing}` per I/O, which [costs.paths] \
                      lacks while it charges libaio's `io_submit_call`; add `{missing} = [ {{ sym = ..., ns = ... }} ]` \
-                     with its source (scenarios/corsair_nova.toml has one)",
+                     with its source, as scenarios/corsair_nova.toml does for the calls its kernel has",
                     j.name,
                     call.engine()
                 )));
@@ -295,4 +295,11 @@ pub(super) fn job_threads(
         out.groups.push(GroupStats::new());
     }
     Ok(out)
+}
+
+impl AsyncStack {
+    /// The logical CPU of each job thread, in job and clone order.
+    pub fn job_cpus(&self) -> Vec<usize> {
+        self.threads.iter().map(|t| t.cpu).collect()
+    }
 }
