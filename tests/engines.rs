@@ -64,10 +64,8 @@ fn psync_and_libaio_at_depth_one_agree_after_the_syscall_difference() {
         &[base[0], base[1], "job.ioengine=psync"],
     );
     let (l, p) = (iops(&libaio), iops(&psync));
-    let delta_ns = paths_ns(
-        &libaio,
-        &["io_submit_call", "getevents_call", "reap_event"],
-    ) - paths_ns(&libaio, &["pread_call"]);
+    let delta_ns = paths_ns(&libaio, &["io_submit_call", "getevents_call", "reap_event"])
+        - paths_ns(&libaio, &["pread_call"]);
     assert!(delta_ns > 0.0, "libaio's calls cost more than one pread");
     let predicted = 1e9 / (1e9 / l - delta_ns);
     let off = (p - predicted).abs() / predicted;
@@ -157,7 +155,12 @@ fn sync_seeks_only_when_the_offset_moves() {
             .lines()
             .find(|l| l.ends_with(&format!("] {sym}")))
             .unwrap_or_else(|| panic!("no {sym} in the profile\n{out}"));
-        line.split_whitespace().next().unwrap().trim_end_matches('%').parse().unwrap()
+        line.split_whitespace()
+            .next()
+            .unwrap()
+            .trim_end_matches('%')
+            .parse()
+            .unwrap()
     };
     // Per I/O lseek_call costs 3/4 of do_sync_read's 120 ns (90 ns).
     let rand = profile("randread");

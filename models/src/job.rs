@@ -1145,6 +1145,21 @@ mod tests {
         assert_eq!(j.ignored_options, ["randrepeat", "gtod_reduce"]);
         assert!(j.norandommap);
         assert_eq!(j.ioengine, IoEngine::Psync);
+        assert_eq!(j.sync_call, SyncCall::Preadv2);
+        assert_eq!(j.engine_name(), "pvsync2");
+        // Sync engines run at depth 1 (fio completes them inside queue()),
+        // except vsync, whose merging at depth > 1 is not modelled.
+        let j = job(&[("filename", "x"), ("ioengine", "sync"), ("iodepth", "8")]).unwrap();
+        assert_eq!((j.iodepth, j.sync_call), (1, SyncCall::Read));
+        let e = job(&[("filename", "x"), ("ioengine", "vsync"), ("iodepth", "8")]).unwrap_err();
+        assert!(e.to_string().contains("ioengine=vsync"), "{e}");
+        // io_uring is rejected, never run as libaio.
+        let e = job(&[("filename", "x"), ("ioengine", "io_uring")]).unwrap_err();
+        assert!(
+            e.to_string().contains("\"io_uring\" is not modelled"),
+            "{e}"
+        );
+        assert_eq!(IoEngine::parse("io_uring"), None);
     }
 
     #[test]

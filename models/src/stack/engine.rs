@@ -103,8 +103,8 @@ pub(super) fn sync_call_paths(
     if resolved.contains_key("io_submit_call") {
         for j in jobs.iter().filter(|j| j.ioengine == IoEngine::Psync) {
             let call = j.sync_call;
-            let needed = std::iter::once(call.cost_path())
-                .chain(call.seeks().then_some("lseek_call"));
+            let needed =
+                std::iter::once(call.cost_path()).chain(call.seeks().then_some("lseek_call"));
             if let Some(missing) = needed.into_iter().find(|n| !resolved.contains_key(*n)) {
                 return Err(cfg_err(format!(
                     "job `{}`: ioengine {} runs the cost path `{missing}` per I/O, which [costs.paths] \
