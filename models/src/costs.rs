@@ -204,7 +204,24 @@ pub const PATH_NAMES: &[(&str, &str)] = &[
         "idle_exit",
         "on a CPU leaving the idle loop (tick and clock bookkeeping)",
     ),
-    ("pread_call", "per pread system call (psync engine)"),
+    (
+        "pread_call",
+        "per pread/pwrite system call (psync engine): entry, exit, the call's own part",
+    ),
+    (
+        "preadv_call",
+        "per preadv/pwritev system call (pvsync engine)",
+    ),
+    (
+        "preadv2_call",
+        "per preadv2/pwritev2 system call (pvsync2 engine)",
+    ),
+    ("read_call", "per read/write system call (sync engine)"),
+    ("readv_call", "per readv/writev system call (vsync engine)"),
+    (
+        "lseek_call",
+        "per lseek system call (sync and vsync engines, when the offset moves)",
+    ),
 ];
 
 impl CostsConfig {

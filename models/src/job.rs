@@ -62,20 +62,21 @@ impl RwMode {
 /// fio's `ioengine=`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum IoEngine {
-    /// Asynchronous submission with `iodepth` in flight (io_uring is modelled
-    /// the same way).
+    /// Asynchronous submission with `iodepth` in flight: `io_submit` per
+    /// I/O, `io_getevents` to reap.
     Libaio,
-    /// Synchronous `pread`/`pwrite`, one I/O at a time.
+    /// A synchronous engine (psync, pvsync, pvsync2, sync, vsync): one
+    /// system call per I/O that returns when the I/O is done; which call is
+    /// in [`JobConfig::sync_call`].
     Psync,
 }
 
 impl IoEngine {
-    pub const NAMES: &'static str =
-        "libaio, io_uring (modelled as libaio), psync, sync, vsync, pvsync, pvsync2 (modelled as psync)";
+    pub const NAMES: &'static str = "libaio, psync, pvsync, pvsync2, sync, vsync";
     pub fn parse(s: &str) -> Option<IoEngine> {
         Some(match s {
-            "libaio" | "io_uring" => IoEngine::Libaio,
-            "psync" | "sync" | "vsync" | "pvsync" | "pvsync2" => IoEngine::Psync,
+            "libaio" => IoEngine::Libaio,
+            _ if SyncCall::parse(s).is_some() => IoEngine::Psync,
             _ => return None,
         })
     }
@@ -103,6 +104,76 @@ impl IoEngine {
             IoEngine::Libaio => "libaio",
             IoEngine::Psync => "psync",
         }
+    }
+}
+
+impl JobConfig {
+    /// fio's name of the job's engine (`pvsync`, not the family's `psync`).
+    pub fn engine_name(&self) -> &'static str {
+        match self.ioengine {
+            IoEngine::Libaio => "libaio",
+            IoEngine::Psync => self.sync_call.engine(),
+        }
+    }
+}
+
+/// The system call a synchronous fio engine makes per I/O, as fio's
+/// engines/sync.c does it: `psync` pread/pwrite, `pvsync` preadv/pwritev
+/// with one iovec, `pvsync2` preadv2/pwritev2 (no flags unless `hipri` or
+/// `nowait`, which blocksim does not take), `sync` read/write after an
+/// lseek when the file position is not already at the offset
+/// (`fio_syncio_prep`), `vsync` readv/writev after an lseek. Every one
+/// returns `FIO_Q_COMPLETED` from `queue()`: the I/O is done when the call
+/// returns, so at most one I/O per job is in flight whatever `iodepth` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum SyncCall {
+    #[default]
+    Pread,
+    Preadv,
+    Preadv2,
+    Read,
+    Readv,
+}
+
+impl SyncCall {
+    pub const ALL: [SyncCall; 5] = [
+        SyncCall::Pread,
+        SyncCall::Preadv,
+        SyncCall::Preadv2,
+        SyncCall::Read,
+        SyncCall::Readv,
+    ];
+    pub fn parse(engine: &str) -> Option<SyncCall> {
+        SyncCall::ALL.into_iter().find(|c| c.engine() == engine)
+    }
+    /// fio's name of the engine making this call.
+    pub fn engine(self) -> &'static str {
+        match self {
+            SyncCall::Pread => "psync",
+            SyncCall::Preadv => "pvsync",
+            SyncCall::Preadv2 => "pvsync2",
+            SyncCall::Read => "sync",
+            SyncCall::Readv => "vsync",
+        }
+    }
+    /// The `[costs.paths]` entry charged for one call (reads and writes
+    /// alike: the write variant takes the same entry and exit path).
+    pub fn cost_path(self) -> &'static str {
+        match self {
+            SyncCall::Pread => "pread_call",
+            SyncCall::Preadv => "preadv_call",
+            SyncCall::Preadv2 => "preadv2_call",
+            SyncCall::Read => "read_call",
+            SyncCall::Readv => "readv_call",
+        }
+    }
+    /// Whether the engine positions the file with lseek before a call whose
+    /// offset differs from where the last one ended.
+    pub fn seeks(self) -> bool {
+        matches!(self, SyncCall::Read | SyncCall::Readv)
+    }
+    fn is_pread(&self) -> bool {
+        *self == SyncCall::Pread
     }
 }
 
@@ -155,6 +226,9 @@ pub struct JobConfig {
     pub iodepth: u32,
     pub numjobs: u32,
     pub ioengine: IoEngine,
+    /// The system call of a synchronous engine (`ioengine` = Psync).
+    #[serde(skip_serializing_if = "SyncCall::is_pread")]
+    pub sync_call: SyncCall,
     pub direct: bool,
     /// Region size per job (fio `size`); None means the whole target device.
     pub size_bytes: Option<u64>,
@@ -242,6 +316,8 @@ pub enum JobError {
     NotBlockEngine { engine: String, what: String },
     #[error("job `{job}` has no `filename`: name the stack device it targets")]
     NoFilename { job: String },
+    #[error("job option `ioengine` = \"io_uring\" is not modelled: its submission and completion rings (one io_uring_enter per batch of submissions, completions read from the ring in user space without a system call) are not; use ioengine=libaio for asynchronous I/O (one io_submit per I/O, io_getevents to reap) or a synchronous engine (psync, pvsync, pvsync2, sync)")]
+    IoUringNotModelled,
 }
 
 impl JobError {
@@ -249,7 +325,7 @@ impl JobError {
     pub fn key(&self) -> Option<&str> {
         match self {
             JobError::Unsupported { key, .. } | JobError::Invalid { key, .. } => Some(key),
-            JobError::NotBlockEngine { .. } => Some("ioengine"),
+            JobError::NotBlockEngine { .. } | JobError::IoUringNotModelled => Some("ioengine"),
             JobError::NoFilename { .. } => None,
         }
     }
@@ -633,6 +709,7 @@ impl JobConfig {
             iodepth: 1,
             numjobs: 1,
             ioengine: IoEngine::Psync,
+            sync_call: SyncCall::Pread,
             direct: false,
             size_bytes: None,
             io_size_bytes: None,
@@ -821,6 +898,10 @@ impl JobConfig {
             }
             "ioengine" => {
                 let s = as_str(key, v)?;
+                if s == "io_uring" {
+                    return Err(JobError::IoUringNotModelled);
+                }
+                self.sync_call = SyncCall::parse(s).unwrap_or_default();
                 self.ioengine = match (IoEngine::parse(s), IoEngine::non_block(s)) {
                     (Some(e), _) => e,
                     (None, Some(what)) => {
@@ -887,8 +968,21 @@ impl JobConfig {
                 self.filename = format!("{dir}/{}", self.filename);
             }
         }
+        if self.ioengine == IoEngine::Psync && self.sync_call == SyncCall::Readv && self.iodepth > 1
+        {
+            // fio's vsync queues up to iodepth adjacent I/Os and commits
+            // them as one readv/writev (engines/sync.c fio_vsyncio_queue).
+            return Err(invalid(
+                "iodepth",
+                &OptValue::Int(i64::from(self.iodepth)),
+                "1 with ioengine=vsync (its merging of adjacent I/Os into one readv is not modelled; use iodepth=1 or ioengine=pvsync)",
+            ));
+        }
         if self.ioengine == IoEngine::Psync && self.iodepth > 1 {
-            // fio: iodepth > 1 with a sync engine behaves as iodepth 1.
+            // fio: a sync engine completes each I/O inside queue()
+            // (FIO_Q_COMPLETED, engines/sync.c), so iodepth > 1 behaves as 1
+            // (fio's HOWTO on iodepth: "increasing iodepth beyond 1 will not
+            // affect synchronous ioengines").
             self.iodepth = 1;
         }
         if self.filename.is_empty() {
@@ -1051,6 +1145,21 @@ mod tests {
         assert_eq!(j.ignored_options, ["randrepeat", "gtod_reduce"]);
         assert!(j.norandommap);
         assert_eq!(j.ioengine, IoEngine::Psync);
+        assert_eq!(j.sync_call, SyncCall::Preadv2);
+        assert_eq!(j.engine_name(), "pvsync2");
+        // Sync engines run at depth 1 (fio completes them inside queue()),
+        // except vsync, whose merging at depth > 1 is not modelled.
+        let j = job(&[("filename", "x"), ("ioengine", "sync"), ("iodepth", "8")]).unwrap();
+        assert_eq!((j.iodepth, j.sync_call), (1, SyncCall::Read));
+        let e = job(&[("filename", "x"), ("ioengine", "vsync"), ("iodepth", "8")]).unwrap_err();
+        assert!(e.to_string().contains("ioengine=vsync"), "{e}");
+        // io_uring is rejected, never run as libaio.
+        let e = job(&[("filename", "x"), ("ioengine", "io_uring")]).unwrap_err();
+        assert!(
+            e.to_string().contains("\"io_uring\" is not modelled"),
+            "{e}"
+        );
+        assert_eq!(IoEngine::parse("io_uring"), None);
     }
 
     #[test]

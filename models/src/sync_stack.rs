@@ -57,6 +57,9 @@ pub fn handles(scenario: &Scenario) -> bool {
     !scenario.jobs.is_empty()
         && scenario.jobs.iter().all(|j| {
             j.ioengine == IoEngine::Psync
+                // The psync machine's program runs pread (`pread_call`);
+                // the other sync calls run on the asynchronous machine.
+                && j.sync_call == crate::job::SyncCall::Pread
                 && (scenario.pmem.iter().any(|p| p.dev_path() == j.filename)
                     || scenario
                         .dm

@@ -42,6 +42,29 @@ pub enum Distance {
     OtherSocket,
 }
 
+/// The order in which the scheduler spreads always-busy threads over an
+/// idle machine: one thread of every core first, alternating sockets
+/// (socket 0's first core, socket 1's first core, socket 0's second core,
+/// ...), then the SMT siblings in the same order. `avoid` (the IRQ CPU) is
+/// left out unless it is the only CPU. Works for any size (the coherence
+/// model's 64-CPU bound does not apply).
+pub fn spread_order(cpu: &CpuConfig, avoid: Option<u32>) -> Vec<u32> {
+    let (sockets, per_socket) = (cpu.sockets.max(1), cpu.cores_per_socket.max(1));
+    let cores = sockets * per_socket;
+    let order = (0..cpu.threads_per_core.max(1)).flat_map(move |thread| {
+        (0..cores).map(move |j| {
+            let core = (j % sockets) * per_socket + j / sockets;
+            thread * cores + core
+        })
+    });
+    let kept: Vec<u32> = order.filter(|&c| Some(c) != avoid).collect();
+    if kept.is_empty() {
+        avoid.into_iter().collect()
+    } else {
+        kept
+    }
+}
+
 /// The machine's CPU topology.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Topology {
@@ -142,15 +165,15 @@ impl Topology {
                         "{jobs} jobs but only {n} logical CPUs: time-sharing a CPU between jobs is not modelled"
                     ));
                 }
-                (0..jobs)
-                    .map(|i| {
-                        let thread = i / self.cores();
-                        let j = i % self.cores();
-                        let socket = j % self.sockets;
-                        let core_in_socket = j / self.sockets;
-                        self.cpu_of(socket * self.cores_per_socket + core_in_socket, thread)
-                    })
-                    .collect()
+                let cfg = CpuConfig {
+                    sockets: self.sockets,
+                    cores_per_socket: self.cores_per_socket,
+                    threads_per_core: self.threads_per_core,
+                    clock_mhz: 1,
+                    smt_throughput_factor: self.smt_throughput_factor,
+                    irq_cpu: None,
+                };
+                spread_order(&cfg, None)[..jobs as usize].to_vec()
             }
         };
         let mut seen = vec![false; n as usize];
@@ -251,6 +274,36 @@ mod tests {
         let f = t.speed_factors(&p13);
         assert_eq!(f.iter().filter(|&&x| x < 1.0).count(), 2);
         assert!(t.place_jobs(25, None).is_err());
+    }
+
+    #[test]
+    fn spread_order_fills_cores_before_siblings_and_skips_the_irq_cpu() {
+        let cfg = |sockets, cores_per_socket, threads_per_core, irq_cpu| CpuConfig {
+            sockets,
+            cores_per_socket,
+            threads_per_core,
+            clock_mhz: 2400,
+            smt_throughput_factor: 0.6,
+            irq_cpu,
+        };
+        // One socket, no SMT: 0, 1, 2, 3; with IRQs on CPU 0, jobs start
+        // on CPU 1 (seed 000's placement).
+        assert_eq!(spread_order(&cfg(1, 4, 1, None), None), [0, 1, 2, 3]);
+        assert_eq!(spread_order(&cfg(1, 4, 1, None), Some(0)), [1, 2, 3]);
+        // 1 x 4 x 2: CPUs 4-7 are the siblings of 0-3 and come after them.
+        let t = seed_machine();
+        let o = spread_order(&cfg(1, 4, 2, None), Some(0));
+        assert_eq!(o, [1, 2, 3, 4, 5, 6, 7]);
+        // 2 x 6 x 2: every core of both sockets (alternating) before any
+        // sibling; the IRQ CPU's sibling (12) is still used, in its round.
+        let o = spread_order(&cfg(2, 6, 2, Some(0)), Some(0));
+        assert_eq!(o.len(), 23);
+        assert_eq!(&o[..4], [6, 1, 7, 2]);
+        assert!(o[..11].iter().all(|&c| t.locate(c).thread == 0));
+        assert!(o[11..].iter().all(|&c| t.locate(c).thread == 1));
+        assert!(!o.contains(&0) && o.contains(&12));
+        // A one-CPU machine keeps its only CPU.
+        assert_eq!(spread_order(&cfg(1, 1, 1, None), Some(0)), [0]);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Assembly of the machine from a scenario.
 
+use super::engine::JobThreads;
 use super::*;
 
 pub(super) fn add_dev(
@@ -55,6 +56,7 @@ impl AsyncStack {
         let resolved = sc.costs.resolve(&mut profile).map_err(cfg_err)?;
         profile.set_enabled(opts.profile);
         let get = |n: &str| resolved.get(n).cloned().unwrap_or_default();
+        let (sync_calls, lseek_call) = engine::sync_call_paths(&resolved, &sc.jobs)?;
         let paths = Paths {
             fio_prep: get("fio_prep"),
             fio_complete: get("fio_complete"),
@@ -74,8 +76,11 @@ impl AsyncStack {
             idle_exit: get("idle_exit"),
             submit_bundles: Vec::new(),
             reap_one: Path::default(),
+            sync_calls,
+            lseek_call,
         }
-        .with_bundles();
+        .with_bundles()
+        .with_sync_bundles();
         let syms = Symbols {
             bset_search: profile.symbol("__bset_search", "[kernel.kallsyms]", Mode::Kernel),
             search_leaf: profile.symbol("btree_search_leaf", "[kernel.kallsyms]", Mode::Kernel),
@@ -202,29 +207,14 @@ impl AsyncStack {
             Target::Bcache(i) => devs[bcaches[i].2].dev.capacity_sectors(),
         };
 
-        // Jobs.
-        let mut threads = Vec::new();
-        let mut groups = Vec::new();
-        let mut logs = Vec::new();
-        let mut next_cpu = 0usize;
-        for (gi, j) in sc.jobs.iter().enumerate() {
-            if j.ioengine != IoEngine::Libaio {
-                return Err(cfg_err(format!(
-                    "job `{}`: ioengine {} on this stack is not modelled; use libaio (or io_uring), or target a pmem/dm device for psync",
-                    j.name,
-                    j.ioengine.as_str()
-                )));
+        let size_sectors_of = |t: Target| target_size(t, &devs, &bcaches);
+        let known: Vec<String> = graph.bottom_up().map(|n| n.name.clone()).collect();
+        // A job's target through the graph: its queueing device and the
+        // bio-based layers above it (index into `bio_layers`, 0: none).
+        let mut resolve = |name: &str| -> Result<Option<(Target, u16)>, ModelError> {
+            if graph.node(name).is_none() {
+                return Ok(None);
             }
-            if !j.direct {
-                return Err(cfg_err(format!(
-                    "job `{}`: buffered I/O (direct=0) is not modelled: the page cache is out of scope; set direct=1",
-                    j.name
-                )));
-            }
-            let (target_name, on_file, file_start) = match &sc.filesystem {
-                Some(fs) if fs.holds(&j.filename) => (fs.device.clone(), true, fs.file_start.0),
-                _ => (crate::graph::device_name(&j.filename).to_string(), false, 0),
-            };
             let resolver = layers::Resolver {
                 sc,
                 graph: &graph,
@@ -232,113 +222,28 @@ impl AsyncStack {
                 make_request: &paths.make_request,
                 acct: &acct_index,
             };
-            let resolved = match graph.node(&target_name) {
-                Some(_) => Some(layers::resolve(&resolver, &mut profile, &target_name)?),
-                None => None,
-            };
-            let (target, bio) = resolved.ok_or_else(|| {
-                let known: Vec<&str> = graph.bottom_up().map(|n| n.name.as_str()).collect();
-                cfg_err(format!(
-                    "job `{}`: filename {:?} is not a device of the stack (known: {}{})",
-                    j.name,
-                    j.filename,
-                    known.join(", "),
-                    sc.filesystem
-                        .as_ref()
-                        .map(|f| format!("; or a file under {}", f.mount))
-                        .unwrap_or_default()
-                ))
-            })?;
-            let size_sectors = target_size(target, &devs, &bcaches);
-            let start_bytes = file_start + j.offset_bytes;
-            let region_bytes = j
-                .size_bytes
-                .unwrap_or((size_sectors * 512).saturating_sub(start_bytes));
-            if start_bytes + region_bytes > size_sectors * 512 || region_bytes < j.bs_bytes_max {
-                return Err(cfg_err(format!(
-                    "job `{}`: region offset {} + size {} does not fit {} ({} bytes) or is smaller than bs",
-                    j.name,
-                    start_bytes,
-                    region_bytes,
-                    target_name,
-                    size_sectors * 512
-                )));
+            let (target, bio) = layers::resolve(&resolver, &mut profile, name)?;
+            if bio.is_empty() {
+                return Ok(Some((target, 0)));
             }
-            let (ios_limit, bytes_limit) = match (j.time_based, j.bs_split.is_empty()) {
-                (true, _) => (None, None),
-                (false, true) => (Some(j.io_limit_bytes(region_bytes) / j.bs_bytes_min), None),
-                // fio ends a job after io_size bytes: with a bssplit mix
-                // that is no fixed number of I/Os.
-                (false, false) => (None, Some(j.io_limit_bytes(region_bytes))),
-            };
-            let nothing = ios_limit == Some(0) || bytes_limit.is_some_and(|b| b < j.bs_bytes_min);
-            if !j.time_based && j.runtime_ns.is_none() && nothing {
-                return Err(cfg_err(format!(
-                    "job `{}` has nothing to do (size/io_size below bs)",
-                    j.name
-                )));
-            }
-            let layers_index = match bio.is_empty() {
-                true => 0,
-                false => {
-                    bio_layers.push(bio);
-                    u16::try_from(bio_layers.len() - 1)
-                        .map_err(|_| cfg_err("too many jobs with dm/pmem layers"))?
-                }
-            };
-            for clone in 0..j.numjobs {
-                let cpu = match &j.cpus_allowed {
-                    Some(list) => {
-                        let c = list[clone as usize % list.len()] as usize;
-                        if c >= ncpu {
-                            return Err(cfg_err(format!(
-                                "job `{}`: cpus_allowed names CPU {c} but the machine has {ncpu}",
-                                j.name
-                            )));
-                        }
-                        c
-                    }
-                    None => {
-                        // Like the scheduler's wake-affine placement: spread
-                        // over CPUs, keeping the IRQ CPU for interrupts.
-                        let mut c = next_cpu % ncpu;
-                        if Some(c) == irq_cpu && ncpu > 1 {
-                            c = (c + 1) % ncpu;
-                        }
-                        next_cpu = c + 1;
-                        c
-                    }
-                };
-                // fio numbers log files by thread over all jobs, from 1.
-                logs.push(j.logs.any().then(|| {
-                    let index = u32::try_from(logs.len() + 1).unwrap_or(u32::MAX);
-                    (LogRecorder::new(index, j.logs.clone(), true), file_start)
-                }));
-                let seed_j = j.randseed.unwrap_or(seed);
-                let mut rng = component_rng(seed_j, &format!("job/{}/{}", j.name, clone));
-                let offsets = Offsets::new(j, region_bytes, &mut rng);
-                threads.push(JobThread {
-                    group: gi,
-                    cpu,
-                    rng,
-                    offsets,
-                    target,
-                    layers: layers_index,
-                    on_file,
-                    region_sector: start_bytes / 512,
-                    ios_limit,
-                    bytes_limit,
-                    stop_issue_at: j.runtime_ns.map(|r| SimTime(j.ramp_time_ns + r)),
-                    issued: 0,
-                    in_flight: 0,
-                    ready: VecDeque::new(),
-                    state: JobState::Running,
-                    action: Action::None,
-                    woken_mark: 0,
-                });
-            }
-            groups.push(GroupStats::new());
-        }
+            bio_layers.push(bio);
+            let index = u16::try_from(bio_layers.len() - 1)
+                .map_err(|_| cfg_err("too many jobs with dm/pmem layers"))?;
+            Ok(Some((target, index)))
+        };
+        let JobThreads {
+            threads,
+            groups,
+            logs,
+        } = engine::job_threads(
+            sc,
+            &mut engine::Targets {
+                resolve: &mut resolve,
+                known: &known,
+                size_sectors_of: &size_sectors_of,
+            },
+            irq_cpu,
+        )?;
         if threads.is_empty() && !opts.replay {
             return Err(cfg_err("the scenario has no [[job]]"));
         }

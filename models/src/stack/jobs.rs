@@ -1,4 +1,5 @@
-//! fio job threads: submit, reap, sleep.
+//! fio job threads: submit, reap, sleep (what each engine's calls are:
+//! see `engine`).
 
 use super::*;
 
@@ -11,6 +12,7 @@ impl AsyncStack {
             JobPath::Single(id) => path_of(&self.paths, id),
             JobPath::Submit(i) => &self.paths.submit_bundles[i],
             JobPath::ReapOne => &self.paths.reap_one,
+            JobPath::Complete => &self.paths.fio_complete,
         };
         let total = p.charge(&mut self.profile, cpu, self.ctxs.fio);
         let g = &mut self.groups[self.threads[t].group];
@@ -32,10 +34,14 @@ impl AsyncStack {
                 dev_sector,
             } => {
                 let iov = self.ios.get_mut(io);
-                iov.t_submitted = now;
                 let (dir, sectors) = (iov.dir, iov.sectors);
-                let g = &mut self.groups[self.threads[t].group];
-                g.slat[dir as usize].record(now.since(iov.t_prep));
+                if self.threads[t].sync_call.is_none() {
+                    // A synchronous call's issue time was taken at its
+                    // entry, and fio keeps no slat for it (see `engine`).
+                    iov.t_submitted = now;
+                    let g = &mut self.groups[self.threads[t].group];
+                    g.slat[dir as usize].record(now.since(iov.t_prep));
+                }
                 self.block_submit(
                     dev,
                     Queued {
@@ -77,7 +83,14 @@ impl AsyncStack {
                 .bytes_limit
                 .is_some_and(|l| th.offsets.issued_bytes() >= l)
             || th.stop_issue_at.is_some_and(|s| now >= s);
-        if !th.ready.is_empty() {
+        if !th.ready.is_empty() && th.sync_call.is_some() {
+            // The synchronous call returns its one I/O to fio.
+            let cost = self.run_job_path(t, JobPath::Complete);
+            let g = &mut self.groups[self.threads[t].group];
+            g.complete[iodepth_submit_index(1)] += 1;
+            self.threads[t].action = Action::Reap { count: 1 };
+            self.schedule_job(t, now, cost, ctx);
+        } else if !th.ready.is_empty() {
             let count = th.ready.len().min(jc.iodepth as usize) as u32;
             let mut cost = self.run_job_path(t, JobPath::Single(PathId::GeteventsCall));
             for _ in 0..count {
@@ -136,6 +149,13 @@ impl AsyncStack {
         };
         let sector = region_sector + offset_bytes / 512;
         let sectors = (bytes / 512) as u32;
+        // sync and vsync lseek unless the file is already at the offset
+        // (fio_syncio_prep); the call leaves it after the I/O.
+        let sync_call = th.sync_call;
+        let seek = sync_call.is_some_and(|c| c.seeks()) && th.pos_sector != Some(sector);
+        if sync_call.is_some() {
+            th.pos_sector = Some(sector + u64::from(sectors));
+        }
         th.issued += 1;
         th.in_flight += 1;
         let depth = th.in_flight;
@@ -201,11 +221,20 @@ impl AsyncStack {
             self.groups[group].sys_ns += ns;
             cost += ns;
         }
-        let bundle = submit_bundle_index(
+        let bundle = engine::bundle_index(
+            sync_call,
+            seek,
             on_file,
             matches!(target, Target::Bcache(_)),
             self.devs[dev].port.can_issue_now(),
         );
+        if sync_call.is_some() {
+            // fio takes a synchronous call's issue time after its own
+            // preparation, as the call enters the kernel.
+            let cpu = self.threads[t].cpu;
+            let entry = self.cpus.busy_until(cpu).max(now) + self.paths.fio_prep.total_ns;
+            self.ios.get_mut(io).t_submitted = entry;
+        }
         cost += self.run_job_path(t, JobPath::Submit(bundle));
         self.threads[t].action = Action::Submit {
             io,

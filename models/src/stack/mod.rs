@@ -1,4 +1,5 @@
-//! The asynchronous I/O stack: fio threads (libaio) -> filesystem -> bcache
+//! The asynchronous I/O stack: fio threads (libaio or a synchronous engine,
+//! see [`engine`]) -> filesystem -> bcache
 //! -> block layer/AHCI ports -> devices, with interrupts on an IRQ CPU.
 //!
 //! One [`AsyncStack`] is the whole simulated machine for a scenario. Its
@@ -37,7 +38,7 @@ use crate::costs::Path;
 use crate::cpu::Cpus;
 use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskStats, ReqTag};
 use crate::intervals::{IntervalSampler, JobTotals};
-use crate::job::{IoEngine, JobConfig};
+use crate::job::{IoEngine, JobConfig, SyncCall};
 use crate::offsets::Offsets;
 use crate::run::{Fault, ModelError, RunOptions, RunOutput};
 use crate::ssd::Ssd;
@@ -46,6 +47,7 @@ mod acct;
 mod bcache_io;
 mod build;
 mod dispatch;
+mod engine;
 mod jobs;
 mod layers;
 mod replay;
@@ -198,6 +200,11 @@ struct JobThread {
     action: Action,
     /// Interrupt epoch in which this thread was last counted as woken.
     woken_mark: u64,
+    /// The system call of a synchronous engine (None: libaio).
+    sync_call: Option<SyncCall>,
+    /// Where the last synchronous call left the file position (sector on
+    /// the target), for the engines that lseek only when it moves.
+    pos_sector: Option<u64>,
 }
 
 /// Statistics of one `[[job]]` (all its clones).
@@ -362,6 +369,9 @@ struct Paths {
     submit_bundles: Vec<Path>,
     /// reap_event + fio_complete: per I/O reaped.
     reap_one: Path,
+    /// The synchronous engines' system calls, in [`SyncCall::ALL`] order.
+    sync_calls: Vec<Path>,
+    lseek_call: Path,
 }
 
 /// A path a job thread runs: a single one, or a precombined bundle.
@@ -370,6 +380,8 @@ enum JobPath {
     Single(PathId),
     Submit(usize),
     ReapOne,
+    /// fio_complete alone: a synchronous call returned its I/O.
+    Complete,
 }
 
 /// Index into [`Paths::submit_bundles`].

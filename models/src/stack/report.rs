@@ -173,7 +173,7 @@ impl AsyncStack {
                 numjobs: jc.numjobs,
                 rw: jc.rw.as_str().to_string(),
                 bs_bytes: jc.bs_bytes_min,
-                ioengine: jc.ioengine.as_str().to_string(),
+                ioengine: jc.engine_name().to_string(),
                 iodepth: jc.iodepth,
                 pid: 1000 + gi as u32,
                 read: dir_report(0),

@@ -1,0 +1,317 @@
+//! Workload engines: which system calls a fio job thread makes per I/O, and
+//! the job threads themselves (placement, regions, limits).
+//!
+//! - `libaio`: `io_submit` of one I/O, then `io_getevents` to reap ready
+//!   completions; the thread sleeps in `io_getevents` when it has `iodepth`
+//!   I/Os in flight (or nothing left to issue).
+//! - synchronous engines (`psync`, `pvsync`, `pvsync2`, `sync`, `vsync`;
+//!   fio's engines/sync.c): one system call per I/O (`pread_call`,
+//!   `preadv_call`, `preadv2_call`, `read_call`, `readv_call`; `sync` and
+//!   `vsync` add `lseek_call` when the offset is not where the last call
+//!   ended, as `fio_syncio_prep` does). The call runs the same direct-I/O
+//!   submission down the stack as `io_submit` does (`submit_io` onwards),
+//!   then the thread sleeps in `io_schedule` until the completion interrupt
+//!   wakes it (the same `sleep` and `wakeup_target` paths as libaio's wait)
+//!   and returns to fio (`fio_complete`): no `io_getevents`, no `reap_event`.
+//!   fio's sync engines complete inside `queue()` (`FIO_Q_COMPLETED`), so a
+//!   job has at most one I/O in flight whatever `iodepth` says, and fio
+//!   records no submission latency for them (`td_io_queue` in ioengines.c
+//!   takes `issue_time` before the call): clat runs from the call's entry.
+//! - `io_uring` is rejected when the job is read (see `JobError`).
+
+use super::*;
+use crate::topology::spread_order;
+
+/// How many system-call variants a submission bundle can start with:
+/// libaio's `io_submit`, the five synchronous calls, and `read`/`readv`
+/// preceded by an `lseek`.
+const SUBMIT_CALLS: usize = 8;
+
+/// Which of the [`SUBMIT_CALLS`] a submission starts with.
+fn submit_call_index(call: Option<SyncCall>, seek: bool) -> usize {
+    match (call, seek) {
+        (None, _) => 0,
+        (Some(SyncCall::Read), true) => 6,
+        (Some(SyncCall::Readv), true) => 7,
+        (Some(c), _) => 1 + SyncCall::ALL.iter().position(|&x| x == c).unwrap_or(0),
+    }
+}
+
+/// Index into [`Paths::submit_bundles`] of a submission.
+pub(super) fn bundle_index(
+    call: Option<SyncCall>,
+    seek: bool,
+    on_file: bool,
+    via_bcache: bool,
+    issue_now: bool,
+) -> usize {
+    submit_call_index(call, seek) * 8 + submit_bundle_index(on_file, via_bcache, issue_now)
+}
+
+impl Paths {
+    /// Appends the synchronous engines' submission bundles after libaio's
+    /// eight (see [`bundle_index`]): the call replaces `io_submit_call`,
+    /// the rest of the way down the stack is the same.
+    pub(super) fn with_sync_bundles(mut self) -> Paths {
+        debug_assert_eq!(self.submit_bundles.len(), 8);
+        for ci in 1..SUBMIT_CALLS {
+            let (call, seek) = match ci {
+                6 => (SyncCall::Read, true),
+                7 => (SyncCall::Readv, true),
+                _ => (SyncCall::ALL[ci - 1], false),
+            };
+            debug_assert_eq!(submit_call_index(Some(call), seek), ci);
+            let call_i = SyncCall::ALL.iter().position(|&x| x == call).unwrap_or(0);
+            for i in 0..8 {
+                let (on_file, via_bcache, issue_now) = (i & 1 != 0, i & 2 != 0, i & 4 != 0);
+                let mut parts = vec![&self.fio_prep];
+                if seek {
+                    parts.push(&self.lseek_call);
+                }
+                parts.extend([&self.sync_calls[call_i], &self.submit_io]);
+                if on_file {
+                    parts.push(&self.fs_lookup);
+                }
+                parts.push(&self.make_request);
+                if via_bcache {
+                    parts.extend([&self.bcache_request, &self.make_request]);
+                }
+                if issue_now {
+                    parts.push(&self.issue_cmd);
+                }
+                let bundle = Path::concat(&parts);
+                self.submit_bundles.push(bundle);
+            }
+        }
+        debug_assert_eq!(self.submit_bundles.len(), SUBMIT_CALLS * 8);
+        self
+    }
+}
+
+/// Resolves the synchronous engines' call paths (in [`SyncCall::ALL`]
+/// order) and `lseek_call`. A scenario that charges libaio's system call
+/// (`io_submit_call`) must also give the call of every synchronous engine a
+/// job uses: leaving it out would run that engine with a free system call.
+/// A scenario without `io_submit_call` (no per-call CPU costs, as
+/// scenarios/nvme.toml) runs every engine's call at zero cost, as it runs
+/// libaio's.
+pub(super) fn sync_call_paths(
+    resolved: &BTreeMap<String, Path>,
+    jobs: &[JobConfig],
+) -> Result<(Vec<Path>, Path), ModelError> {
+    let get = |n: &str| resolved.get(n).cloned().unwrap_or_default();
+    if resolved.contains_key("io_submit_call") {
+        for j in jobs.iter().filter(|j| j.ioengine == IoEngine::Psync) {
+            let call = j.sync_call;
+            let needed =
+                std::iter::once(call.cost_path()).chain(call.seeks().then_some("lseek_call"));
+            if let Some(missing) = needed.into_iter().find(|n| !resolved.contains_key(*n)) {
+                return Err(cfg_err(format!(
+                    "job `{}`: ioengine {} runs the cost path `{missing}` per I/O, which [costs.paths] \
+                     lacks while it charges libaio's `io_submit_call`; add `{missing} = [ {{ sym = ..., ns = ... }} ]` \
+                     with its source, as scenarios/corsair_nova.toml does for the calls its kernel has",
+                    j.name,
+                    call.engine()
+                )));
+            }
+        }
+    }
+    let calls = SyncCall::ALL.iter().map(|c| get(c.cost_path())).collect();
+    Ok((calls, get("lseek_call")))
+}
+
+/// The job threads of a scenario, their groups' statistics and log
+/// recorders.
+pub(super) struct JobThreads {
+    pub threads: Vec<JobThread>,
+    pub groups: Vec<GroupStats>,
+    pub logs: Vec<Option<(LogRecorder, u64)>>,
+}
+
+/// Where one `[[job]]` does its I/O.
+struct Region {
+    target: Target,
+    on_file: bool,
+    /// Byte offset of the job's file on its target (for `log_offset`).
+    file_start: u64,
+    start_bytes: u64,
+    region_bytes: u64,
+    ios_limit: Option<u64>,
+    bytes_limit: Option<u64>,
+    /// Index into `AsyncStack::bio_layers` (0: none).
+    layers: u16,
+}
+
+/// Resolves a job's target and region, and what ends it.
+fn job_region(
+    sc: &Scenario,
+    j: &JobConfig,
+    targets: &mut Targets<'_, '_>,
+) -> Result<Region, ModelError> {
+    if !j.direct {
+        return Err(cfg_err(format!(
+            "job `{}`: buffered I/O (direct=0) is not modelled: the page cache is out of scope; set direct=1",
+            j.name
+        )));
+    }
+    let (target_name, on_file, file_start) = match &sc.filesystem {
+        Some(fs) if fs.holds(&j.filename) => (fs.device.clone(), true, fs.file_start.0),
+        _ => (crate::graph::device_name(&j.filename).to_string(), false, 0),
+    };
+    let (target, layers) = (targets.resolve)(&target_name)?.ok_or_else(|| {
+        cfg_err(format!(
+            "job `{}`: filename {:?} is not a device of the stack (known: {}{})",
+            j.name,
+            j.filename,
+            targets.known.join(", "),
+            sc.filesystem
+                .as_ref()
+                .map(|f| format!("; or a file under {}", f.mount))
+                .unwrap_or_default()
+        ))
+    })?;
+    let size_sectors = (targets.size_sectors_of)(target);
+    let start_bytes = file_start + j.offset_bytes;
+    let region_bytes = j
+        .size_bytes
+        .unwrap_or((size_sectors * 512).saturating_sub(start_bytes));
+    if start_bytes + region_bytes > size_sectors * 512 || region_bytes < j.bs_bytes_max {
+        return Err(cfg_err(format!(
+            "job `{}`: region offset {} + size {} does not fit {} ({} bytes) or is smaller than bs",
+            j.name,
+            start_bytes,
+            region_bytes,
+            target_name,
+            size_sectors * 512
+        )));
+    }
+    let (ios_limit, bytes_limit) = match (j.time_based, j.bs_split.is_empty()) {
+        (true, _) => (None, None),
+        (false, true) => (Some(j.io_limit_bytes(region_bytes) / j.bs_bytes_min), None),
+        // fio ends a job after io_size bytes: with a bssplit mix that is no
+        // fixed number of I/Os.
+        (false, false) => (None, Some(j.io_limit_bytes(region_bytes))),
+    };
+    let nothing = ios_limit == Some(0) || bytes_limit.is_some_and(|b| b < j.bs_bytes_min);
+    if !j.time_based && j.runtime_ns.is_none() && nothing {
+        return Err(cfg_err(format!(
+            "job `{}` has nothing to do (size/io_size below bs)",
+            j.name
+        )));
+    }
+    Ok(Region {
+        target,
+        layers,
+        on_file,
+        file_start,
+        start_bytes,
+        region_bytes,
+        ios_limit,
+        bytes_limit,
+    })
+}
+
+/// The CPU of clone `clone` of job `j`: its `cpus_allowed` list in order
+/// (wrapping), or else the next CPU of the scheduler-like spread (`order`,
+/// which leaves out the IRQ CPU), wrapping when there are more jobs than
+/// CPUs (they then share CPUs in turn).
+fn job_cpu(
+    j: &JobConfig,
+    clone: u32,
+    ncpu: usize,
+    order: &[u32],
+    next: &mut usize,
+) -> Result<usize, ModelError> {
+    match &j.cpus_allowed {
+        Some(list) => {
+            let c = list[clone as usize % list.len()] as usize;
+            if c >= ncpu {
+                return Err(cfg_err(format!(
+                    "job `{}`: cpus_allowed names CPU {c} but the machine has {ncpu}",
+                    j.name
+                )));
+            }
+            Ok(c)
+        }
+        None => {
+            let c = order[*next % order.len()] as usize;
+            *next += 1;
+            Ok(c)
+        }
+    }
+}
+
+/// Builds every job thread (one per clone when numjobs > 1).
+/// How jobs find their targets (see `build.rs`).
+pub(super) struct Targets<'a, 'r> {
+    /// A device name to (queueing target, bio-layers index), `None` when
+    /// it names no device.
+    #[allow(clippy::type_complexity)]
+    pub(super) resolve: &'a mut (dyn FnMut(&str) -> Result<Option<(Target, u16)>, ModelError> + 'r),
+    /// Every device name, for the error naming a job's unknown target.
+    pub(super) known: &'a [String],
+    pub(super) size_sectors_of: &'a dyn Fn(Target) -> u64,
+}
+
+pub(super) fn job_threads(
+    sc: &Scenario,
+    targets: &mut Targets<'_, '_>,
+    irq_cpu: Option<usize>,
+) -> Result<JobThreads, ModelError> {
+    let seed = sc.simulation.seed;
+    let ncpu = sc.cpu.logical_cpus() as usize;
+    let order = spread_order(&sc.cpu, irq_cpu.map(|c| c as u32));
+    let mut next = 0usize;
+    let mut out = JobThreads {
+        threads: Vec::new(),
+        groups: Vec::new(),
+        logs: Vec::new(),
+    };
+    for (gi, j) in sc.jobs.iter().enumerate() {
+        let r = job_region(sc, j, targets)?;
+        for clone in 0..j.numjobs {
+            let cpu = job_cpu(j, clone, ncpu, &order, &mut next)?;
+            // fio numbers log files by thread over all jobs, from 1.
+            let index = u32::try_from(out.logs.len() + 1).unwrap_or(u32::MAX);
+            out.logs.push(j.logs.any().then(|| {
+                (
+                    LogRecorder::new(index, j.logs.clone(), j.ioengine == IoEngine::Libaio),
+                    r.file_start,
+                )
+            }));
+            let seed_j = j.randseed.unwrap_or(seed);
+            let mut rng = component_rng(seed_j, &format!("job/{}/{}", j.name, clone));
+            let offsets = Offsets::new(j, r.region_bytes, &mut rng);
+            out.threads.push(JobThread {
+                group: gi,
+                cpu,
+                rng,
+                offsets,
+                target: r.target,
+                layers: r.layers,
+                on_file: r.on_file,
+                region_sector: r.start_bytes / 512,
+                ios_limit: r.ios_limit,
+                bytes_limit: r.bytes_limit,
+                stop_issue_at: j.runtime_ns.map(|rt| SimTime(j.ramp_time_ns + rt)),
+                issued: 0,
+                in_flight: 0,
+                ready: VecDeque::new(),
+                state: JobState::Running,
+                action: Action::None,
+                woken_mark: 0,
+                sync_call: (j.ioengine == IoEngine::Psync).then_some(j.sync_call),
+                pos_sector: None,
+            });
+        }
+        out.groups.push(GroupStats::new());
+    }
+    Ok(out)
+}
+
+impl AsyncStack {
+    /// The logical CPU of each job thread, in job and clone order.
+    pub fn job_cpus(&self) -> Vec<usize> {
+        self.threads.iter().map(|t| t.cpu).collect()
+    }
+}
