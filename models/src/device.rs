@@ -13,6 +13,8 @@
 pub use blocksim_analysis::StatsKept;
 use blocksim_sim::SimTime;
 
+pub use crate::limits::Limits;
+
 /// Direction of a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub enum Dir {
@@ -125,6 +127,11 @@ pub trait BlockDevice {
     /// device.
     fn member_stats(&self, _now: SimTime) -> Vec<MemberStats> {
         Vec::new()
+    }
+    /// The requests this device accepts, as its 2011 driver announced them
+    /// to the layer above (see [`crate::limits`]); default no limit.
+    fn limits(&self) -> Limits {
+        Limits::NONE
     }
 }
 

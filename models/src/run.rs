@@ -155,6 +155,10 @@ impl BlockDevice for DelayCompletions {
     fn in_flight_integral_ns(&self, now: SimTime) -> u64 {
         self.inner.in_flight_integral_ns(now)
     }
+
+    fn limits(&self) -> crate::device::Limits {
+        self.inner.limits()
+    }
 }
 
 /// The result of one run.

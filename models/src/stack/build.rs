@@ -145,6 +145,7 @@ impl AsyncStack {
             if cache == backing {
                 return Err(cfg_err("[bcache] cache and backing must differ"));
             }
+            crate::limits::check_bcache_backing(b, devs[backing].dev.as_ref()).map_err(cfg_err)?;
             let mut bc = Bcache::new(
                 b.clone(),
                 devs[cache].dev.capacity_sectors(),
