@@ -45,3 +45,20 @@ fn bucket_1m_on_md_raid10_runs() {
     assert!(out.contains("buckets of 1024 KiB"), "{out}");
     assert!(out.contains("issued rwts: total=4096,0,0,0"), "{out}");
 }
+
+/// A fault decorator over md0 still announces md0's limits.
+#[test]
+fn limits_seen_through_a_fault_wrapper() {
+    let (out, err, code) = sim(&[
+        "run",
+        "scenarios/corsair_nova.toml",
+        "--set",
+        "bcache.bucket_size=4m",
+        "--set",
+        "job.size=16m",
+        "--inject-fault",
+        "delay-completion:1000",
+    ]);
+    assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("md0's clone rule"), "{err}");
+}
