@@ -3,7 +3,54 @@
 //! clone), buckets up to 1 MiB run.
 
 mod common;
+use blocksim_models::bcache::BcacheConfig;
+use blocksim_models::device::BlockDevice;
+use blocksim_models::hdd::{Hdd, HddConfig};
+use blocksim_models::raid10::{build_raid10, Raid10Config};
 use common::sim;
+
+fn bcache_cfg(bucket: &str) -> BcacheConfig {
+    let text = format!(
+        "name = \"bcache0\"\ncache = \"sda\"\nbacking = \"md0\"\nbucket_size = \"{bucket}\"\n"
+    );
+    toml::from_str(&text).unwrap()
+}
+
+/// Seed 000's array: four disks, near=2, 512 KiB chunks.
+fn md0() -> impl BlockDevice {
+    let names = ["sdb", "sdc", "sdd", "sde"];
+    let disks: Vec<HddConfig> = names.iter().map(|n| HddConfig::with_name(n)).collect();
+    let mut cfg = Raid10Config::new("md0", &names);
+    cfg.chunk = blocksim_sim::units::Bytes(512 << 10);
+    build_raid10(&cfg, &disks, 1).unwrap()
+}
+
+#[test]
+fn buckets_up_to_1m_pass_md_raid10() {
+    let lim = md0().limits();
+    for b in ["4k", "128k", "512k", "1m"] {
+        assert!(bcache_cfg(b).check_backing(&lim).is_ok(), "{b}");
+    }
+    for b in ["2m", "4m", "16m"] {
+        let msg = bcache_cfg(b).check_backing(&lim).unwrap_err();
+        assert!(msg.contains("md0's clone rule"), "{b}: {msg}");
+        assert!(msg.contains("bio_clone_mddev"), "{b}: {msg}");
+        assert!(
+            msg.contains("Fix: format the cache with buckets of at most 1024 KiB"),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
+fn any_bucket_passes_a_plain_disk() {
+    let disk = Hdd::new(
+        &HddConfig::with_name("sdb"),
+        blocksim_sim::component_rng(1, "sdb"),
+    )
+    .unwrap();
+    assert!(bcache_cfg("16m").check_backing(&disk.limits()).is_ok());
+}
 
 #[test]
 fn bucket_2m_on_md_raid10_is_refused() {

@@ -272,6 +272,18 @@ impl BcacheConfig {
         ]
     }
 
+    /// Checks [`Self::backing_bios`] against the backing device's limits
+    /// ([`crate::limits::check_bcache_backing`]).
+    pub fn check_backing(&self, lim: &crate::limits::Limits) -> Result<(), String> {
+        crate::limits::check_bcache_backing(
+            &self.name,
+            &self.backing,
+            self.bucket_size.0,
+            &self.backing_bios(),
+            lim,
+        )
+    }
+
     pub fn replacement_policy(&self) -> Result<BcacheReplacement, String> {
         match self.replacement.as_str() {
             "lru" => Ok(BcacheReplacement::Lru),
