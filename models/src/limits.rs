@@ -126,7 +126,7 @@ impl BioShape {
     }
 }
 
-/// A bio the device below cannot take.
+/// A bio the device below cannot take (boxed where returned: it is large).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct LimitViolation {
     /// The layer sending the bio and the device receiving it.
@@ -164,14 +164,21 @@ impl fmt::Display for LimitViolation {
 }
 
 /// Checks that `lower`, with limits `lim`, can take `bio` from `upper`.
-pub fn check(upper: &str, lower: &str, lim: &Limits, bio: &BioShape) -> Result<(), LimitViolation> {
-    let fail = |rule, reason: String| LimitViolation {
-        upper: upper.to_string(),
-        lower: lower.to_string(),
-        bio: *bio,
-        rule,
-        reason,
-        kernel_src: lim.source,
+pub fn check(
+    upper: &str,
+    lower: &str,
+    lim: &Limits,
+    bio: &BioShape,
+) -> Result<(), Box<LimitViolation>> {
+    let fail = |rule, reason: String| {
+        Box::new(LimitViolation {
+            upper: upper.to_string(),
+            lower: lower.to_string(),
+            bio: *bio,
+            rule,
+            reason,
+            kernel_src: lim.source,
+        })
     };
     if let Some(max) = lim.max_clone_bvecs.filter(|&m| bio.max_vecs > m) {
         return Err(fail(
@@ -179,7 +186,7 @@ pub fn check(upper: &str, lower: &str, lim: &Limits, bio: &BioShape) -> Result<(
             format!(
                 "every bio is cloned with as many bvecs as it was allocated with, and at most {max} can be allocated ({max} x {} KiB pages = {} KiB); the clone of a {}-bvec bio is NULL and md dereferences it{}",
                 PAGE_BYTES >> 10,
-                max as u64 * PAGE_BYTES >> 10,
+                (max as u64 * PAGE_BYTES) >> 10,
                 bio.max_vecs,
                 if bio.split_by_sender {
                     " (splitting does not help: the last piece is the original bio, with all its bvecs)"
@@ -219,7 +226,7 @@ pub fn check_all(
     lower: &str,
     lim: &Limits,
     bios: &[BioShape],
-) -> Result<(), LimitViolation> {
+) -> Result<(), Box<LimitViolation>> {
     bios.iter().try_for_each(|b| check(upper, lower, lim, b))
 }
 
@@ -244,7 +251,7 @@ pub fn check_bcache_backing(
         let fix = match e.rule {
             "clone" => format!(
                 "format the cache with buckets of at most {} KiB (`[bcache] bucket_size = \"1m\"` or smaller; make-bcache --bucket): a dirty extent never spans a bucket, so its writeback bio then has at most {} bvecs; no md chunk size helps, as bcache already splits its bios at md's chunk boundaries",
-                BIO_MAX_PAGES as u64 * PAGE_BYTES >> 10,
+                (BIO_MAX_PAGES as u64 * PAGE_BYTES) >> 10,
                 BIO_MAX_PAGES
             ),
             _ => format!("use a backing device whose limits {upper} meets"),
