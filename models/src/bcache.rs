@@ -252,6 +252,45 @@ impl BcacheConfig {
         }
     }
 
+    /// The bios bcache (2011) may send to its backing device, each at its
+    /// largest, for [`crate::limits::check`]:
+    /// - bios from above (cache-miss reads, bypassed I/O, writethrough
+    ///   writes) go down as they came, split at the backing device's limits
+    ///   by `bio_submit_split`; readahead adds a bio no larger than the miss
+    ///   (`do_readahead` bounds it by `__bio_max_sectors` over the miss's own
+    ///   bvecs). fio's O_DIRECT bios hold at most `BIO_MAX_PAGES` pages
+    ///   (`dio_bio_alloc`).
+    /// - writeback writes one dirty extent per bio, allocated with one bvec
+    ///   per page of the extent (`dirty_init`); extents merge up to a bucket
+    ///   but never across one (`bkey_try_merge` requires the same bucket),
+    ///   so the largest is a whole bucket.
+    pub fn backing_bios(&self) -> Vec<crate::limits::BioShape> {
+        use crate::limits::{BioShape, BIO_MAX_PAGES, PAGE_SECTORS};
+        let bucket_sectors = u32::try_from(self.bucket_size.0 / 512).unwrap_or(u32::MAX);
+        vec![
+            BioShape {
+                what: "bio from above (cache miss, bypass, writethrough write, readahead)",
+                sectors: BIO_MAX_PAGES * PAGE_SECTORS,
+                max_vecs: BIO_MAX_PAGES,
+                split_by_sender: true,
+                source: "bcache 2011 request.c __request_read/request_write/do_readahead, closure_bio_submit",
+            },
+            BioShape::writeback(bucket_sectors),
+        ]
+    }
+
+    /// Checks [`Self::backing_bios`] against the backing device's limits
+    /// ([`crate::limits::check_bcache_backing`]).
+    pub fn check_backing(&self, lim: &crate::limits::Limits) -> Result<(), String> {
+        crate::limits::check_bcache_backing(
+            &self.name,
+            &self.backing,
+            self.bucket_size.0,
+            &self.backing_bios(),
+            lim,
+        )
+    }
+
     pub fn replacement_policy(&self) -> Result<BcacheReplacement, String> {
         match self.replacement.as_str() {
             "lru" => Ok(BcacheReplacement::Lru),

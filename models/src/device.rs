@@ -13,6 +13,8 @@
 pub use blocksim_analysis::StatsKept;
 use blocksim_sim::SimTime;
 
+pub use crate::limits::Limits;
+
 /// Direction of a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub enum Dir {
@@ -132,6 +134,11 @@ pub trait BlockDevice {
     /// interrupt handler.
     fn completes_inline(&self) -> bool {
         false
+    }
+    /// The requests this device accepts, as its 2011 driver announced them
+    /// to the layer above (see [`crate::limits`]); default no limit.
+    fn limits(&self) -> Limits {
+        Limits::NONE
     }
 }
 

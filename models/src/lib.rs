@@ -23,6 +23,7 @@ pub mod hdd;
 pub mod index;
 pub mod intervals;
 pub mod job;
+pub mod limits;
 pub mod offsets;
 pub mod pmem;
 pub mod profile;

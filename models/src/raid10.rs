@@ -22,6 +22,13 @@
 //! mapped back to parent tags through a slab of in-flight children, so steady
 //! state allocates nothing.
 //!
+//! Limits ([`BlockDevice::limits`], [`crate::limits`]): the model splits any
+//! request at chunk boundaries, but it announces what md accepted in
+//! 2011 -- a multi-page bio must not cross a chunk (`raid10_mergeable_bvec`;
+//! `make_request` splits only single-page bios), and no bio may have been
+//! allocated with more than `BIO_MAX_PAGES` bvecs (`bio_clone_mddev`) -- so
+//! that a layer stacked on it is checked against them.
+//!
 //! Accounting: like md in Linux 3.x (`md_make_request` only did
 //! `part_stat_inc(ios)` and `part_stat_add(sectors)`), [`BlockDevice::disk_stats`]
 //! reports ios and sectors with zero ticks/in_queue/io_ticks, which is what
@@ -60,7 +67,8 @@ use blocksim_sim::{SimTime, Slab, SlotId};
 use serde::{Deserialize, Serialize};
 
 use crate::device::{
-    BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats, MemberStats, ReqTag, StatsKept,
+    BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats, Limits, MemberStats, ReqTag,
+    StatsKept,
 };
 use crate::hdd::{Hdd, HddConfig};
 
@@ -634,6 +642,14 @@ impl<M: RaidMember> BlockDevice for Raid10<M> {
         self.full_disk_stats(now).in_queue_ns
     }
 
+    fn limits(&self) -> Limits {
+        // make_request checks chunks only when they are striped.
+        let striped = self.geo.near_copies < self.geo.raid_disks;
+        Limits::md_2011(
+            striped.then(|| u32::try_from(self.geo.chunk_sectors()).unwrap_or(u32::MAX)),
+        )
+    }
+
     fn stats_kept(&self) -> (StatsKept, &'static str) {
         (
             StatsKept::IosOnly,
@@ -684,6 +700,27 @@ mod tests {
         let mut out = [(0, 0); MAX_COPIES];
         g.find_phys(s, &mut out);
         out[..g.near_copies].to_vec()
+    }
+
+    #[test]
+    fn announces_2011_md_limits() {
+        let disks: Vec<HddConfig> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|n| HddConfig::with_name(n))
+            .collect();
+        let mut cfg = Raid10Config::new("md0", &["a", "b", "c", "d"]);
+        cfg.chunk = Bytes(512 * 1024);
+        let md = build_raid10(&cfg, &disks, 1).unwrap();
+        let lim = md.limits();
+        assert_eq!(lim.boundary_sectors, Some(1024));
+        assert!(!lim.splits_multi_page);
+        assert_eq!(lim.max_clone_bvecs, Some(crate::limits::BIO_MAX_PAGES));
+        // Two disks, two near copies: a mirror, no chunk check.
+        let mut mirror = Raid10Config::new("md1", &["a", "b"]);
+        mirror.chunk = Bytes(64 * 1024);
+        let md1 = build_raid10(&mirror, &disks, 1).unwrap();
+        assert_eq!(md1.limits().boundary_sectors, None);
+        assert_eq!(md1.limits().max_clone_bvecs, Some(256));
     }
 
     /// Expected tables worked by hand from `__raid10_find_phys`

@@ -166,6 +166,10 @@ impl BlockDevice for DelayCompletions {
 
     // `completes_inline` stays false: the held completions come back from a
     // timer, through the interrupt path.
+
+    fn limits(&self) -> crate::device::Limits {
+        self.inner.limits()
+    }
 }
 
 /// The result of one run.

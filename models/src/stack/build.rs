@@ -179,6 +179,8 @@ impl AsyncStack {
             if cache == backing {
                 return Err(cfg_err("[bcache] cache and backing must differ"));
             }
+            b.check_backing(&devs[backing].dev.limits())
+                .map_err(cfg_err)?;
             let mut bc = Bcache::new(
                 b.clone(),
                 devs[cache].dev.capacity_sectors(),
