@@ -53,6 +53,10 @@ pub fn design_of(accounting: &str, dm: bool) -> Result<DesignKind, String> {
 struct Instance {
     name: String,
     design: Inflight<TracedBackend>,
+    kind: DesignKind,
+    /// Its cache lines: `line_base .. line_base + lines`.
+    line_base: u32,
+    lines: u32,
     start_sym: SymbolId,
     end_sym: SymbolId,
 }
@@ -101,7 +105,8 @@ impl Accounting {
                 ordering: OrderingMode::ReleaseAcquire,
                 line_base,
             });
-            line_base += Inflight::<TracedBackend>::line_count(cpus);
+            let lines = Inflight::<TracedBackend>::line_count(cpus);
+            line_base += lines;
             let (s, e) = match w.dm {
                 true => ("start_io_acct", "end_io_acct"),
                 false => ("generic_start_io_acct", "generic_end_io_acct"),
@@ -109,6 +114,9 @@ impl Accounting {
             insts.push(Instance {
                 name: w.name,
                 design,
+                kind: w.design,
+                line_base: line_base - lines,
+                lines,
                 start_sym: profile.symbol(s, "[kernel.kallsyms]", Mode::Kernel),
                 end_sym: profile.symbol(e, "[kernel.kallsyms]", Mode::Kernel),
             });
@@ -174,6 +182,52 @@ impl Accounting {
 
     pub(super) fn reset_stats(&mut self) {
         self.coh.reset_stats();
+    }
+
+    /// Per accounted device: its design, and what its cache lines cost per
+    /// completed I/O (`ios`, the measured window's): accesses, hand-offs
+    /// (line transfers between CPUs), the share of hand-offs that crossed
+    /// sockets, and time spent waiting for a line held by another CPU.
+    /// Devices no I/O reached are left out; `None` when none is left.
+    pub(super) fn lines_table(&self, ios: u64) -> Option<Table> {
+        let mut t = Table::new(
+            "in-flight accounting lines",
+            &[
+                "device",
+                "design",
+                "accesses_per_io",
+                "handoffs_per_io",
+                "remote_handoff_pct",
+                "line_wait_ns_per_io",
+            ],
+        );
+        let per_io = |v: u64| v as f64 / ios.max(1) as f64;
+        for i in &self.insts {
+            let mut sum = crate::coherence::LineStats::default();
+            for l in i.line_base..i.line_base + i.lines {
+                let s = self.coh.line_stats(blocksim_designs::backend::LineId(l));
+                sum.accesses += s.accesses;
+                sum.transfers += s.transfers;
+                sum.remote_transfers += s.remote_transfers;
+                sum.queued_ns += s.queued_ns;
+            }
+            if sum.accesses == 0 {
+                continue;
+            }
+            t.push_row(vec![
+                Cell::Text(i.name.clone()),
+                Cell::Text(i.kind.name().to_string()),
+                Cell::float(per_io(sum.accesses), 2),
+                Cell::float(per_io(sum.transfers), 3),
+                Cell::float(
+                    sum.remote_transfers as f64 * 100.0 / sum.transfers.max(1) as f64,
+                    1,
+                ),
+                Cell::float(per_io(sum.queued_ns), 1),
+            ])
+            .expect("row shape");
+        }
+        Some(t).filter(|t| !t.rows.is_empty())
     }
 }
 

@@ -223,6 +223,10 @@ impl AsyncStack {
         if let Some(t) = self.bcache_metrics(end) {
             extra_tables.push(t);
         }
+        if let Some(a) = &self.acct {
+            let ios: u64 = self.groups.iter().map(|g| g.ios[0] + g.ios[1]).sum();
+            extra_tables.extend(a.lines_table(ios));
+        }
         let profile = with_profile.then(|| self.build_profile(elapsed));
         RunReport {
             seed: self.seed,
