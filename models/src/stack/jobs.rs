@@ -189,7 +189,7 @@ impl AsyncStack {
         let bundle = submit_bundle_index(
             on_file,
             matches!(target, Target::Bcache(_)),
-            self.devs[dev].port.can_issue_now(),
+            self.devs[dev].port.can_issue_now(self.threads[t].cpu),
         );
         cost += self.run_job_path(t, JobPath::Submit(bundle));
         self.threads[t].action = Action::Submit {

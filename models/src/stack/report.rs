@@ -220,6 +220,7 @@ impl AsyncStack {
         if let Some(t) = self.bcache_metrics(end) {
             extra_tables.push(t);
         }
+        self.queue_tables(&mut extra_tables);
         let profile = with_profile.then(|| self.build_profile(elapsed));
         RunReport {
             seed: self.seed,
