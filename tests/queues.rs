@@ -119,16 +119,27 @@ fn coalescing_lowers_interrupts_per_io() {
     // Off: about one interrupt per command (iodepth 8 on a drive that
     // completes them one by one). On: up to 4 entries or 100 us per
     // interrupt.
-    assert!(p_off < 1.2, "without coalescing {p_off} commands per interrupt");
+    assert!(
+        p_off < 1.2,
+        "without coalescing {p_off} commands per interrupt"
+    );
     assert!(p_on > 2.5, "with coalescing {p_on} commands per interrupt");
     let handler = |rows: &[QueueRow]| rows.iter().map(|r| r.handler_ms).sum::<f64>();
     assert!(handler(&on) < handler(&off));
-    assert!((iops_on / iops_off - 1.0).abs() < 0.1, "{iops_on} vs {iops_off}");
+    assert!(
+        (iops_on / iops_off - 1.0).abs() < 0.1,
+        "{iops_on} vs {iops_off}"
+    );
 }
 
 #[test]
 fn ahci_keeps_one_queue_and_rejects_nvme_keys() {
-    let (out, err, code) = sim(&["run", "scenarios/corsair_nova.toml", "--set", "job.size=256m"]);
+    let (out, err, code) = sim(&[
+        "run",
+        "scenarios/corsair_nova.toml",
+        "--set",
+        "job.size=256m",
+    ]);
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("hardware queues"), "{out}");
     let (_, err, code) = sim(&[

@@ -176,13 +176,7 @@ fn grp_spread_init_one(layout: &CpuLayout, group: &mut Vec<u32>, nmsk: &mut Mask
 pub fn group_cpus_evenly(layout: &CpuLayout, numgrps: u32) -> Vec<Vec<u32>> {
     assert!(numgrps > 0 && layout.cpus() > 0);
     let mut masks: Vec<Vec<u32>> = vec![Vec::new(); numgrps as usize];
-    let node_mask = |n: u32| {
-        Mask(
-            (0..layout.cpus())
-                .map(|c| layout.node_of(c) == n)
-                .collect(),
-        )
-    };
+    let node_mask = |n: u32| Mask((0..layout.cpus()).map(|c| layout.node_of(c) == n).collect());
     let nodes = layout.sockets;
     let mut curgrp = 0usize;
     if numgrps <= nodes {
@@ -313,6 +307,8 @@ pub struct QueueStats {
     pub interrupts: u64,
     /// CPU time of its interrupt handler.
     pub handler_ns: u64,
+    /// The CPU its handler last ran on.
+    pub handler_cpu: Option<usize>,
 }
 
 /// How an NVMe device's queues are set up.
@@ -399,10 +395,7 @@ impl HostQueues {
 
     /// (queue, queue tag) of a device-level tag.
     pub fn split_tag(&self, device_tag: u32) -> (usize, u32) {
-        (
-            (device_tag / self.depth) as usize,
-            device_tag % self.depth,
-        )
+        ((device_tag / self.depth) as usize, device_tag % self.depth)
     }
 
     /// Commands the device may hold at once.

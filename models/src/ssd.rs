@@ -224,9 +224,14 @@ impl SsdConfig {
             ));
         }
         if !(1..=65535).contains(&self.nvme_queues_max) {
-            return Err(ctx("nvme_queues_max must be 1..=65535 (NVMe allows 65535 I/O queues)"));
+            return Err(ctx(
+                "nvme_queues_max must be 1..=65535 (NVMe allows 65535 I/O queues)",
+            ));
         }
-        if self.nvme_queues.is_some_and(|n| n == 0 || n > self.nvme_queues_max) {
+        if self
+            .nvme_queues
+            .is_some_and(|n| n == 0 || n > self.nvme_queues_max)
+        {
             return Err(ctx("nvme_queues must be 1..=nvme_queues_max"));
         }
         Ok(())

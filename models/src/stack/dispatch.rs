@@ -116,7 +116,15 @@ impl AsyncStack {
     }
 
     /// Sends a request that holds queue tag `tag` to the device.
-    fn dispatch(&mut self, d: usize, hwq: usize, tag: u32, q: Queued, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+    fn dispatch(
+        &mut self,
+        d: usize,
+        hwq: usize,
+        tag: u32,
+        q: Queued,
+        now: SimTime,
+        ctx: &mut Ctx<'_, Ev>,
+    ) {
         self.mark_dispatch(q.origin, now);
         let dev_tag = self.devs[d].port.device_tag(hwq, tag);
         self.devs[d].port.stats[hwq].commands += 1;
@@ -196,6 +204,7 @@ impl AsyncStack {
         let st = &mut self.devs[d].port.stats[q];
         st.interrupts += 1;
         st.handler_ns += cost;
+        st.handler_cpu = Some(cpu);
         let end = self.cpus.occupy(cpu, start, cost);
         ctx.schedule_at(end, Ev::IrqDone(d as u16, q as u16));
     }
@@ -318,8 +327,9 @@ impl AsyncStack {
     }
 
     /// Per-queue figures of every multi-queue or coalescing device: where
-    /// each queue's CPUs submit, which CPU its interrupt runs on, and how
-    /// many commands each interrupt retired.
+    /// each queue's CPUs submit, which CPU its interrupt handler ran on (or
+    /// its vector targets, if it never ran), and how many commands each
+    /// interrupt retired.
     pub(super) fn queue_tables(&self, tables: &mut Vec<Table>) {
         for dev in &self.devs {
             let hq = &dev.port;
@@ -328,7 +338,15 @@ impl AsyncStack {
             }
             let mut t = Table::new(
                 format!("{} hardware queues", dev.name),
-                &["queue", "cpus", "irq_cpu", "commands", "interrupts", "commands_per_interrupt", "handler_ms"],
+                &[
+                    "queue",
+                    "cpus",
+                    "irq_cpu",
+                    "commands",
+                    "interrupts",
+                    "commands_per_interrupt",
+                    "handler_ms",
+                ],
             );
             for (q, st) in hq.stats.iter().enumerate() {
                 let per = if st.interrupts == 0 {
@@ -339,7 +357,9 @@ impl AsyncStack {
                 t.push_row(vec![
                     Cell::UInt(q as u64),
                     Cell::Text(hq.cpulist(q)),
-                    hq.vector_cpu(q).map_or(Cell::Empty, |c| Cell::UInt(c as u64)),
+                    st.handler_cpu
+                        .or(hq.vector_cpu(q))
+                        .map_or(Cell::Empty, |c| Cell::UInt(c as u64)),
                     Cell::UInt(st.commands),
                     Cell::UInt(st.interrupts),
                     Cell::float(per, 2),
