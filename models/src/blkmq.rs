@@ -394,7 +394,11 @@ impl HostQueues {
     }
 
     /// (queue, queue tag) of a device-level tag.
+    #[inline]
     pub fn split_tag(&self, device_tag: u32) -> (usize, u32) {
+        if self.hw.len() == 1 {
+            return (0, device_tag);
+        }
         ((device_tag / self.depth) as usize, device_tag % self.depth)
     }
 

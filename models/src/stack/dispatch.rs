@@ -33,17 +33,22 @@ impl AsyncStack {
         }
         if !self.scratch_done.is_empty() {
             let now = ctx.now();
-            let mut done = std::mem::take(&mut self.scratch_done);
-            for t in done.drain(..) {
-                let dev = &mut self.devs[d];
+            // Each completion entry lands on its queue's completion queue
+            // (AHCI: the port's status register).
+            for t in &self.scratch_done {
                 dev.records.complete(t.0, now);
-                // The completion entry lands on its queue's completion
-                // queue (AHCI: the port's status register).
                 let (q, tag) = dev.port.split_tag(t.0);
                 dev.port.hw[q].done_unretired.push(tag);
-                self.irq_arm(d, q, self.irq_delivery_ns, ctx);
             }
-            self.scratch_done = done;
+            if dev.port.hw.len() == 1 {
+                self.irq_arm(d, 0, self.irq_delivery_ns, ctx);
+            } else {
+                for i in 0..self.scratch_done.len() {
+                    let (q, _) = self.devs[d].port.split_tag(self.scratch_done[i].0);
+                    self.irq_arm(d, q, self.irq_delivery_ns, ctx);
+                }
+            }
+            self.scratch_done.clear();
         }
     }
 
@@ -73,7 +78,9 @@ impl AsyncStack {
     pub(super) fn irq_coalesce(&mut self, d: usize, q: usize, gen: u16, ctx: &mut Ctx<'_, Ev>) {
         let port = &mut self.devs[d].port.hw[q];
         if !port.coalesce_armed || port.coalesce_gen != gen {
-            return; // overtaken by the threshold
+            // Overtaken by the threshold. (A stale timer 65536 arms old
+            // would match again: it could only signal an interrupt early.)
+            return;
         }
         port.coalesce_armed = false;
         if !port.irq_active && !port.done_unretired.is_empty() {
