@@ -21,11 +21,11 @@
 //!   ([`VectorMatrix::alloc_managed`], kernel/irq/matrix.c). So a
 //!   completion is handled on a CPU of the submitting CPU's group.
 //!
-//! [`group_cpus_evenly`] follows lib/group_cpus.c as of Linux 6.x without
-//! the cluster pass added in 6.15 (on x86 parts whose L2 is per core a
-//! cluster is one core's SMT siblings; the cluster pass then gives the
-//! same groups whenever there are fewer groups than cores). NUMA nodes are
-//! the sockets; every possible CPU is present (no second stage).
+//! [`group_cpus_evenly`] follows lib/group_cpus.c without the cluster pass
+//! recent kernels added (on x86 parts whose L2 is per core a cluster is one
+//! core's SMT siblings, and the cluster pass is skipped whenever there are
+//! fewer groups than cores in a node). NUMA nodes are the sockets; every
+//! possible CPU is present (no second stage).
 //!
 //! Interrupt coalescing is the NVMe Set Features Interrupt Coalescing
 //! feature (08h, NVMe base specification 1.4 section 5.21.1.8): the

@@ -55,6 +55,7 @@ impl AsyncStack {
     /// Signals a queue's interrupt `delay_ns` from now if its completions
     /// call for one: at once without coalescing, else when the coalescing
     /// threshold is reached or its aggregation time expires.
+    #[inline]
     fn irq_arm(&mut self, d: usize, q: usize, delay_ns: u64, ctx: &mut Ctx<'_, Ev>) {
         let hq = &mut self.devs[d].port;
         let coalescing = hq.coalescing;
@@ -123,6 +124,7 @@ impl AsyncStack {
     }
 
     /// Sends a request that holds queue tag `tag` to the device.
+    #[inline]
     fn dispatch(
         &mut self,
         d: usize,
