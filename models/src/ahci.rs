@@ -1,5 +1,6 @@
 //! libata/AHCI: NCQ tags per port, the block-layer queue in front of them,
-//! and completion interrupts.
+//! and completion interrupts. A [`Port`] is also one hardware queue of a
+//! multi-queue device (an NVMe queue pair): see `blkmq.rs`.
 //!
 //! A port has a fixed number of usable NCQ tags (2011 libata: ATA_MAX_QUEUE
 //! 32 with one kept for internal commands, so 31). Requests beyond that wait
@@ -50,6 +51,11 @@ pub struct Port {
     pub irq_active: bool,
     /// Tags the running handler retires.
     pub retiring: Vec<u32>,
+    /// An interrupt coalescing timer is pending (NVMe aggregation time).
+    pub coalesce_armed: bool,
+    /// Generation of the coalescing timer: a timer event whose generation
+    /// differs was overtaken (the threshold fired first).
+    pub coalesce_gen: u16,
     /// Upper bound on requests waiting for a tag (the block layer's
     /// nr_requests limit generalised; the submitter is throttled before it).
     waiting_max: usize,
@@ -66,6 +72,8 @@ impl Port {
             done_unretired: Vec::new(),
             irq_active: false,
             retiring: Vec::new(),
+            coalesce_armed: false,
+            coalesce_gen: 0,
             waiting_max,
         }
     }

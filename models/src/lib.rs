@@ -11,6 +11,7 @@
 pub mod ahci;
 pub mod backing;
 pub mod bcache;
+pub mod blkmq;
 pub mod coherence;
 pub mod config;
 pub mod costs;

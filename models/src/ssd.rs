@@ -51,11 +51,12 @@ pub struct SsdConfig {
     /// Probability that a read's logical-to-physical mapping is not in the
     /// drive's DRAM, costing one extra page read on a channel.
     pub ftl_map_miss_ratio: f64,
-    /// Commands the drive accepts at once (NCQ depth the drive advertises,
-    /// or the NVMe submission queue depth).
+    /// Commands the drive accepts at once (NCQ depth the drive advertises),
+    /// or for NVMe the depth of each I/O submission queue.
     pub queue_depth: u32,
     /// Host interface: `sata` (behind an AHCI port and its NCQ tags) or
-    /// `nvme` (its own queue of `queue_depth` commands, no AHCI).
+    /// `nvme` (I/O queue pairs of `queue_depth` commands, an MSI-X vector
+    /// each, no AHCI; see `blkmq.rs`).
     pub interface: String,
     /// In-flight accounting design this device runs, priced by the
     /// coherence model: `shared` (part0 in_flight atomics and
@@ -63,6 +64,36 @@ pub struct SsdConfig {
     /// no design runs; the accounting's cost is whatever the cost paths
     /// include.
     pub accounting: Option<String>,
+    /// NVMe: I/O queue pairs the driver creates. `None`: Linux's default,
+    /// one per possible CPU capped by `nvme_queues_max`
+    /// (drivers/nvme/host/pci.c nvme_setup_io_queues).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvme_queues: Option<u32>,
+    /// NVMe: I/O queue pairs the controller grants (its answer to Set
+    /// Features Number of Queues, 07h).
+    #[serde(skip_serializing_if = "is_nvme_queues_max_default")]
+    pub nvme_queues_max: u32,
+    /// NVMe interrupt coalescing (Set Features 08h) aggregation time, in
+    /// the command's 100 us units; 0 = off (Linux leaves it off).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub irq_aggregation_time_100us: u8,
+    /// NVMe interrupt coalescing aggregation threshold, 0's based as in the
+    /// command (entries per interrupt - 1); 0 = off.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub irq_aggregation_threshold: u8,
+}
+
+/// [estimate] many datacenter NVMe controllers grant 128 I/O queue pairs;
+/// consumer drives often fewer: set it from `nvme id-ctrl`/`Number of
+/// Queues` of the drive modelled.
+const NVME_QUEUES_MAX_DEFAULT: u32 = 128;
+
+fn is_nvme_queues_max_default(v: &u32) -> bool {
+    *v == NVME_QUEUES_MAX_DEFAULT
+}
+
+fn is_zero(v: &u8) -> bool {
+    *v == 0
 }
 
 /// An `[[ssd]]` section as written: every field but `name` may come from
@@ -85,6 +116,10 @@ pub struct SsdSection {
     pub queue_depth: Option<u32>,
     pub interface: Option<String>,
     pub accounting: Option<String>,
+    pub nvme_queues: Option<u32>,
+    pub nvme_queues_max: Option<u32>,
+    pub irq_aggregation_time_100us: Option<u8>,
+    pub irq_aggregation_threshold: Option<u8>,
 }
 
 /// Preset names for `[[ssd]] model`; each preset's values live in
@@ -130,6 +165,10 @@ impl TryFrom<SsdSection> for SsdConfig {
             queue_depth: s.queue_depth.unwrap_or(32), // [src: SATA NCQ]
             interface: s.interface.unwrap_or_else(|| "sata".into()),
             accounting: s.accounting,
+            nvme_queues: s.nvme_queues,
+            nvme_queues_max: s.nvme_queues_max.unwrap_or(NVME_QUEUES_MAX_DEFAULT),
+            irq_aggregation_time_100us: s.irq_aggregation_time_100us.unwrap_or(0),
+            irq_aggregation_threshold: s.irq_aggregation_threshold.unwrap_or(0),
         };
         if !missing.is_empty() {
             return Err(format!(
@@ -172,10 +211,45 @@ impl SsdConfig {
         if !matches!(self.interface.as_str(), "sata" | "nvme") {
             return Err(ctx("interface must be \"sata\" or \"nvme\""));
         }
+        self.validate_nvme_queues()?;
         if self.capacity.0 < self.page_size.0 {
             return Err(ctx("capacity must hold at least one page"));
         }
         Ok(())
+    }
+}
+
+impl SsdConfig {
+    fn validate_nvme_queues(&self) -> Result<(), String> {
+        let ctx = |m: &str| format!("[[ssd]] {}: {m}", self.name);
+        let nvme_keys = self.nvme_queues.is_some()
+            || self.nvme_queues_max != NVME_QUEUES_MAX_DEFAULT
+            || self.irq_aggregation_time_100us != 0
+            || self.irq_aggregation_threshold != 0;
+        if self.interface != "nvme" && nvme_keys {
+            return Err(ctx(
+                "nvme_queues, nvme_queues_max and irq_aggregation_* apply to interface = \"nvme\" only (AHCI has one queue and one interrupt)",
+            ));
+        }
+        if !(1..=65535).contains(&self.nvme_queues_max) {
+            return Err(ctx(
+                "nvme_queues_max must be 1..=65535 (NVMe allows 65535 I/O queues)",
+            ));
+        }
+        if self
+            .nvme_queues
+            .is_some_and(|n| n == 0 || n > self.nvme_queues_max)
+        {
+            return Err(ctx("nvme_queues must be 1..=nvme_queues_max"));
+        }
+        Ok(())
+    }
+
+    /// NVMe I/O queue pairs on a machine of `cpus` logical CPUs.
+    pub fn nvme_io_queues(&self, cpus: u32) -> u32 {
+        self.nvme_queues
+            .unwrap_or_else(|| cpus.min(self.nvme_queues_max))
+            .max(1)
     }
 }
 
@@ -531,6 +605,10 @@ mod tests {
             queue_depth: 32,
             interface: "sata".into(),
             accounting: None,
+            nvme_queues: None,
+            nvme_queues_max: NVME_QUEUES_MAX_DEFAULT,
+            irq_aggregation_time_100us: 0,
+            irq_aggregation_threshold: 0,
         }
     }
 

@@ -353,17 +353,18 @@ impl AsyncStack {
     }
 
     /// The device's end of accounting for the job I/Os among the
-    /// completions its handler on `cpu` retires, starting at `at`.
-    pub(super) fn account_irq(&mut self, d: usize, cpu: usize, at: SimTime) -> u64 {
+    /// completions the handler of its queue `q` on `cpu` retires, starting
+    /// at `at`.
+    pub(super) fn account_irq(&mut self, d: usize, q: usize, cpu: usize, at: SimTime) -> u64 {
         let inst = self.devs[d].acct;
         if inst == NO_ACCT {
             return 0;
         }
         let swapper = self.ctxs.swapper;
         let mut ns = 0;
-        for i in 0..self.devs[d].port.retiring.len() {
-            let tag = self.devs[d].port.retiring[i];
-            let Some(origin) = self.devs[d].port.owner_of(tag) else {
+        for i in 0..self.devs[d].port.hw[q].retiring.len() {
+            let tag = self.devs[d].port.hw[q].retiring[i];
+            let Some(origin) = self.devs[d].port.hw[q].owner_of(tag) else {
                 continue;
             };
             if let Piece::User(io) | Piece::BackingRead(io) = Piece::decode(origin) {

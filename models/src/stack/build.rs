@@ -2,13 +2,14 @@
 
 use super::engine::JobThreads;
 use super::*;
+use crate::blkmq::{Coalescing, CpuLayout, NvmeQueues, VectorMatrix};
 
 pub(super) fn add_dev(
     devs: &mut Vec<DevNode>,
     names: &mut BTreeMap<String, usize>,
     name: &str,
     dev: Box<dyn BlockDevice>,
-    tags: u32,
+    queues: HostQueues,
     fault: Option<Fault>,
 ) -> Result<(), ModelError> {
     if names.insert(name.to_string(), devs.len()).is_some() {
@@ -22,11 +23,85 @@ pub(super) fn add_dev(
         name: name.to_string(),
         inline: dev.completes_inline(),
         dev,
-        port: Port::new(tags, PORT_WAIT_BOUND),
+        port: queues,
         records: DevRecords::default(),
         acct: acct::NO_ACCT,
     });
     Ok(())
+}
+
+/// The devices of a scenario with their host queues: SATA SSDs, disks and
+/// md arrays behind one AHCI-like queue of NCQ tags; NVMe SSDs with queue
+/// pairs spread over the CPUs as Linux's managed affinity does.
+pub(super) fn build_devices(
+    sc: &Scenario,
+    opts: &RunOptions,
+) -> Result<(Vec<DevNode>, BTreeMap<String, usize>), ModelError> {
+    let seed = sc.simulation.seed;
+    let ncq_tags = sc.ahci.as_ref().map(|a| a.ncq_tags).unwrap_or(31);
+    if ncq_tags == 0 || ncq_tags > 32 {
+        return Err(cfg_err("[ahci] ncq_tags must be 1..=32"));
+    }
+    let layout = CpuLayout {
+        sockets: sc.cpu.sockets,
+        cores_per_socket: sc.cpu.cores_per_socket,
+        threads_per_core: sc.cpu.threads_per_core,
+    };
+    // Managed vectors of every NVMe device share the CPUs' vector counts.
+    let mut matrix = VectorMatrix::new(layout.cpus());
+    let mut devs: Vec<DevNode> = Vec::new();
+    let mut names: BTreeMap<String, usize> = BTreeMap::new();
+    // md owns its members: they get no queues of their own.
+    let in_array = crate::backing::array_members(sc);
+    for s in sc.ssd.iter().filter(|s| !in_array.contains(&s.name)) {
+        s.validate().map_err(cfg_err)?;
+        let (queues, dev_cfg) = if s.interface == "nvme" {
+            let q = NvmeQueues {
+                queues: s.nvme_io_queues(layout.cpus()),
+                depth: s.queue_depth,
+                coalescing: Coalescing::from_feature(
+                    s.irq_aggregation_time_100us,
+                    s.irq_aggregation_threshold,
+                ),
+            };
+            let hq = HostQueues::nvme(&layout, q, &mut matrix, PORT_WAIT_BOUND);
+            // The drive holds every queue's commands at once.
+            let mut c = s.clone();
+            c.queue_depth = u32::try_from(u64::from(q.queues) * u64::from(q.depth))
+                .ok()
+                .filter(|&n| n <= 1 << 24)
+                .ok_or_else(|| {
+                    cfg_err(format!(
+                        "[[ssd]] {}: nvme queues x queue_depth must stay within 16M commands",
+                        s.name
+                    ))
+                })?;
+            debug_assert_eq!(c.queue_depth, hq.commands_max());
+            (hq, c)
+        } else {
+            let tags = ncq_tags.min(s.queue_depth);
+            (HostQueues::single(tags, PORT_WAIT_BOUND), s.clone())
+        };
+        add_dev(
+            &mut devs,
+            &mut names,
+            &s.name,
+            Box::new(Ssd::new(dev_cfg, component_rng(seed, &s.name))),
+            queues,
+            opts.fault,
+        )?;
+    }
+    crate::backing::add_backing_devices(sc, seed, ncq_tags, &mut |name, dev, tags| {
+        let q = HostQueues::single(tags, PORT_WAIT_BOUND);
+        add_dev(&mut devs, &mut names, name, dev, q, opts.fault)
+    })?;
+    for p in &sc.pmem {
+        p.validate().map_err(cfg_err)?;
+        let dev = Box::new(crate::pmem::Pmem::new(p.clone()));
+        let q = HostQueues::single(crate::backing::BIO_BASED_TAGS, PORT_WAIT_BOUND);
+        add_dev(&mut devs, &mut names, &p.name, dev, q, opts.fault)?;
+    }
+    Ok((devs, names))
 }
 
 impl AsyncStack {
@@ -108,41 +183,10 @@ impl AsyncStack {
             return Err(cfg_err("[costs] perf_idle_weight must be within 0..=1"));
         }
 
-        // Devices. Each gets a port: AHCI NCQ tags, or unbounded for md.
-        let ncq_tags = sc.ahci.as_ref().map(|a| a.ncq_tags).unwrap_or(31);
-        if ncq_tags == 0 || ncq_tags > 32 {
-            return Err(cfg_err("[ahci] ncq_tags must be 1..=32"));
-        }
-        let mut devs: Vec<DevNode> = Vec::new();
-        let mut names: BTreeMap<String, usize> = BTreeMap::new();
         // The device graph: names, what sits on what, no cycles.
         let graph = crate::graph::Graph::of(sc).map_err(|e| cfg_err(e.to_string()))?;
-        let in_array = crate::backing::array_members(sc);
-        for s in sc.ssd.iter().filter(|s| !in_array.contains(&s.name)) {
-            s.validate().map_err(cfg_err)?;
-            let tags = if s.interface == "nvme" {
-                s.queue_depth
-            } else {
-                ncq_tags.min(s.queue_depth)
-            };
-            add_dev(
-                &mut devs,
-                &mut names,
-                &s.name,
-                Box::new(Ssd::new(s.clone(), component_rng(seed, &s.name))),
-                tags,
-                opts.fault,
-            )?;
-        }
-        crate::backing::add_backing_devices(sc, seed, ncq_tags, &mut |name, dev, tags| {
-            add_dev(&mut devs, &mut names, name, dev, tags, opts.fault)
-        })?;
-        for p in &sc.pmem {
-            p.validate().map_err(cfg_err)?;
-            let dev = Box::new(crate::pmem::Pmem::new(p.clone()));
-            let tags = crate::backing::BIO_BASED_TAGS;
-            add_dev(&mut devs, &mut names, &p.name, dev, tags, opts.fault)?;
-        }
+        // Devices, each with its host queues.
+        let (mut devs, names) = build_devices(sc, opts)?;
 
         let mut bcaches = Vec::new();
         // In-flight accounting designs (none in most scenarios).

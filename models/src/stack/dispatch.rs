@@ -36,39 +36,118 @@ impl AsyncStack {
         }
         if !self.scratch_done.is_empty() {
             let now = ctx.now();
+            // Each completion entry lands on its queue's completion queue
+            // (AHCI: the port's status register).
             for t in &self.scratch_done {
                 dev.records.complete(t.0, now);
+                let (q, tag) = dev.port.split_tag(t.0);
+                dev.port.hw[q].done_unretired.push(tag);
             }
-            let port = &mut dev.port;
-            port.done_unretired
-                .extend(self.scratch_done.drain(..).map(|t| t.0));
-            if !port.irq_active {
-                port.irq_active = true;
-                ctx.schedule_in(self.irq_delivery_ns, Ev::IrqStart(d as u16));
+            if dev.port.hw.len() == 1 {
+                self.irq_arm(d, 0, self.irq_delivery_ns, ctx);
+            } else {
+                for i in 0..self.scratch_done.len() {
+                    let (q, _) = self.devs[d].port.split_tag(self.scratch_done[i].0);
+                    self.irq_arm(d, q, self.irq_delivery_ns, ctx);
+                }
             }
+            self.scratch_done.clear();
         }
     }
 
-    /// Hands a request to a device's block queue: issue now if a tag is free.
-    pub(super) fn block_submit(&mut self, d: usize, q: Queued, ctx: &mut Ctx<'_, Ev>) {
-        if !self.devs[d].port.waiting.is_empty() {
-            self.devs[d].port.enqueue(q);
+    /// Signals a queue's interrupt `delay_ns` from now if its completions
+    /// call for one: at once without coalescing, else when the coalescing
+    /// threshold is reached or its aggregation time expires.
+    #[inline]
+    fn irq_arm(&mut self, d: usize, q: usize, delay_ns: u64, ctx: &mut Ctx<'_, Ev>) {
+        let hq = &mut self.devs[d].port;
+        let coalescing = hq.coalescing;
+        let port = &mut hq.hw[q];
+        if port.irq_active || port.done_unretired.is_empty() {
             return;
         }
-        match self.devs[d].port.take_tag(q.origin) {
-            Some(tag) => {
-                self.mark_dispatch(q.origin, ctx.now());
-                self.devs[d].records.dispatch(tag, ctx.now());
-                let req = DevRequest {
-                    tag: ReqTag(tag),
-                    dir: q.dir,
-                    sector: q.sector,
-                    sectors: q.sectors,
-                };
-                self.with_dev(d, ctx, |dev, c| dev.submit(req, c));
-            }
-            None => self.devs[d].port.enqueue(q),
+        if coalescing.fires(port.done_unretired.len()) {
+            port.irq_active = true;
+            port.coalesce_armed = false;
+            ctx.schedule_in(delay_ns, Ev::IrqStart(d as u16, q as u16));
+        } else if !port.coalesce_armed {
+            port.coalesce_armed = true;
+            port.coalesce_gen = port.coalesce_gen.wrapping_add(1);
+            let ev = Ev::IrqCoalesce(d as u16, q as u16, port.coalesce_gen);
+            ctx.schedule_in(coalescing.time_ns, ev);
         }
+    }
+
+    /// A queue's aggregation time expired: its interrupt is signalled.
+    pub(super) fn irq_coalesce(&mut self, d: usize, q: usize, gen: u16, ctx: &mut Ctx<'_, Ev>) {
+        let port = &mut self.devs[d].port.hw[q];
+        if !port.coalesce_armed || port.coalesce_gen != gen {
+            // Overtaken by the threshold. (A stale timer 65536 arms old
+            // would match again: it could only signal an interrupt early.)
+            return;
+        }
+        port.coalesce_armed = false;
+        if !port.irq_active && !port.done_unretired.is_empty() {
+            port.irq_active = true;
+            ctx.schedule_in(self.irq_delivery_ns, Ev::IrqStart(d as u16, q as u16));
+        }
+    }
+
+    /// The CPU a device-level request was submitted on: its job's CPU; for
+    /// a replayed request or a bcache background write, the CPU that runs
+    /// them (the device's IRQ CPU).
+    fn submit_cpu(&self, d: usize, origin: Origin) -> usize {
+        if let Piece::User(io) | Piece::BackingRead(io) = Piece::decode(origin) {
+            let j = self.ios.get(io).job;
+            if j != REPLAY_JOB {
+                return self.threads[j as usize].cpu;
+            }
+        }
+        self.irq_cpu_for(d)
+    }
+
+    /// Hands a request to a device's block queue: the hardware queue of the
+    /// submitting CPU; issue now if a tag is free.
+    pub(super) fn block_submit(&mut self, d: usize, q: Queued, ctx: &mut Ctx<'_, Ev>) {
+        let hwq = if self.devs[d].port.is_multi() {
+            let cpu = self.submit_cpu(d, q.origin);
+            self.devs[d].port.queue_for_cpu(cpu)
+        } else {
+            0
+        };
+        let port = &mut self.devs[d].port.hw[hwq];
+        if !port.waiting.is_empty() {
+            port.enqueue(q);
+            return;
+        }
+        match port.take_tag(q.origin) {
+            Some(tag) => self.dispatch(d, hwq, tag, q, ctx.now(), ctx),
+            None => port.enqueue(q),
+        }
+    }
+
+    /// Sends a request that holds queue tag `tag` to the device.
+    #[inline]
+    fn dispatch(
+        &mut self,
+        d: usize,
+        hwq: usize,
+        tag: u32,
+        q: Queued,
+        now: SimTime,
+        ctx: &mut Ctx<'_, Ev>,
+    ) {
+        self.mark_dispatch(q.origin, now);
+        let dev_tag = self.devs[d].port.device_tag(hwq, tag);
+        self.devs[d].port.stats[hwq].commands += 1;
+        self.devs[d].records.dispatch(dev_tag, now);
+        let req = DevRequest {
+            tag: ReqTag(dev_tag),
+            dir: q.dir,
+            sector: q.sector,
+            sectors: q.sectors,
+        };
+        self.with_dev(d, ctx, |dev, c| dev.submit(req, c));
     }
 
     #[inline]
@@ -85,6 +164,7 @@ impl AsyncStack {
         (total, p.user_ns)
     }
 
+    /// The IRQ CPU of a single-queue (AHCI-like) device.
     pub(super) fn irq_cpu_for(&self, d: usize) -> usize {
         // Without a dedicated IRQ CPU, interrupts land on the CPU of the
         // first job (the submitter in a one-job benchmark).
@@ -94,18 +174,27 @@ impl AsyncStack {
             .unwrap_or(0)
     }
 
+    /// The CPU queue `q`'s interrupt handler runs on: the CPU its MSI-X
+    /// vector targets, or the IRQ CPU for a single-queue device.
+    fn handler_cpu(&self, d: usize, q: usize) -> usize {
+        self.devs[d]
+            .port
+            .vector_cpu(q)
+            .unwrap_or_else(|| self.irq_cpu_for(d))
+    }
+
     #[inline(never)]
-    pub(super) fn irq_start(&mut self, d: usize, ctx: &mut Ctx<'_, Ev>) {
+    pub(super) fn irq_start(&mut self, d: usize, q: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
-        let cpu = self.irq_cpu_for(d);
+        let cpu = self.handler_cpu(d, q);
         if self.cpus.busy_until(cpu) > now {
             // The CPU is busy: the interrupt is pending until it is free.
-            ctx.schedule_at(self.cpus.busy_until(cpu), Ev::IrqStart(d as u16));
+            ctx.schedule_at(self.cpus.busy_until(cpu), Ev::IrqStart(d as u16, q as u16));
             return;
         }
         let (start, was_idle) = self.cpus.start(cpu, now);
         let swapper = self.ctxs.swapper;
-        let port = &mut self.devs[d].port;
+        let port = &mut self.devs[d].port.hw[q];
         debug_assert!(port.retiring.is_empty());
         std::mem::swap(&mut port.retiring, &mut port.done_unretired);
         let n = port.retiring.len();
@@ -121,86 +210,90 @@ impl AsyncStack {
         for _ in 0..dispatch {
             cost += self.charge(cpu, swapper, PathId::IssueCmd).0;
         }
-        // Wake-ups this handler performs: each sleeping job that gets a
-        // completion, once (`woken_mark` dedups without allocating).
-        self.wake_epoch += 1;
-        let epoch = self.wake_epoch;
-        let mut wakes = 0u32;
-        for i in 0..self.devs[d].port.retiring.len() {
-            let tag = self.devs[d].port.retiring[i];
-            if let Some(origin) = self.devs[d].port.owner_of(tag) {
-                if let Piece::User(io) | Piece::BackingRead(io) = Piece::decode(origin) {
-                    let j = self.ios.get(io).job as usize;
-                    if j != REPLAY_JOB as usize
-                        && self.threads[j].state == JobState::Sleeping
-                        && self.threads[j].woken_mark != epoch
-                    {
-                        self.threads[j].woken_mark = epoch;
-                        wakes += 1;
-                    }
-                }
-            }
-        }
-        for _ in 0..wakes {
+        for _ in 0..self.wakes_remote(d, q, cpu) {
             cost += self.charge(cpu, swapper, PathId::WakeRemote).0;
         }
         if self.bio_layers.len() > 1 {
-            cost += self.irq_endio(d, cpu);
+            cost += self.irq_endio(d, q, cpu);
         }
         if self.acct.is_some() {
-            cost += self.account_irq(d, cpu, now);
+            cost += self.account_irq(d, q, cpu, now);
         }
+        let st = &mut self.devs[d].port.stats[q];
+        st.interrupts += 1;
+        st.handler_ns += cost;
+        st.handler_cpu = Some(cpu);
         let end = self.cpus.occupy(cpu, start, cost);
-        ctx.schedule_at(end, Ev::IrqDone(d as u16));
+        ctx.schedule_at(end, Ev::IrqDone(d as u16, q as u16));
+    }
+
+    /// Wake-ups of sleeping jobs on other CPUs the handler of queue `q`
+    /// on `cpu` performs: each such job that gets a completion, once
+    /// (`woken_mark` dedups without allocating). A job on the handler's
+    /// own CPU is woken without the remote wake-up's cost.
+    fn wakes_remote(&mut self, d: usize, q: usize, cpu: usize) -> u32 {
+        self.wake_epoch += 1;
+        let epoch = self.wake_epoch;
+        let mut wakes = 0u32;
+        let port = &self.devs[d].port.hw[q];
+        for &tag in &port.retiring {
+            let Some(origin) = port.owner_of(tag) else {
+                continue;
+            };
+            if let Piece::User(io) | Piece::BackingRead(io) = Piece::decode(origin) {
+                let j = self.ios.get(io).job as usize;
+                if j != REPLAY_JOB as usize
+                    && self.threads[j].state == JobState::Sleeping
+                    && self.threads[j].woken_mark != epoch
+                    && self.threads[j].cpu != cpu
+                {
+                    self.threads[j].woken_mark = epoch;
+                    wakes += 1;
+                }
+            }
+        }
+        wakes
     }
 
     #[inline(never)]
-    pub(super) fn irq_done(&mut self, d: usize, ctx: &mut Ctx<'_, Ev>) {
+    pub(super) fn irq_done(&mut self, d: usize, q: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
-        self.completing_cpu = self.irq_cpu_for(d);
-        let retiring = std::mem::take(&mut self.devs[d].port.retiring);
+        self.completing_cpu = self.handler_cpu(d, q);
+        let retiring = std::mem::take(&mut self.devs[d].port.hw[q].retiring);
         for &tag in &retiring {
-            let origin = self.devs[d].port.release_tag(tag);
-            self.retired_total += 1;
-            if let Some(piece) = self.faulted(Piece::decode(origin), now, ctx) {
-                self.deliver(d, piece, now, ctx);
-            }
+            let origin = self.devs[d].port.hw[q].release_tag(tag);
+            self.retire(d, origin, now, ctx);
         }
         // Dispatch waiting requests into the freed tags.
         let mut retiring = retiring;
         retiring.clear();
-        self.devs[d].port.retiring = retiring;
-        while self.devs[d].port.tags_busy() < self.devs[d].port.tags_max() {
-            let Some(q) = self.devs[d].port.waiting.pop_front() else {
+        self.devs[d].port.hw[q].retiring = retiring;
+        loop {
+            let port = &mut self.devs[d].port.hw[q];
+            if port.tags_busy() >= port.tags_max() {
+                break;
+            }
+            let Some(req) = port.waiting.pop_front() else {
                 break;
             };
-            let tag = self.devs[d].port.take_tag(q.origin).expect("a tag is free");
-            self.mark_dispatch(q.origin, now);
-            self.devs[d].records.dispatch(tag, now);
-            let req = DevRequest {
-                tag: ReqTag(tag),
-                dir: q.dir,
-                sector: q.sector,
-                sectors: q.sectors,
-            };
-            self.with_dev(d, ctx, |dev, c| dev.submit(req, c));
+            let tag = port.take_tag(req.origin).expect("a tag is free");
+            self.dispatch(d, q, tag, req, now, ctx);
         }
-        if self.devs[d].port.done_unretired.is_empty() {
-            self.devs[d].port.irq_active = false;
-        } else {
-            ctx.schedule_at(now, Ev::IrqStart(d as u16));
-        }
+        // Completions posted while the handler ran: handled again at once
+        // (or when coalescing says).
+        self.devs[d].port.hw[q].irq_active = false;
+        self.irq_arm(d, q, 0, ctx);
     }
 
     /// The bio-based layers' completion work (dm's `clone_endio`) for the
-    /// job I/Os among the completions the handler on `cpu` retires. A
-    /// writethrough write through bcache is counted for each of its two
-    /// bios (an overcount of one `clone_endio` per such write).
-    fn irq_endio(&mut self, d: usize, cpu: usize) -> u64 {
+    /// job I/Os among the completions the handler of queue `q` on `cpu`
+    /// retires. A writethrough write through bcache is counted for each of
+    /// its two bios (an overcount of one `clone_endio` per such write).
+    fn irq_endio(&mut self, d: usize, q: usize, cpu: usize) -> u64 {
         let mut cost = 0;
-        for i in 0..self.devs[d].port.retiring.len() {
-            let tag = self.devs[d].port.retiring[i];
-            let Some(origin) = self.devs[d].port.owner_of(tag) else {
+        for i in 0..self.devs[d].port.hw[q].retiring.len() {
+            let tag = self.devs[d].port.hw[q].retiring[i];
+            let Some(origin) = self.devs[d].port.hw[q].owner_of(tag) else {
                 continue;
             };
             if let Piece::User(io) | Piece::BackingRead(io) = Piece::decode(origin) {
@@ -219,12 +312,27 @@ impl AsyncStack {
         cost
     }
 
-    /// Applies an injected completion fault to the `retired_total`-th
-    /// completion: `None` drops it; a duplicated job I/O completes once
-    /// more here (bcache's bios are duplicated in [`Self::deliver`]).
-    fn faulted(&mut self, piece: Piece, now: SimTime, ctx: &mut Ctx<'_, Ev>) -> Option<Piece> {
+    /// Completions of a device that completes inside `submit` (pmem): no
+    /// interrupt; delivered now, in the submitter's context.
+    fn complete_inline(&mut self, d: usize, ctx: &mut Ctx<'_, Ev>) {
+        let now = ctx.now();
+        let mut done = std::mem::take(&mut self.scratch_done);
+        for tag in &done {
+            self.devs[d].records.complete(tag.0, now);
+            let (q, t) = self.devs[d].port.split_tag(tag.0);
+            let origin = self.devs[d].port.hw[q].release_tag(t);
+            self.retire(d, origin, now, ctx);
+        }
+        done.clear();
+        self.scratch_done = done;
+    }
+
+    /// Delivers one retired device request to what it belongs to.
+    fn retire(&mut self, d: usize, origin: Origin, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        self.retired_total += 1;
+        let piece = Piece::decode(origin);
         match self.fault {
-            Some(Fault::DropCompletion { nth }) if nth == self.retired_total => return None,
+            Some(Fault::DropCompletion { nth }) if nth == self.retired_total => return,
             Some(Fault::DuplicateCompletion { nth }) if nth == self.retired_total => {
                 if let Piece::User(io) = piece {
                     self.io_done(io, now, ctx);
@@ -232,12 +340,6 @@ impl AsyncStack {
             }
             _ => {}
         }
-        Some(piece)
-    }
-
-    /// Delivers a completion of device `d` to what waits for it: a job's
-    /// I/O, or bcache (its routed bios and its own fills).
-    fn deliver(&mut self, d: usize, piece: Piece, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
         match piece {
             Piece::User(io) => self.io_done(io, now, ctx),
             Piece::BackingRead(io) => {
@@ -285,21 +387,49 @@ impl AsyncStack {
         }
     }
 
-    /// Completions of a device that completes inside `submit` (pmem): no
-    /// interrupt; delivered now, in the submitter's context.
-    fn complete_inline(&mut self, d: usize, ctx: &mut Ctx<'_, Ev>) {
-        let now = ctx.now();
-        let mut done = std::mem::take(&mut self.scratch_done);
-        for tag in &done {
-            self.devs[d].records.complete(tag.0, now);
-            let origin = self.devs[d].port.release_tag(tag.0);
-            self.retired_total += 1;
-            if let Some(piece) = self.faulted(Piece::decode(origin), now, ctx) {
-                self.deliver(d, piece, now, ctx);
+    /// Per-queue figures of every multi-queue or coalescing device: where
+    /// each queue's CPUs submit, which CPU its interrupt handler ran on (or
+    /// its vector targets, if it never ran), and how many commands each
+    /// interrupt retired.
+    pub(super) fn queue_tables(&self, tables: &mut Vec<Table>) {
+        for dev in &self.devs {
+            let hq = &dev.port;
+            if hq.hw.len() < 2 && !hq.coalescing.is_on() {
+                continue;
             }
+            let mut t = Table::new(
+                format!("{} hardware queues", dev.name),
+                &[
+                    "queue",
+                    "cpus",
+                    "irq_cpu",
+                    "commands",
+                    "interrupts",
+                    "commands_per_interrupt",
+                    "handler_ms",
+                ],
+            );
+            for (q, st) in hq.stats.iter().enumerate() {
+                let per = if st.interrupts == 0 {
+                    0.0
+                } else {
+                    st.commands as f64 / st.interrupts as f64
+                };
+                t.push_row(vec![
+                    Cell::UInt(q as u64),
+                    Cell::Text(hq.cpulist(q)),
+                    st.handler_cpu
+                        .or(hq.vector_cpu(q))
+                        .map_or(Cell::Empty, |c| Cell::UInt(c as u64)),
+                    Cell::UInt(st.commands),
+                    Cell::UInt(st.interrupts),
+                    Cell::float(per, 2),
+                    Cell::float(st.handler_ns as f64 / 1e6, 3),
+                ])
+                .expect("row shape");
+            }
+            tables.push(t);
         }
-        done.clear();
-        self.scratch_done = done;
     }
 
     pub(super) fn io_done(&mut self, io: SlotId, now: SimTime, ctx: &mut Ctx<'_, Ev>) {

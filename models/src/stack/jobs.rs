@@ -226,7 +226,7 @@ impl AsyncStack {
             seek,
             on_file,
             matches!(target, Target::Bcache(_)),
-            self.devs[dev].port.can_issue_now(),
+            self.devs[dev].port.can_issue_now(self.threads[t].cpu),
         );
         if sync_call.is_some() {
             // fio takes a synchronous call's issue time after its own

@@ -31,8 +31,9 @@ use blocksim_sim::{
 };
 use rand::Rng;
 
-use crate::ahci::{Origin, Port, Queued};
+use crate::ahci::{Origin, Queued};
 use crate::bcache::{Bcache, BgDev, Route};
+use crate::blkmq::HostQueues;
 use crate::config::Scenario;
 use crate::costs::Path;
 use crate::cpu::Cpus;
@@ -65,10 +66,14 @@ pub enum Ev {
     JobWake(u16),
     /// A device timer.
     DevTimer(u16, u32),
-    /// An interrupt handler starts on the IRQ CPU for a port.
-    IrqStart(u16),
+    /// An interrupt handler starts for (device, hardware queue) on the CPU
+    /// its vector targets.
+    IrqStart(u16, u16),
     /// The handler has finished; its completions are delivered.
-    IrqDone(u16),
+    IrqDone(u16, u16),
+    /// A queue's interrupt coalescing time expired (device, queue, timer
+    /// generation).
+    IrqCoalesce(u16, u16, u16),
     /// End of one job's ramp_time: that job's statistics restart (fio ramps
     /// each job separately).
     JobRampEnd(u16),
@@ -271,11 +276,11 @@ impl GroupStats {
     }
 }
 
-/// A device with its port (tags, queue, interrupt state).
+/// A device with its host queues (tags, waiting requests, interrupts).
 struct DevNode {
     name: String,
     dev: Box<dyn BlockDevice>,
-    port: Port,
+    port: HostQueues,
     records: DevRecords,
     /// The device completes requests inside `submit` (pmem): completions
     /// are delivered at once, with no interrupt.
@@ -502,8 +507,9 @@ impl Model for AsyncStack {
         match ev {
             Ev::JobWake(t) => self.job_wake(t as usize, ctx),
             Ev::DevTimer(d, tok) => self.with_dev(d as usize, ctx, |dev, c| dev.on_timer(tok, c)),
-            Ev::IrqStart(d) => self.irq_start(d as usize, ctx),
-            Ev::IrqDone(d) => self.irq_done(d as usize, ctx),
+            Ev::IrqStart(d, q) => self.irq_start(d as usize, q as usize, ctx),
+            Ev::IrqDone(d, q) => self.irq_done(d as usize, q as usize, ctx),
+            Ev::IrqCoalesce(d, q, gen) => self.irq_coalesce(d as usize, q as usize, gen, ctx),
             Ev::JobRampEnd(g) => self.job_ramp_end(g as usize, ctx.now()),
             Ev::RampEnd => self.ramp_end(ctx.now()),
             Ev::Sample => self.sample(ctx.now(), ctx),

@@ -227,6 +227,7 @@ impl AsyncStack {
             let ios: u64 = self.groups.iter().map(|g| g.ios[0] + g.ios[1]).sum();
             extra_tables.extend(a.lines_table(ios));
         }
+        self.queue_tables(&mut extra_tables);
         let profile = with_profile.then(|| self.build_profile(elapsed));
         RunReport {
             seed: self.seed,
