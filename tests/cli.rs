@@ -178,6 +178,10 @@ fn quick_overrides(name: &str) -> Vec<&'static str> {
         "corsair_nova_cold.toml" => vec!["--set", "job.runtime=3s"],
         "dm_inflight.toml" => vec!["--set", "job.runtime=5ms"],
         "bcache_policies.toml" => vec!["--set", "job.runtime=2s"],
+        "bcache_nvme_raid10.toml" => vec!["--set", "job.runtime=2s"],
+        "nvme_inflight_scale.toml" => {
+            vec!["--set", "job.runtime=2ms", "--set", "job.ramp_time=1ms"]
+        }
         _ => vec![],
     }
 }

@@ -206,3 +206,67 @@ fn cycles_and_dangling_names_are_errors_with_the_section_line() {
         "{err}"
     );
 }
+
+/// Rows of the "in-flight accounting lines" tables, in variant order:
+/// (design, hand-offs per I/O).
+fn handoffs(out: &str) -> Vec<(String, f64)> {
+    let mut v = Vec::new();
+    let mut lines = out.lines();
+    while let Some(l) = lines.next() {
+        if l == "in-flight accounting lines" {
+            let row = lines.nth(2).unwrap();
+            let f: Vec<&str> = row.split_whitespace().collect();
+            v.push((f[1].to_string(), f[3].parse().unwrap()));
+        }
+    }
+    v
+}
+
+#[test]
+fn nvme_inflight_scale_per_cpu_designs_remove_the_handoffs() {
+    let out = run_ok(&[
+        "scenarios/nvme_inflight_scale.toml",
+        "--set",
+        "job.runtime=2ms",
+        "--set",
+        "job.ramp_time=1ms",
+    ]);
+    let h = handoffs(&out);
+    let names: Vec<&str> = h.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["shared", "percpu", "percpu_no_pending", "percpu_pending_io"],
+        "{out}"
+    );
+    // 4.20 shares in_flight and md->pending: hand-offs on most I/Os; the
+    // per-CPU part0 keeps the shared pending; 5.0 and 5.18 share nothing
+    // per I/O.
+    assert!(h[0].1 > 2.0 && h[1].1 > 1.0 && h[0].1 > h[1].1, "{h:?}");
+    assert!(h[2].1 < 0.1 && h[3].1 < 0.1, "{h:?}");
+    // md0 completes on its NVMe members' per-CPU vectors.
+    assert!(out.contains("md0 hardware queues"), "{out}");
+}
+
+#[test]
+fn bcache_nvme_raid10_warms_its_cache() {
+    let out = run_ok(&[
+        "scenarios/bcache_nvme_raid10.toml",
+        "--set",
+        "job.runtime=4s",
+    ]);
+    let table = out
+        .split("bcache hit ratio over time\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no hit ratio table:\n{out}"));
+    let ratios: Vec<f64> = table
+        .lines()
+        .skip(2)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().nth(3).unwrap().parse().unwrap())
+        .collect();
+    assert!(ratios.len() >= 2, "{table}");
+    assert!(
+        ratios[ratios.len() - 1] > ratios[0],
+        "hit ratio rises: {ratios:?}"
+    );
+}

@@ -92,7 +92,19 @@ pub(super) fn build_devices(
         )?;
     }
     crate::backing::add_backing_devices(sc, seed, ncq_tags, &mut |name, dev, tags| {
-        let q = HostQueues::single(tags, PORT_WAIT_BOUND);
+        let q = match md_over_nvme_queues(sc, name, layout.cpus()) {
+            // md completes a bio where its member's interrupt runs: with
+            // NVMe members, on the vector of the submitter's queue.
+            Some(queues) => {
+                let q = NvmeQueues {
+                    queues,
+                    depth: tags / queues,
+                    coalescing: Coalescing::from_feature(0, 0),
+                };
+                HostQueues::nvme(&layout, q, &mut matrix, PORT_WAIT_BOUND)
+            }
+            None => HostQueues::single(tags, PORT_WAIT_BOUND),
+        };
         add_dev(&mut devs, &mut names, name, dev, q, opts.fault)
     })?;
     for p in &sc.pmem {
@@ -102,6 +114,21 @@ pub(super) fn build_devices(
         add_dev(&mut devs, &mut names, &p.name, dev, q, opts.fault)?;
     }
     Ok((devs, names))
+}
+
+/// For an md array whose members are all NVMe drives: the queues its
+/// completions arrive on (the fewest any member has); `None` otherwise.
+fn md_over_nvme_queues(sc: &Scenario, name: &str, cpus: u32) -> Option<u32> {
+    let r = sc.raid10.iter().find(|r| r.name == name)?;
+    r.members
+        .iter()
+        .map(|m| {
+            let s = sc.ssd.iter().find(|s| &s.name == m)?;
+            (s.interface == "nvme").then(|| s.nvme_io_queues(cpus))
+        })
+        .collect::<Option<Vec<u32>>>()?
+        .into_iter()
+        .min()
 }
 
 impl AsyncStack {
