@@ -155,57 +155,9 @@ impl AsyncStack {
             swapper: profile.context("swapper"),
             kworker: profile.context("kworker/u:1"),
         };
-        let resolved = sc.costs.resolve(&mut profile).map_err(cfg_err)?;
+        let paths = build_paths(sc, &mut profile)?;
         profile.set_enabled(opts.profile);
-        let get = |n: &str| resolved.get(n).cloned().unwrap_or_default();
-        let (sync_calls, lseek_call) = engine::sync_call_paths(&resolved, &sc.jobs)?;
-        let paths = Paths {
-            fio_prep: get("fio_prep"),
-            fio_complete: get("fio_complete"),
-            io_submit_call: get("io_submit_call"),
-            submit_io: get("submit_io"),
-            fs_lookup: get("fs_lookup"),
-            make_request: get("make_request"),
-            bcache_request: get("bcache_request"),
-            issue_cmd: get("issue_cmd"),
-            getevents_call: get("getevents_call"),
-            reap_event: get("reap_event"),
-            sleep: get("sleep"),
-            wakeup_target: get("wakeup_target"),
-            irq_entry: get("irq_entry"),
-            irq_per_cmd: get("irq_per_cmd"),
-            wake_remote: get("wake_remote"),
-            idle_exit: get("idle_exit"),
-            submit_bundles: Vec::new(),
-            reap_one: Path::default(),
-            sync_calls,
-            lseek_call,
-        }
-        .with_bundles()
-        .with_sync_bundles();
-        let syms = Symbols {
-            bset_search: profile.symbol("__bset_search", "[kernel.kallsyms]", Mode::Kernel),
-            search_leaf: profile.symbol("btree_search_leaf", "[kernel.kallsyms]", Mode::Kernel),
-            btree_insert: profile.symbol("bch_btree_insert", "[kernel.kallsyms]", Mode::Kernel),
-            idle: {
-                let total: f64 = sc.costs.idle_symbols.iter().map(|s| s.share).sum();
-                if !(total > 0.0 && sc.costs.idle_symbols.iter().all(|s| s.share >= 0.0)) {
-                    return Err(cfg_err(
-                        "[costs] idle_symbols shares must be >= 0 with a positive sum",
-                    ));
-                }
-                sc.costs
-                    .idle_symbols
-                    .iter()
-                    .map(|s| {
-                        (
-                            profile.symbol(&s.sym, "[kernel.kallsyms]", Mode::Idle),
-                            s.share / total,
-                        )
-                    })
-                    .collect()
-            },
-        };
+        let syms = build_symbols(sc, &mut profile)?;
         if !(0.0..=1.0).contains(&sc.costs.perf_idle_weight) {
             return Err(cfg_err("[costs] perf_idle_weight must be within 0..=1"));
         }
@@ -215,64 +167,11 @@ impl AsyncStack {
         // Devices, each with its host queues.
         let (mut devs, names) = build_devices(sc, opts)?;
 
-        let mut bcaches = Vec::new();
         // In-flight accounting designs (none in most scenarios).
-        let wanted = acct::wanted(sc)?;
-        let acct_index = acct::index_by_name(&wanted);
-        let accounting = match wanted.is_empty() {
-            true => None,
-            false => Some(acct::Accounting::new(sc, wanted, &mut profile)?),
-        };
-        for d in &mut devs {
-            d.acct = acct_index.get(&d.name).copied().unwrap_or(acct::NO_ACCT);
-        }
-        let bcache_acct: Vec<u8> = sc
-            .bcache
-            .iter()
-            .map(|b| acct_index.get(&b.name).copied().unwrap_or(acct::NO_ACCT))
-            .collect();
+        let (accounting, acct_index, bcache_acct) = build_accounting(sc, &mut devs, &mut profile)?;
         // Index 0: no layers (most jobs).
         let mut bio_layers = vec![layers::BioLayers::default()];
-        let mut targets: BTreeMap<String, Target> = names
-            .iter()
-            .map(|(n, &i)| (n.clone(), Target::Dev(i)))
-            .collect();
-        if let Some(b) = &sc.bcache {
-            let cache = *names.get(&b.cache).ok_or_else(|| {
-                cfg_err(format!("[bcache] cache = {:?} names no [[ssd]]", b.cache))
-            })?;
-            let backing = *names.get(&b.backing).ok_or_else(|| {
-                cfg_err(format!(
-                    "[bcache] backing = {:?} names no [[raid10]], [[hdd]] or [[ssd]]",
-                    b.backing
-                ))
-            })?;
-            if cache == backing {
-                return Err(cfg_err("[bcache] cache and backing must differ"));
-            }
-            b.check_backing(&devs[backing].dev.limits())
-                .map_err(cfg_err)?;
-            let mut bc = Bcache::new(
-                b.clone(),
-                devs[cache].dev.capacity_sectors(),
-                devs[backing].dev.capacity_sectors(),
-                sc.costs.btree.clone(),
-                seed,
-            )
-            .map_err(cfg_err)?;
-            bc.populate().map_err(cfg_err)?;
-            bc.register_symbols(&mut profile);
-            // Its counters restart with the job statistics after ramp_time.
-            bc.set_measure_start(sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0));
-            if targets.contains_key(&b.name) {
-                return Err(cfg_err(format!(
-                    "[bcache] name {:?} is already a device",
-                    b.name
-                )));
-            }
-            targets.insert(b.name.clone(), Target::Bcache(bcaches.len()));
-            bcaches.push((bc, cache, backing));
-        }
+        let (bcaches, targets) = build_bcaches(sc, &devs, &names, &mut profile)?;
 
         let target_size = |t: Target, devs: &[DevNode], bcaches: &[(Bcache, usize, usize)]| match t
         {
@@ -281,41 +180,22 @@ impl AsyncStack {
         };
 
         let size_sectors_of = |t: Target| target_size(t, &devs, &bcaches);
-        let known: Vec<String> = graph.bottom_up().map(|n| n.name.clone()).collect();
-        // A job's target through the graph: its queueing device and the
-        // bio-based layers above it (index into `bio_layers`, 0: none).
-        let mut resolve = |name: &str| -> Result<Option<(Target, u16)>, ModelError> {
-            if graph.node(name).is_none() {
-                return Ok(None);
-            }
-            let resolver = layers::Resolver {
-                sc,
-                graph: &graph,
-                targets: &targets,
-                make_request: &paths.make_request,
-                acct: &acct_index,
-            };
-            let (target, bio) = layers::resolve(&resolver, &mut profile, name)?;
-            if bio.is_empty() {
-                return Ok(Some((target, 0)));
-            }
-            bio_layers.push(bio);
-            let index = u16::try_from(bio_layers.len() - 1)
-                .map_err(|_| cfg_err("too many jobs with dm/pmem layers"))?;
-            Ok(Some((target, index)))
-        };
         let JobThreads {
             threads,
             groups,
             logs,
-        } = engine::job_threads(
-            sc,
-            &mut engine::Targets {
-                resolve: &mut resolve,
-                known: &known,
+        } = build_jobs(
+            &JobsInput {
+                sc,
+                graph: &graph,
+                targets: &targets,
+                make_request: &paths.make_request,
+                acct_index: &acct_index,
                 size_sectors_of: &size_sectors_of,
+                irq_cpu,
             },
-            irq_cpu,
+            &mut profile,
+            &mut bio_layers,
         )?;
         if threads.is_empty() && !opts.replay {
             return Err(cfg_err("the scenario has no [[job]]"));
@@ -363,4 +243,192 @@ impl AsyncStack {
             bio_layers,
         })
     }
+}
+
+/// The cost paths the machine charges, resolved against the profile's
+/// symbols, with the precombined submission bundles.
+fn build_paths(sc: &Scenario, profile: &mut CpuProfile) -> Result<Paths, ModelError> {
+    let resolved = sc.costs.resolve(profile).map_err(cfg_err)?;
+    let get = |n: &str| resolved.get(n).cloned().unwrap_or_default();
+    let (sync_calls, lseek_call) = engine::sync_call_paths(&resolved, &sc.jobs)?;
+    Ok(Paths {
+        fio_prep: get("fio_prep"),
+        fio_complete: get("fio_complete"),
+        io_submit_call: get("io_submit_call"),
+        submit_io: get("submit_io"),
+        fs_lookup: get("fs_lookup"),
+        make_request: get("make_request"),
+        bcache_request: get("bcache_request"),
+        issue_cmd: get("issue_cmd"),
+        getevents_call: get("getevents_call"),
+        reap_event: get("reap_event"),
+        sleep: get("sleep"),
+        wakeup_target: get("wakeup_target"),
+        irq_entry: get("irq_entry"),
+        irq_per_cmd: get("irq_per_cmd"),
+        wake_remote: get("wake_remote"),
+        idle_exit: get("idle_exit"),
+        submit_bundles: Vec::new(),
+        reap_one: Path::default(),
+        sync_calls,
+        lseek_call,
+    }
+    .with_bundles()
+    .with_sync_bundles())
+}
+
+/// The symbols the machine charges by name (B+tree work, the idle loop).
+fn build_symbols(sc: &Scenario, profile: &mut CpuProfile) -> Result<Symbols, ModelError> {
+    Ok(Symbols {
+        bset_search: profile.symbol("__bset_search", "[kernel.kallsyms]", Mode::Kernel),
+        search_leaf: profile.symbol("btree_search_leaf", "[kernel.kallsyms]", Mode::Kernel),
+        btree_insert: profile.symbol("bch_btree_insert", "[kernel.kallsyms]", Mode::Kernel),
+        idle: {
+            let total: f64 = sc.costs.idle_symbols.iter().map(|s| s.share).sum();
+            if !(total > 0.0 && sc.costs.idle_symbols.iter().all(|s| s.share >= 0.0)) {
+                return Err(cfg_err(
+                    "[costs] idle_symbols shares must be >= 0 with a positive sum",
+                ));
+            }
+            sc.costs
+                .idle_symbols
+                .iter()
+                .map(|s| {
+                    (
+                        profile.symbol(&s.sym, "[kernel.kallsyms]", Mode::Idle),
+                        s.share / total,
+                    )
+                })
+                .collect()
+        },
+    })
+}
+
+/// Every bcache over its (already built) cache and backing devices, and
+/// the queueing targets by device name: the devices and the bcaches.
+#[allow(clippy::type_complexity)]
+fn build_bcaches(
+    sc: &Scenario,
+    devs: &[DevNode],
+    names: &BTreeMap<String, usize>,
+    profile: &mut CpuProfile,
+) -> Result<(Vec<(Bcache, usize, usize)>, BTreeMap<String, Target>), ModelError> {
+    let seed = sc.simulation.seed;
+    let mut bcaches = Vec::new();
+    let mut targets: BTreeMap<String, Target> = names
+        .iter()
+        .map(|(n, &i)| (n.clone(), Target::Dev(i)))
+        .collect();
+    if let Some(b) = &sc.bcache {
+        let cache = *names
+            .get(&b.cache)
+            .ok_or_else(|| cfg_err(format!("[bcache] cache = {:?} names no [[ssd]]", b.cache)))?;
+        let backing = *names.get(&b.backing).ok_or_else(|| {
+            cfg_err(format!(
+                "[bcache] backing = {:?} names no [[raid10]], [[hdd]] or [[ssd]]",
+                b.backing
+            ))
+        })?;
+        if cache == backing {
+            return Err(cfg_err("[bcache] cache and backing must differ"));
+        }
+        b.check_backing(&devs[backing].dev.limits())
+            .map_err(cfg_err)?;
+        let mut bc = Bcache::new(
+            b.clone(),
+            devs[cache].dev.capacity_sectors(),
+            devs[backing].dev.capacity_sectors(),
+            sc.costs.btree.clone(),
+            seed,
+        )
+        .map_err(cfg_err)?;
+        bc.populate().map_err(cfg_err)?;
+        bc.register_symbols(profile);
+        // Its counters restart with the job statistics after ramp_time.
+        bc.set_measure_start(sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0));
+        if targets.contains_key(&b.name) {
+            return Err(cfg_err(format!(
+                "[bcache] name {:?} is already a device",
+                b.name
+            )));
+        }
+        targets.insert(b.name.clone(), Target::Bcache(bcaches.len()));
+        bcaches.push((bc, cache, backing));
+    }
+    Ok((bcaches, targets))
+}
+
+/// The accounting design instances, with each device's and bcache's index.
+#[allow(clippy::type_complexity)]
+fn build_accounting(
+    sc: &Scenario,
+    devs: &mut [DevNode],
+    profile: &mut CpuProfile,
+) -> Result<(Option<acct::Accounting>, BTreeMap<String, u8>, Vec<u8>), ModelError> {
+    let wanted = acct::wanted(sc)?;
+    let acct_index = acct::index_by_name(&wanted);
+    let accounting = match wanted.is_empty() {
+        true => None,
+        false => Some(acct::Accounting::new(sc, wanted, profile)?),
+    };
+    for d in devs.iter_mut() {
+        d.acct = acct_index.get(&d.name).copied().unwrap_or(acct::NO_ACCT);
+    }
+    let bcache_acct: Vec<u8> = sc
+        .bcache
+        .iter()
+        .map(|b| acct_index.get(&b.name).copied().unwrap_or(acct::NO_ACCT))
+        .collect();
+    Ok((accounting, acct_index, bcache_acct))
+}
+
+/// What [`build_jobs`] reads from the machine being built.
+struct JobsInput<'a> {
+    sc: &'a Scenario,
+    graph: &'a crate::graph::Graph,
+    targets: &'a BTreeMap<String, Target>,
+    make_request: &'a Path,
+    acct_index: &'a BTreeMap<String, u8>,
+    size_sectors_of: &'a dyn Fn(Target) -> u64,
+    irq_cpu: Option<usize>,
+}
+
+/// The job threads, each job's target resolved through the graph: its
+/// queueing device and the bio-based layers above it (pushed to
+/// `bio_layers`; index 0: none).
+fn build_jobs(
+    input: &JobsInput<'_>,
+    profile: &mut CpuProfile,
+    bio_layers: &mut Vec<layers::BioLayers>,
+) -> Result<JobThreads, ModelError> {
+    let known: Vec<String> = input.graph.bottom_up().map(|n| n.name.clone()).collect();
+    let mut resolve = |name: &str| -> Result<Option<(Target, u16)>, ModelError> {
+        if input.graph.node(name).is_none() {
+            return Ok(None);
+        }
+        let resolver = layers::Resolver {
+            sc: input.sc,
+            graph: input.graph,
+            targets: input.targets,
+            make_request: input.make_request,
+            acct: input.acct_index,
+        };
+        let (target, bio) = layers::resolve(&resolver, profile, name)?;
+        if bio.is_empty() {
+            return Ok(Some((target, 0)));
+        }
+        bio_layers.push(bio);
+        let index = u16::try_from(bio_layers.len() - 1)
+            .map_err(|_| cfg_err("too many jobs with dm/pmem layers"))?;
+        Ok(Some((target, index)))
+    };
+    engine::job_threads(
+        input.sc,
+        &mut engine::Targets {
+            resolve: &mut resolve,
+            known: &known,
+            size_sectors_of: input.size_sectors_of,
+        },
+        input.irq_cpu,
+    )
 }
