@@ -563,38 +563,7 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
                 jc.ioengine.as_str()
             )));
         }
-        let dir = match jc.rw {
-            RwMode::Read | RwMode::RandRead => Dir::Read,
-            RwMode::Write | RwMode::RandWrite => Dir::Write,
-            _ => {
-                return Err(cfg_err(format!(
-                    "job `{}`: rw = {} is not modelled on the psync stack; use read, randread, write or randwrite",
-                    jc.name,
-                    jc.rw.as_str()
-                )))
-            }
-        };
-        if jc.bs_bytes_min != jc.bs_bytes_max {
-            return Err(cfg_err(format!(
-                "job `{}`: bsrange and bssplit are not modelled on the psync stack; give one bs",
-                jc.name
-            )));
-        }
-        let rt = match (jc.time_based, jc.runtime_ns) {
-            (_, Some(r)) => r,
-            (true, None) => {
-                return Err(cfg_err(format!(
-                    "job `{}`: time_based needs runtime",
-                    jc.name
-                )))
-            }
-            (false, None) => {
-                return Err(cfg_err(format!(
-                "job `{}`: give runtime (a size-bound run of a pmem device takes billions of I/Os)",
-                jc.name
-            )))
-            }
-        };
+        let (dir, rt) = job_dir_runtime(jc)?;
         if runtime_ns.is_some_and(|r| r != rt) || (g > 0 && ramp_ns != jc.ramp_time_ns) {
             return Err(cfg_err(
                 "all jobs of a psync scenario must share runtime and ramp_time",
@@ -619,47 +588,16 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
             (jc.io_limit_bytes(size) / bs.max(1)).max(1)
         };
         // The per-I/O program, unscaled.
-        let mut b = ProgramBuilder {
-            profile: &mut profile,
-            steps: Vec::new(),
-            syms: Vec::new(),
-            open: None,
-        };
-        b.path(&paths, "fio_prep");
-        b.path(&paths, "pread_call");
-        b.path(&paths, "make_request");
-        let pmem = match target {
-            Target::Pmem(p) => p,
-            Target::Dm(d, p) => {
-                b.work("dm_make_request", KERNEL, Mode::Kernel, d.submit_ns);
-                b.acct(dm_inst.expect("dm instance"), true, "start_io_acct");
-                b.work("__bio_clone_fast", KERNEL, Mode::Kernel, d.clone_ns);
-                b.work("linear_map", KERNEL, Mode::Kernel, d.map_ns);
-                b.path(&paths, "make_request");
-                p
-            }
-        };
-        let pi = pmem_inst.get(&pmem.name).copied();
-        if let Some(i) = pi {
-            b.acct(i, true, "generic_start_io_acct");
-        }
-        b.work("pmem_make_request", KERNEL, Mode::Kernel, pmem.request_ns);
-        b.work(
-            "memcpy_mcsafe",
-            KERNEL,
-            Mode::Kernel,
-            pmem.bio_ns(bs) - pmem.request_ns,
+        let (steps, syms) = program(
+            &mut profile,
+            &paths,
+            &Insts {
+                dm: dm_inst,
+                pmem: &pmem_inst,
+            },
+            target,
+            bs,
         );
-        if let Some(i) = pi {
-            b.acct(i, false, "generic_end_io_acct");
-        }
-        if let Target::Dm(d, _) = target {
-            b.work("clone_endio", KERNEL, Mode::Kernel, d.endio_ns);
-            b.acct(dm_inst.expect("dm instance"), false, "end_io_acct");
-        }
-        b.path(&paths, "fio_complete");
-        b.io_done();
-        let (steps, syms) = (b.steps, b.syms);
         let has_acct = steps
             .iter()
             .any(|s| matches!(s.kind, StepKind::Acct { .. }));
@@ -796,6 +734,153 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
         scenario_name: scenario.simulation.name.clone(),
         ..RunReport::default()
     };
+    let (summary_table, metrics) = job_tables(
+        scenario,
+        &m,
+        &mut job_reports,
+        runtime_ns,
+        summary.events_processed,
+    )?;
+    report.jobs = job_reports;
+    report.disks = disk_reports(scenario, &m.jobs)?;
+    let tails: Vec<JobTotals<'_>> = (0..m.groups.len())
+        .map(|g| group_totals(&m.jobs, &m.groups, &m.intervals.empty, g))
+        .collect();
+    let iv = std::mem::replace(&mut m.intervals.sampler, IntervalSampler::new(scenario))
+        .finish(&tails, end);
+    report.intervals = Some(iv).filter(|iv| !iv.rows.is_empty());
+    report.io_logs = m
+        .jobs
+        .iter_mut()
+        .filter_map(|j| j.log.take())
+        .map(|r| r.finish(runtime_ns))
+        .collect();
+    report.extra_tables.push(summary_table);
+    report.extra_tables.push(metrics);
+
+    if let Some(table) = contended_lines(&m, &inst_names) {
+        report.extra_tables.push(table);
+    }
+    if coh_cfg.free_transfers {
+        report.notes.push(
+            "coherence: free_transfers = true (ablation: cache-line transfers cost nothing)".into(),
+        );
+    }
+    if let Some(p) = &m.profile {
+        report.profile = Some(build_profile(p, runtime_ns));
+    }
+    Ok(RunOutput {
+        report,
+        events_processed: summary.events_processed,
+        sim_end: summary.end_time,
+    })
+}
+
+/// A psync job's direction and runtime, or why this stack cannot run it.
+fn job_dir_runtime(jc: &JobConfig) -> Result<(Dir, u64), ModelError> {
+    let dir = match jc.rw {
+        RwMode::Read | RwMode::RandRead => Dir::Read,
+        RwMode::Write | RwMode::RandWrite => Dir::Write,
+        _ => {
+            return Err(cfg_err(format!(
+                "job `{}`: rw = {} is not modelled on the psync stack; use read, randread, write or randwrite",
+                jc.name,
+                jc.rw.as_str()
+            )))
+        }
+    };
+    if jc.bs_bytes_min != jc.bs_bytes_max {
+        return Err(cfg_err(format!(
+            "job `{}`: bsrange and bssplit are not modelled on the psync stack; give one bs",
+            jc.name
+        )));
+    }
+    let rt = match (jc.time_based, jc.runtime_ns) {
+        (_, Some(r)) => r,
+        (true, None) => {
+            return Err(cfg_err(format!(
+                "job `{}`: time_based needs runtime",
+                jc.name
+            )))
+        }
+        (false, None) => {
+            return Err(cfg_err(format!(
+                "job `{}`: give runtime (a size-bound run of a pmem device takes billions of I/Os)",
+                jc.name
+            )))
+        }
+    };
+    Ok((dir, rt))
+}
+
+/// The accounting instances a program may call: dm's and each pmem's.
+struct Insts<'a> {
+    dm: Option<u8>,
+    pmem: &'a BTreeMap<String, u8>,
+}
+
+/// One I/O's steps on `target` (unscaled), with the symbols they charge.
+#[allow(clippy::type_complexity)]
+fn program(
+    profile: &mut CpuProfile,
+    paths: &BTreeMap<String, crate::costs::Path>,
+    insts: &Insts<'_>,
+    target: Target<'_>,
+    bs: u64,
+) -> (Vec<Step>, Vec<(SymbolId, u64)>) {
+    let mut b = ProgramBuilder {
+        profile,
+        steps: Vec::new(),
+        syms: Vec::new(),
+        open: None,
+    };
+    b.path(paths, "fio_prep");
+    b.path(paths, "pread_call");
+    b.path(paths, "make_request");
+    let pmem = match target {
+        Target::Pmem(p) => p,
+        Target::Dm(d, p) => {
+            b.work("dm_make_request", KERNEL, Mode::Kernel, d.submit_ns);
+            b.acct(insts.dm.expect("dm instance"), true, "start_io_acct");
+            b.work("__bio_clone_fast", KERNEL, Mode::Kernel, d.clone_ns);
+            b.work("linear_map", KERNEL, Mode::Kernel, d.map_ns);
+            b.path(paths, "make_request");
+            p
+        }
+    };
+    let pi = insts.pmem.get(&pmem.name).copied();
+    if let Some(i) = pi {
+        b.acct(i, true, "generic_start_io_acct");
+    }
+    b.work("pmem_make_request", KERNEL, Mode::Kernel, pmem.request_ns);
+    b.work(
+        "memcpy_mcsafe",
+        KERNEL,
+        Mode::Kernel,
+        pmem.bio_ns(bs) - pmem.request_ns,
+    );
+    if let Some(i) = pi {
+        b.acct(i, false, "generic_end_io_acct");
+    }
+    if let Target::Dm(d, _) = target {
+        b.work("clone_endio", KERNEL, Mode::Kernel, d.endio_ns);
+        b.acct(insts.dm.expect("dm instance"), false, "end_io_acct");
+    }
+    b.path(paths, "fio_complete");
+    b.io_done();
+    (b.steps, b.syms)
+}
+
+/// Fills each job's report from the finished run and builds the psync
+/// stack's summary table and the `metrics` rows the variant comparison
+/// shows.
+fn job_tables(
+    scenario: &Scenario,
+    m: &SyncModel,
+    job_reports: &mut [JobReport],
+    runtime_ns: u64,
+    events_processed: u64,
+) -> Result<(Table, Table), ModelError> {
     let mut summary_table = Table::new(
         "psync stack",
         &[
@@ -873,27 +958,15 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
     metrics
         .push_row(vec![
             Cell::Text("events_per_io".into()),
-            Cell::float(summary.events_processed as f64 / ios_all.max(1) as f64, 2),
+            Cell::float(events_processed as f64 / ios_all.max(1) as f64, 2),
         ])
         .expect("row shape");
-    report.jobs = job_reports;
-    report.disks = disk_reports(scenario, &m.jobs)?;
-    let tails: Vec<JobTotals<'_>> = (0..m.groups.len())
-        .map(|g| group_totals(&m.jobs, &m.groups, &m.intervals.empty, g))
-        .collect();
-    let iv = std::mem::replace(&mut m.intervals.sampler, IntervalSampler::new(scenario))
-        .finish(&tails, end);
-    report.intervals = Some(iv).filter(|iv| !iv.rows.is_empty());
-    report.io_logs = m
-        .jobs
-        .iter_mut()
-        .filter_map(|j| j.log.take())
-        .map(|r| r.finish(runtime_ns))
-        .collect();
-    report.extra_tables.push(summary_table);
-    report.extra_tables.push(metrics);
+    Ok((summary_table, metrics))
+}
 
-    // The most contended lines.
+/// The most contended cache lines of a finished run (at most six), named
+/// by the design instance that owns them.
+fn contended_lines(m: &SyncModel, inst_names: &[String]) -> Option<Table> {
     let mut lines: Vec<(u64, u32)> = (0..m.coh.line_count())
         .map(|l| {
             let s = m.coh.line_stats(LineId(l));
@@ -918,7 +991,7 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
         let name = m
             .insts
             .iter()
-            .zip(&inst_names)
+            .zip(inst_names)
             .find_map(|(i, dev)| i.line_name(LineId(l)).map(|n| format!("{dev} {n}")))
             .unwrap_or_else(|| format!("line {l}"));
         let per = |v: u64| v as f64 / s.transfers.max(1) as f64;
@@ -933,22 +1006,7 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
             ])
             .expect("row shape");
     }
-    if !line_table.rows.is_empty() {
-        report.extra_tables.push(line_table);
-    }
-    if coh_cfg.free_transfers {
-        report.notes.push(
-            "coherence: free_transfers = true (ablation: cache-line transfers cost nothing)".into(),
-        );
-    }
-    if let Some(p) = &m.profile {
-        report.profile = Some(build_profile(p, runtime_ns));
-    }
-    Ok(RunOutput {
-        report,
-        events_processed: summary.events_processed,
-        sim_end: summary.end_time,
-    })
+    Some(line_table).filter(|t| !t.rows.is_empty())
 }
 
 /// The stack's devices for fio's disk stats: every dm device and pmem a job
