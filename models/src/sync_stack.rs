@@ -602,54 +602,14 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
             .iter()
             .any(|s| matches!(s.kind, StepKind::Acct { .. }));
 
-        let placement = topo
-            .place_jobs(jc.numjobs, jc.cpus_allowed.as_deref())
-            .map_err(|e| cfg_err(format!("job `{}`: {e}", jc.name)))?;
-        let speeds = topo.speed_factors(&placement);
-        for (k, (&cpu, &speed)) in placement.iter().zip(&speeds).enumerate() {
-            if jobs.iter().any(|o| o.cpu == cpu) {
-                return Err(cfg_err(format!(
-                    "job `{}` clone {k} would share logical CPU {cpu} with another job: \
-                     time-sharing is not modelled; use cpus_allowed",
-                    jc.name
-                )));
-            }
-            let scale = |ns: u64| (ns as f64 / speed).round() as u64;
-            let mut steps = steps.clone();
-            for s in &mut steps {
-                s.ns = scale(s.ns);
-            }
-            let sym_costs = syms.iter().map(|&(s, ns)| (s, scale(ns))).collect();
-            jobs.push(Job {
-                cpu,
-                group: g,
-                dir,
-                bytes_per_io: bs,
-                steps,
-                sym_costs,
-                has_acct,
-                pos: 0,
-                accesses: Vec::with_capacity(64),
-                cursor: 0,
-                acct_running: false,
-                acct_began: SimTime::ZERO,
-                io_start: SimTime::ZERO,
-                ios_left: ios_limit,
-                // fio numbers log files by thread over all jobs, from 1;
-                // psync measures no submission latency (no slat).
-                log: jc.logs.any().then(|| {
-                    LogRecorder::new(
-                        u32::try_from(jobs.len() + 1).unwrap_or(u32::MAX),
-                        jc.logs.clone(),
-                        false,
-                    )
-                }),
-                ios: 0,
-                busy_ns: 0,
-                user_ns: 0,
-                stalled_ns: 0,
-            });
-        }
+        let shape = JobShape {
+            group: g,
+            dir,
+            bs,
+            ios_limit,
+            has_acct,
+        };
+        place_clones(&topo, jc, &shape, (&steps, &syms), &mut jobs)?;
         let user_per_io: u64 = syms
             .iter()
             .filter(|(s, _)| profile.symbols()[s.0 as usize].mode == Mode::User)
@@ -774,6 +734,76 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
         events_processed: summary.events_processed,
         sim_end: summary.end_time,
     })
+}
+
+/// What every clone of a psync job shares.
+struct JobShape {
+    group: usize,
+    dir: Dir,
+    bs: u64,
+    ios_limit: u64,
+    has_acct: bool,
+}
+
+/// Places a job's clones on CPUs and adds them to `jobs`, each with its
+/// program scaled by its CPU's SMT speed.
+#[allow(clippy::type_complexity)]
+fn place_clones(
+    topo: &Topology,
+    jc: &JobConfig,
+    shape: &JobShape,
+    program: (&[Step], &[(SymbolId, u64)]),
+    jobs: &mut Vec<Job>,
+) -> Result<(), ModelError> {
+    let placement = topo
+        .place_jobs(jc.numjobs, jc.cpus_allowed.as_deref())
+        .map_err(|e| cfg_err(format!("job `{}`: {e}", jc.name)))?;
+    let speeds = topo.speed_factors(&placement);
+    for (k, (&cpu, &speed)) in placement.iter().zip(&speeds).enumerate() {
+        if jobs.iter().any(|o| o.cpu == cpu) {
+            return Err(cfg_err(format!(
+                "job `{}` clone {k} would share logical CPU {cpu} with another job: \
+                 time-sharing is not modelled; use cpus_allowed",
+                jc.name
+            )));
+        }
+        let scale = |ns: u64| (ns as f64 / speed).round() as u64;
+        let mut steps = program.0.to_vec();
+        for s in &mut steps {
+            s.ns = scale(s.ns);
+        }
+        let sym_costs = program.1.iter().map(|&(s, ns)| (s, scale(ns))).collect();
+        jobs.push(Job {
+            cpu,
+            group: shape.group,
+            dir: shape.dir,
+            bytes_per_io: shape.bs,
+            steps,
+            sym_costs,
+            has_acct: shape.has_acct,
+            pos: 0,
+            accesses: Vec::with_capacity(64),
+            cursor: 0,
+            acct_running: false,
+            acct_began: SimTime::ZERO,
+            io_start: SimTime::ZERO,
+            ios_left: shape.ios_limit,
+            // fio numbers log files by thread over all jobs, from 1;
+            // psync measures no submission latency (no slat).
+            log: jc.logs.any().then(|| {
+                LogRecorder::new(
+                    u32::try_from(jobs.len() + 1).unwrap_or(u32::MAX),
+                    jc.logs.clone(),
+                    false,
+                )
+            }),
+            ios: 0,
+            busy_ns: 0,
+            user_ns: 0,
+            stalled_ns: 0,
+        });
+    }
+    Ok(())
 }
 
 /// A psync job's direction and runtime, or why this stack cannot run it.
