@@ -240,6 +240,12 @@ impl AsyncStack {
             acct: accounting,
             bcache_acct,
             completing_cpu: 0,
+            dm_disk: sc.dm.as_ref().map(|d| {
+                (
+                    d.name.clone(),
+                    crate::device::DiskAccounting::new(SimTime::ZERO),
+                )
+            }),
             bio_layers,
         })
     }

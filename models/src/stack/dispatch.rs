@@ -447,6 +447,12 @@ impl AsyncStack {
             return;
         }
         let t = v.job as usize;
+        if self.dm_disk.is_some() && self.bio_layers[self.threads[t].layers as usize].dm {
+            let v = *self.ios.get(io);
+            if let Some((_, acct)) = &mut self.dm_disk {
+                acct.done(now, v.dir, v.sectors, now.since(v.t_prep));
+            }
+        }
         if self.acct.is_some() {
             self.account_io_done(io, now);
         }

@@ -212,6 +212,11 @@ impl AsyncStack {
             cost += ns;
         }
         let li = self.threads[t].layers as usize;
+        if li != 0 && self.bio_layers[li].dm {
+            if let Some((_, acct)) = &mut self.dm_disk {
+                acct.start(now);
+            }
+        }
         if li != 0 {
             // dm-linear above the target, a pmem leaf below it.
             let cpu = self.threads[t].cpu;

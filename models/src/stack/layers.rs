@@ -30,6 +30,8 @@ pub(super) struct BioLayers {
     pub(super) names: Vec<String>,
     /// dm's accounting design instance ([`super::acct::NO_ACCT`]: none).
     pub(super) acct: u8,
+    /// The bio passes dm, whose disk statistics the machine keeps.
+    pub(super) dm: bool,
 }
 
 impl Default for BioLayers {
@@ -40,6 +42,7 @@ impl Default for BioLayers {
             inline_leaf: None,
             names: Vec::new(),
             acct: super::acct::NO_ACCT,
+            dm: false,
         }
     }
 }
@@ -139,6 +142,7 @@ pub(super) fn resolve(
                         .get(&dm.name)
                         .copied()
                         .unwrap_or(super::acct::NO_ACCT),
+                    dm: true,
                 },
             ))
         }

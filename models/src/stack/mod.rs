@@ -472,6 +472,9 @@ pub struct AsyncStack {
     replay: Option<Replay>,
     /// Bio-based layers jobs pass above their target; index 0 is empty.
     bio_layers: Vec<layers::BioLayers>,
+    /// dm's disk statistics (`[dm] name`, counters): dm keeps them as a
+    /// request-based device does (start_io_acct / end_io_acct).
+    dm_disk: Option<(String, crate::device::DiskAccounting)>,
     /// In-flight accounting designs of the devices that ask for one.
     acct: Option<acct::Accounting>,
     /// Design instance of each bcache ([`acct::NO_ACCT`]: none).

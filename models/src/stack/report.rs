@@ -115,6 +115,9 @@ impl AsyncStack {
         if let Some(a) = &mut self.acct {
             a.reset_stats();
         }
+        if let Some((_, acct)) = &mut self.dm_disk {
+            acct.reset(now);
+        }
         for d in &mut self.devs {
             d.dev.reset_stats(now);
             d.records.reset(now);
@@ -246,6 +249,10 @@ impl AsyncStack {
     /// every device with its members (md's disks).
     pub(super) fn disk_reports(&self, end: SimTime, elapsed: u64) -> Vec<DiskReport> {
         let mut disks = Vec::new();
+        if let Some((name, acct)) = &self.dm_disk {
+            let kept = (StatsKept::All, "");
+            disks.push(disk_report(name, &acct.snapshot(end), elapsed, kept));
+        }
         for b in &self.bcaches {
             disks.push(disk_report(
                 &b.0.cfg.name,
