@@ -321,8 +321,7 @@ impl AsyncStack {
     }
 
     /// The starts of a job I/O's accounting in the submitter's context: dm,
-    /// bcache, then the device it is queued on; for a device that completes
-    /// inline (pmem) also the ends, innermost first. Returns the time.
+    /// bcache, then the device it is queued on. Returns the time.
     pub(super) fn account_submit(
         &mut self,
         t: usize,
@@ -344,12 +343,30 @@ impl AsyncStack {
         for inst in [dm, bc, dv] {
             ns += self.account(inst, true, (cpu, at + ns), dir, fio);
         }
-        if self.devs[dev].inline {
-            for inst in [dv, bc, dm] {
-                ns += self.account(inst, false, (cpu, at + ns), dir, fio);
-            }
-        }
         ns
+    }
+
+    /// For a device that completes inline (pmem): the device's end of a
+    /// job I/O's accounting, in the submitter's context when its submission
+    /// ends (after the device's work), occupying the submitter's CPU; the
+    /// layers' ends follow in [`Self::account_io_done`].
+    pub(super) fn account_inline_end(&mut self, d: usize, origin: Origin, now: SimTime) {
+        let inst = self.devs[d].acct;
+        let (Piece::User(io) | Piece::BackingRead(io)) = Piece::decode(origin) else {
+            return;
+        };
+        let v = *self.ios.get(io);
+        if v.job == REPLAY_JOB {
+            return;
+        }
+        let cpu = self.threads[v.job as usize].cpu;
+        self.completing_cpu = cpu;
+        let ns = self.account(inst, false, (cpu, now), v.dir, self.ctxs.fio);
+        if ns > 0 {
+            self.groups[self.threads[v.job as usize].group].sys_ns += ns;
+            let (start, _) = self.cpus.start(cpu, now);
+            self.cpus.occupy(cpu, start, ns);
+        }
     }
 
     /// The device's end of accounting for the job I/Os among the
@@ -380,24 +397,29 @@ impl AsyncStack {
 
     /// The ends of a job I/O's accounting in the layers above its queueing
     /// device (bcache, then dm), where the completion runs
-    /// (`completing_cpu`), after the handler: they occupy that CPU.
+    /// (`completing_cpu`: after the handler, or in the submitter's context
+    /// over a pmem leaf): they occupy that CPU.
     pub(super) fn account_io_done(&mut self, io: SlotId, now: SimTime) {
         let v = *self.ios.get(io);
         let t = v.job as usize;
         let li = self.threads[t].layers as usize;
-        if self.bio_layers[li].inline_leaf.is_some() {
-            return; // ended in the submitter's context
-        }
+        // Over a pmem leaf the completion runs in the submitter's context.
+        let context = match self.bio_layers[li].inline_leaf.is_some() {
+            true => self.ctxs.fio,
+            false => self.ctxs.swapper,
+        };
         let bc = match v.bcache {
             NO_BCACHE => NO_ACCT,
             b => self.bcache_acct[b as usize],
         };
         let dm = self.bio_layers[li].acct;
         let cpu = self.completing_cpu;
-        let swapper = self.ctxs.swapper;
         let mut ns = 0;
         for inst in [bc, dm] {
-            ns += self.account(inst, false, (cpu, now + ns), v.dir, swapper);
+            ns += self.account(inst, false, (cpu, now + ns), v.dir, context);
+        }
+        if ns > 0 && context == self.ctxs.fio {
+            self.groups[self.threads[t].group].sys_ns += ns;
         }
         if ns > 0 {
             let (start, _) = self.cpus.start(cpu, now);

@@ -321,6 +321,9 @@ impl AsyncStack {
             self.devs[d].records.complete(tag.0, now);
             let (q, t) = self.devs[d].port.split_tag(tag.0);
             let origin = self.devs[d].port.hw[q].release_tag(t);
+            if self.acct.is_some() {
+                self.account_inline_end(d, origin, now);
+            }
             self.retire(d, origin, now, ctx);
         }
         done.clear();

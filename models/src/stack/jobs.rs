@@ -226,6 +226,7 @@ impl AsyncStack {
             self.groups[group].sys_ns += ns;
             cost += ns;
         }
+
         let bundle = engine::bundle_index(
             sync_call,
             seek,
