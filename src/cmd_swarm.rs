@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use crate::cmd_common::{threads_text, Jobs};
 use crate::scenario::{load, LoadOptions};
 use crate::swarm::{
-    check_scenario, generate, GenOptions, PanicCapture, StackChoice, Violation, MAX_EVENTS_DEFAULT,
+    check_scenario, faults_of, generate, GenOptions, PanicCapture, StackChoice, Violation, MAX_EVENTS_DEFAULT,
 };
 
 #[derive(clap::Args, Debug)]
@@ -56,17 +56,23 @@ pub struct SwarmArgs {
     /// Do not save a failing scenario.
     #[arg(long = "no-save")]
     pub no_save: bool,
-    /// Test only: inject a fault into every run (drop-completion:N,
-    /// duplicate-completion:N or delay-completion:NS) to show the swarm
-    /// catches it.
+    /// Inject a fault into every run instead of the scenarios' own drawn
+    /// delays: drop-completion:N, duplicate-completion:N or
+    /// delay-completion:NS (the machine's, without the harness), or random
+    /// faults with every device checked (check, drop:P, duplicate:P,
+    /// delay:P:NS, seed:S joined by '+', optionally ending in @DEVICE).
     #[arg(long = "inject-fault", hide = true)]
     pub inject_fault: Option<String>,
     #[command(flatten)]
     pub jobs: Jobs,
 }
 
-/// Loads a scenario file (and its variants) and checks each.
+/// Loads a scenario file (and its variants) and checks each: with the
+/// injected fault if any, else with the faults its `# faults:` line names
+/// and every device wrapped in the invariant harness.
 fn check_file(path: &Path, fault: Option<Fault>) -> std::result::Result<u64, Violation> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let fault = fault.or_else(|| Some(Fault::Random(faults_of(&text).unwrap_or_default())));
     let loaded = load(path, &LoadOptions::default()).map_err(|e| Violation {
         invariant: "the loader accepts the scenario (generator bug if generated)".into(),
         detail: format!("{e:#}"),
