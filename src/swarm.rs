@@ -1069,6 +1069,45 @@ fn check_dir(job: &JobConfig, ramp: bool, name: &str, d: &DirReport) -> Result<(
     Ok(())
 }
 
+/// A job's depth distributions sum to 100 % and its thread uses at most
+/// one CPU.
+fn check_shares(job: &JobConfig, jr: &JobReport) -> Result<(), Violation> {
+    let bad = |what: &str, detail: String| {
+        Err(Violation::new(
+            what,
+            format!("job `{}`: {detail}", job.name),
+        ))
+    };
+    for (what, a) in [
+        ("iodepth_level", &jr.iodepth_level),
+        ("iodepth_submit", &jr.iodepth_submit),
+        ("iodepth_complete", &jr.iodepth_complete),
+    ] {
+        let sum: f64 = a.iter().sum();
+        if !near_pct(sum) || a.iter().any(|v| !(0.0..=100.0 + 1e-9).contains(v)) {
+            return bad(
+                "report: depth distributions sum to 100%",
+                format!("{what} = {a:?} (sum {sum})"),
+            );
+        }
+    }
+    let cpu = jr.usr_cpu_pct + jr.sys_cpu_pct;
+    if !(cpu.is_finite()
+        && jr.usr_cpu_pct >= 0.0
+        && jr.sys_cpu_pct >= 0.0
+        && cpu <= 100.0 + 1e-6)
+    {
+        return bad(
+            "report: a job thread uses at most 100% of a CPU",
+            format!(
+                "usr {:.4}% + sys {:.4}% = {cpu:.4}%",
+                jr.usr_cpu_pct, jr.sys_cpu_pct
+            ),
+        );
+    }
+    Ok(())
+}
+
 /// Checks one job's report: latencies, directions, I/O counts, depth
 /// distributions, CPU use. `sync`: the psync machine ran it; `ramp`: some
 /// job has a ramp time (statistics restart mid-flight).
@@ -1129,34 +1168,7 @@ fn check_job(job: &JobConfig, jr: &JobReport, sync: bool, ramp: bool) -> Result<
             }
         }
     }
-    for (what, a) in [
-        ("iodepth_level", &jr.iodepth_level),
-        ("iodepth_submit", &jr.iodepth_submit),
-        ("iodepth_complete", &jr.iodepth_complete),
-    ] {
-        let sum: f64 = a.iter().sum();
-        if !near_pct(sum) || a.iter().any(|v| !(0.0..=100.0 + 1e-9).contains(v)) {
-            return bad(
-                "report: depth distributions sum to 100%",
-                format!("{what} = {a:?} (sum {sum})"),
-            );
-        }
-    }
-    let cpu = jr.usr_cpu_pct + jr.sys_cpu_pct;
-    if !(cpu.is_finite()
-        && jr.usr_cpu_pct >= 0.0
-        && jr.sys_cpu_pct >= 0.0
-        && cpu <= 100.0 + 1e-6)
-    {
-        return bad(
-            "report: a job thread uses at most 100% of a CPU",
-            format!(
-                "usr {:.4}% + sys {:.4}% = {cpu:.4}%",
-                jr.usr_cpu_pct, jr.sys_cpu_pct
-            ),
-        );
-    }
-    Ok(())
+    check_shares(job, jr)
 }
 
 /// Checks a report against the scenario that produced it.
