@@ -16,7 +16,8 @@ use rayon::prelude::*;
 use crate::cmd_common::{threads_text, Jobs};
 use crate::scenario::{load, LoadOptions};
 use crate::swarm::{
-    check_scenario, faults_of, generate, GenOptions, PanicCapture, StackChoice, Violation, MAX_EVENTS_DEFAULT,
+    check_scenario, faults_of, generate, GenOptions, PanicCapture, StackChoice, Violation,
+    MAX_EVENTS_DEFAULT,
 };
 
 #[derive(clap::Args, Debug)]

@@ -270,7 +270,11 @@ fn gen_accounting(rng: &mut ComponentRng, t: &mut String, p: f64) {
 
 /// A `key = "<n><unit>"` line with n drawn from `lo..=hi`.
 fn gen_time(rng: &mut ComponentRng, t: &mut String, key: &str, lo: u32, hi: u32, unit: &str) {
-    let _ = writeln!(t, "{key} = {}", q(&format!("{}{unit}", rng.random_range(lo..=hi))));
+    let _ = writeln!(
+        t,
+        "{key} = {}",
+        q(&format!("{}{unit}", rng.random_range(lo..=hi)))
+    );
 }
 
 /// Draws a graph (leaves, md raid10, bcache, dm-linear, a filesystem) and
@@ -339,14 +343,22 @@ fn gen_ssd(rng: &mut ComponentRng, t: &mut String, i: u32) -> Dev {
     if nvme {
         let _ = writeln!(t, "interface = \"nvme\"");
     }
-    let _ = writeln!(t, "link_mb_per_s = {:.1}", rng.random_range(100.0..3000.0f64));
+    let _ = writeln!(
+        t,
+        "link_mb_per_s = {:.1}",
+        rng.random_range(100.0..3000.0f64)
+    );
     gen_time(rng, t, "link_cmd_overhead", 0, 3000, "ns");
     gen_time(rng, t, "controller_per_cmd", 0, 10_000, "ns");
     let _ = writeln!(t, "channels = {}", rng.random_range(1..=16u32));
     let _ = writeln!(t, "page_size = {}", size(page));
     gen_time(rng, t, "page_read", 20, 200, "us");
     gen_time(rng, t, "page_program", 200, 2000, "us");
-    let _ = writeln!(t, "ftl_map_miss_ratio = {:.3}", rng.random_range(0.0..=1.0f64));
+    let _ = writeln!(
+        t,
+        "ftl_map_miss_ratio = {:.3}",
+        rng.random_range(0.0..=1.0f64)
+    );
     let queue_depth = match nvme {
         true if rng.random_bool(0.4) => MD_SSD_DEPTH_MIN,
         true => rng.random_range(1..=256),
@@ -387,7 +399,10 @@ fn gen_hdd(rng: &mut ComponentRng, t: &mut String, i: u32) -> Dev {
     if rng.random_bool(0.4) {
         let outer = rng.random_range(60.0..200.0f64);
         let inner = outer * rng.random_range(0.4..=1.0f64);
-        let _ = writeln!(t, "media_outer_mb_per_s = {outer:.1}\nmedia_inner_mb_per_s = {inner:.1}");
+        let _ = writeln!(
+            t,
+            "media_outer_mb_per_s = {outer:.1}\nmedia_inner_mb_per_s = {inner:.1}"
+        );
     }
     if rng.random_bool(0.3) {
         // Scaling the default seek curve keeps it fittable.
@@ -415,7 +430,11 @@ fn gen_hdd_queue(rng: &mut ComponentRng, t: &mut String) {
         let _ = writeln!(t, "ncq_depth = {}", rng.random_range(1..=32u32));
     }
     if rng.random_bool(0.3) {
-        let _ = writeln!(t, "readahead = {}", size(*pick(rng, &[0u64, 64 << 10, 256 << 10])));
+        let _ = writeln!(
+            t,
+            "readahead = {}",
+            size(*pick(rng, &[0u64, 64 << 10, 256 << 10]))
+        );
     }
     if rng.random_bool(0.5) {
         let _ = writeln!(t, "write_cache = true");
@@ -448,7 +467,8 @@ fn gen_pmem(rng: &mut ComponentRng, t: &mut String, i: u32) -> Dev {
 /// md raid10 `md0` over some of the disks, or some of the SSDs.
 fn gen_raid10(rng: &mut ComponentRng, t: &mut String, devs: &mut [Dev]) -> Option<Dev> {
     let kind = *pick(rng, &[Kind::Hdd, Kind::Ssd]);
-    let usable = |d: &Dev| d.kind == kind && (kind != Kind::Ssd || d.queue_depth >= MD_SSD_DEPTH_MIN);
+    let usable =
+        |d: &Dev| d.kind == kind && (kind != Kind::Ssd || d.queue_depth >= MD_SSD_DEPTH_MIN);
     let pool: Vec<usize> = (0..devs.len()).filter(|&i| usable(&devs[i])).collect();
     if pool.len() < 2 || !rng.random_bool(0.6) {
         return None;
@@ -473,7 +493,9 @@ fn gen_raid10(rng: &mut ComponentRng, t: &mut String, devs: &mut [Dev]) -> Optio
 
 /// bcache `bcache0`: an SSD caching a disk, an SSD or md.
 fn gen_bcache(rng: &mut ComponentRng, t: &mut String, targets: &[Dev]) -> Option<Dev> {
-    let caches: Vec<usize> = (0..targets.len()).filter(|&i| targets[i].kind == Kind::Ssd).collect();
+    let caches: Vec<usize> = (0..targets.len())
+        .filter(|&i| targets[i].kind == Kind::Ssd)
+        .collect();
     if caches.is_empty() || targets.len() < 2 || !rng.random_bool(0.6) {
         return None;
     }
@@ -493,7 +515,12 @@ fn gen_bcache(rng: &mut ComponentRng, t: &mut String, targets: &[Dev]) -> Option
     let bucket_shift_max = (cache_bytes / 1024).max(4096).ilog2().min(20);
     let bucket = pow2(rng, 12, bucket_shift_max);
     t.push_str("\n[bcache]\nname = \"bcache0\"\n");
-    let _ = writeln!(t, "cache = {}\nbacking = {}", q(&targets[c].name), q(&backing.name));
+    let _ = writeln!(
+        t,
+        "cache = {}\nbacking = {}",
+        q(&targets[c].name),
+        q(&backing.name)
+    );
     let _ = writeln!(t, "bucket_size = {}", size(bucket));
     if rng.random_bool(0.5) {
         let _ = writeln!(t, "btree_node_size = {}", size(pow2(rng, 12, 18)));
@@ -542,7 +569,11 @@ fn gen_dm(rng: &mut ComponentRng, t: &mut String, targets: &[Dev]) -> Option<Dev
 
 /// A filesystem on one leaf, md or bcache; returns (device, bytes after
 /// the file start).
-fn gen_filesystem(rng: &mut ComponentRng, t: &mut String, targets: &[Dev]) -> Option<(String, u64)> {
+fn gen_filesystem(
+    rng: &mut ComponentRng,
+    t: &mut String,
+    targets: &[Dev],
+) -> Option<(String, u64)> {
     let fit: Vec<&Dev> = targets
         .iter()
         .filter(|d| matches!(d.kind, Kind::Ssd | Kind::Hdd | Kind::Md | Kind::Bcache))
@@ -562,7 +593,11 @@ fn gen_async_costs(rng: &mut ComponentRng, t: &mut String) {
     if rng.random_bool(0.5) {
         t.push_str("\n[costs]\n");
         if rng.random_bool(0.5) {
-            let _ = writeln!(t, "perf_idle_weight = {:.3}", rng.random_range(0.0..=1.0f64));
+            let _ = writeln!(
+                t,
+                "perf_idle_weight = {:.3}",
+                rng.random_range(0.0..=1.0f64)
+            );
         }
         if rng.random_bool(0.3) {
             let _ = writeln!(
@@ -608,7 +643,10 @@ fn gen_async_job(
 ) {
     t.push_str("\n[[job]]\n");
     let _ = writeln!(t, "name = {}", q(&format!("job{i}")));
-    let rw = *pick(rng, &["read", "write", "randread", "randwrite", "rw", "randrw"]);
+    let rw = *pick(
+        rng,
+        &["read", "write", "randread", "randwrite", "rw", "randrw"],
+    );
     let _ = writeln!(t, "rw = {}", q(rw));
     let (bs_min, bs_max) = gen_block_sizes(rng, t);
     let _ = writeln!(t, "ioengine = {}", q(*pick(rng, &["libaio", "io_uring"])));
@@ -618,7 +656,11 @@ fn gen_async_job(
         let _ = writeln!(t, "buffered = 0");
     }
     let any_depth = rng.random_range(1..=128u32);
-    let _ = writeln!(t, "iodepth = {}", pick(rng, &[1u32, 2, 4, 8, 16, 31, 32, 64, any_depth]));
+    let _ = writeln!(
+        t,
+        "iodepth = {}",
+        pick(rng, &[1u32, 2, 4, 8, 16, 31, 32, 64, any_depth])
+    );
     if rng.random_bool(0.5) {
         let _ = writeln!(t, "numjobs = {}", rng.random_range(1..=4u32));
     }
@@ -798,7 +840,13 @@ fn gen_sync_devices(rng: &mut ComponentRng, t: &mut String) -> (Vec<String>, Vec
 
 /// psync jobs on disjoint CPU blocks (time-sharing a CPU is not modelled),
 /// one runtime and ramp for all.
-fn gen_sync_jobs(rng: &mut ComponentRng, t: &mut String, ncpu: u32, files: &[String], bytes: &[u64]) {
+fn gen_sync_jobs(
+    rng: &mut ComponentRng,
+    t: &mut String,
+    ncpu: u32,
+    files: &[String],
+    bytes: &[u64],
+) {
     let runtime_us = rng.random_range(20..=300u32);
     let ramp_us = if rng.random_bool(0.3) {
         rng.random_range(1..=50u32)
@@ -1092,11 +1140,7 @@ fn check_shares(job: &JobConfig, jr: &JobReport) -> Result<(), Violation> {
         }
     }
     let cpu = jr.usr_cpu_pct + jr.sys_cpu_pct;
-    if !(cpu.is_finite()
-        && jr.usr_cpu_pct >= 0.0
-        && jr.sys_cpu_pct >= 0.0
-        && cpu <= 100.0 + 1e-6)
-    {
+    if !(cpu.is_finite() && jr.usr_cpu_pct >= 0.0 && jr.sys_cpu_pct >= 0.0 && cpu <= 100.0 + 1e-6) {
         return bad(
             "report: a job thread uses at most 100% of a CPU",
             format!(

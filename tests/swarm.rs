@@ -373,7 +373,14 @@ fn swarm_memory_is_bounded_by_the_bucket_state() {
 fn swarm_over_graphs() {
     let (out, err, code) = sim(
         &[
-            "swarm", "--seed", "11", "--count", "12", "--stack", "async", "--keep-going",
+            "swarm",
+            "--seed",
+            "11",
+            "--count",
+            "12",
+            "--stack",
+            "async",
+            "--keep-going",
             "--no-save",
         ],
         &[],
@@ -384,7 +391,9 @@ fn swarm_over_graphs() {
 #[test]
 fn generated_graphs_nest_layers_and_draw_faults() {
     let (out, err, code) = sim(
-        &["swarm", "--seed", "1", "--count", "80", "--stack", "async", "--print"],
+        &[
+            "swarm", "--seed", "1", "--count", "80", "--stack", "async", "--print",
+        ],
         &[],
     );
     assert_eq!(code, 0, "{err}");
@@ -412,8 +421,18 @@ fn random_drops_and_duplicates_are_caught() {
     for fault in ["drop:0.05", "duplicate:0.05"] {
         let (out, err, code) = sim(
             &[
-                "swarm", "--seed", "2", "--count", "3", "--stack", "async", "--max-events",
-                "200000", "--inject-fault", fault, "--no-save",
+                "swarm",
+                "--seed",
+                "2",
+                "--count",
+                "3",
+                "--stack",
+                "async",
+                "--max-events",
+                "200000",
+                "--inject-fault",
+                fault,
+                "--no-save",
             ],
             &[],
         );

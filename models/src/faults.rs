@@ -240,9 +240,20 @@ impl Faulty {
         self.last = now;
     }
 
-    fn call(&mut self, ctx: &mut DevCtx<'_>, f: impl FnOnce(&mut dyn BlockDevice, &mut DevCtx<'_>)) {
+    fn call(
+        &mut self,
+        ctx: &mut DevCtx<'_>,
+        f: impl FnOnce(&mut dyn BlockDevice, &mut DevCtx<'_>),
+    ) {
         self.advance(ctx.now());
-        call_inner(self.inner.as_mut(), ctx, &mut self.timers, &mut self.done, Some(FAULT_TOKEN), f);
+        call_inner(
+            self.inner.as_mut(),
+            ctx,
+            &mut self.timers,
+            &mut self.done,
+            Some(FAULT_TOKEN),
+            f,
+        );
         let p = self.plan;
         for i in 0..self.done.len() {
             let tag = self.done[i];
@@ -353,8 +364,19 @@ impl Checked {
         }
     }
 
-    fn call(&mut self, ctx: &mut DevCtx<'_>, f: impl FnOnce(&mut dyn BlockDevice, &mut DevCtx<'_>)) {
-        call_inner(self.inner.as_mut(), ctx, &mut self.timers, &mut self.done, None, f);
+    fn call(
+        &mut self,
+        ctx: &mut DevCtx<'_>,
+        f: impl FnOnce(&mut dyn BlockDevice, &mut DevCtx<'_>),
+    ) {
+        call_inner(
+            self.inner.as_mut(),
+            ctx,
+            &mut self.timers,
+            &mut self.done,
+            None,
+            f,
+        );
         for tag in self.done.drain(..) {
             assert!(
                 self.held.remove(&tag.0),
@@ -494,8 +516,11 @@ mod tests {
         let (mut timers, mut done) = (Vec::new(), Vec::new());
         let mut pending: Vec<(u64, u32)> = Vec::new();
         for &t in tags {
-            dev.submit(req(t), &mut DevCtx::new(SimTime::ZERO, &mut timers, &mut done));
-            pending.extend(timers.drain(..));
+            dev.submit(
+                req(t),
+                &mut DevCtx::new(SimTime::ZERO, &mut timers, &mut done),
+            );
+            pending.append(&mut timers);
         }
         while !pending.is_empty() {
             pending.sort();
@@ -530,14 +555,20 @@ mod tests {
         let msg = caught(|| {
             drive(&mut d, &[1]);
         });
-        assert!(msg.contains("completed request tag 1 which it does not hold"), "{msg}");
+        assert!(
+            msg.contains("completed request tag 1 which it does not hold"),
+            "{msg}"
+        );
 
         let plan = FaultPlan::parse("drop:1").unwrap();
         let mut d = Checked::new("toy", 32, Box::new(Faulty::new(&plan, "toy", toy())));
         let msg = caught(|| {
             drive(&mut d, &[1]);
         });
-        assert!(msg.contains("reports 0 requests in flight but holds 1"), "{msg}");
+        assert!(
+            msg.contains("reports 0 requests in flight but holds 1"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -545,7 +576,10 @@ mod tests {
         let msg = caught(|| {
             drive(&mut Checked::new("toy", 32, toy()), &[1, 2, 3]);
         });
-        assert!(msg.contains("holds 3 requests, above its parallelism 2"), "{msg}");
+        assert!(
+            msg.contains("holds 3 requests, above its parallelism 2"),
+            "{msg}"
+        );
         let msg = caught(|| {
             drive(&mut Checked::new("toy", 1, toy()), &[1, 2]);
         });
@@ -561,7 +595,10 @@ mod tests {
         let msg = caught(|| {
             drive(&mut Checked::new("toy", 32, liar), &[1]);
         });
-        assert!(msg.contains("reports 2 requests in flight but holds 1"), "{msg}");
+        assert!(
+            msg.contains("reports 2 requests in flight but holds 1"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -585,7 +622,14 @@ mod tests {
         assert_eq!(FaultPlan::parse(&p.to_string()), Some(p));
         assert_eq!(FaultPlan::parse("check"), Some(FaultPlan::default()));
         assert!(FaultPlan::parse("check").unwrap().benign());
-        for bad in ["drop:2", "delay:0.1", "delay:0.1:0", "drop:0.6+duplicate:0.6", "x", "check@"] {
+        for bad in [
+            "drop:2",
+            "delay:0.1",
+            "delay:0.1:0",
+            "drop:0.6+duplicate:0.6",
+            "x",
+            "check@",
+        ] {
             assert_eq!(FaultPlan::parse(bad), None, "{bad}");
         }
         assert!(p.faults("ssd0") && !p.faults("hd0"));
