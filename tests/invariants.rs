@@ -91,10 +91,10 @@ fn random_drop_is_caught_by_the_harness() {
 /// A completion handed up twice is caught at the second one.
 #[test]
 fn random_duplicate_is_caught_by_the_harness() {
-    let (_, err, code) = faulted_run("duplicate:0.01@md0");
+    let (_, err, code) = faulted_run("duplicate:0.01@sda");
     assert_eq!(code, 3, "{err}");
     assert!(
-        err.contains("invariant violated: device md0 completed request tag"),
+        err.contains("invariant violated: device sda completed request tag"),
         "{err}"
     );
 }
