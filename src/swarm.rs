@@ -375,8 +375,9 @@ fn gen_ssd(rng: &mut ComponentRng, t: &mut String, i: u32) -> Dev {
 
 /// md raid10 hands its SSD members more commands than their queue_depth
 /// (md does not wait for a member's tag; the member's command slab
-/// overflows: found by this generator, `sim swarm --seed 1 --only 16`).
-/// Until it does, arrays of SSDs are drawn only over SSDs whose queue
+/// overflows: found by this generator; `sim run
+/// tests/data/stacks/raid10_over_ssds.toml --set ssd.queue_depth=4` shows
+/// it). Until md waits, arrays of SSDs are drawn only over SSDs whose queue
 /// holds what the jobs can have in flight: iodepth 128 x numjobs 4 x 3
 /// jobs, each I/O split into at most 128k / 4k + 1 = 33 member commands.
 const MD_SSD_DEPTH_MIN: u32 = 65536;
