@@ -16,7 +16,8 @@ use rayon::prelude::*;
 use crate::cmd_common::{threads_text, Jobs};
 use crate::scenario::{load, LoadOptions};
 use crate::swarm::{
-    check_scenario, generate, GenOptions, PanicCapture, StackChoice, Violation, MAX_EVENTS_DEFAULT,
+    check_scenario, faults_of, generate, GenOptions, PanicCapture, StackChoice, Violation,
+    MAX_EVENTS_DEFAULT,
 };
 
 #[derive(clap::Args, Debug)]
@@ -56,17 +57,23 @@ pub struct SwarmArgs {
     /// Do not save a failing scenario.
     #[arg(long = "no-save")]
     pub no_save: bool,
-    /// Test only: inject a fault into every run (drop-completion:N,
-    /// duplicate-completion:N or delay-completion:NS) to show the swarm
-    /// catches it.
+    /// Inject a fault into every run instead of the scenarios' own drawn
+    /// delays: drop-completion:N, duplicate-completion:N or
+    /// delay-completion:NS (the machine's, without the harness), or random
+    /// faults with every device checked (check, drop:P, duplicate:P,
+    /// delay:P:NS, seed:S joined by '+', optionally ending in @DEVICE).
     #[arg(long = "inject-fault", hide = true)]
     pub inject_fault: Option<String>,
     #[command(flatten)]
     pub jobs: Jobs,
 }
 
-/// Loads a scenario file (and its variants) and checks each.
+/// Loads a scenario file (and its variants) and checks each: with the
+/// injected fault if any, else with the faults its `# faults:` line names
+/// and every device wrapped in the invariant harness.
 fn check_file(path: &Path, fault: Option<Fault>) -> std::result::Result<u64, Violation> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let fault = fault.or_else(|| Some(Fault::Random(faults_of(&text).unwrap_or_default())));
     let loaded = load(path, &LoadOptions::default()).map_err(|e| Violation {
         invariant: "the loader accepts the scenario (generator bug if generated)".into(),
         detail: format!("{e:#}"),
@@ -122,34 +129,8 @@ fn run_args(args: SwarmArgs) -> Result<ExitCode> {
     };
     let _capture = PanicCapture::install();
     if !args.check.is_empty() {
-        let mut failed = false;
-        for path in &args.check {
-            // A missing or unreadable file is bad input (exit 2), not a violation.
-            std::fs::metadata(path)
-                .with_context(|| format!("{}: cannot read the file", path.display()))?;
-            match check_file(path, fault) {
-                Ok(events) => println!("ok: {}: {events} events", path.display()),
-                Err(v) => {
-                    failed = true;
-                    println!(
-                        "violation: {}: {}\n  {}",
-                        path.display(),
-                        v.invariant,
-                        v.detail.replace('\n', "\n  ")
-                    );
-                }
-            }
-        }
-        if let Some(mib) = peak_memory_mib() {
-            eprintln!("swarm: peak memory {mib} MiB");
-        }
-        return Ok(if failed {
-            ExitCode::from(1)
-        } else {
-            ExitCode::SUCCESS
-        });
+        return check_files(&args.check, fault);
     }
-
     let gen = GenOptions {
         max_events: args.max_events,
         stack: args.stack,
@@ -164,13 +145,75 @@ fn run_args(args: SwarmArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    let t0 = Instant::now();
+    let (events_total, failures) = run_generated(&args, fault, &indices, &gen)?;
+    let wall = t0.elapsed().as_secs_f64();
+    if failures.is_empty() {
+        println!("ok: {} scenarios, {events_total} events", indices.len());
+        eprintln!(
+            "swarm: {:.2} s wall ({:.1} M events/s) {}{}",
+            wall,
+            events_total as f64 / wall.max(1e-9) / 1e6,
+            threads_text(),
+            peak_memory_note()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.keep_going {
+        list_failures(&failures, indices.len(), events_total);
+    }
+    for f in failures
+        .iter()
+        .take(if args.keep_going { failures.len() } else { 1 })
+    {
+        report_failure(&args, f)?;
+    }
+    eprintln!("swarm: {:.2} s wall{}", wall, peak_memory_note());
+    Ok(ExitCode::from(1))
+}
 
+/// `sim swarm --check FILE...`: checks saved scenarios.
+fn check_files(paths: &[PathBuf], fault: Option<Fault>) -> Result<ExitCode> {
+    let mut failed = false;
+    for path in paths {
+        // A missing or unreadable file is bad input (exit 2), not a violation.
+        std::fs::metadata(path)
+            .with_context(|| format!("{}: cannot read the file", path.display()))?;
+        match check_file(path, fault) {
+            Ok(events) => println!("ok: {}: {events} events", path.display()),
+            Err(v) => {
+                failed = true;
+                println!(
+                    "violation: {}: {}\n  {}",
+                    path.display(),
+                    v.invariant,
+                    v.detail.replace('\n', "\n  ")
+                );
+            }
+        }
+    }
+    if let Some(mib) = peak_memory_mib() {
+        eprintln!("swarm: peak memory {mib} MiB");
+    }
+    Ok(match failed {
+        true => ExitCode::from(1),
+        false => ExitCode::SUCCESS,
+    })
+}
+
+/// Generates and checks scenarios `indices`; returns the events of the
+/// passing ones and the failures (the first only, unless --keep-going).
+fn run_generated(
+    args: &SwarmArgs,
+    fault: Option<Fault>,
+    indices: &[u64],
+    gen: &GenOptions,
+) -> Result<(u64, Vec<Failure>)> {
     let dir = std::env::temp_dir().join(format!("blocksim-swarm-{}", std::process::id()));
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("{}: cannot create the directory", dir.display()))?;
-    let t0 = Instant::now();
     let run_one = |k: u64| -> Result<std::result::Result<u64, Failure>> {
-        let toml = generate(args.seed, k, &gen);
+        let toml = generate(args.seed, k, gen);
         let path = dir.join(format!("swarm-{}-{k}.toml", args.seed));
         std::fs::write(&path, &toml)
             .with_context(|| format!("{}: cannot write", path.display()))?;
@@ -206,50 +249,28 @@ fn run_args(args: SwarmArgs) -> Result<ExitCode> {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let wall = t0.elapsed().as_secs_f64();
-    if failures.is_empty() {
-        println!("ok: {} scenarios, {events_total} events", indices.len());
-        eprintln!(
-            "swarm: {:.2} s wall ({:.1} M events/s) {}{}",
-            wall,
-            events_total as f64 / wall.max(1e-9) / 1e6,
-            threads_text(),
-            peak_memory_note()
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
-    if args.keep_going {
-        for f in &failures {
-            let first = f.violation.detail.lines().next().unwrap_or("");
-            let stack = if f
-                .toml
-                .lines()
-                .next()
-                .is_some_and(|l| l.contains("(psync stack)"))
-            {
-                "psync"
-            } else {
-                "async"
-            };
-            println!(
-                "violation: scenario {} ({stack}): {}: {first}",
-                f.index, f.violation.invariant
-            );
-        }
+    Ok((events_total, failures))
+}
+
+/// The --keep-going summary: one line per failing scenario.
+fn list_failures(failures: &[Failure], count: usize, events_total: u64) {
+    for f in failures {
+        let first = f.violation.detail.lines().next().unwrap_or("");
+        let psync = f
+            .toml
+            .lines()
+            .next()
+            .is_some_and(|l| l.contains("(psync stack)"));
+        let stack = if psync { "psync" } else { "async" };
         println!(
-            "failed: {} of {} scenarios ({events_total} events in the passing ones)",
-            failures.len(),
-            indices.len()
+            "violation: scenario {} ({stack}): {}: {first}",
+            f.index, f.violation.invariant
         );
     }
-    for f in failures
-        .iter()
-        .take(if args.keep_going { failures.len() } else { 1 })
-    {
-        report_failure(&args, f)?;
-    }
-    eprintln!("swarm: {:.2} s wall{}", wall, peak_memory_note());
-    Ok(ExitCode::from(1))
+    println!(
+        "failed: {} of {count} scenarios ({events_total} events in the passing ones)",
+        failures.len()
+    );
 }
 
 /// The process's peak resident memory in MiB (`VmHWM` of

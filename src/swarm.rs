@@ -34,7 +34,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use blocksim_analysis::{DirReport, DiskReport, JobReport, RunReport, Table};
 use blocksim_models::job::JobConfig;
-use blocksim_models::{Fault, ModelError, RunOptions, Scenario};
+use blocksim_models::{Fault, FaultPlan, ModelError, RunOptions, Scenario};
 use blocksim_sim::{component_rng, ComponentRng};
 use rand::Rng;
 
@@ -86,16 +86,6 @@ fn pow2(rng: &mut ComponentRng, lo_shift: u32, hi_shift: u32) -> u64 {
     1u64 << rng.random_range(lo_shift..=hi_shift)
 }
 
-/// A block device of the async machine, as the generator knows it.
-#[derive(Debug, Clone)]
-struct Dev {
-    name: String,
-    /// A conservative usable size (raid10 arrays: below the exact capacity).
-    bytes: u64,
-    /// md members are owned by their array and are no job targets.
-    in_array: bool,
-}
-
 /// Writes scenario `index` of swarm `seed` as TOML text.
 pub fn generate(seed: u64, index: u64, opts: &GenOptions) -> String {
     let mut rng = component_rng(seed, &format!("swarm/{index}"));
@@ -120,6 +110,7 @@ pub fn generate(seed: u64, index: u64, opts: &GenOptions) -> String {
         t,
         "# reproduce: sim swarm --seed {seed} --only {index}{stack}"
     );
+    let header_end = t.len();
     t.push_str("\n[simulation]\n");
     let _ = writeln!(t, "name = {}", q(&format!("swarm-{seed}-{index}")));
     let _ = writeln!(t, "seed = {}", rng.random_range(0..1u64 << 40));
@@ -134,9 +125,42 @@ pub fn generate(seed: u64, index: u64, opts: &GenOptions) -> String {
     if sync {
         gen_sync(&mut rng, &mut t);
     } else {
-        gen_async(&mut rng, &mut t);
+        let devices = gen_async(&mut rng, &mut t);
+        let plan = draw_faults(seed, index, &devices);
+        t.insert_str(header_end, &format!("{FAULTS_PREFIX}{plan}\n"));
     }
     t
+}
+
+/// The comment line of a generated scenario that names its fault plan
+/// (read back by [`faults_of`]).
+pub const FAULTS_PREFIX: &str = "# faults: ";
+
+/// The faults of scenario `index`, from their own stream
+/// `(seed, "swarm/<index>/faults")`: delays only (a correct stack tolerates
+/// them, so every invariant must still hold), on one device or all.
+pub fn draw_faults(seed: u64, index: u64, devices: &[String]) -> FaultPlan {
+    let mut rng = component_rng(seed, &format!("swarm/{index}/faults"));
+    let mut plan = FaultPlan {
+        seed: rng.random_range(0..1u64 << 40),
+        ..FaultPlan::default()
+    };
+    if rng.random_bool(0.6) {
+        plan.delay_ppm = rng.random_range(1..=300_000);
+        plan.delay_ns = rng.random_range(1..=100_000);
+        if !devices.is_empty() && rng.random_bool(0.5) {
+            plan.device = blocksim_models::faults::DevName::new(pick::<String>(&mut rng, devices));
+        }
+    }
+    plan
+}
+
+/// The fault plan a scenario's text names (`# faults: ...`), if any.
+pub fn faults_of(toml: &str) -> Option<FaultPlan> {
+    toml.lines()
+        .take_while(|l| l.starts_with('#') || l.is_empty())
+        .find_map(|l| l.strip_prefix(FAULTS_PREFIX))
+        .and_then(FaultPlan::parse)
 }
 
 fn gen_cpu(rng: &mut ComponentRng, t: &mut String, max_sockets: u32, max_cores: u32) -> u32 {
@@ -186,235 +210,387 @@ fn gen_paths(rng: &mut ComponentRng, t: &mut String, names: &[&str]) {
     }
 }
 
-fn gen_async(rng: &mut ComponentRng, t: &mut String) {
+/// What a block device of the generated graph is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Ssd,
+    Hdd,
+    Pmem,
+    Md,
+    Bcache,
+    Dm,
+}
+
+/// A block device of the async machine, as the generator knows it.
+#[derive(Debug, Clone)]
+struct Dev {
+    name: String,
+    kind: Kind,
+    /// A conservative usable size (raid10 arrays: below the exact capacity).
+    bytes: u64,
+    /// md members are owned by their array and are no job targets.
+    in_array: bool,
+    /// An SSD's queue_depth (0 for other devices).
+    queue_depth: u32,
+}
+
+impl Dev {
+    fn new(name: &str, kind: Kind, bytes: u64) -> Dev {
+        Dev {
+            name: name.to_string(),
+            kind,
+            bytes,
+            in_array: false,
+            queue_depth: 0,
+        }
+    }
+
+    /// The path a job or a dm table names the device by.
+    fn path(&self, rng: &mut ComponentRng) -> String {
+        match self.kind {
+            Kind::Pmem => format!("/dev/{}", self.name),
+            Kind::Dm => format!("/dev/mapper/{}", self.name),
+            _ if rng.random_bool(0.5) => format!("/dev/{}", self.name),
+            _ => self.name.clone(),
+        }
+    }
+}
+
+/// The accounting designs of a block device (`designs::inflight`).
+const DEV_ACCOUNTING: &[&str] = &["shared", "percpu"];
+/// ... and of dm.
+const DM_ACCOUNTING: &[&str] = &["shared", "percpu", "percpu_no_pending", "percpu_pending_io"];
+
+/// An `accounting = ...` line with probability `p`.
+fn gen_accounting(rng: &mut ComponentRng, t: &mut String, p: f64) {
+    if rng.random_bool(p) {
+        let _ = writeln!(t, "accounting = {}", q(*pick(rng, DEV_ACCOUNTING)));
+    }
+}
+
+/// A `key = "<n><unit>"` line with n drawn from `lo..=hi`.
+fn gen_time(rng: &mut ComponentRng, t: &mut String, key: &str, lo: u32, hi: u32, unit: &str) {
+    let _ = writeln!(
+        t,
+        "{key} = {}",
+        q(&format!("{}{unit}", rng.random_range(lo..=hi)))
+    );
+}
+
+/// Draws a graph (leaves, md raid10, bcache, dm-linear, a filesystem) and
+/// libaio jobs on any of its devices. Returns the names of the
+/// devices the machine calls (the edges faults can sit on).
+fn gen_async(rng: &mut ComponentRng, t: &mut String) -> Vec<String> {
+    let ncpu = gen_async_machine(rng, t);
+    let mut devs: Vec<Dev> = Vec::new();
+    let n_ssd = rng.random_range(0..=3u32);
+    for i in 0..n_ssd {
+        devs.push(gen_ssd(rng, t, i));
+    }
+    let n_hdd = rng.random_range(if n_ssd == 0 { 1 } else { 0 }..=4u32);
+    for i in 0..n_hdd {
+        devs.push(gen_hdd(rng, t, i));
+    }
+    for i in 0..rng.random_range(0..=1u32) {
+        devs.push(gen_pmem(rng, t, i));
+    }
+    if let Some(md) = gen_raid10(rng, t, &mut devs) {
+        devs.push(md);
+    }
+    let mut targets: Vec<Dev> = devs.iter().filter(|d| !d.in_array).cloned().collect();
+    if let Some(bc) = gen_bcache(rng, t, &targets) {
+        targets.push(bc);
+    }
+    if let Some(dm) = gen_dm(rng, t, &targets) {
+        targets.push(dm);
+    }
+    let fs = gen_filesystem(rng, t, &targets);
+    gen_async_costs(rng, t);
+    let n_jobs = rng.random_range(1..=3u32);
+    for i in 0..n_jobs {
+        let target = pick(rng, &targets).clone();
+        gen_async_job(rng, t, i, &target, fs.as_ref(), ncpu);
+    }
+    gen_async_variants(rng, t);
+    let called = devs.iter().filter(|d| !d.in_array);
+    called.map(|d| d.name.clone()).collect()
+}
+
+/// `[cpu]`, the IRQ CPU and `[ahci]`; returns the logical CPUs.
+fn gen_async_machine(rng: &mut ComponentRng, t: &mut String) -> u32 {
     let ncpu = gen_cpu(rng, t, 2, 4);
     if rng.random_bool(0.5) {
         let _ = writeln!(t, "irq_cpu = {}", rng.random_range(0..ncpu));
     }
-    let mut ncq_tags = 31;
     if rng.random_bool(0.7) {
-        ncq_tags = rng.random_range(1..=32u32);
         t.push_str("\n[ahci]\n");
-        let _ = writeln!(t, "ncq_tags = {ncq_tags}");
+        let _ = writeln!(t, "ncq_tags = {}", rng.random_range(1..=32u32));
         if rng.random_bool(0.7) {
-            let _ = writeln!(
-                t,
-                "irq_delivery = {}",
-                q(&format!("{}ns", rng.random_range(0..3000u32)))
-            );
+            gen_time(rng, t, "irq_delivery", 0, 3000, "ns");
         }
     }
-    let _ = ncq_tags;
+    ncpu
+}
 
-    let mut devs: Vec<Dev> = Vec::new();
-    let n_ssd = rng.random_range(0..=2u32);
-    let n_hdd = if n_ssd == 0 {
-        rng.random_range(1..=4u32)
-    } else {
-        rng.random_range(0..=4u32)
+/// A SATA or NVMe SSD `ssd<i>`.
+fn gen_ssd(rng: &mut ComponentRng, t: &mut String, i: u32) -> Dev {
+    let name = format!("ssd{i}");
+    let page = *pick(rng, &[4096u64, 8192, 16384]);
+    let bytes = *pick(rng, &[256u64 << 20, 1 << 30, 4 << 30, 60 << 30]);
+    t.push_str("\n[[ssd]]\n");
+    let _ = writeln!(t, "name = {}\ncapacity = {}", q(&name), size(bytes));
+    let nvme = rng.random_bool(0.3);
+    if nvme {
+        let _ = writeln!(t, "interface = \"nvme\"");
+    }
+    let _ = writeln!(
+        t,
+        "link_mb_per_s = {:.1}",
+        rng.random_range(100.0..3000.0f64)
+    );
+    gen_time(rng, t, "link_cmd_overhead", 0, 3000, "ns");
+    gen_time(rng, t, "controller_per_cmd", 0, 10_000, "ns");
+    let _ = writeln!(t, "channels = {}", rng.random_range(1..=16u32));
+    let _ = writeln!(t, "page_size = {}", size(page));
+    gen_time(rng, t, "page_read", 20, 200, "us");
+    gen_time(rng, t, "page_program", 200, 2000, "us");
+    let _ = writeln!(
+        t,
+        "ftl_map_miss_ratio = {:.3}",
+        rng.random_range(0.0..=1.0f64)
+    );
+    let queue_depth = match nvme {
+        true if rng.random_bool(0.4) => MD_SSD_DEPTH_MIN,
+        true => rng.random_range(1..=256),
+        false if rng.random_bool(0.6) => rng.random_range(1..=32),
+        false => 32, // the default
     };
-    let mut ssd_names = Vec::new();
-    for i in 0..n_ssd {
-        let name = format!("ssd{i}");
-        let page = *pick(rng, &[4096u64, 8192, 16384]);
-        let bytes = *pick(rng, &[256u64 << 20, 1 << 30, 4 << 30, 60 << 30]);
-        t.push_str("\n[[ssd]]\n");
-        let _ = writeln!(t, "name = {}\ncapacity = {}", q(&name), size(bytes));
-        let _ = writeln!(
-            t,
-            "link_mb_per_s = {:.1}",
-            rng.random_range(100.0..1000.0f64)
-        );
-        let _ = writeln!(
-            t,
-            "link_cmd_overhead = {}",
-            q(&format!("{}ns", rng.random_range(0..3000u32)))
-        );
-        let _ = writeln!(
-            t,
-            "controller_per_cmd = {}",
-            q(&format!("{}ns", rng.random_range(0..10_000u32)))
-        );
-        let _ = writeln!(t, "channels = {}", rng.random_range(1..=16u32));
-        let _ = writeln!(t, "page_size = {}", size(page));
-        let _ = writeln!(
-            t,
-            "page_read = {}",
-            q(&format!("{}us", rng.random_range(20..=200u32)))
-        );
-        let _ = writeln!(
-            t,
-            "page_program = {}",
-            q(&format!("{}us", rng.random_range(200..=2000u32)))
-        );
-        let _ = writeln!(
-            t,
-            "ftl_map_miss_ratio = {:.3}",
-            rng.random_range(0.0..=1.0f64)
-        );
-        if rng.random_bool(0.6) {
-            let _ = writeln!(t, "queue_depth = {}", rng.random_range(1..=32u32));
-        }
-        devs.push(Dev {
-            name: name.clone(),
-            bytes,
-            in_array: false,
-        });
-        ssd_names.push(name);
+    let _ = writeln!(t, "queue_depth = {queue_depth}");
+    gen_accounting(rng, t, 0.3);
+    Dev {
+        queue_depth,
+        ..Dev::new(&name, Kind::Ssd, bytes)
     }
-    let mut hdd_bytes = Vec::new();
-    for i in 0..n_hdd {
-        let name = format!("hd{i}");
-        let bytes = *pick(rng, &[2u64 << 30, 20 << 30, 500 << 30]);
-        t.push_str("\n[[hdd]]\n");
-        let _ = writeln!(t, "name = {}\ncapacity = {}", q(&name), size(bytes));
-        if rng.random_bool(0.5) {
-            let _ = writeln!(t, "rpm = {}", pick(rng, &[5400u32, 7200, 10_000, 15_000]));
-        }
-        if rng.random_bool(0.4) {
-            let _ = writeln!(t, "heads = {}", rng.random_range(1..=8u32));
-        }
-        if rng.random_bool(0.4) {
-            let _ = writeln!(t, "zones = {}", rng.random_range(1..=30u32));
-        }
-        if rng.random_bool(0.4) {
-            let outer = rng.random_range(60.0..200.0f64);
-            let inner = outer * rng.random_range(0.4..=1.0f64);
-            let _ = writeln!(
-                t,
-                "media_outer_mb_per_s = {outer:.1}\nmedia_inner_mb_per_s = {inner:.1}"
-            );
-        }
-        if rng.random_bool(0.3) {
-            // Scaling the default seek curve keeps it fittable.
-            let f = rng.random_range(0.3..1.5f64);
-            let ns = |v: f64| q(&format!("{}ns", (v * f).round() as u64));
-            let _ = writeln!(
-                t,
-                "seek_track_to_track = {}\nseek_average = {}\nseek_full_stroke = {}",
-                ns(1.0e6),
-                ns(8.5e6),
-                ns(17.0e6)
-            );
-        }
-        if rng.random_bool(0.3) {
-            let _ = writeln!(
-                t,
-                "command_overhead = {}",
-                q(&format!("{}us", rng.random_range(0..=300u32)))
-            );
-        }
-        if rng.random_bool(0.5) {
-            let _ = writeln!(t, "ncq_depth = {}", rng.random_range(1..=32u32));
-        }
-        if rng.random_bool(0.3) {
-            let _ = writeln!(
-                t,
-                "readahead = {}",
-                size(*pick(rng, &[0u64, 64 << 10, 256 << 10]))
-            );
-        }
-        if rng.random_bool(0.5) {
-            let _ = writeln!(t, "write_cache = true");
-            if rng.random_bool(0.5) {
-                let _ = writeln!(t, "write_cache_size = {}", size(pow2(rng, 20, 24)));
-            }
-        }
-        if rng.random_bool(0.2) {
-            let _ = writeln!(
-                t,
-                "starvation_limit = {}",
-                q(&format!("{}ms", rng.random_range(5..=500u32)))
-            );
-        }
-        devs.push(Dev {
-            name,
-            bytes,
-            in_array: false,
-        });
-        hdd_bytes.push(bytes);
-    }
-    // md raid10 over some of the disks.
-    let hdd_first = n_ssd as usize;
-    if n_hdd >= 2 && rng.random_bool(0.6) {
-        let n = rng.random_range(2..=n_hdd) as usize;
-        let members: Vec<usize> = (hdd_first..hdd_first + n).collect();
-        let copies = rng.random_range(1..=n.min(3));
-        let chunk = pow2(rng, 12, 20);
-        t.push_str("\n[[raid10]]\nname = \"md0\"\n");
-        let names: Vec<String> = members.iter().map(|&m| q(&devs[m].name)).collect();
-        let _ = writeln!(t, "members = [{}]", names.join(", "));
-        let _ = writeln!(t, "near_copies = {copies}\nchunk = {}", size(chunk));
-        let min_member = members.iter().map(|&m| devs[m].bytes).min().unwrap_or(0);
-        for &m in &members {
-            devs[m].in_array = true;
-        }
-        // Half the exact array size, minus a chunk: safely inside.
-        let bytes = (min_member.saturating_sub(chunk) / copies as u64 * n as u64) / 2;
-        devs.push(Dev {
-            name: "md0".into(),
-            bytes,
-            in_array: false,
-        });
-    }
-    let mut targets: Vec<Dev> = devs.iter().filter(|d| !d.in_array).cloned().collect();
+}
 
-    // bcache: an SSD caching another device.
-    if !ssd_names.is_empty() && targets.len() >= 2 && rng.random_bool(0.6) {
-        let cache = pick(rng, &ssd_names).clone();
-        let backs: Vec<Dev> = targets
-            .iter()
-            .filter(|d| d.name != cache)
-            .cloned()
-            .collect();
-        let backing = pick(rng, &backs).clone();
-        let cache_bytes = devs.iter().find(|d| d.name == cache).map_or(0, |d| d.bytes);
-        // bcache needs more than 512 buckets: at most cache / 1024 each.
-        let bucket_shift_max = (cache_bytes / 1024).max(4096).ilog2().min(20);
-        let bucket = pow2(rng, 12, bucket_shift_max);
-        t.push_str("\n[bcache]\nname = \"bcache0\"\n");
-        let _ = writeln!(t, "cache = {}\nbacking = {}", q(&cache), q(&backing.name));
-        let _ = writeln!(t, "bucket_size = {}", size(bucket));
-        if rng.random_bool(0.5) {
-            let _ = writeln!(t, "btree_node_size = {}", size(pow2(rng, 12, 18)));
-        }
+/// md raid10 hands its SSD members more commands than their queue_depth
+/// (md does not wait for a member's tag; the member's command slab
+/// overflows: found by this generator; `sim run
+/// tests/data/stacks/raid10_over_ssds.toml --set ssd.queue_depth=4` shows
+/// it). Until md waits, arrays of SSDs are drawn only over SSDs whose queue
+/// holds what the jobs can have in flight: iodepth 128 x numjobs 4 x 3
+/// jobs, each I/O split into at most 128k / 4k + 1 = 33 member commands.
+const MD_SSD_DEPTH_MIN: u32 = 65536;
+
+/// A rotating disk `hd<i>`.
+fn gen_hdd(rng: &mut ComponentRng, t: &mut String, i: u32) -> Dev {
+    let name = format!("hd{i}");
+    let bytes = *pick(rng, &[2u64 << 30, 20 << 30, 500 << 30]);
+    t.push_str("\n[[hdd]]\n");
+    let _ = writeln!(t, "name = {}\ncapacity = {}", q(&name), size(bytes));
+    if rng.random_bool(0.5) {
+        let _ = writeln!(t, "rpm = {}", pick(rng, &[5400u32, 7200, 10_000, 15_000]));
+    }
+    if rng.random_bool(0.4) {
+        let _ = writeln!(t, "heads = {}", rng.random_range(1..=8u32));
+    }
+    if rng.random_bool(0.4) {
+        let _ = writeln!(t, "zones = {}", rng.random_range(1..=30u32));
+    }
+    if rng.random_bool(0.4) {
+        let outer = rng.random_range(60.0..200.0f64);
+        let inner = outer * rng.random_range(0.4..=1.0f64);
         let _ = writeln!(
             t,
-            "cache_mode = {}",
-            q(*pick(rng, &["writethrough", "writearound", "none"]))
+            "media_outer_mb_per_s = {outer:.1}\nmedia_inner_mb_per_s = {inner:.1}"
         );
-        if rng.random_bool(0.6) {
-            let ext = pow2(rng, 12, 20);
-            let room = (cache_bytes - bucket).min(backing.bytes) / 2;
-            let n_ext = rng.random_range(0..=(room / ext).min(4000));
-            let offset = rng.random_range(0..=(backing.bytes / 2 / ext)) * ext;
-            let offset = offset.min(backing.bytes - n_ext * ext);
-            t.push_str("\n[bcache.populate]\n");
-            let _ = writeln!(
-                t,
-                "offset = {}\nlength = {}\nextent_size = {}",
-                size(offset),
-                size(n_ext * ext),
-                size(ext)
-            );
-        }
-        targets.push(Dev {
-            name: "bcache0".into(),
-            bytes: backing.bytes,
-            in_array: false,
-        });
     }
-
-    // A filesystem on one target.
-    let mut fs: Option<(String, u64)> = None;
     if rng.random_bool(0.3) {
-        let d = pick(rng, &targets).clone();
-        let start = rng.random_range(0..=d.bytes / 4 / 4096) * 4096;
-        t.push_str("\n[filesystem]\nmount = \"/mnt\"\n");
-        let _ = writeln!(t, "device = {}\nfile_start = {}", q(&d.name), size(start));
-        fs = Some((d.name, d.bytes - start));
+        // Scaling the default seek curve keeps it fittable.
+        let f = rng.random_range(0.3..1.5f64);
+        let ns = |v: f64| q(&format!("{}ns", (v * f).round() as u64));
+        let _ = writeln!(
+            t,
+            "seek_track_to_track = {}\nseek_average = {}\nseek_full_stroke = {}",
+            ns(1.0e6),
+            ns(8.5e6),
+            ns(17.0e6)
+        );
     }
+    gen_hdd_queue(rng, t);
+    gen_accounting(rng, t, 0.3);
+    Dev::new(&name, Kind::Hdd, bytes)
+}
 
+/// A disk's command overhead, queue, readahead and write cache.
+fn gen_hdd_queue(rng: &mut ComponentRng, t: &mut String) {
+    if rng.random_bool(0.3) {
+        gen_time(rng, t, "command_overhead", 0, 300, "us");
+    }
+    if rng.random_bool(0.5) {
+        let _ = writeln!(t, "ncq_depth = {}", rng.random_range(1..=32u32));
+    }
+    if rng.random_bool(0.3) {
+        let _ = writeln!(
+            t,
+            "readahead = {}",
+            size(*pick(rng, &[0u64, 64 << 10, 256 << 10]))
+        );
+    }
+    if rng.random_bool(0.5) {
+        let _ = writeln!(t, "write_cache = true");
+        if rng.random_bool(0.5) {
+            let _ = writeln!(t, "write_cache_size = {}", size(pow2(rng, 20, 24)));
+        }
+    }
+    if rng.random_bool(0.2) {
+        gen_time(rng, t, "starvation_limit", 5, 500, "ms");
+    }
+}
+
+/// A pmem namespace `pmem<i>` (bio-based, completes in the submitter).
+fn gen_pmem(rng: &mut ComponentRng, t: &mut String, i: u32) -> Dev {
+    let name = format!("pmem{i}");
+    let bytes = *pick(rng, &[64u64 << 20, 1 << 30, 16 << 30]);
+    t.push_str("\n[[pmem]]\n");
+    let _ = writeln!(t, "name = {}\nsize_bytes = {bytes}", q(&name));
+    let _ = writeln!(
+        t,
+        "request_ns = {}\ncopy_bytes_per_us = {}",
+        rng.random_range(0..=500u32),
+        rng.random_range(100..=10_000u32)
+    );
+    let _ = writeln!(t, "iostat = {}", rng.random_bool(0.6));
+    let _ = writeln!(t, "accounting = {}", q(*pick(rng, DEV_ACCOUNTING)));
+    Dev::new(&name, Kind::Pmem, bytes)
+}
+
+/// md raid10 `md0` over some of the disks, or some of the SSDs.
+fn gen_raid10(rng: &mut ComponentRng, t: &mut String, devs: &mut [Dev]) -> Option<Dev> {
+    let kind = *pick(rng, &[Kind::Hdd, Kind::Ssd]);
+    let usable =
+        |d: &Dev| d.kind == kind && (kind != Kind::Ssd || d.queue_depth >= MD_SSD_DEPTH_MIN);
+    let pool: Vec<usize> = (0..devs.len()).filter(|&i| usable(&devs[i])).collect();
+    if pool.len() < 2 || !rng.random_bool(0.6) {
+        return None;
+    }
+    let n = rng.random_range(2..=pool.len());
+    let members = &pool[pool.len() - n..];
+    let copies = rng.random_range(1..=n.min(3));
+    let chunk = pow2(rng, 12, 20);
+    t.push_str("\n[[raid10]]\nname = \"md0\"\n");
+    let names: Vec<String> = members.iter().map(|&m| q(&devs[m].name)).collect();
+    let _ = writeln!(t, "members = [{}]", names.join(", "));
+    let _ = writeln!(t, "near_copies = {copies}\nchunk = {}", size(chunk));
+    gen_accounting(rng, t, 0.3);
+    let min_member = members.iter().map(|&m| devs[m].bytes).min().unwrap_or(0);
+    for &m in members {
+        devs[m].in_array = true;
+    }
+    // Half the exact array size, minus a chunk: safely inside.
+    let bytes = (min_member.saturating_sub(chunk) / copies as u64 * n as u64) / 2;
+    Some(Dev::new("md0", Kind::Md, bytes))
+}
+
+/// bcache `bcache0`: an SSD caching a disk, an SSD or md.
+fn gen_bcache(rng: &mut ComponentRng, t: &mut String, targets: &[Dev]) -> Option<Dev> {
+    let caches: Vec<usize> = (0..targets.len())
+        .filter(|&i| targets[i].kind == Kind::Ssd)
+        .collect();
+    if caches.is_empty() || targets.len() < 2 || !rng.random_bool(0.6) {
+        return None;
+    }
+    let c = *pick(rng, &caches);
+    let backs: Vec<Dev> = targets
+        .iter()
+        .enumerate()
+        .filter(|&(i, d)| i != c && matches!(d.kind, Kind::Ssd | Kind::Hdd | Kind::Md))
+        .map(|(_, d)| d.clone())
+        .collect();
+    if backs.is_empty() {
+        return None;
+    }
+    let backing = pick(rng, &backs).clone();
+    let cache_bytes = targets[c].bytes;
+    // bcache needs more than 512 buckets: at most cache / 1024 each.
+    let bucket_shift_max = (cache_bytes / 1024).max(4096).ilog2().min(20);
+    let bucket = pow2(rng, 12, bucket_shift_max);
+    t.push_str("\n[bcache]\nname = \"bcache0\"\n");
+    let _ = writeln!(
+        t,
+        "cache = {}\nbacking = {}",
+        q(&targets[c].name),
+        q(&backing.name)
+    );
+    let _ = writeln!(t, "bucket_size = {}", size(bucket));
+    if rng.random_bool(0.5) {
+        let _ = writeln!(t, "btree_node_size = {}", size(pow2(rng, 12, 18)));
+    }
+    let mode = *pick(rng, &["writethrough", "writearound", "none"]);
+    let _ = writeln!(t, "cache_mode = {}", q(mode));
+    gen_accounting(rng, t, 0.3);
+    if rng.random_bool(0.6) {
+        gen_populate(rng, t, cache_bytes - bucket, backing.bytes);
+    }
+    Some(Dev::new("bcache0", Kind::Bcache, backing.bytes))
+}
+
+/// `[bcache.populate]`: extents already cached.
+fn gen_populate(rng: &mut ComponentRng, t: &mut String, cache_room: u64, backing_bytes: u64) {
+    let ext = pow2(rng, 12, 20);
+    let room = cache_room.min(backing_bytes) / 2;
+    let n_ext = rng.random_range(0..=(room / ext).min(4000));
+    let offset = rng.random_range(0..=(backing_bytes / 2 / ext)) * ext;
+    let offset = offset.min(backing_bytes - n_ext * ext);
+    t.push_str("\n[bcache.populate]\n");
+    let _ = writeln!(
+        t,
+        "offset = {}\nlength = {}\nextent_size = {}",
+        size(offset),
+        size(n_ext * ext),
+        size(ext)
+    );
+}
+
+/// dm-linear `linear` over any device jobs could use.
+fn gen_dm(rng: &mut ComponentRng, t: &mut String, targets: &[Dev]) -> Option<Dev> {
+    if !rng.random_bool(0.35) {
+        return None;
+    }
+    let under = pick(rng, targets).clone();
+    t.push_str("\n[dm]\nname = \"linear\"\ntarget = \"linear\"\n");
+    let path = format!("/dev/{}", under.name);
+    let _ = writeln!(t, "device = {}", q(&path));
+    let _ = writeln!(t, "accounting = {}", q(*pick(rng, DM_ACCOUNTING)));
+    for key in ["submit_ns", "clone_ns", "map_ns", "endio_ns"] {
+        let _ = writeln!(t, "{key} = {}", rng.random_range(0..=200u32));
+    }
+    Some(Dev::new("linear", Kind::Dm, under.bytes))
+}
+
+/// A filesystem on one leaf, md or bcache; returns (device, bytes after
+/// the file start).
+fn gen_filesystem(
+    rng: &mut ComponentRng,
+    t: &mut String,
+    targets: &[Dev],
+) -> Option<(String, u64)> {
+    let fit: Vec<&Dev> = targets
+        .iter()
+        .filter(|d| matches!(d.kind, Kind::Ssd | Kind::Hdd | Kind::Md | Kind::Bcache))
+        .collect();
+    if fit.is_empty() || !rng.random_bool(0.3) {
+        return None;
+    }
+    let d = *pick(rng, &fit);
+    let start = rng.random_range(0..=d.bytes / 4 / 4096) * 4096;
+    t.push_str("\n[filesystem]\nmount = \"/mnt\"\n");
+    let _ = writeln!(t, "device = {}\nfile_start = {}", q(&d.name), size(start));
+    Some((d.name.clone(), d.bytes - start))
+}
+
+/// `[costs]` and the async machine's cost paths.
+fn gen_async_costs(rng: &mut ComponentRng, t: &mut String) {
     if rng.random_bool(0.5) {
         t.push_str("\n[costs]\n");
         if rng.random_bool(0.5) {
@@ -455,145 +631,180 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) {
             "idle_exit",
         ],
     );
+}
 
-    let n_jobs = rng.random_range(1..=3u32);
-    for i in 0..n_jobs {
-        let target = pick(rng, &targets).clone();
-        t.push_str("\n[[job]]\n");
-        let _ = writeln!(t, "name = {}", q(&format!("job{i}")));
-        let rw = *pick(
-            rng,
-            &["read", "write", "randread", "randwrite", "rw", "randrw"],
-        );
-        let _ = writeln!(t, "rw = {}", q(rw));
-        let (bs_min, bs_max) = if rng.random_bool(0.75) {
-            let b = *pick(rng, &[512u64, 4096, 8192, 16384, 65536, 131072]);
-            let _ = writeln!(t, "bs = {}", size(b));
-            (b, b)
-        } else {
-            let a = 512 * rng.random_range(1..=16u64);
-            let b = a + 512 * rng.random_range(0..=64u64);
-            let _ = writeln!(t, "bsrange = {}", q(&format!("{a}-{b}")));
-            (a, b)
-        };
-        // io_uring is rejected (not modelled); the draw stays so that every
-        // seed generates the same scenario as before.
-        let _ = pick(rng, &["libaio", "io_uring"]);
-        let _ = writeln!(t, "ioengine = \"libaio\"");
-        if rng.random_bool(0.8) {
-            let _ = writeln!(t, "direct = 1");
-        } else {
-            let _ = writeln!(t, "buffered = 0");
+/// Job `job<i>` on `target` (or a file on the filesystem if it is there).
+fn gen_async_job(
+    rng: &mut ComponentRng,
+    t: &mut String,
+    i: u32,
+    target: &Dev,
+    fs: Option<&(String, u64)>,
+    ncpu: u32,
+) {
+    t.push_str("\n[[job]]\n");
+    let _ = writeln!(t, "name = {}", q(&format!("job{i}")));
+    let rw = *pick(
+        rng,
+        &["read", "write", "randread", "randwrite", "rw", "randrw"],
+    );
+    let _ = writeln!(t, "rw = {}", q(rw));
+    let (bs_min, bs_max) = gen_block_sizes(rng, t);
+    // io_uring is rejected (not modelled); the draw stays so that every
+    // seed generates the same scenario as before.
+    let _ = pick(rng, &["libaio", "io_uring"]);
+    let _ = writeln!(t, "ioengine = \"libaio\"");
+    if rng.random_bool(0.8) {
+        let _ = writeln!(t, "direct = 1");
+    } else {
+        let _ = writeln!(t, "buffered = 0");
+    }
+    let any_depth = rng.random_range(1..=128u32);
+    let _ = writeln!(
+        t,
+        "iodepth = {}",
+        pick(rng, &[1u32, 2, 4, 8, 16, 31, 32, 64, any_depth])
+    );
+    if rng.random_bool(0.5) {
+        let _ = writeln!(t, "numjobs = {}", rng.random_range(1..=4u32));
+    }
+    // Where: the device, or a file on the filesystem.
+    let (avail, on_fs) = match fs {
+        Some((dev, avail)) if *dev == target.name && rng.random_bool(0.7) => (*avail, true),
+        _ => (target.bytes, false),
+    };
+    let filename = match on_fs {
+        true => format!("/mnt/file{i}"),
+        false => target.path(rng),
+    };
+    let _ = writeln!(t, "filename = {}", q(&filename));
+    let blocks = rng.random_range(8..=400u64);
+    let region = (bs_max * blocks).div_ceil(bs_min) * bs_min;
+    let offset = rng.random_range(0..=(avail.saturating_sub(region) / 2 / 4096)) * 4096;
+    if offset > 0 || rng.random_bool(0.2) {
+        let _ = writeln!(t, "offset = {}", size(offset));
+    }
+    let _ = writeln!(t, "size = {}", size(region));
+    gen_job_bound(rng, t, region);
+    gen_job_pattern(rng, t, rw, ncpu);
+}
+
+/// `bs` or `bsrange`; returns the smallest and largest block size.
+fn gen_block_sizes(rng: &mut ComponentRng, t: &mut String) -> (u64, u64) {
+    if rng.random_bool(0.75) {
+        let b = *pick(rng, &[512u64, 4096, 8192, 16384, 65536, 131072]);
+        let _ = writeln!(t, "bs = {}", size(b));
+        (b, b)
+    } else {
+        let a = 512 * rng.random_range(1..=16u64);
+        let b = a + 512 * rng.random_range(0..=64u64);
+        let _ = writeln!(t, "bsrange = {}", q(&format!("{a}-{b}")));
+        (a, b)
+    }
+}
+
+/// What ends a job: its size, an io_size, a runtime (time-based or not).
+fn gen_job_bound(rng: &mut ComponentRng, t: &mut String, region: u64) {
+    match rng.random_range(0..4u32) {
+        0 => {} // size-bound
+        1 => {
+            let _ = writeln!(t, "io_size = {}", size(region * rng.random_range(1..=3u64)));
         }
-        let any_depth = rng.random_range(1..=128u32);
+        2 => {
+            t.push_str("time_based = 1\n");
+            gen_time(rng, t, "runtime", 100, 20_000, "us");
+            if rng.random_bool(0.3) {
+                gen_time(rng, t, "ramp_time", 10, 2_000, "us");
+            }
+        }
+        _ => gen_time(rng, t, "runtime", 100, 20_000, "us"),
+    }
+}
+
+/// Random distribution, read mix, CPUs and seed of a job.
+fn gen_job_pattern(rng: &mut ComponentRng, t: &mut String, rw: &str, ncpu: u32) {
+    if rw.starts_with("rand") && rng.random_bool(0.4) {
+        let d = match rng.random_range(0..3u32) {
+            0 => format!("zipf:{:.2}", pick(rng, &[0.5, 0.8, 1.2, 2.0])),
+            1 => format!("pareto:{:.2}", rng.random_range(0.1..0.9f64)),
+            _ => format!("normal:{:.1}", rng.random_range(1.0..=100.0f64)),
+        };
+        let _ = writeln!(t, "random_distribution = {}", q(&d));
+    }
+    if (rw == "rw" || rw == "randrw") && rng.random_bool(0.6) {
+        let _ = writeln!(t, "rwmixread = {}", rng.random_range(0..=100u32));
+    }
+    if rng.random_bool(0.2) {
+        let a = rng.random_range(0..ncpu);
+        let b = rng.random_range(a..ncpu);
+        let _ = writeln!(t, "cpus_allowed = {}", q(&format!("{a}-{b}")));
+    }
+    if rng.random_bool(0.1) {
+        let _ = writeln!(t, "randseed = {}", rng.random_range(0..1000u32));
+    }
+}
+
+/// `[[variant]]`s changing the depth and the seed.
+fn gen_async_variants(rng: &mut ComponentRng, t: &mut String) {
+    if !rng.random_bool(0.15) {
+        return;
+    }
+    for v in 0..rng.random_range(1..=2u32) {
+        t.push_str("\n[[variant]]\n");
+        let _ = writeln!(t, "name = \"v{v}\"");
         let _ = writeln!(
             t,
-            "iodepth = {}",
-            pick(rng, &[1u32, 2, 4, 8, 16, 31, 32, 64, any_depth])
+            "set = {{ \"job.iodepth\" = {}, \"simulation.seed\" = {} }}",
+            rng.random_range(1..=32u32),
+            rng.random_range(0..100u32)
         );
-        if rng.random_bool(0.5) {
-            let _ = writeln!(t, "numjobs = {}", rng.random_range(1..=4u32));
-        }
-        // Where: the device, or a file on the filesystem.
-        let (avail, on_fs) = match &fs {
-            Some((dev, avail)) if *dev == target.name && rng.random_bool(0.7) => (*avail, true),
-            _ => (target.bytes, false),
-        };
-        let filename = if on_fs {
-            format!("/mnt/file{i}")
-        } else if rng.random_bool(0.5) {
-            format!("/dev/{}", target.name)
-        } else {
-            target.name.clone()
-        };
-        let _ = writeln!(t, "filename = {}", q(&filename));
-        let blocks = rng.random_range(8..=400u64);
-        let region = (bs_max * blocks).div_ceil(bs_min) * bs_min;
-        let offset = rng.random_range(0..=(avail.saturating_sub(region) / 2 / 4096)) * 4096;
-        if offset > 0 || rng.random_bool(0.2) {
-            let _ = writeln!(t, "offset = {}", size(offset));
-        }
-        let _ = writeln!(t, "size = {}", size(region));
-        match rng.random_range(0..4u32) {
-            0 => {} // size-bound
-            1 => {
-                let _ = writeln!(t, "io_size = {}", size(region * rng.random_range(1..=3u64)));
-            }
-            2 => {
-                let _ = writeln!(
-                    t,
-                    "time_based = 1\nruntime = {}",
-                    q(&format!("{}us", rng.random_range(100..=20_000u32)))
-                );
-                if rng.random_bool(0.3) {
-                    let _ = writeln!(
-                        t,
-                        "ramp_time = {}",
-                        q(&format!("{}us", rng.random_range(10..=2_000u32)))
-                    );
-                }
-            }
-            _ => {
-                let _ = writeln!(
-                    t,
-                    "runtime = {}",
-                    q(&format!("{}us", rng.random_range(100..=20_000u32)))
-                );
-            }
-        }
-        if rw.starts_with("rand") && rng.random_bool(0.4) {
-            let d = match rng.random_range(0..3u32) {
-                0 => format!("zipf:{:.2}", pick(rng, &[0.5, 0.8, 1.2, 2.0])),
-                1 => format!("pareto:{:.2}", rng.random_range(0.1..0.9f64)),
-                _ => format!("normal:{:.1}", rng.random_range(1.0..=100.0f64)),
-            };
-            let _ = writeln!(t, "random_distribution = {}", q(&d));
-        }
-        if (rw == "rw" || rw == "randrw") && rng.random_bool(0.6) {
-            let _ = writeln!(t, "rwmixread = {}", rng.random_range(0..=100u32));
-        }
-        if rng.random_bool(0.2) {
-            let a = rng.random_range(0..ncpu);
-            let b = rng.random_range(a..ncpu);
-            let _ = writeln!(t, "cpus_allowed = {}", q(&format!("{a}-{b}")));
-        }
-        if rng.random_bool(0.1) {
-            let _ = writeln!(t, "randseed = {}", rng.random_range(0..1000u32));
-        }
-    }
-    if rng.random_bool(0.15) {
-        for v in 0..rng.random_range(1..=2u32) {
-            t.push_str("\n[[variant]]\n");
-            let _ = writeln!(t, "name = \"v{v}\"");
-            let _ = writeln!(
-                t,
-                "set = {{ \"job.iodepth\" = {}, \"simulation.seed\" = {} }}",
-                rng.random_range(1..=32u32),
-                rng.random_range(0..100u32)
-            );
-        }
     }
 }
 
 fn gen_sync(rng: &mut ComponentRng, t: &mut String) {
     let ncpu = gen_cpu(rng, t, 2, 6);
     if rng.random_bool(0.6) {
-        let core = rng.random_range(0..=20u64);
-        let socket = core + rng.random_range(0..=100u64);
-        let other = socket + rng.random_range(0..=300u64);
-        t.push_str("\n[coherence]\n");
-        let _ = writeln!(t, "transfer_same_core_ns = {core}\ntransfer_same_socket_ns = {socket}\ntransfer_other_socket_ns = {other}");
-        let _ = writeln!(
-            t,
-            "local_rmw_ns = {}\nlocal_access_ns = {}\nfence_ns = {}",
-            rng.random_range(0..=30u32),
-            rng.random_range(0..=5u32),
-            rng.random_range(0..=30u32)
-        );
-        if rng.random_bool(0.15) {
-            let _ = writeln!(t, "free_transfers = true");
-        }
+        gen_coherence(rng, t);
     }
+    let (files, bytes) = gen_sync_devices(rng, t);
+    gen_paths(
+        rng,
+        t,
+        &["fio_prep", "pread_call", "make_request", "fio_complete"],
+    );
+    gen_sync_jobs(rng, t, ncpu, &files, &bytes);
+    if rng.random_bool(0.2) {
+        t.push_str(
+            "\n[[variant]]\nname = \"shared\"\nset = { \"pmem.accounting\" = \"shared\" }\n",
+        );
+        t.push_str(
+            "\n[[variant]]\nname = \"percpu\"\nset = { \"pmem.accounting\" = \"percpu\" }\n",
+        );
+    }
+}
+
+/// `[coherence]`: cache-line transfer and access costs.
+fn gen_coherence(rng: &mut ComponentRng, t: &mut String) {
+    let core = rng.random_range(0..=20u64);
+    let socket = core + rng.random_range(0..=100u64);
+    let other = socket + rng.random_range(0..=300u64);
+    t.push_str("\n[coherence]\n");
+    let _ = writeln!(t, "transfer_same_core_ns = {core}\ntransfer_same_socket_ns = {socket}\ntransfer_other_socket_ns = {other}");
+    let _ = writeln!(
+        t,
+        "local_rmw_ns = {}\nlocal_access_ns = {}\nfence_ns = {}",
+        rng.random_range(0..=30u32),
+        rng.random_range(0..=5u32),
+        rng.random_range(0..=30u32)
+    );
+    if rng.random_bool(0.15) {
+        let _ = writeln!(t, "free_transfers = true");
+    }
+}
+
+/// pmem namespaces and an optional dm-linear over one; returns the job
+/// file names and their sizes.
+fn gen_sync_devices(rng: &mut ComponentRng, t: &mut String) -> (Vec<String>, Vec<u64>) {
     let n_pmem = rng.random_range(1..=2u32);
     let mut files = Vec::new();
     let mut pmem_bytes = Vec::new();
@@ -608,7 +819,7 @@ fn gen_sync(rng: &mut ComponentRng, t: &mut String) {
             rng.random_range(100..=10_000u32)
         );
         let _ = writeln!(t, "iostat = {}", rng.random_bool(0.6));
-        let _ = writeln!(t, "accounting = {}", q(*pick(rng, &["shared", "percpu"])));
+        let _ = writeln!(t, "accounting = {}", q(*pick(rng, DEV_ACCOUNTING)));
         files.push(format!("/dev/pmem{i}"));
         pmem_bytes.push(bytes);
     }
@@ -616,14 +827,7 @@ fn gen_sync(rng: &mut ComponentRng, t: &mut String) {
         let under = rng.random_range(0..n_pmem as usize);
         t.push_str("\n[dm]\nname = \"linear\"\ntarget = \"linear\"\n");
         let _ = writeln!(t, "device = {}", q(&files[under]));
-        let _ = writeln!(
-            t,
-            "accounting = {}",
-            q(*pick(
-                rng,
-                &["shared", "percpu", "percpu_no_pending", "percpu_pending_io"]
-            ))
-        );
+        let _ = writeln!(t, "accounting = {}", q(*pick(rng, DM_ACCOUNTING)));
         let _ = writeln!(
             t,
             "submit_ns = {}\nclone_ns = {}\nmap_ns = {}\nendio_ns = {}",
@@ -635,14 +839,18 @@ fn gen_sync(rng: &mut ComponentRng, t: &mut String) {
         files.push("/dev/mapper/linear".into());
         pmem_bytes.push(pmem_bytes[under]);
     }
-    gen_paths(
-        rng,
-        t,
-        &["fio_prep", "pread_call", "make_request", "fio_complete"],
-    );
+    (files, pmem_bytes)
+}
 
-    // Jobs: disjoint CPU blocks (time-sharing a CPU is not modelled), one
-    // runtime and ramp for all.
+/// psync jobs on disjoint CPU blocks (time-sharing a CPU is not modelled),
+/// one runtime and ramp for all.
+fn gen_sync_jobs(
+    rng: &mut ComponentRng,
+    t: &mut String,
+    ncpu: u32,
+    files: &[String],
+    bytes: &[u64],
+) {
     let runtime_us = rng.random_range(20..=300u32);
     let ramp_us = if rng.random_bool(0.3) {
         rng.random_range(1..=50u32)
@@ -689,19 +897,11 @@ fn gen_sync(rng: &mut ComponentRng, t: &mut String) {
             let _ = writeln!(t, "time_based = 1");
         } else {
             let ios = rng.random_range(1..=2000u64);
-            let _ = writeln!(t, "size = {}", size((bs * ios).min(pmem_bytes[f])));
+            let _ = writeln!(t, "size = {}", size((bs * ios).min(bytes[f])));
         }
         if rng.random_bool(0.2) {
             let _ = writeln!(t, "group_reporting = 1");
         }
-    }
-    if rng.random_bool(0.2) {
-        t.push_str(
-            "\n[[variant]]\nname = \"shared\"\nset = { \"pmem.accounting\" = \"shared\" }\n",
-        );
-        t.push_str(
-            "\n[[variant]]\nname = \"percpu\"\nset = { \"pmem.accounting\" = \"percpu\" }\n",
-        );
     }
 }
 
@@ -921,6 +1121,104 @@ fn check_dir(job: &JobConfig, ramp: bool, name: &str, d: &DirReport) -> Result<(
     Ok(())
 }
 
+/// A job's depth distributions sum to 100 % and its thread uses at most
+/// one CPU.
+fn check_shares(job: &JobConfig, jr: &JobReport) -> Result<(), Violation> {
+    let bad = |what: &str, detail: String| {
+        Err(Violation::new(
+            what,
+            format!("job `{}`: {detail}", job.name),
+        ))
+    };
+    for (what, a) in [
+        ("iodepth_level", &jr.iodepth_level),
+        ("iodepth_submit", &jr.iodepth_submit),
+        ("iodepth_complete", &jr.iodepth_complete),
+    ] {
+        let sum: f64 = a.iter().sum();
+        if !near_pct(sum) || a.iter().any(|v| !(0.0..=100.0 + 1e-9).contains(v)) {
+            return bad(
+                "report: depth distributions sum to 100%",
+                format!("{what} = {a:?} (sum {sum})"),
+            );
+        }
+    }
+    let cpu = jr.usr_cpu_pct + jr.sys_cpu_pct;
+    if !(cpu.is_finite() && jr.usr_cpu_pct >= 0.0 && jr.sys_cpu_pct >= 0.0 && cpu <= 100.0 + 1e-6) {
+        return bad(
+            "report: a job thread uses at most 100% of a CPU",
+            format!(
+                "usr {:.4}% + sys {:.4}% = {cpu:.4}%",
+                jr.usr_cpu_pct, jr.sys_cpu_pct
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Checks one job's report: latencies, directions, I/O counts, depth
+/// distributions, CPU use. `sync`: the psync machine ran it; `ramp`: some
+/// job has a ramp time (statistics restart mid-flight).
+fn check_job(job: &JobConfig, jr: &JobReport, sync: bool, ramp: bool) -> Result<(), Violation> {
+    let bad = |what: &str, detail: String| {
+        Err(Violation::new(
+            what,
+            format!("job `{}`: {detail}", job.name),
+        ))
+    };
+    check_dir(job, ramp, "read", &jr.read)?;
+    check_dir(job, ramp, "write", &jr.write)?;
+    let (reads, writes) = (jr.read.total_ios, jr.write.total_ios);
+    let read_pct = job.rwmixread_pct;
+    if (read_pct == 0 && reads > 0) || (read_pct == 100 && writes > 0) {
+        return bad(
+            "report: directions follow rw/rwmixread",
+            format!(
+                "rw={} rwmixread={read_pct} but {reads} reads, {writes} writes",
+                job.rw.as_str()
+            ),
+        );
+    }
+    let ios = reads + writes;
+    // Size-bound jobs: exactly size/bs I/Os per clone (async stack; the
+    // psync stack always has a runtime).
+    if let Some(limit_bytes) = job.io_size_bytes.or(job.size_bytes) {
+        let per_clone = limit_bytes / job.bs_bytes_min;
+        if !sync && !job.time_based && job.runtime_ns.is_none() && !ramp {
+            let want = per_clone * job.numjobs as u64;
+            if ios != want {
+                return bad(
+                    "report: a size-bound job does size/bs I/Os per clone",
+                    format!("{ios} I/Os, expected {} clones x {per_clone}", job.numjobs),
+                );
+            }
+        } else if !job.time_based && !ramp {
+            let limit = per_clone.max(1) * job.numjobs as u64;
+            if ios > limit {
+                return bad(
+                    "report: no job does more than size/bs I/Os per clone",
+                    format!(
+                        "{ios} I/Os, limit {} clones x {}",
+                        job.numjobs,
+                        per_clone.max(1)
+                    ),
+                );
+            }
+        }
+    }
+    if job.time_based {
+        if let Some(rt) = job.runtime_ns {
+            if jr.runtime_ns < rt {
+                return bad(
+                    "report: a time-based job runs at least its runtime",
+                    format!("runtime_ns {} < runtime {rt}", jr.runtime_ns),
+                );
+            }
+        }
+    }
+    check_shares(job, jr)
+}
+
 /// Checks a report against the scenario that produced it.
 pub fn check_report(sc: &Scenario, r: &RunReport) -> Result<(), Violation> {
     if r.jobs.len() != sc.jobs.len() {
@@ -934,91 +1232,9 @@ pub fn check_report(sc: &Scenario, r: &RunReport) -> Result<(), Violation> {
         ));
     }
     let sync = blocksim_models::sync_stack::handles(sc);
+    let ramp = sc.jobs.iter().any(|j| j.ramp_time_ns > 0);
     for (job, jr) in sc.jobs.iter().zip(&r.jobs) {
-        let bad = |what: &str, detail: String| {
-            Err(Violation::new(
-                what,
-                format!("job `{}`: {detail}", job.name),
-            ))
-        };
-        let ramp = sc.jobs.iter().any(|j| j.ramp_time_ns > 0);
-        check_dir(job, ramp, "read", &jr.read)?;
-        check_dir(job, ramp, "write", &jr.write)?;
-        let (reads, writes) = (jr.read.total_ios, jr.write.total_ios);
-        let read_pct = job.rwmixread_pct;
-        if (read_pct == 0 && reads > 0) || (read_pct == 100 && writes > 0) {
-            return bad(
-                "report: directions follow rw/rwmixread",
-                format!(
-                    "rw={} rwmixread={read_pct} but {reads} reads, {writes} writes",
-                    job.rw.as_str()
-                ),
-            );
-        }
-        let ios = reads + writes;
-        // Size-bound jobs: exactly size/bs I/Os per clone (async stack; the
-        // psync stack always has a runtime).
-        if let Some(limit_bytes) = job.io_size_bytes.or(job.size_bytes) {
-            let per_clone = limit_bytes / job.bs_bytes_min;
-            if !sync && !job.time_based && job.runtime_ns.is_none() && !ramp {
-                let want = per_clone * job.numjobs as u64;
-                if ios != want {
-                    return bad(
-                        "report: a size-bound job does size/bs I/Os per clone",
-                        format!("{ios} I/Os, expected {} clones x {per_clone}", job.numjobs),
-                    );
-                }
-            } else if !job.time_based && !ramp {
-                let limit = per_clone.max(1) * job.numjobs as u64;
-                if ios > limit {
-                    return bad(
-                        "report: no job does more than size/bs I/Os per clone",
-                        format!(
-                            "{ios} I/Os, limit {} clones x {}",
-                            job.numjobs,
-                            per_clone.max(1)
-                        ),
-                    );
-                }
-            }
-        }
-        if job.time_based {
-            if let Some(rt) = job.runtime_ns {
-                if jr.runtime_ns < rt {
-                    return bad(
-                        "report: a time-based job runs at least its runtime",
-                        format!("runtime_ns {} < runtime {rt}", jr.runtime_ns),
-                    );
-                }
-            }
-        }
-        for (what, a) in [
-            ("iodepth_level", &jr.iodepth_level),
-            ("iodepth_submit", &jr.iodepth_submit),
-            ("iodepth_complete", &jr.iodepth_complete),
-        ] {
-            let sum: f64 = a.iter().sum();
-            if !near_pct(sum) || a.iter().any(|v| !(0.0..=100.0 + 1e-9).contains(v)) {
-                return bad(
-                    "report: depth distributions sum to 100%",
-                    format!("{what} = {a:?} (sum {sum})"),
-                );
-            }
-        }
-        let cpu = jr.usr_cpu_pct + jr.sys_cpu_pct;
-        if !(cpu.is_finite()
-            && jr.usr_cpu_pct >= 0.0
-            && jr.sys_cpu_pct >= 0.0
-            && cpu <= 100.0 + 1e-6)
-        {
-            return bad(
-                "report: a job thread uses at most 100% of a CPU",
-                format!(
-                    "usr {:.4}% + sys {:.4}% = {cpu:.4}%",
-                    jr.usr_cpu_pct, jr.sys_cpu_pct
-                ),
-            );
-        }
+        check_job(job, jr, sync, ramp)?;
     }
     for d in &r.disks {
         if !(d.util_pct.is_finite() && (0.0..=100.0 + 1e-6).contains(&d.util_pct)) {
@@ -1077,10 +1293,14 @@ pub fn check_littles_law(r: &RunReport) -> Result<(), Violation> {
 pub const LITTLES_LAW: &str =
     "little's law: device in-flight gauge = throughput x mean latency (edges accounted)";
 
-/// The stack device a job's I/O enters (after the filesystem mapping).
+/// The stack device a job's I/O enters (after the filesystem mapping),
+/// below dm-linear (which remaps each bio to one bio of its device).
 fn job_device(sc: &Scenario, job: &JobConfig) -> String {
-    match &sc.filesystem {
-        Some(fs) if fs.holds(&job.filename) => fs.device.clone(),
+    match (&sc.filesystem, &sc.dm) {
+        (Some(fs), _) if fs.holds(&job.filename) => fs.device.clone(),
+        (_, Some(dm)) if dm.dev_path() == job.filename => {
+            dm.device.trim_start_matches("/dev/").to_string()
+        }
         _ => job.filename.trim_start_matches("/dev/").to_string(),
     }
 }
@@ -1099,7 +1319,13 @@ fn check_device_counts(sc: &Scenario, r: &RunReport) -> Result<(), Violation> {
         e[0] += jr.read.total_ios;
         e[1] += jr.write.total_ios;
     }
-    let disk = |name: &str| r.disks.iter().find(|d| d.name == name);
+    // A device whose kernel keeps no I/O counts (pmem without iostat)
+    // cannot be compared.
+    let disk = |name: &str| {
+        r.disks
+            .iter()
+            .find(|d| d.name == name && d.stats_kept != blocksim_models::device::StatsKept::None)
+    };
     let got =
         |name: &str| disk(name).map(|d| [d.read_ios + d.read_merges, d.write_ios + d.write_merges]);
     let (bc_name, cache, backing) = match &sc.bcache {

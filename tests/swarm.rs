@@ -183,7 +183,7 @@ fn duplicated_completion_panic_is_caught() {
     );
     assert!(out.contains("I/O completed twice"), "{out}");
     assert!(
-        out.contains("models/src/stack.rs"),
+        out.contains("models/src/stack/"),
         "panic location is reported: {out}"
     );
 }
@@ -363,4 +363,83 @@ fn swarm_memory_is_bounded_by_the_bucket_state() {
         "peak memory {mib} MiB above {bound_mib} MiB (12 bytes per bucket + 64 MiB)"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Random graphs: leaves (SATA/NVMe SSDs, disks, pmem), md raid10 over
+/// disks or SSDs, bcache over either, dm-linear over anything, accounting
+/// designs on random devices, drawn delays on random edges; every device
+/// in the invariant harness.
+#[test]
+fn swarm_over_graphs() {
+    let (out, err, code) = sim(
+        &[
+            "swarm",
+            "--seed",
+            "11",
+            "--count",
+            "12",
+            "--stack",
+            "async",
+            "--keep-going",
+            "--no-save",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "swarm found a violation:\n{out}\n{err}");
+}
+
+#[test]
+fn generated_graphs_nest_layers_and_draw_faults() {
+    let (out, err, code) = sim(
+        &[
+            "swarm", "--seed", "1", "--count", "80", "--stack", "async", "--print",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    for want in [
+        "interface = \"nvme\"",
+        "[[pmem]]",
+        "\n[dm]\n",
+        "device = \"/dev/bcache0\"",
+        "device = \"/dev/md0\"",
+        "members = [\"ssd",
+        "members = [\"hd",
+        "accounting = \"percpu\"",
+        "filename = \"/dev/mapper/linear\"",
+        "# faults: seed:",
+        "+delay:",
+    ] {
+        assert!(out.contains(want), "no generated scenario has {want}");
+    }
+}
+
+/// Random drops and duplicates drawn on every edge are caught (by the
+/// harness, or by I/O conservation when nothing calls the device again).
+#[test]
+fn random_drops_and_duplicates_are_caught() {
+    for fault in ["drop:0.05", "duplicate:0.05"] {
+        let (out, err, code) = sim(
+            &[
+                "swarm",
+                "--seed",
+                "2",
+                "--count",
+                "3",
+                "--stack",
+                "async",
+                "--max-events",
+                "200000",
+                "--inject-fault",
+                fault,
+                "--no-save",
+            ],
+            &[],
+        );
+        assert_eq!(code, 1, "{fault}: {out}\n{err}");
+        assert!(
+            out.contains("invariant violated") || out.contains("max_events = 200000 reached"),
+            "{fault}: {out}"
+        );
+    }
 }

@@ -9,7 +9,9 @@
 //! non-rotational).
 
 use crate::config::Scenario;
-use crate::device::{BlockDevice, DevCtx, DevRequest, DiskStats};
+use std::collections::VecDeque;
+
+use crate::device::{BlockDevice, DevCtx, DevRequest, DiskStats, ReqTag};
 use crate::hdd::Hdd;
 use crate::raid10::{build_raid10, Raid10, RaidMember};
 use crate::run::ModelError;
@@ -25,12 +27,88 @@ pub type AddDevice<'a> = dyn FnMut(&str, Box<dyn BlockDevice>, u32) -> Result<()
 /// A member of an array with at least one SSD.
 pub enum Member {
     Hdd(Hdd),
-    Ssd(Ssd),
+    Ssd(QueuedSsd),
 }
 
-impl RaidMember for Ssd {
-    fn nonrotational(&self) -> bool {
-        true
+/// An SSD as an md member, with the block layer's request queue in front
+/// of it: md does not wait for a tag, so requests beyond the drive's
+/// `queue_depth` wait here (FIFO) and are dispatched as commands complete.
+/// A rotating disk keeps its own queue (`Hdd`), so it needs none.
+pub struct QueuedSsd {
+    ssd: Ssd,
+    depth: u32,
+    /// Bounded by what md has in flight to this member.
+    waiting: VecDeque<DevRequest>,
+    timers: Vec<(u64, u32)>,
+    done: Vec<ReqTag>,
+}
+
+impl QueuedSsd {
+    pub fn new(ssd: Ssd) -> QueuedSsd {
+        QueuedSsd {
+            depth: ssd.config().queue_depth.max(1),
+            ssd,
+            waiting: VecDeque::new(),
+            timers: Vec::new(),
+            done: Vec::new(),
+        }
+    }
+
+    /// Runs `f` on the drive, forwards its timers and completions, and
+    /// fills the slots completions freed from the waiting requests.
+    fn call(&mut self, ctx: &mut DevCtx<'_>, f: impl FnOnce(&mut Ssd, &mut DevCtx<'_>)) {
+        let now = ctx.now();
+        {
+            let mut c = DevCtx::new(now, &mut self.timers, &mut self.done);
+            f(&mut self.ssd, &mut c);
+        }
+        loop {
+            for (delay, token) in self.timers.drain(..) {
+                ctx.set_timer(delay, token);
+            }
+            let completed = !self.done.is_empty();
+            for tag in self.done.drain(..) {
+                ctx.complete(tag);
+            }
+            if !completed || self.waiting.is_empty() {
+                break;
+            }
+            while self.ssd.in_flight() < self.depth {
+                let Some(req) = self.waiting.pop_front() else {
+                    break;
+                };
+                let mut c = DevCtx::new(now, &mut self.timers, &mut self.done);
+                self.ssd.submit(req, &mut c);
+            }
+        }
+    }
+}
+
+impl BlockDevice for QueuedSsd {
+    fn submit(&mut self, req: DevRequest, ctx: &mut DevCtx<'_>) {
+        if self.waiting.is_empty() && self.ssd.in_flight() < self.depth {
+            self.call(ctx, |s, c| s.submit(req, c));
+        } else {
+            self.waiting.push_back(req);
+        }
+    }
+    fn on_timer(&mut self, token: u32, ctx: &mut DevCtx<'_>) {
+        self.call(ctx, |s, c| s.on_timer(token, c));
+    }
+    fn in_flight(&self) -> u32 {
+        self.ssd.in_flight() + self.waiting.len() as u32
+    }
+    fn capacity_sectors(&self) -> u64 {
+        self.ssd.capacity_sectors()
+    }
+    fn disk_stats(&self, now: SimTime) -> DiskStats {
+        self.ssd.disk_stats(now)
+    }
+    fn reset_stats(&mut self, now: SimTime) {
+        self.ssd.reset_stats(now)
+    }
+    fn in_flight_integral_ns(&self, now: SimTime) -> u64 {
+        self.ssd.in_flight_integral_ns(now)
     }
 }
 
@@ -110,7 +188,7 @@ fn build_array(
         let rng = blocksim_sim::component_rng(seed, name);
         if let Some(s) = sc.ssd.iter().find(|s| &s.name == name) {
             s.validate().map_err(config_err)?;
-            members.push(Member::Ssd(Ssd::new(s.clone(), rng)));
+            members.push(Member::Ssd(QueuedSsd::new(Ssd::new(s.clone(), rng))));
         } else if let Some(h) = sc.hdd.iter().find(|h| &h.name == name) {
             members.push(Member::Hdd(Hdd::new(h, rng).map_err(config_err)?));
         } else {

@@ -103,6 +103,13 @@ pub trait BlockDevice {
     fn on_timer(&mut self, token: u32, ctx: &mut DevCtx<'_>);
     /// Requests accepted and not yet completed.
     fn in_flight(&self) -> u32;
+    /// The most requests the device holds at once (accepted and not
+    /// completed), if it states a bound; `None`: bounded only by what sits
+    /// in front of it (md and bcache are bio-based and queue without
+    /// limit). The invariant harness (`faults::Checked`) checks it.
+    fn parallelism(&self) -> Option<u32> {
+        None
+    }
     /// Size of the device in 512-byte sectors.
     fn capacity_sectors(&self) -> u64;
     /// Disk statistics up to `now`.

@@ -18,6 +18,7 @@ pub mod costs;
 pub mod cpu;
 pub mod device;
 pub mod dm;
+pub mod faults;
 pub mod fs;
 pub mod graph;
 pub mod hdd;
@@ -36,4 +37,4 @@ pub mod sync_stack;
 pub mod topology;
 
 pub use config::{Scenario, ScenarioFile};
-pub use run::{run, Fault, ModelError, RunOptions, RunOutput, FAULT_FORMS};
+pub use run::{run, Fault, FaultPlan, ModelError, RunOptions, RunOutput, FAULT_FORMS};

@@ -9,6 +9,7 @@ use blocksim_sim::SimTime;
 use crate::device::{BlockDevice, DevCtx, DevRequest, DiskStats, ReqTag};
 
 use crate::config::Scenario;
+pub use crate::faults::FaultPlan;
 
 /// Options that do not change results (only what is collected or printed).
 #[derive(Debug, Clone, Copy, Default)]
@@ -35,16 +36,25 @@ pub enum Fault {
     /// records disagree (Little's law must catch it). Injected by wrapping
     /// each device in [`DelayCompletions`].
     DelayCompletion { ns: u64 },
+    /// Every device wrapped in the invariant harness, and completions of
+    /// one device (or all) dropped, duplicated or delayed at random from
+    /// the plan's own streams ([`crate::faults`]).
+    Random(FaultPlan),
 }
 
 /// The accepted forms of `--inject-fault`, for error messages.
 pub const FAULT_FORMS: &str =
-    "drop-completion:N, duplicate-completion:N or delay-completion:NS (N: the n-th completion; NS: nanoseconds)";
+    "drop-completion:N, duplicate-completion:N or delay-completion:NS (N: the n-th completion; NS: nanoseconds), \
+     or random faults with every device checked: check, drop:P, duplicate:P, delay:P:NS, seed:S joined by '+', \
+     optionally ending in @DEVICE (P: probability per completion, 0..=1)";
 
 impl Fault {
-    /// Parses `drop-completion:N`, `duplicate-completion:N` or
-    /// `delay-completion:NS`.
+    /// Parses `drop-completion:N`, `duplicate-completion:N`,
+    /// `delay-completion:NS`, or a [`FaultPlan`] (`check`, `drop:P`, ...).
     pub fn parse(s: &str) -> Option<Fault> {
+        if let Some(plan) = FaultPlan::parse(s) {
+            return Some(Fault::Random(plan));
+        }
         let (kind, n) = s.split_once(':')?;
         let n: u64 = n.parse().ok()?;
         match kind {
@@ -55,10 +65,17 @@ impl Fault {
         }
     }
 
-    /// Wraps a device if this fault is injected by wrapping devices.
-    pub(crate) fn wrap(fault: Option<Fault>, dev: Box<dyn BlockDevice>) -> Box<dyn BlockDevice> {
+    /// Wraps device `name` (behind a port of `tags` tags) if this fault is
+    /// injected by wrapping devices.
+    pub(crate) fn wrap(
+        fault: Option<Fault>,
+        name: &str,
+        tags: u32,
+        dev: Box<dyn BlockDevice>,
+    ) -> Box<dyn BlockDevice> {
         match fault {
             Some(Fault::DelayCompletion { ns }) => Box::new(DelayCompletions::new(dev, ns)),
+            Some(Fault::Random(plan)) => crate::faults::wrap(&plan, name, tags, dev),
             _ => dev,
         }
     }
@@ -222,5 +239,9 @@ mod tests {
         assert_eq!(Fault::parse("delay-completion:0"), None);
         assert_eq!(Fault::parse("delay-completion"), None);
         assert_eq!(Fault::parse("slow-completion:5"), None);
+        assert_eq!(
+            Fault::parse("check"),
+            Some(Fault::Random(FaultPlan::default()))
+        );
     }
 }

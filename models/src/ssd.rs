@@ -513,6 +513,10 @@ impl BlockDevice for Ssd {
         }
     }
 
+    fn parallelism(&self) -> Option<u32> {
+        Some(self.cfg.queue_depth)
+    }
+
     fn on_timer(&mut self, tok: u32, ctx: &mut DevCtx<'_>) {
         let (stage, index) = (tok >> 16, (tok & 0xffff) as usize);
         let now = ctx.now();

@@ -18,7 +18,7 @@ pub(super) fn add_dev(
     if devs.len() >= u16::MAX as usize {
         return Err(cfg_err("too many devices"));
     }
-    let dev = Fault::wrap(fault, dev);
+    let dev = Fault::wrap(fault, name, queues.commands_max(), dev);
     devs.push(DevNode {
         name: name.to_string(),
         inline: dev.completes_inline(),
