@@ -322,3 +322,26 @@ fn the_two_machines_agree_where_no_line_is_contended() {
         assert!(shared < 0.5 * free, "{shared} vs {free}");
     }
 }
+
+#[test]
+fn bcache_over_dm_linear_is_refused_with_the_reason() {
+    let base = std::fs::read_to_string("tests/data/stacks/dm_over_bcache.toml").unwrap();
+    let abs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/corsair_nova.toml");
+    let text = base
+        .replace(
+            "../../../scenarios/corsair_nova.toml",
+            abs.to_str().unwrap(),
+        )
+        .replace("device = \"/dev/bcache0\"", "device = \"/dev/md0\"")
+        .replace(
+            "[dm]\nname = \"linear\"",
+            "[bcache]\nbacking = \"linear\"\n\n[dm]\nname = \"linear\"",
+        );
+    let p = temp_file("stacks", "bcache_over_dm.toml", &text);
+    let (_, err, code) = sim(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("[bcache] backing = \"linear\" is not a device with a queue"),
+        "{err}"
+    );
+}

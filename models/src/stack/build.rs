@@ -328,13 +328,10 @@ fn build_bcaches(
     if let Some(b) = &sc.bcache {
         let cache = *names
             .get(&b.cache)
-            .ok_or_else(|| cfg_err(format!("[bcache] cache = {:?} names no [[ssd]]", b.cache)))?;
-        let backing = *names.get(&b.backing).ok_or_else(|| {
-            cfg_err(format!(
-                "[bcache] backing = {:?} names no [[raid10]], [[hdd]] or [[ssd]]",
-                b.backing
-            ))
-        })?;
+            .ok_or_else(|| cfg_err(not_a_queue("cache", &b.cache)))?;
+        let backing = *names
+            .get(&b.backing)
+            .ok_or_else(|| cfg_err(not_a_queue("backing", &b.backing)))?;
         if cache == backing {
             return Err(cfg_err("[bcache] cache and backing must differ"));
         }
@@ -436,5 +433,13 @@ fn build_jobs(
             size_sectors_of: input.size_sectors_of,
         },
         input.irq_cpu,
+    )
+}
+
+/// Why bcache cannot sit on `name`.
+fn not_a_queue(key: &str, name: &str) -> String {
+    format!(
+        "[bcache] {key} = {name:?} is not a device with a queue ([[ssd]], [[hdd]], [[raid10]]): \
+         bcache over dm-linear or over another bcache is not modelled"
     )
 }
