@@ -107,18 +107,7 @@ fn libaio_runs_on_pmem_and_dm_linear() {
     // the shared md->pending counters cost more than per-CPU counters
     // without them.
     assert!(out.contains("start_io_acct"), "{out}");
-    let iops = |variant: &str| -> f64 {
-        let row = out
-            .lines()
-            .find(|l| l.starts_with(variant) && l[variant.len()..].starts_with("  "))
-            .unwrap_or_else(|| panic!("no row {variant}:\n{out}"));
-        row[variant.len()..]
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
+    let iops = |variant: &str| variant_iops(&out, variant);
     let (pmem, shared, no_pending) = (
         iops("/dev/pmem0"),
         iops("/dev/mapper/linear"),

@@ -68,17 +68,8 @@ impl Paths {
                 if seek {
                     parts.push(&self.lseek_call);
                 }
-                parts.extend([&self.sync_calls[call_i], &self.submit_io]);
-                if on_file {
-                    parts.push(&self.fs_lookup);
-                }
-                parts.push(&self.make_request);
-                if via_bcache {
-                    parts.extend([&self.bcache_request, &self.make_request]);
-                }
-                if issue_now {
-                    parts.push(&self.issue_cmd);
-                }
+                parts.push(&self.sync_calls[call_i]);
+                self.block_parts(&mut parts, (on_file, via_bcache, issue_now));
                 let bundle = Path::concat(&parts);
                 self.submit_bundles.push(bundle);
             }

@@ -395,22 +395,31 @@ fn submit_bundle_index(on_file: bool, via_bcache: bool, issue_now: bool) -> usiz
 }
 
 impl Paths {
+    /// What every engine's submission runs below its system call:
+    /// submit_io, then fs_lookup on a file, make_request, bcache_request and
+    /// make_request again through bcache, issue_cmd when a tag is free.
+    fn block_parts<'a>(&'a self, parts: &mut Vec<&'a Path>, route: (bool, bool, bool)) {
+        let (on_file, via_bcache, issue_now) = route;
+        parts.push(&self.submit_io);
+        if on_file {
+            parts.push(&self.fs_lookup);
+        }
+        parts.push(&self.make_request);
+        if via_bcache {
+            parts.extend([&self.bcache_request, &self.make_request]);
+        }
+        if issue_now {
+            parts.push(&self.issue_cmd);
+        }
+    }
+
     fn with_bundles(mut self) -> Paths {
         self.submit_bundles = (0..8)
             .map(|i| {
                 let (on_file, via_bcache, issue_now) = (i & 1 != 0, i & 2 != 0, i & 4 != 0);
                 debug_assert_eq!(submit_bundle_index(on_file, via_bcache, issue_now), i);
-                let mut parts = vec![&self.fio_prep, &self.io_submit_call, &self.submit_io];
-                if on_file {
-                    parts.push(&self.fs_lookup);
-                }
-                parts.push(&self.make_request);
-                if via_bcache {
-                    parts.extend([&self.bcache_request, &self.make_request]);
-                }
-                if issue_now {
-                    parts.push(&self.issue_cmd);
-                }
+                let mut parts = vec![&self.fio_prep, &self.io_submit_call];
+                self.block_parts(&mut parts, (on_file, via_bcache, issue_now));
                 Path::concat(&parts)
             })
             .collect();
