@@ -549,6 +549,20 @@ impl Model for AsyncStack {
     }
 }
 
+/// Starts the periodic sample, runs until the model stops and checks that
+/// it finished; returns the end time and the events processed.
+fn run_to_stop(
+    sim: &mut Simulation<AsyncStack>,
+    sample_ns: u64,
+    max_events: u64,
+    before: &str,
+) -> Result<(SimTime, u64), ModelError> {
+    sim.schedule_at(SimTime(sample_ns), Ev::Sample)?;
+    let summary = sim.run(SimTime::MAX, max_events)?;
+    check_finished(sim, summary.reason, max_events, before)?;
+    Ok((sim.now(), sim.events_processed()))
+}
+
 /// How a run of the stack ended: only the model's own stop is a finished
 /// run. Hitting `max_events` is a bound error (`before` says what had not
 /// happened yet); a queue that drains (or a time limit) with work left means
@@ -599,16 +613,12 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, ModelError> {
     if ramp > 0 {
         sim.schedule_at(SimTime(ramp), Ev::RampEnd)?;
     }
-    sim.schedule_at(SimTime(sample), Ev::Sample)?;
-    let summary = sim.run(SimTime::MAX, sc.simulation.max_events)?;
-    check_finished(
-        &sim,
-        summary.reason,
+    let (end, events) = run_to_stop(
+        &mut sim,
+        sample,
         sc.simulation.max_events,
         "the jobs finished; raise it or shorten the jobs",
     )?;
-    let end = sim.now();
-    let events = sim.events_processed();
     let report = sim.model.report(end, opts.profile);
     Ok(RunOutput {
         report,

@@ -87,16 +87,12 @@ pub fn run_replay(
     for (t, ev) in starts {
         sim.schedule_at(t, ev)?;
     }
-    sim.schedule_at(SimTime(sample), Ev::Sample)?;
-    let summary = sim.run(SimTime::MAX, sc.simulation.max_events)?;
-    check_finished(
-        &sim,
-        summary.reason,
+    let (end, events) = run_to_stop(
+        &mut sim,
+        sample,
         sc.simulation.max_events,
         "the replay finished",
     )?;
-    let end = sim.now();
-    let events = sim.events_processed();
     let mut report = sim.model.report(end, opts.profile);
     let r = sim.model.replay.take().expect("replay state");
     let g = &r.stats;
