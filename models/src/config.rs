@@ -41,44 +41,7 @@ fn default_report_interval() -> Nanos {
     Nanos(10_000_000_000)
 }
 
-/// `[cpu]`: topology and per-CPU facts.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct CpuConfig {
-    #[serde(default = "one")]
-    pub sockets: u32,
-    #[serde(default = "one")]
-    pub cores_per_socket: u32,
-    #[serde(default = "one")]
-    pub threads_per_core: u32,
-    /// Core clock, used to convert cycle counts to time.
-    pub clock_mhz: u32,
-    /// Throughput of one SMT thread when its sibling is busy, as a fraction
-    /// of a whole core (two busy siblings together get 2x this).
-    #[serde(default = "default_smt_factor")]
-    pub smt_throughput_factor: f64,
-    /// Logical CPU that takes device interrupts (None: the submitting CPU).
-    #[serde(default)]
-    pub irq_cpu: Option<u32>,
-}
-
-fn one() -> u32 {
-    1
-}
-fn default_smt_factor() -> f64 {
-    // Intel's Hyper-Threading typically yields 1.15-1.3x a core's throughput
-    // for two threads [estimate]: 0.6 per thread.
-    0.6
-}
-
-impl CpuConfig {
-    pub fn logical_cpus(&self) -> u32 {
-        self.sockets * self.cores_per_socket * self.threads_per_core
-    }
-    pub fn cycles_to_ns(&self, cycles: f64) -> f64 {
-        cycles * 1000.0 / self.clock_mhz as f64
-    }
-}
+pub use crate::topology::CpuConfig;
 
 /// `[[variant]]`: a named set of overrides applied to the base scenario, in
 /// the same `path.to.key = value` form as `--set`. A scenario with variants

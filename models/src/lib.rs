@@ -2,7 +2,7 @@
 //!
 //! Main types: [`job::JobConfig`] (fio options), [`config::Scenario`] (all
 //! component configurations), [`device::BlockDevice`] (the interface every
-//! device and layer implements), and [`run::run`], which builds the stack for
+//! device and layer implements), and [`run()`], which builds the stack for
 //! a scenario and returns an [`blocksim_analysis::RunReport`].
 //!
 //! **Architecture Invariant:** models never read the wall clock, files or the
@@ -37,4 +37,6 @@ pub mod sync_stack;
 pub mod topology;
 
 pub use config::{Scenario, ScenarioFile};
-pub use run::{run, Fault, FaultPlan, ModelError, RunOptions, RunOutput, FAULT_FORMS};
+pub use run::{Fault, FaultPlan, ModelError, RunOptions, RunOutput, FAULT_FORMS};
+/// Runs a scenario to completion (on the machine its jobs need).
+pub use stack::run;

@@ -8,7 +8,6 @@ use blocksim_sim::SimTime;
 
 use crate::device::{BlockDevice, DevCtx, DevRequest, DiskStats, ReqTag};
 
-use crate::config::Scenario;
 pub use crate::faults::FaultPlan;
 
 /// Options that do not change results (only what is collected or printed).
@@ -215,11 +214,6 @@ impl From<blocksim_sim::SimError> for ModelError {
     fn from(e: blocksim_sim::SimError) -> Self {
         ModelError::Bound(e.to_string())
     }
-}
-
-/// Runs a scenario to completion.
-pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, ModelError> {
-    crate::stack::run(scenario, options)
 }
 
 #[cfg(test)]

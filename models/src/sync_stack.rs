@@ -42,10 +42,7 @@ use crate::job::{IoEngine, JobConfig, RwMode};
 use crate::run::{ModelError, RunOptions, RunOutput};
 use crate::topology::Topology;
 
-/// Timer frequency of the simulated kernel: CONFIG_HZ=1000, as in the
-/// RHEL/Fedora kernels of 2018 [src: their kernel configs]. Drives
-/// `part_round_stats` / `update_io_ticks` once per jiffy.
-pub const KERNEL_HZ: u64 = 1000;
+pub use crate::topology::KERNEL_HZ;
 
 /// Jobs start within this window (fio starts its threads one by one)
 /// [estimate: thread creation takes microseconds].

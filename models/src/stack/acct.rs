@@ -126,7 +126,7 @@ impl Accounting {
             coh: Coherence::new(cfg, topo, line_base),
             insts,
             accesses: Vec::with_capacity(64),
-            jiffy_ns: 1_000_000_000 / crate::sync_stack::KERNEL_HZ,
+            jiffy_ns: 1_000_000_000 / crate::topology::KERNEL_HZ,
         })
     }
 
