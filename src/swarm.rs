@@ -292,7 +292,7 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) -> Vec<String> {
         devs.push(gen_hdd(rng, t, i));
     }
     for i in 0..rng.random_range(0..=1u32) {
-        devs.push(gen_pmem(rng, t, i));
+        devs.push(gen_pmem(rng, t, i, PMEM_BYTES_ASYNC));
     }
     if let Some(md) = gen_raid10(rng, t, &mut devs) {
         devs.push(md);
@@ -448,10 +448,16 @@ fn gen_hdd_queue(rng: &mut ComponentRng, t: &mut String) {
     }
 }
 
-/// A pmem namespace `pmem<i>` (bio-based, completes in the submitter).
-fn gen_pmem(rng: &mut ComponentRng, t: &mut String, i: u32) -> Dev {
+/// Sizes of the pmem namespaces the asynchronous generator draws.
+const PMEM_BYTES_ASYNC: &[u64] = &[64 << 20, 1 << 30, 16 << 30];
+/// ... and the psync generator (a 1 MiB namespace too).
+const PMEM_BYTES_SYNC: &[u64] = &[1 << 20, 64 << 20, 1 << 30, 16 << 30];
+
+/// A pmem namespace `pmem<i>` of one of `sizes` (bio-based, completes in
+/// the submitter).
+fn gen_pmem(rng: &mut ComponentRng, t: &mut String, i: u32, sizes: &[u64]) -> Dev {
     let name = format!("pmem{i}");
-    let bytes = *pick(rng, &[64u64 << 20, 1 << 30, 16 << 30]);
+    let bytes = *pick(rng, sizes);
     t.push_str("\n[[pmem]]\n");
     let _ = writeln!(t, "name = {}\nsize_bytes = {bytes}", q(&name));
     let _ = writeln!(
@@ -809,19 +815,9 @@ fn gen_sync_devices(rng: &mut ComponentRng, t: &mut String) -> (Vec<String>, Vec
     let mut files = Vec::new();
     let mut pmem_bytes = Vec::new();
     for i in 0..n_pmem {
-        let bytes = *pick(rng, &[1u64 << 20, 64 << 20, 1 << 30, 16 << 30]);
-        t.push_str("\n[[pmem]]\n");
-        let _ = writeln!(t, "name = \"pmem{i}\"\nsize_bytes = {bytes}");
-        let _ = writeln!(
-            t,
-            "request_ns = {}\ncopy_bytes_per_us = {}",
-            rng.random_range(0..=500u32),
-            rng.random_range(100..=10_000u32)
-        );
-        let _ = writeln!(t, "iostat = {}", rng.random_bool(0.6));
-        let _ = writeln!(t, "accounting = {}", q(*pick(rng, DEV_ACCOUNTING)));
-        files.push(format!("/dev/pmem{i}"));
-        pmem_bytes.push(bytes);
+        let dev = gen_pmem(rng, t, i, PMEM_BYTES_SYNC);
+        files.push(format!("/dev/{}", dev.name));
+        pmem_bytes.push(dev.bytes);
     }
     if rng.random_bool(0.5) {
         let under = rng.random_range(0..n_pmem as usize);

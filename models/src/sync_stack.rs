@@ -504,8 +504,8 @@ const KERNEL: &str = "[kernel.kallsyms]";
 
 /// Runs a psync scenario on pmem / dm-linear.
 pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, ModelError> {
-    // The count is per thread and cumulative: an earlier run on this thread
-    // (the asynchronous machine's accounting, in a swarm) is not this one's.
+    // The count is per thread and cumulative: only this run's escapes are
+    // this run's (an earlier run on the thread may have had its own).
     let unrecorded_before = traced::unrecorded_count();
     let topo = Topology::new(&scenario.cpu).map_err(cfg_err)?;
     let coh_cfg: CoherenceConfig = scenario.coherence.clone().unwrap_or_default();
