@@ -11,6 +11,7 @@
 pub mod ahci;
 pub mod backing;
 pub mod bcache;
+pub mod bcache_layer;
 pub mod blkmq;
 pub mod coherence;
 pub mod config;
@@ -25,6 +26,7 @@ pub mod hdd;
 pub mod index;
 pub mod intervals;
 pub mod job;
+pub mod layer;
 pub mod limits;
 pub mod offsets;
 pub mod pmem;

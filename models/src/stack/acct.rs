@@ -340,7 +340,7 @@ impl AsyncStack {
         let li = self.threads[t].layers as usize;
         let dm = self.bio_layers[li].acct;
         let bc = match target {
-            Target::Bcache(b) => self.bcache_acct[b],
+            Target::Layer(l) => self.layers[l].acct,
             Target::Dev(_) => NO_ACCT,
         };
         let dv = self.devs[dev].acct;
@@ -358,7 +358,7 @@ impl AsyncStack {
     /// layers' ends follow in [`Self::account_io_done`].
     pub(super) fn account_inline_end(&mut self, d: usize, origin: Origin, now: SimTime) {
         let inst = self.devs[d].acct;
-        let (Piece::User(io) | Piece::BackingRead(io)) = Piece::decode(origin) else {
+        let Some(io) = self.root_io(origin) else {
             return;
         };
         let v = *self.ios.get(io);
@@ -390,7 +390,7 @@ impl AsyncStack {
             let Some(origin) = self.devs[d].port.hw[q].owner_of(tag) else {
                 continue;
             };
-            if let Piece::User(io) | Piece::BackingRead(io) = Piece::decode(origin) {
+            if let Some(io) = self.root_io(origin) {
                 let v = self.ios.get(io);
                 if v.job != REPLAY_JOB {
                     let dir = v.dir;
@@ -414,9 +414,9 @@ impl AsyncStack {
             true => self.ctxs.fio,
             false => self.ctxs.swapper,
         };
-        let bc = match v.bcache {
-            NO_BCACHE => NO_ACCT,
-            b => self.bcache_acct[b as usize],
+        let bc = match v.layer {
+            NO_LAYER => NO_ACCT,
+            l => self.layers[l as usize].acct,
         };
         let dm = self.bio_layers[li].acct;
         let cpu = self.completing_cpu;

@@ -168,18 +168,23 @@ impl AsyncStack {
         let (mut devs, names) = build_devices(sc, opts)?;
 
         // In-flight accounting designs (none in most scenarios).
-        let (accounting, acct_index, bcache_acct) = build_accounting(sc, &mut devs, &mut profile)?;
+        let (accounting, acct_index) = build_accounting(sc, &mut devs, &mut profile)?;
         // Index 0: no layers (most jobs).
         let mut bio_layers = vec![layers::BioLayers::default()];
-        let (bcaches, targets) = build_bcaches(sc, &devs, &names, &mut profile)?;
-
-        let target_size = |t: Target, devs: &[DevNode], bcaches: &[(Bcache, usize, usize)]| match t
-        {
+        let (layers, targets) = build_layers(
+            &LayersInput {
+                sc,
+                devs: &devs,
+                names: &names,
+                syms: &syms,
+                acct_index: &acct_index,
+            },
+            &mut profile,
+        )?;
+        let size_sectors_of = |t: Target| match t {
             Target::Dev(i) => devs[i].dev.capacity_sectors(),
-            Target::Bcache(i) => devs[bcaches[i].2].dev.capacity_sectors(),
+            Target::Layer(i) => layers[i].layer.capacity_sectors(),
         };
-
-        let size_sectors_of = |t: Target| target_size(t, &devs, &bcaches);
         let JobThreads {
             threads,
             groups,
@@ -211,9 +216,9 @@ impl AsyncStack {
             threads,
             groups,
             devs,
-            bcaches,
+            layers,
+            lcx: LayerCx::default(),
             ios: Slab::with_bound(IO_SLAB_BOUND),
-            fills: Slab::with_bound(IO_SLAB_BOUND),
             cpus: Cpus::new(ncpu),
             irq_cpu,
             irq_delivery_ns: sc.ahci.as_ref().map(|a| a.irq_delivery.0).unwrap_or(0),
@@ -238,7 +243,6 @@ impl AsyncStack {
             retired_total: 0,
             replay: None,
             acct: accounting,
-            bcache_acct,
             completing_cpu: 0,
             dm_disk: sc.dm.as_ref().map(|d| {
                 (
@@ -310,64 +314,108 @@ fn build_symbols(sc: &Scenario, profile: &mut CpuProfile) -> Result<Symbols, Mod
     })
 }
 
-/// Every bcache over its (already built) cache and backing devices, and
-/// the queueing targets by device name: the devices and the bcaches.
-#[allow(clippy::type_complexity)]
-fn build_bcaches(
-    sc: &Scenario,
-    devs: &[DevNode],
-    names: &BTreeMap<String, usize>,
+/// What [`build_layers`] reads from the machine being built.
+struct LayersInput<'a> {
+    sc: &'a Scenario,
+    devs: &'a [DevNode],
+    names: &'a BTreeMap<String, usize>,
+    syms: &'a Symbols,
+    acct_index: &'a BTreeMap<String, u8>,
+}
+
+/// Every stacking layer over its (already built) devices, and the queueing
+/// targets by device name: the devices and the layers. One arm per kind of
+/// layer.
+fn build_layers(
+    input: &LayersInput<'_>,
     profile: &mut CpuProfile,
-) -> Result<(Vec<(Bcache, usize, usize)>, BTreeMap<String, Target>), ModelError> {
-    let seed = sc.simulation.seed;
-    let mut bcaches = Vec::new();
-    let mut targets: BTreeMap<String, Target> = names
+) -> Result<(Vec<LayerNode>, BTreeMap<String, Target>), ModelError> {
+    let mut layers: Vec<LayerNode> = Vec::new();
+    let mut targets: BTreeMap<String, Target> = input
+        .names
         .iter()
         .map(|(n, &i)| (n.clone(), Target::Dev(i)))
         .collect();
-    if let Some(b) = &sc.bcache {
-        let cache = *names
-            .get(&b.cache)
-            .ok_or_else(|| cfg_err(not_a_queue("cache", &b.cache)))?;
-        let backing = *names
-            .get(&b.backing)
-            .ok_or_else(|| cfg_err(not_a_queue("backing", &b.backing)))?;
-        if cache == backing {
-            return Err(cfg_err("[bcache] cache and backing must differ"));
-        }
-        b.check_backing(&devs[backing].dev.limits())
-            .map_err(cfg_err)?;
-        let mut bc = Bcache::new(
-            b.clone(),
-            devs[cache].dev.capacity_sectors(),
-            devs[backing].dev.capacity_sectors(),
-            sc.costs.btree.clone(),
-            seed,
-        )
-        .map_err(cfg_err)?;
-        bc.populate().map_err(cfg_err)?;
-        bc.register_symbols(profile);
-        // Its counters restart with the job statistics after ramp_time.
-        bc.set_measure_start(sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0));
+    if let Some(b) = &input.sc.bcache {
+        let layer = build_bcache(input, b, profile)?;
         if targets.contains_key(&b.name) {
             return Err(cfg_err(format!(
                 "[bcache] name {:?} is already a device",
                 b.name
             )));
         }
-        targets.insert(b.name.clone(), Target::Bcache(bcaches.len()));
-        bcaches.push((bc, cache, backing));
+        let below = layer
+            .below()
+            .iter()
+            .map(|n| input.names[n.as_str()])
+            .collect();
+        targets.insert(b.name.clone(), Target::Layer(layers.len()));
+        layers.push(LayerNode {
+            layer,
+            below,
+            acct: input
+                .acct_index
+                .get(&b.name)
+                .copied()
+                .unwrap_or(acct::NO_ACCT),
+        });
     }
-    Ok((bcaches, targets))
+    if layers.len() > crate::layer::LAYERS_MAX {
+        return Err(cfg_err("too many stacking layers"));
+    }
+    Ok((layers, targets))
 }
 
-/// The accounting design instances, with each device's and bcache's index.
-#[allow(clippy::type_complexity)]
+/// bcache over its cache and backing devices.
+fn build_bcache(
+    input: &LayersInput<'_>,
+    b: &crate::bcache::BcacheConfig,
+    profile: &mut CpuProfile,
+) -> Result<Box<dyn Layer>, ModelError> {
+    let (sc, devs, names) = (input.sc, input.devs, input.names);
+    let cache = *names
+        .get(&b.cache)
+        .ok_or_else(|| cfg_err(not_a_queue("cache", &b.cache)))?;
+    let backing = *names
+        .get(&b.backing)
+        .ok_or_else(|| cfg_err(not_a_queue("backing", &b.backing)))?;
+    if cache == backing {
+        return Err(cfg_err("[bcache] cache and backing must differ"));
+    }
+    b.check_backing(&devs[backing].dev.limits())
+        .map_err(cfg_err)?;
+    let backing_sectors = devs[backing].dev.capacity_sectors();
+    let mut bc = crate::bcache::Bcache::new(
+        b.clone(),
+        devs[cache].dev.capacity_sectors(),
+        backing_sectors,
+        sc.costs.btree.clone(),
+        sc.simulation.seed,
+    )
+    .map_err(cfg_err)?;
+    bc.populate().map_err(cfg_err)?;
+    bc.register_symbols(profile);
+    // Its counters restart with the job statistics after ramp_time.
+    bc.set_measure_start(sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0));
+    let syms = crate::bcache_layer::BcacheSyms {
+        bset_search: input.syms.bset_search,
+        search_leaf: input.syms.search_leaf,
+        btree_insert: input.syms.btree_insert,
+    };
+    Ok(Box::new(crate::bcache_layer::BcacheLayer::new(
+        bc,
+        &b.cache,
+        (&b.backing, backing_sectors),
+        syms,
+    )))
+}
+
+/// The accounting design instances, with each device's and layer's index.
 fn build_accounting(
     sc: &Scenario,
     devs: &mut [DevNode],
     profile: &mut CpuProfile,
-) -> Result<(Option<acct::Accounting>, BTreeMap<String, u8>, Vec<u8>), ModelError> {
+) -> Result<(Option<acct::Accounting>, BTreeMap<String, u8>), ModelError> {
     let wanted = acct::wanted(sc)?;
     let acct_index = acct::index_by_name(&wanted);
     let accounting = match wanted.is_empty() {
@@ -377,12 +425,7 @@ fn build_accounting(
     for d in devs.iter_mut() {
         d.acct = acct_index.get(&d.name).copied().unwrap_or(acct::NO_ACCT);
     }
-    let bcache_acct: Vec<u8> = sc
-        .bcache
-        .iter()
-        .map(|b| acct_index.get(&b.name).copied().unwrap_or(acct::NO_ACCT))
-        .collect();
-    Ok((accounting, acct_index, bcache_acct))
+    Ok((accounting, acct_index))
 }
 
 /// What [`build_jobs`] reads from the machine being built.

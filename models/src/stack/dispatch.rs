@@ -94,10 +94,10 @@ impl AsyncStack {
     }
 
     /// The CPU a device-level request was submitted on: its job's CPU; for
-    /// a replayed request or a bcache background write, the CPU that runs
-    /// them (the device's IRQ CPU).
+    /// a replayed request or a layer's own I/O, the CPU that runs them (the
+    /// device's IRQ CPU).
     fn submit_cpu(&self, d: usize, origin: Origin) -> usize {
-        if let Piece::User(io) | Piece::BackingRead(io) = Piece::decode(origin) {
+        if let Some(io) = self.root_io(origin) {
             let j = self.ios.get(io).job;
             if j != REPLAY_JOB {
                 return self.threads[j as usize].cpu;
@@ -152,7 +152,7 @@ impl AsyncStack {
 
     #[inline]
     pub(super) fn mark_dispatch(&mut self, origin: Origin, now: SimTime) {
-        if let Piece::User(io) | Piece::BackingRead(io) = Piece::decode(origin) {
+        if let Some(io) = self.root_io(origin) {
             self.ios.get_mut(io).t_dispatch = now;
         }
     }
@@ -240,7 +240,7 @@ impl AsyncStack {
             let Some(origin) = port.owner_of(tag) else {
                 continue;
             };
-            if let Piece::User(io) | Piece::BackingRead(io) = Piece::decode(origin) {
+            if let Some(io) = self.root_io(origin) {
                 let j = self.ios.get(io).job as usize;
                 if j != REPLAY_JOB as usize
                     && self.threads[j].state == JobState::Sleeping
@@ -296,7 +296,7 @@ impl AsyncStack {
             let Some(origin) = self.devs[d].port.hw[q].owner_of(tag) else {
                 continue;
             };
-            if let Piece::User(io) | Piece::BackingRead(io) = Piece::decode(origin) {
+            if let Some(io) = self.root_io(origin) {
                 let j = self.ios.get(io).job;
                 if j == REPLAY_JOB {
                     continue;
@@ -330,64 +330,14 @@ impl AsyncStack {
         self.scratch_done = done;
     }
 
-    /// Delivers one retired device request to what it belongs to.
+    /// Delivers one retired device request to what it belongs to (an
+    /// injected fault may drop it).
     fn retire(&mut self, d: usize, origin: Origin, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
         self.retired_total += 1;
-        let piece = Piece::decode(origin);
-        match self.fault {
-            Some(Fault::DropCompletion { nth }) if nth == self.retired_total => return,
-            Some(Fault::DuplicateCompletion { nth }) if nth == self.retired_total => {
-                if let Piece::User(io) = piece {
-                    self.io_done(io, now, ctx);
-                }
-            }
-            _ => {}
+        if matches!(self.fault, Some(Fault::DropCompletion { nth }) if nth == self.retired_total) {
+            return;
         }
-        match piece {
-            Piece::User(io) => self.io_done(io, now, ctx),
-            Piece::BackingRead(io) => {
-                // Every bio bcache routed and must see complete: a hit
-                // read from the cache, a miss read from the backing
-                // device, the backing half of a writethrough write.
-                let (bcache, sector, sectors, dir, job, t_dispatch) = {
-                    let v = self.ios.get(io);
-                    (v.bcache, v.sector, v.sectors, v.dir, v.job, v.t_dispatch)
-                };
-                if bcache == NO_BCACHE {
-                    self.io_done(io, now, ctx);
-                    return;
-                }
-                let b = bcache as usize;
-                let on_cache = d == self.bcaches[b].1;
-                let bc = &mut self.bcaches[b].0;
-                let done = if on_cache {
-                    bc.cache_read_done(now.since(t_dispatch), now.as_ns());
-                    true
-                } else if dir == Dir::Read {
-                    bc.read_miss_done(sector, sectors, u32::from(job), now.as_ns());
-                    true
-                } else {
-                    bc.join_done(io.0)
-                };
-                self.bcache_pump(b, now, ctx);
-                if done {
-                    // The injected duplicate applies to bcache's bios too.
-                    if matches!(self.fault, Some(Fault::DuplicateCompletion { nth }) if nth == self.retired_total)
-                    {
-                        self.io_done(io, now, ctx);
-                    }
-                    self.io_done(io, now, ctx);
-                }
-            }
-            Piece::Fill(f) => {
-                let fill = self.fills.remove(f);
-                let user = self.bcaches[fill.bcache].0.bg_done(fill.token, now.as_ns());
-                self.bcache_pump(fill.bcache, now, ctx);
-                if let Some(u) = user {
-                    self.io_done(SlotId(u), now, ctx);
-                }
-            }
-        }
+        self.deliver(origin, d, now, ctx);
     }
 
     /// Per-queue figures of every multi-queue or coalescing device: where

@@ -30,7 +30,7 @@ impl AsyncStack {
             Action::Submit {
                 io,
                 dev,
-                piece,
+                origin,
                 dev_sector,
             } => {
                 let iov = self.ios.get_mut(io);
@@ -45,7 +45,7 @@ impl AsyncStack {
                 self.block_submit(
                     dev,
                     Queued {
-                        origin: piece.encode(),
+                        origin,
                         dir,
                         sector: dev_sector,
                         sectors,
@@ -167,9 +167,9 @@ impl AsyncStack {
                 dir,
                 sector,
                 sectors,
-                bcache: match target {
-                    Target::Bcache(b) => b as u16,
-                    Target::Dev(_) => NO_BCACHE,
+                layer: match target {
+                    Target::Layer(l) => l as u16,
+                    Target::Dev(_) => NO_LAYER,
                 },
                 t_prep: now,
                 t_submitted: now,
@@ -184,26 +184,22 @@ impl AsyncStack {
         // The code paths of one submission (fio_prep .. issue_cmd) are
         // charged as one bundle below, once the route is known.
         let mut cost = 0;
-        let (dev, piece, dev_sector) = match target {
-            Target::Dev(d) => (d, Piece::User(io), sector),
-            Target::Bcache(b) => {
-                let (route, lc) =
-                    self.bcaches[b]
-                        .0
-                        .submit(io.0, t as u32, dir, sector, sectors, now.as_ns());
+        let (dev, origin, dev_sector) = match target {
+            Target::Dev(d) => (d, Origin::job(io.0), sector),
+            Target::Layer(l) => {
+                let req = LayerReq {
+                    dir,
+                    sector,
+                    sectors,
+                    task: t as u32,
+                };
                 let cpu = self.threads[t].cpu;
-                self.profile
-                    .charge(cpu, self.ctxs.fio, self.syms.bset_search, lc.bset_search_ns);
-                self.profile
-                    .charge(cpu, self.ctxs.fio, self.syms.search_leaf, lc.search_leaf_ns);
-                let search = lc.bset_search_ns + lc.search_leaf_ns;
-                self.groups[group].sys_ns += search;
-                cost += search;
+                let h = self.layer_submit(l, Origin::job(io.0), req, Some(cpu), ctx);
+                self.groups[group].sys_ns += h.submitter_ns;
+                cost += h.submitter_ns;
                 // (The remapped bio enters the lower device's queue: the
                 // bundle's second make_request.)
-                let r = self.bcache_route(b, io, sector, route);
-                self.bcache_pump(b, now, ctx);
-                r
+                (h.dev, h.origin, h.sector)
             }
         };
         if self.acct.is_some() {
@@ -231,7 +227,7 @@ impl AsyncStack {
             sync_call,
             seek,
             on_file,
-            matches!(target, Target::Bcache(_)),
+            matches!(target, Target::Layer(_)),
             self.devs[dev].port.can_issue_now(self.threads[t].cpu),
         );
         if sync_call.is_some() {
@@ -245,7 +241,7 @@ impl AsyncStack {
         self.threads[t].action = Action::Submit {
             io,
             dev,
-            piece,
+            origin,
             dev_sector,
         };
         self.schedule_job(t, now, cost, ctx);

@@ -1,6 +1,7 @@
 //! The asynchronous I/O stack: fio threads (libaio or a synchronous engine,
-//! see [`engine`]) -> filesystem -> bcache
-//! -> block layer/AHCI ports -> devices, with interrupts on an IRQ CPU.
+//! see [`engine`]) -> filesystem -> stacking layers ([`crate::layer`], such as
+//! bcache) -> block layer/host queues -> devices, with interrupts on the
+//! CPUs their vectors target.
 //!
 //! One [`AsyncStack`] is the whole simulated machine for a scenario. Its
 //! events ([`Ev`]) are a compact enum; components live in vectors and are
@@ -31,8 +32,7 @@ use blocksim_sim::{
 };
 use rand::Rng;
 
-use crate::ahci::{Origin, Queued};
-use crate::bcache::{Bcache, BgDev, Route};
+use crate::ahci::Queued;
 use crate::blkmq::HostQueues;
 use crate::config::Scenario;
 use crate::costs::Path;
@@ -40,12 +40,12 @@ use crate::cpu::Cpus;
 use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskStats, ReqTag};
 use crate::intervals::{IntervalSampler, JobTotals};
 use crate::job::{IoEngine, JobConfig, SyncCall};
+use crate::layer::{Layer, LayerCx, LayerReq, Origin};
 use crate::offsets::Offsets;
 use crate::run::{Fault, ModelError, RunOptions, RunOutput};
 use crate::ssd::Ssd;
 
 mod acct;
-mod bcache_io;
 mod build;
 mod dispatch;
 mod engine;
@@ -53,6 +53,7 @@ mod jobs;
 mod layers;
 mod replay;
 mod report;
+mod route;
 
 use dispatch::path_of;
 use replay::Replay;
@@ -91,11 +92,12 @@ const IO_SLAB_BOUND: usize = 1 << 20;
 /// Bound on requests waiting for a tag per port.
 const PORT_WAIT_BOUND: usize = 1 << 20;
 
-/// Where a job's I/O goes.
+/// Where a job's I/O goes: a device behind host queues, or a stacking
+/// layer.
 #[derive(Debug, Clone, Copy)]
 enum Target {
     Dev(usize),
-    Bcache(usize),
+    Layer(usize),
 }
 
 /// An I/O of a job.
@@ -107,8 +109,8 @@ struct Io {
     /// Sector on the job's target (after the filesystem mapping).
     sector: u64,
     sectors: u32,
-    /// The bcache this I/O went through ([`NO_BCACHE`] if none).
-    bcache: u16,
+    /// The stacking layer this I/O went through ([`NO_LAYER`] if none).
+    layer: u16,
     t_prep: SimTime,
     t_submitted: SimTime,
     /// When the request got a tag and went to the device (blktrace's D).
@@ -118,45 +120,15 @@ struct Io {
 
 /// `Io::job` of replayed trace requests.
 const REPLAY_JOB: u16 = u16::MAX;
-const NO_BCACHE: u16 = u16::MAX;
+const NO_LAYER: u16 = u16::MAX;
 
-/// What a device-level request is for (encoded in an [`Origin`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Piece {
-    /// Completing it completes the job I/O.
-    User(SlotId),
-    /// A bcache miss read from the backing device.
-    BackingRead(SlotId),
-    /// A bcache cache fill (write to the cache device); index into `fills`.
-    Fill(SlotId),
-}
-
-impl Piece {
-    fn encode(self) -> Origin {
-        let (k, id) = match self {
-            Piece::User(s) => (0, s.0),
-            Piece::BackingRead(s) => (1, s.0),
-            Piece::Fill(s) => (2, s.0),
-        };
-        assert!(id < 1 << 30);
-        Origin((k << 30) | id)
-    }
-    fn decode(o: Origin) -> Piece {
-        let id = SlotId(o.0 & ((1 << 30) - 1));
-        match o.0 >> 30 {
-            0 => Piece::User(id),
-            1 => Piece::BackingRead(id),
-            _ => Piece::Fill(id),
-        }
-    }
-}
-
-/// A device I/O bcache issued itself (cache fill, prio or journal write,
-/// writeback): completing it calls `Bcache::bg_done(token)`.
-#[derive(Debug, Clone, Copy)]
-struct Fill {
-    bcache: usize,
-    token: u32,
+/// A stacking layer with the devices below it, wired at assembly.
+struct LayerNode {
+    layer: Box<dyn Layer>,
+    /// Device index of each of the layer's devices below, in its order.
+    below: Vec<usize>,
+    /// Accounting design instance ([`acct::NO_ACCT`]: none).
+    acct: u8,
 }
 
 /// The action a job thread is performing until its next `JobWake`.
@@ -166,7 +138,7 @@ enum Action {
     Submit {
         io: SlotId,
         dev: usize,
-        piece: Piece,
+        origin: Origin,
         dev_sector: u64,
     },
     Reap {
@@ -357,6 +329,8 @@ struct Paths {
     submit_io: Path,
     fs_lookup: Path,
     make_request: Path,
+    /// What a bio-based stacking layer runs per bio (bcache's request
+    /// path), before the bio it hands down enters make_request again.
     bcache_request: Path,
     issue_cmd: Path,
     getevents_call: Path,
@@ -450,9 +424,10 @@ pub struct AsyncStack {
     threads: Vec<JobThread>,
     groups: Vec<GroupStats>,
     devs: Vec<DevNode>,
-    bcaches: Vec<(Bcache, usize, usize)>,
+    layers: Vec<LayerNode>,
+    /// The effects of the layer call in progress (buffers reused).
+    lcx: LayerCx,
     ios: Slab<Io>,
-    fills: Slab<Fill>,
     cpus: Cpus,
     irq_cpu: Option<usize>,
     irq_delivery_ns: u64,
@@ -486,8 +461,6 @@ pub struct AsyncStack {
     dm_disk: Option<(String, crate::device::DiskAccounting)>,
     /// In-flight accounting designs of the devices that ask for one.
     acct: Option<acct::Accounting>,
-    /// Design instance of each bcache ([`acct::NO_ACCT`]: none).
-    bcache_acct: Vec<u8>,
     /// The CPU delivering completions right now (the interrupt's, or the
     /// submitter's for an inline device): where layers' end-of-I/O
     /// accounting runs.

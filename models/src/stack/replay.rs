@@ -137,9 +137,10 @@ impl AsyncStack {
     ) -> Result<(), ModelError> {
         let mut targets = Vec::new();
         let names: Vec<String> = if feed.targets.is_empty() {
-            // The top of the stack: the bcache device if any, else the only device.
-            if let Some((b, _, _)) = self.bcaches.first() {
-                vec![b.cfg.name.clone()]
+            // The top of the stack: the (first) stacking layer if any, else
+            // the only device.
+            if let Some(l) = self.layers.first() {
+                vec![l.layer.name().to_string()]
             } else if self.devs.len() == 1 {
                 vec![self.devs[0].name.clone()]
             } else {
@@ -153,13 +154,13 @@ impl AsyncStack {
             feed.targets.clone()
         };
         for n in &names {
-            let t = if let Some(i) = self.bcaches.iter().position(|(b, _, _)| &b.cfg.name == n) {
-                Target::Bcache(i)
+            let t = if let Some(i) = self.layers.iter().position(|l| l.layer.name() == n) {
+                Target::Layer(i)
             } else if let Some(i) = self.devs.iter().position(|d| &d.name == n) {
                 Target::Dev(i)
             } else {
                 let mut known: Vec<&str> = self.devs.iter().map(|d| d.name.as_str()).collect();
-                known.extend(self.bcaches.iter().map(|(b, _, _)| b.cfg.name.as_str()));
+                known.extend(self.layers.iter().map(|l| l.layer.name()));
                 return Err(cfg_err(format!(
                     "replay target {n:?} is not a stack device (known: {})",
                     known.join(", ")
@@ -276,7 +277,7 @@ impl AsyncStack {
         let sector = req.offset_bytes / 512;
         let cap = match target {
             Target::Dev(d) => self.devs[d].dev.capacity_sectors(),
-            Target::Bcache(b) => self.devs[self.bcaches[b].2].dev.capacity_sectors(),
+            Target::Layer(l) => self.layers[l].layer.capacity_sectors(),
         };
         if sector + sectors > cap || sectors > u32::MAX as u64 {
             r.result.skipped_out_of_range += 1;
@@ -298,9 +299,9 @@ impl AsyncStack {
                 dir: req.dir,
                 sector,
                 sectors,
-                bcache: match target {
-                    Target::Bcache(b) => b as u16,
-                    Target::Dev(_) => NO_BCACHE,
+                layer: match target {
+                    Target::Layer(l) => l as u16,
+                    Target::Dev(_) => NO_LAYER,
                 },
                 t_prep: t_q,
                 t_submitted: now,
@@ -309,26 +310,24 @@ impl AsyncStack {
             })
             .expect("I/O slab bound: more than 2^20 replayed I/Os in flight");
         self.submitted_total += 1;
-        let (dev, piece, dev_sector) = match target {
-            Target::Dev(d) => (d, Piece::User(io), sector),
-            Target::Bcache(b) => {
-                let (route, _) = self.bcaches[b].0.submit(
-                    io.0,
-                    u32::from(REPLAY_JOB),
-                    req.dir,
+        let (dev, origin, dev_sector) = match target {
+            Target::Dev(d) => (d, Origin::job(io.0), sector),
+            Target::Layer(l) => {
+                let req = LayerReq {
+                    dir: req.dir,
                     sector,
                     sectors,
-                    now.as_ns(),
-                );
-                let r = self.bcache_route(b, io, sector, route);
-                self.bcache_pump(b, now, ctx);
-                r
+                    task: u32::from(REPLAY_JOB),
+                };
+                // A replayed request's CPU time is not modelled.
+                let h = self.layer_submit(l, Origin::job(io.0), req, None, ctx);
+                (h.dev, h.origin, h.sector)
             }
         };
         self.block_submit(
             dev,
             Queued {
-                origin: piece.encode(),
+                origin,
                 dir: req.dir,
                 sector: dev_sector,
                 sectors,

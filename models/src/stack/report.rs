@@ -54,11 +54,6 @@ pub(super) fn disk_report(
     }
 }
 
-/// bcache of 2011 (seed 000's) did no block-layer accounting for its
-/// device: its fio output shows `bcache0: ios=0/0`.
-pub(super) const BCACHE_NO_STATS: &str =
-    "2011 bcache does no block-layer accounting: seed 000's fio output shows bcache0: ios=0/0";
-
 impl AsyncStack {
     /// Describes which jobs still have I/O in flight when no event is left:
     /// a completion was lost somewhere below them.
@@ -86,11 +81,11 @@ impl AsyncStack {
         )
     }
 
-    /// The caches' invariants at the end of a run (see
-    /// [`Bcache::check_invariants`]).
+    /// The stacking layers' invariants at the end of a run (see
+    /// [`Layer::check_invariants`]).
     pub(super) fn check_cache_invariants(&self) -> Result<(), ModelError> {
-        for (b, _, _) in &self.bcaches {
-            b.check_invariants().map_err(ModelError::Invariant)?;
+        for l in &self.layers {
+            l.layer.check_invariants().map_err(ModelError::Invariant)?;
         }
         Ok(())
     }
@@ -125,13 +120,11 @@ impl AsyncStack {
     }
 
     pub(super) fn sample(&mut self, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
-        let (h, m) = self
-            .bcaches
-            .iter()
-            .fold((0, 0), |(h, m), (b, _, _)| (h + b.hits, m + b.misses));
+        let caches = self.layers.iter().filter_map(|l| l.layer.hits_misses());
+        let (h, m) = caches.fold((0, 0), |(h, m), (lh, lm)| (h + lh, m + lm));
         let (dh, dm) = (h - self.last_sample.0, m - self.last_sample.1);
         self.last_sample = (h, m);
-        if !self.bcaches.is_empty() {
+        if self.layers.iter().any(|l| l.layer.hits_misses().is_some()) {
             self.hit_series.push((now.as_ns(), dh, dm));
         }
         if let Some(iv) = &mut self.intervals {
@@ -220,9 +213,7 @@ impl AsyncStack {
             extra_tables.push(t);
         }
         let mut notes = Vec::new();
-        for (b, _, _) in &self.bcaches {
-            notes.push(b.report_note());
-        }
+        notes.extend(self.layers.iter().filter_map(|l| l.layer.report_note()));
         if let Some(t) = self.bcache_metrics(end) {
             extra_tables.push(t);
         }
@@ -245,7 +236,7 @@ impl AsyncStack {
         }
     }
 
-    /// fio's disk stats: every bcache (which keeps no statistics), then
+    /// fio's disk stats: every stacking layer (2011 bcache keeps none), then
     /// every device with its members (md's disks).
     pub(super) fn disk_reports(&self, end: SimTime, elapsed: u64) -> Vec<DiskReport> {
         let mut disks = Vec::new();
@@ -253,12 +244,12 @@ impl AsyncStack {
             let kept = (StatsKept::All, "");
             disks.push(disk_report(name, &acct.snapshot(end), elapsed, kept));
         }
-        for b in &self.bcaches {
+        for l in &self.layers {
             disks.push(disk_report(
-                &b.0.cfg.name,
+                l.layer.name(),
                 &DiskStats::default(),
                 elapsed,
-                (StatsKept::None, BCACHE_NO_STATS),
+                l.layer.stats_kept(),
             ));
         }
         for d in &self.devs {
@@ -302,10 +293,13 @@ impl AsyncStack {
     /// bcache counters of the measurement, the cache device's writes and the
     /// latency percentiles of all jobs per direction with I/O.
     pub(super) fn bcache_metrics(&self, end: SimTime) -> Option<Table> {
-        let (b, cache, _) = self.bcaches.first()?;
+        let cache_layer = self
+            .layers
+            .iter()
+            .find(|l| l.layer.hits_misses().is_some())?;
         let mut t = Table::new("metrics", &["name", "value"]);
-        let disk = self.devs[*cache].dev.disk_stats(end);
-        let mut rows = b.metrics();
+        let disk = self.devs[cache_layer.below[0]].dev.disk_stats(end);
+        let mut rows = cache_layer.layer.metrics();
         rows.push(("cache_write_ios".into(), Cell::Int(disk.ios[1] as i64)));
         rows.push(("cache_read_ios".into(), Cell::Int(disk.ios[0] as i64)));
         for (d, dir) in ["read", "write"].iter().enumerate() {

@@ -1,0 +1,240 @@
+//! bcache as a [`Layer`]: a cache device and a backing device below it.
+//!
+//! [`crate::bcache::Bcache`] decides what each bio does ([`Route`]) and
+//! which background I/O it needs (cache fills, prio and journal writes,
+//! writeback); this file turns those decisions into child requests and
+//! their completions back into bcache's calls. The bio of a bypassed
+//! request is remapped to the backing device and completes straight up.
+//!
+//! Tokens: two bits of kind, then the parent's origin (a hit, a miss, the
+//! backing half of a writethrough write) or the index of a background I/O.
+
+use blocksim_analysis::{Cell, StatsKept};
+use blocksim_sim::{Slab, SlotId, SymbolId};
+
+use crate::bcache::{Bcache, BgDev, Route};
+use crate::device::Dir;
+use crate::layer::{Child, ChildDone, Layer, LayerCx, LayerReq, Origin, Route as ChildRoute};
+use crate::layer::{WorkCtx, TOKEN_BITS};
+
+const CACHE: u8 = 0;
+const BACKING: u8 = 1;
+const KIND_SHIFT: u32 = TOKEN_BITS - 2;
+const PAYLOAD_MASK: u32 = (1 << KIND_SHIFT) - 1;
+/// A read hit, read from the cache device.
+const HIT: u32 = 0;
+/// A read miss, read from the backing device (then cached).
+const MISS: u32 = 1;
+/// The backing half of a writethrough write.
+const JOIN: u32 = 2;
+/// A background I/O of bcache's own (index into `background`).
+const BACKGROUND: u32 = 3;
+/// Bound on bcache's background I/Os in flight (a stated bound).
+const BACKGROUND_BOUND: usize = 1 << 20;
+
+/// Why bcache keeps no disk statistics.
+pub const BCACHE_NO_STATS: &str =
+    "2011 bcache does no block-layer accounting: seed 000's fio output shows bcache0: ios=0/0";
+
+/// The symbols bcache's CPU work is charged to.
+#[derive(Debug, Clone, Copy)]
+pub struct BcacheSyms {
+    pub bset_search: SymbolId,
+    pub search_leaf: SymbolId,
+    pub btree_insert: SymbolId,
+}
+
+/// bcache over its cache and backing devices.
+pub struct BcacheLayer {
+    bc: Bcache,
+    below: [String; 2],
+    /// The backing device's size: what bcache presents.
+    backing_sectors: u64,
+    /// Bcache's tokens of the background I/Os in flight.
+    background: Slab<u32>,
+    /// The request of each parent whose miss is in flight, by parent origin
+    /// (dense: job I/O slots).
+    misses: Vec<Option<LayerReq>>,
+    syms: BcacheSyms,
+}
+
+fn token(kind: u32, payload: u32) -> u32 {
+    assert!(
+        payload <= PAYLOAD_MASK,
+        "bcache token payload {payload} beyond {KIND_SHIFT} bits (bcache sits under a job, not under another layer)"
+    );
+    kind << KIND_SHIFT | payload
+}
+
+impl BcacheLayer {
+    /// `bc` over its cache and backing devices: (name, size) each.
+    pub fn new(bc: Bcache, cache: &str, backing: (&str, u64), syms: BcacheSyms) -> BcacheLayer {
+        BcacheLayer {
+            bc,
+            below: [cache.to_string(), backing.0.to_string()],
+            backing_sectors: backing.1,
+            background: Slab::with_bound(BACKGROUND_BOUND),
+            misses: Vec::new(),
+            syms,
+        }
+    }
+
+    pub fn bcache(&self) -> &Bcache {
+        &self.bc
+    }
+
+    /// Issues bcache's pending background I/O and charges its background
+    /// CPU work (inserts, GC, journal, writeback) to a kernel worker.
+    fn pump(&mut self, cx: &mut LayerCx) {
+        if self.bc.nothing_pending() {
+            return;
+        }
+        for bg in self.bc.take_outbox() {
+            let f = self.background.insert(bg.token).expect("background bound");
+            cx.issue(Child {
+                below: match bg.dev {
+                    BgDev::Cache => CACHE,
+                    BgDev::Backing => BACKING,
+                },
+                route: ChildRoute::Token(token(BACKGROUND, f.0)),
+                dir: bg.dir,
+                sector: bg.sector,
+                sectors: bg.sectors,
+                in_submission: false,
+            });
+        }
+        let c = self.bc.take_cpu();
+        cx.work(WorkCtx::Worker, Some(self.syms.btree_insert), c.insert_ns);
+        let s = self.bc.symbols();
+        cx.work(WorkCtx::Worker, s.map(|s| s.gc), c.gc_ns);
+        cx.work(WorkCtx::Worker, s.map(|s| s.journal), c.journal_ns);
+        cx.work(WorkCtx::Worker, s.map(|s| s.writeback), c.writeback_ns);
+    }
+
+    /// The child carrying a bio from above, routed as bcache decided.
+    fn route_child(&mut self, up: Origin, req: LayerReq, route: Route) -> Child {
+        let (below, route, sector) = match route {
+            Route::CacheRead { cache_sector } => {
+                (CACHE, ChildRoute::Token(token(HIT, up.0)), cache_sector)
+            }
+            Route::Miss => {
+                let i = up.0 as usize;
+                if i >= self.misses.len() {
+                    self.misses.resize(i + 1, None);
+                }
+                debug_assert!(self.misses[i].is_none(), "two misses of one parent");
+                self.misses[i] = Some(req);
+                (BACKING, ChildRoute::Token(token(MISS, up.0)), req.sector)
+            }
+            Route::BackingJoined => (BACKING, ChildRoute::Token(token(JOIN, up.0)), req.sector),
+            Route::Backing => (BACKING, ChildRoute::Remap, req.sector),
+            Route::CacheOnly {
+                cache_sector,
+                token: t,
+            } => {
+                let f = self.background.insert(t).expect("background bound");
+                (
+                    CACHE,
+                    ChildRoute::Token(token(BACKGROUND, f.0)),
+                    cache_sector,
+                )
+            }
+        };
+        Child {
+            below,
+            route,
+            dir: req.dir,
+            sector,
+            sectors: req.sectors,
+            in_submission: true,
+        }
+    }
+}
+
+impl Layer for BcacheLayer {
+    fn name(&self) -> &str {
+        &self.bc.cfg.name
+    }
+
+    fn below(&self) -> &[String] {
+        &self.below
+    }
+
+    fn capacity_sectors(&self) -> u64 {
+        self.backing_sectors
+    }
+
+    fn submit(&mut self, up: Origin, req: LayerReq, cx: &mut LayerCx) {
+        let (route, lc) =
+            self.bc
+                .submit(up.0, req.task, req.dir, req.sector, req.sectors, cx.now_ns);
+        cx.work(
+            WorkCtx::Submitter,
+            Some(self.syms.bset_search),
+            lc.bset_search_ns,
+        );
+        cx.work(
+            WorkCtx::Submitter,
+            Some(self.syms.search_leaf),
+            lc.search_leaf_ns,
+        );
+        let child = self.route_child(up, req, route);
+        cx.issue(child);
+        self.pump(cx);
+    }
+
+    fn child_done(&mut self, done: ChildDone, cx: &mut LayerCx) {
+        let (kind, payload) = (done.token >> KIND_SHIFT, done.token & PAYLOAD_MASK);
+        let now_ns = cx.now_ns;
+        let up = match kind {
+            HIT => {
+                self.bc.cache_read_done(done.since_dispatch_ns, now_ns);
+                Some(Origin(payload))
+            }
+            MISS => {
+                let r = self.misses[payload as usize]
+                    .take()
+                    .expect("a miss completes once");
+                debug_assert_eq!(r.dir, Dir::Read);
+                self.bc.read_miss_done(r.sector, r.sectors, r.task, now_ns);
+                Some(Origin(payload))
+            }
+            JOIN => self.bc.join_done(payload).then_some(Origin(payload)),
+            _ => {
+                let t = self.background.remove(SlotId(payload));
+                self.bc.bg_done(t, now_ns).map(Origin)
+            }
+        };
+        self.pump(cx);
+        if let Some(up) = up {
+            cx.complete(up);
+        }
+    }
+
+    fn parent_of(&self, token: u32) -> Option<Origin> {
+        match token >> KIND_SHIFT {
+            BACKGROUND => None,
+            _ => Some(Origin(token & PAYLOAD_MASK)),
+        }
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        self.bc.check_invariants()
+    }
+
+    fn stats_kept(&self) -> (StatsKept, &'static str) {
+        (StatsKept::None, BCACHE_NO_STATS)
+    }
+
+    fn hits_misses(&self) -> Option<(u64, u64)> {
+        Some((self.bc.hits, self.bc.misses))
+    }
+
+    fn report_note(&self) -> Option<String> {
+        Some(self.bc.report_note())
+    }
+
+    fn metrics(&self) -> Vec<(String, Cell)> {
+        self.bc.metrics()
+    }
+}

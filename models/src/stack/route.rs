@@ -1,0 +1,179 @@
+//! Routing between the machine and its stacking layers: the one place that
+//! hands a request to a layer, carries out what the layer did (child
+//! requests, completions upward, CPU work) and delivers every completion to
+//! whoever issued the request, by its [`Origin`] alone.
+
+use super::*;
+use crate::layer::{Child, ChildDone, LayerReq, Owner, Route, WorkCtx};
+
+/// Where the child a submission hands down goes: (device, origin, device
+/// sector), and the layers' CPU time in the submitter's context.
+pub(super) struct HandedDown {
+    pub(super) dev: usize,
+    pub(super) origin: Origin,
+    pub(super) sector: u64,
+    pub(super) submitter_ns: u64,
+}
+
+impl AsyncStack {
+    /// Submits `req` (whose completion goes to `up`) to layer `l`. The bio
+    /// handed down is returned (it enters its queue when the submitting
+    /// path ends); the layer's own I/O is issued now. The layer's CPU time
+    /// in the submitter's context is charged on `submitter` (a job's CPU)
+    /// or not at all (a replayed request).
+    pub(super) fn layer_submit(
+        &mut self,
+        l: usize,
+        up: Origin,
+        req: LayerReq,
+        submitter: Option<usize>,
+        ctx: &mut Ctx<'_, Ev>,
+    ) -> HandedDown {
+        let now = ctx.now();
+        let mut cx = std::mem::take(&mut self.lcx);
+        cx.begin(now.as_ns());
+        self.layers[l].layer.submit(up, req, &mut cx);
+        let mut submitter_ns = 0;
+        for &(wctx, sym, ns) in cx.work_done() {
+            if let (WorkCtx::Submitter, Some(cpu), Some(sym)) = (wctx, submitter, sym) {
+                self.profile.charge(cpu, self.ctxs.fio, sym, ns);
+                submitter_ns += ns;
+            }
+        }
+        let mut handed = None;
+        for &c in cx.children() {
+            if c.in_submission {
+                assert!(handed.is_none(), "a layer hands down one bio per bio");
+                handed = Some(c);
+            }
+        }
+        self.carry_out(l, &cx, now, ctx);
+        assert!(
+            cx.completed().is_empty(),
+            "a layer completed a bio inside its submission"
+        );
+        cx.clear();
+        self.lcx = cx;
+        let c = handed.expect("a layer hands every bio down");
+        HandedDown {
+            dev: self.layers[l].below[c.below as usize],
+            origin: self.child_origin(l, up, &c),
+            sector: c.sector,
+            submitter_ns,
+        }
+    }
+
+    fn child_origin(&self, l: usize, up: Origin, c: &Child) -> Origin {
+        match c.route {
+            Route::Token(t) => Origin::of_layer(l as u8, t),
+            Route::Remap => up,
+        }
+    }
+
+    /// Issues layer `l`'s own requests (not the bio a submission hands
+    /// down) and runs its kernel-worker CPU work on the interrupt CPU of
+    /// its first device below.
+    fn carry_out(&mut self, l: usize, cx: &LayerCx, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        for c in cx.children().iter().filter(|c| !c.in_submission) {
+            let q = Queued {
+                origin: self.child_origin(l, Origin(0), c),
+                dir: c.dir,
+                sector: c.sector,
+                sectors: c.sectors,
+            };
+            debug_assert!(
+                matches!(c.route, Route::Token(_)),
+                "a layer's own I/O comes back to it"
+            );
+            self.block_submit(self.layers[l].below[c.below as usize], q, ctx);
+        }
+        let total: u64 = cx
+            .work_done()
+            .iter()
+            .filter(|w| w.0 == WorkCtx::Worker)
+            .map(|w| w.2)
+            .sum();
+        if total == 0 {
+            return;
+        }
+        let cpu = self.irq_cpu_for(self.layers[l].below[0]);
+        let k = self.ctxs.kworker;
+        for &(wctx, sym, ns) in cx.work_done() {
+            if let (WorkCtx::Worker, Some(sym)) = (wctx, sym) {
+                self.profile.charge(cpu, k, sym, ns);
+            }
+        }
+        let (start, _) = self.cpus.start(cpu, now);
+        self.cpus.occupy(cpu, start, total);
+    }
+
+    /// Delivers a completed request to whoever issued it: a job's I/O
+    /// completes; a layer's request goes to its `child_done` (from device
+    /// `d`), whose completions upward are delivered in turn.
+    pub(super) fn deliver(
+        &mut self,
+        origin: Origin,
+        d: usize,
+        now: SimTime,
+        ctx: &mut Ctx<'_, Ev>,
+    ) {
+        let (l, token) = match origin.owner() {
+            Owner::Job(io) => {
+                if self.duplicate_now() {
+                    self.io_done(SlotId(io), now, ctx);
+                }
+                return self.io_done(SlotId(io), now, ctx);
+            }
+            Owner::Layer { layer, token } => (layer as usize, token),
+        };
+        let since_dispatch_ns = self
+            .root_io(origin)
+            .map_or(0, |io| now.since(self.ios.get(io).t_dispatch));
+        let below = self.layers[l].below.iter().position(|&b| b == d);
+        let done = ChildDone {
+            token,
+            below: below.expect("a layer's request completes on a device below it") as u8,
+            since_dispatch_ns,
+        };
+        let mut cx = std::mem::take(&mut self.lcx);
+        cx.begin(now.as_ns());
+        self.layers[l].layer.child_done(done, &mut cx);
+        self.carry_out(l, &cx, now, ctx);
+        for i in 0..cx.completed().len() {
+            let up = cx.completed()[i];
+            self.deliver_up(up, l, now, ctx);
+        }
+        cx.clear();
+        self.lcx = cx;
+    }
+
+    /// Layer `l` completed `up`. Layers sit on queueing devices only (the
+    /// builder refuses a layer over a layer), so `up` is a job's I/O.
+    fn deliver_up(&mut self, up: Origin, l: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        assert!(
+            matches!(up.owner(), Owner::Job(_)),
+            "layer {} completed a request of another layer",
+            self.layers[l].layer.name()
+        );
+        self.deliver(up, self.layers[l].below[0], now, ctx);
+    }
+
+    /// The injected duplicate completion applies to this retirement.
+    fn duplicate_now(&self) -> bool {
+        matches!(self.fault, Some(Fault::DuplicateCompletion { nth }) if nth == self.retired_total)
+    }
+
+    /// The job (or replayed) I/O a request serves, through the layers'
+    /// parents; None for a layer's own work.
+    #[inline]
+    pub(super) fn root_io(&self, mut origin: Origin) -> Option<SlotId> {
+        loop {
+            match origin.owner() {
+                Owner::Job(io) => return Some(SlotId(io)),
+                Owner::Layer { layer, token } => {
+                    origin = self.layers[layer as usize].layer.parent_of(token)?;
+                }
+            }
+        }
+    }
+}
