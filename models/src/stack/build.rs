@@ -134,21 +134,7 @@ fn md_over_nvme_queues(sc: &Scenario, name: &str, cpus: u32) -> Option<u32> {
 impl AsyncStack {
     /// Builds the stack for a scenario whose jobs use an asynchronous engine.
     pub fn build(sc: &Scenario, opts: &RunOptions) -> Result<AsyncStack, ModelError> {
-        let seed = sc.simulation.seed;
-        let ncpu = sc.cpu.logical_cpus() as usize;
-        if ncpu == 0 || ncpu > 4096 {
-            return Err(cfg_err("[cpu] needs 1..=4096 logical CPUs"));
-        }
-        let irq_cpu = match sc.cpu.irq_cpu {
-            Some(c) if (c as usize) < ncpu => Some(c as usize),
-            Some(c) => {
-                return Err(cfg_err(format!(
-                    "[cpu] irq_cpu = {c} but the machine has {ncpu} logical CPUs (0..{})",
-                    ncpu - 1
-                )))
-            }
-            None => None,
-        };
+        let (ncpu, irq_cpu) = machine_cpus(sc)?;
         let mut profile = CpuProfile::new(ncpu);
         let ctxs = Contexts {
             fio: profile.context("fio"),
@@ -208,9 +194,47 @@ impl AsyncStack {
         if threads.len() > u16::MAX as usize {
             return Err(cfg_err("too many job threads (max 65535)"));
         }
+        Ok(AsyncStack::assemble(
+            sc,
+            opts,
+            Assembled {
+                threads,
+                groups,
+                logs,
+                devs,
+                layers,
+                profile,
+                paths,
+                syms,
+                ctxs,
+                accounting,
+                bio_layers,
+                irq_cpu,
+                ncpu,
+            },
+        ))
+    }
+
+    /// The machine from its built parts, at time zero.
+    fn assemble(sc: &Scenario, opts: &RunOptions, a: Assembled) -> AsyncStack {
+        let Assembled {
+            threads,
+            groups,
+            logs,
+            devs,
+            layers,
+            profile,
+            paths,
+            syms,
+            ctxs,
+            accounting,
+            bio_layers,
+            irq_cpu,
+            ncpu,
+        } = a;
         let threads_running = threads.len();
-        Ok(AsyncStack {
-            seed,
+        AsyncStack {
+            seed: sc.simulation.seed,
             name: sc.simulation.name.clone(),
             jobs_cfg: sc.jobs.clone(),
             threads,
@@ -251,8 +275,44 @@ impl AsyncStack {
                 )
             }),
             bio_layers,
-        })
+        }
     }
+}
+
+/// The parts [`AsyncStack::build`] assembles.
+struct Assembled {
+    threads: Vec<JobThread>,
+    groups: Vec<GroupStats>,
+    logs: Vec<Option<(LogRecorder, u64)>>,
+    devs: Vec<DevNode>,
+    layers: Vec<LayerNode>,
+    profile: CpuProfile,
+    paths: Paths,
+    syms: Symbols,
+    ctxs: Contexts,
+    accounting: Option<acct::Accounting>,
+    bio_layers: Vec<layers::BioLayers>,
+    irq_cpu: Option<usize>,
+    ncpu: usize,
+}
+
+/// The machine's logical CPUs and its IRQ CPU, checked.
+fn machine_cpus(sc: &Scenario) -> Result<(usize, Option<usize>), ModelError> {
+    let ncpu = sc.cpu.logical_cpus() as usize;
+    if ncpu == 0 || ncpu > 4096 {
+        return Err(cfg_err("[cpu] needs 1..=4096 logical CPUs"));
+    }
+    let irq_cpu = match sc.cpu.irq_cpu {
+        Some(c) if (c as usize) < ncpu => Some(c as usize),
+        Some(c) => {
+            return Err(cfg_err(format!(
+                "[cpu] irq_cpu = {c} but the machine has {ncpu} logical CPUs (0..{})",
+                ncpu - 1
+            )))
+        }
+        None => None,
+    };
+    Ok((ncpu, irq_cpu))
 }
 
 /// The cost paths the machine charges, resolved against the profile's

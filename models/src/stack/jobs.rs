@@ -25,6 +25,56 @@ impl AsyncStack {
     pub(super) fn job_wake(&mut self, t: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
         // 1. Finish the action that ran until now.
+        self.finish_action(t, now, ctx);
+        // 2. Pick the next action.
+        let th = &self.threads[t];
+        let jc = &self.jobs_cfg[th.group];
+        let issuing_over = th.ios_limit.is_some_and(|l| th.issued >= l)
+            || th
+                .bytes_limit
+                .is_some_and(|l| th.offsets.issued_bytes() >= l)
+            || th.stop_issue_at.is_some_and(|s| now >= s);
+        if !th.ready.is_empty() && th.sync_call.is_some() {
+            // The synchronous call returns its one I/O to fio.
+            let cost = self.run_job_path(t, JobPath::Complete);
+            let g = &mut self.groups[self.threads[t].group];
+            g.complete[iodepth_submit_index(1)] += 1;
+            self.threads[t].action = Action::Reap { count: 1 };
+            self.schedule_job(t, now, cost, ctx);
+        } else if !th.ready.is_empty() {
+            let count = th.ready.len().min(jc.iodepth as usize) as u32;
+            let mut cost = self.run_job_path(t, JobPath::Single(PathId::GeteventsCall));
+            for _ in 0..count {
+                cost += self.run_job_path(t, JobPath::ReapOne);
+            }
+            let g = &mut self.groups[self.threads[t].group];
+            g.complete[iodepth_submit_index(count)] += 1;
+            self.threads[t].action = Action::Reap { count };
+            self.schedule_job(t, now, cost, ctx);
+        } else if !issuing_over && th.in_flight < jc.iodepth {
+            self.start_submit(t, now, ctx);
+        } else if th.in_flight > 0 {
+            let cost = self.run_job_path(t, JobPath::Single(PathId::Sleep));
+            let cpu = self.threads[t].cpu;
+            let (start, _) = self.cpus.start(cpu, now);
+            self.cpus.occupy(cpu, start, cost);
+            self.groups[self.threads[t].group].ctx_switches += 1;
+            self.threads[t].state = JobState::Sleeping;
+        } else {
+            self.threads[t].state = JobState::Done;
+            let g = &mut self.groups[self.threads[t].group];
+            g.clones_done += 1;
+            g.end = Some(g.end.map_or(now, |e| e.max(now)));
+            self.threads_running -= 1;
+            if self.threads_running == 0 {
+                ctx.stop();
+            }
+        }
+    }
+
+    /// Ends the action job `t` ran until `now`: a submission's bio enters
+    /// its queue; reaped I/Os are recorded and leave the slab.
+    fn finish_action(&mut self, t: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
         match std::mem::replace(&mut self.threads[t].action, Action::None) {
             Action::None => {}
             Action::Submit {
@@ -75,50 +125,6 @@ impl AsyncStack {
                 }
             }
         }
-        // 2. Pick the next action.
-        let th = &self.threads[t];
-        let jc = &self.jobs_cfg[th.group];
-        let issuing_over = th.ios_limit.is_some_and(|l| th.issued >= l)
-            || th
-                .bytes_limit
-                .is_some_and(|l| th.offsets.issued_bytes() >= l)
-            || th.stop_issue_at.is_some_and(|s| now >= s);
-        if !th.ready.is_empty() && th.sync_call.is_some() {
-            // The synchronous call returns its one I/O to fio.
-            let cost = self.run_job_path(t, JobPath::Complete);
-            let g = &mut self.groups[self.threads[t].group];
-            g.complete[iodepth_submit_index(1)] += 1;
-            self.threads[t].action = Action::Reap { count: 1 };
-            self.schedule_job(t, now, cost, ctx);
-        } else if !th.ready.is_empty() {
-            let count = th.ready.len().min(jc.iodepth as usize) as u32;
-            let mut cost = self.run_job_path(t, JobPath::Single(PathId::GeteventsCall));
-            for _ in 0..count {
-                cost += self.run_job_path(t, JobPath::ReapOne);
-            }
-            let g = &mut self.groups[self.threads[t].group];
-            g.complete[iodepth_submit_index(count)] += 1;
-            self.threads[t].action = Action::Reap { count };
-            self.schedule_job(t, now, cost, ctx);
-        } else if !issuing_over && th.in_flight < jc.iodepth {
-            self.start_submit(t, now, ctx);
-        } else if th.in_flight > 0 {
-            let cost = self.run_job_path(t, JobPath::Single(PathId::Sleep));
-            let cpu = self.threads[t].cpu;
-            let (start, _) = self.cpus.start(cpu, now);
-            self.cpus.occupy(cpu, start, cost);
-            self.groups[self.threads[t].group].ctx_switches += 1;
-            self.threads[t].state = JobState::Sleeping;
-        } else {
-            self.threads[t].state = JobState::Done;
-            let g = &mut self.groups[self.threads[t].group];
-            g.clones_done += 1;
-            g.end = Some(g.end.map_or(now, |e| e.max(now)));
-            self.threads_running -= 1;
-            if self.threads_running == 0 {
-                ctx.stop();
-            }
-        }
     }
 
     pub(super) fn schedule_job(
@@ -134,10 +140,49 @@ impl AsyncStack {
         ctx.schedule_at(end, Ev::JobWake(t as u16));
     }
 
+    /// Starts a job's next submission: draws the I/O, runs it down the
+    /// stack's layers (their CPU time in the job's context) and schedules
+    /// the end of the submitting path, when the bio enters its queue.
     pub(super) fn start_submit(&mut self, t: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
-        let (group, target, on_file, region_sector) = {
+        let (io, seek) = self.new_io(t, now);
+        let v = *self.ios.get(io);
+        let (group, target) = (self.threads[t].group, self.threads[t].target);
+        let mut cost = 0;
+        let (dev, origin, dev_sector) = match target {
+            Target::Dev(d) => (d, Origin::job(io.0), v.sector),
+            Target::Layer(l) => {
+                let req = LayerReq {
+                    dir: v.dir,
+                    sector: v.sector,
+                    sectors: v.sectors,
+                    task: t as u32,
+                };
+                let cpu = self.threads[t].cpu;
+                let h = self.layer_submit(l, Origin::job(io.0), req, Some(cpu), ctx);
+                self.groups[group].sys_ns += h.submitter_ns;
+                cost += h.submitter_ns;
+                // (The remapped bio enters the lower device's queue: the
+                // bundle's second make_request.)
+                (h.dev, h.origin, h.sector)
+            }
+        };
+        cost += self.submit_side_work(t, dev, &v, now);
+        cost += self.submit_bundle(t, io, dev, seek, now);
+        self.threads[t].action = Action::Submit {
+            io,
+            dev,
+            origin,
+            dev_sector,
+        };
+        self.schedule_job(t, now, cost, ctx);
+    }
+
+    /// Draws job `t`'s next I/O (offset, size, direction), counts it and
+    /// puts it in the slab; also whether a synchronous call must lseek.
+    fn new_io(&mut self, t: usize, now: SimTime) -> (SlotId, bool) {
+        let (group, target, region_sector) = {
             let th = &self.threads[t];
-            (th.group, th.target, th.on_file, th.region_sector)
+            (th.group, th.target, th.region_sector)
         };
         let read_pct = self.jobs_cfg[group].rwmixread_pct;
         let th = &mut self.threads[t];
@@ -180,30 +225,17 @@ impl AsyncStack {
         let g = &mut self.groups[group];
         g.depth[iodepth_level_index(depth)] += 1;
         g.submit[iodepth_submit_index(1)] += 1;
+        (io, seek)
+    }
 
-        // The code paths of one submission (fio_prep .. issue_cmd) are
-        // charged as one bundle below, once the route is known.
+    /// The submission's accounting (the designs of the devices it passes)
+    /// and its bio-based layers' work (dm-linear, a pmem leaf), in the
+    /// job's context; returns their time.
+    fn submit_side_work(&mut self, t: usize, dev: usize, v: &Io, now: SimTime) -> u64 {
+        let (group, target) = (self.threads[t].group, self.threads[t].target);
         let mut cost = 0;
-        let (dev, origin, dev_sector) = match target {
-            Target::Dev(d) => (d, Origin::job(io.0), sector),
-            Target::Layer(l) => {
-                let req = LayerReq {
-                    dir,
-                    sector,
-                    sectors,
-                    task: t as u32,
-                };
-                let cpu = self.threads[t].cpu;
-                let h = self.layer_submit(l, Origin::job(io.0), req, Some(cpu), ctx);
-                self.groups[group].sys_ns += h.submitter_ns;
-                cost += h.submitter_ns;
-                // (The remapped bio enters the lower device's queue: the
-                // bundle's second make_request.)
-                (h.dev, h.origin, h.sector)
-            }
-        };
         if self.acct.is_some() {
-            let ns = self.account_submit(t, target, dev, dir, now);
+            let ns = self.account_submit(t, target, dev, v.dir, now);
             self.groups[group].sys_ns += ns;
             cost += ns;
         }
@@ -216,19 +248,26 @@ impl AsyncStack {
         if li != 0 {
             // dm-linear above the target, a pmem leaf below it.
             let cpu = self.threads[t].cpu;
-            let bytes = u64::from(sectors) * 512;
+            let bytes = u64::from(v.sectors) * 512;
             let layers = &self.bio_layers[li];
             let ns = layers.charge_submit(&mut self.profile, cpu, self.ctxs.fio, bytes);
             self.groups[group].sys_ns += ns;
             cost += ns;
         }
+        cost
+    }
 
+    /// The code paths of one submission (fio_prep .. issue_cmd), charged
+    /// as one bundle once the route is known; returns their time.
+    fn submit_bundle(&mut self, t: usize, io: SlotId, dev: usize, seek: bool, now: SimTime) -> u64 {
+        let th = &self.threads[t];
+        let sync_call = th.sync_call;
         let bundle = engine::bundle_index(
             sync_call,
             seek,
-            on_file,
-            matches!(target, Target::Layer(_)),
-            self.devs[dev].port.can_issue_now(self.threads[t].cpu),
+            th.on_file,
+            matches!(th.target, Target::Layer(_)),
+            self.devs[dev].port.can_issue_now(th.cpu),
         );
         if sync_call.is_some() {
             // fio takes a synchronous call's issue time after its own
@@ -237,13 +276,6 @@ impl AsyncStack {
             let entry = self.cpus.busy_until(cpu).max(now) + self.paths.fio_prep.total_ns;
             self.ios.get_mut(io).t_submitted = entry;
         }
-        cost += self.run_job_path(t, JobPath::Submit(bundle));
-        self.threads[t].action = Action::Submit {
-            io,
-            dev,
-            origin,
-            dev_sector,
-        };
-        self.schedule_job(t, now, cost, ctx);
+        self.run_job_path(t, JobPath::Submit(bundle))
     }
 }
