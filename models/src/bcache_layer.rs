@@ -238,3 +238,132 @@ impl Layer for BcacheLayer {
         self.bc.metrics()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bcache::BcacheConfig;
+    use crate::costs::BtreeCosts;
+    use crate::layer::{Owner, Route as R};
+    use blocksim_sim::{CpuProfile, Mode};
+
+    /// bcache over 64 MiB of cache, the first 16 MiB of 16 GiB cached.
+    fn layer(mode: &str) -> BcacheLayer {
+        let text = format!(
+            "name = \"bcache0\"\ncache = \"ssd\"\nbacking = \"md0\"\nbucket_size = \"64k\"\n\
+             cache_mode = \"{mode}\"\n\
+             [populate]\noffset = \"0\"\nlength = \"16m\"\nextent_size = \"64k\"\n"
+        );
+        let cfg: BcacheConfig = toml::from_str(&text).unwrap();
+        let mut bc = Bcache::new(cfg, 64 << 11, 16 << 21, BtreeCosts::default(), 1).unwrap();
+        bc.populate().unwrap();
+        let mut p = CpuProfile::new(1);
+        let mut sym = |s: &str| p.symbol(s, "[kernel.kallsyms]", Mode::Kernel);
+        let syms = BcacheSyms {
+            bset_search: sym("__bset_search"),
+            search_leaf: sym("btree_search_leaf"),
+            btree_insert: sym("bch_btree_insert"),
+        };
+        BcacheLayer::new(bc, "ssd", ("md0", 16 << 21), syms)
+    }
+
+    fn read(sector: u64) -> LayerReq {
+        LayerReq {
+            dir: Dir::Read,
+            sector,
+            sectors: 8,
+            task: 0,
+        }
+    }
+
+    /// The one child a submission hands down.
+    fn handed(cx: &LayerCx) -> Child {
+        let mut it = cx.children().iter().filter(|c| c.in_submission);
+        let c = *it.next().expect("a bio is handed down");
+        assert!(it.next().is_none());
+        c
+    }
+
+    #[test]
+    fn a_hit_goes_to_the_cache_and_completes_its_parent_once() {
+        let mut l = layer("writethrough");
+        let mut cx = LayerCx::default();
+        cx.begin(1_000);
+        let up = Origin::job(42);
+        l.submit(up, read(0), &mut cx);
+        let c = handed(&cx);
+        assert_eq!(c.below, CACHE);
+        let R::Token(t) = c.route else {
+            panic!("a hit comes back to bcache")
+        };
+        assert_eq!(l.parent_of(t), Some(up));
+        assert!(cx.completed().is_empty());
+        cx.clear();
+        cx.begin(2_000);
+        let done = ChildDone {
+            token: t,
+            below: CACHE,
+            since_dispatch_ns: 500,
+        };
+        l.child_done(done, &mut cx);
+        assert_eq!(cx.completed(), &[up]);
+        assert_eq!(l.hits_misses(), Some((1, 0)));
+        l.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_miss_reads_the_backing_device_then_fills_the_cache() {
+        let mut l = layer("writethrough");
+        let mut cx = LayerCx::default();
+        cx.begin(1_000);
+        let up = Origin::job(7);
+        // 1 GiB in: beyond the populated 16 MiB.
+        l.submit(up, read(2 << 20), &mut cx);
+        let c = handed(&cx);
+        assert_eq!(c.below, BACKING);
+        let R::Token(t) = c.route else {
+            panic!("a miss comes back to bcache")
+        };
+        cx.clear();
+        cx.begin(5_000_000);
+        let done = ChildDone {
+            token: t,
+            below: BACKING,
+            since_dispatch_ns: 4_000_000,
+        };
+        l.child_done(done, &mut cx);
+        assert_eq!(cx.completed(), &[up]);
+        // The data read is written to the cache as bcache's own I/O, which
+        // comes back to it and serves no request from above.
+        let fills: Vec<&Child> = cx
+            .children()
+            .iter()
+            .filter(|c| c.below == CACHE && c.dir == Dir::Write)
+            .collect();
+        assert!(!fills.is_empty(), "{:?}", cx.children());
+        for f in fills {
+            let R::Token(ft) = f.route else {
+                panic!("a fill comes back to bcache")
+            };
+            assert_eq!(l.parent_of(ft), None);
+            assert!(!f.in_submission);
+        }
+        assert_eq!(l.hits_misses(), Some((0, 1)));
+    }
+
+    #[test]
+    fn a_bypassed_write_is_remapped_and_completes_straight_up() {
+        let mut l = layer("none");
+        let mut cx = LayerCx::default();
+        cx.begin(1_000);
+        let up = Origin::job(3);
+        let w = LayerReq {
+            dir: Dir::Write,
+            ..read(64)
+        };
+        l.submit(up, w, &mut cx);
+        let c = handed(&cx);
+        assert_eq!((c.below, c.route), (BACKING, R::Remap));
+        assert_eq!(up.owner(), Owner::Job(3));
+    }
+}

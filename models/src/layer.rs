@@ -132,6 +132,9 @@ pub struct LayerCx {
     children: Vec<Child>,
     completed: Vec<Origin>,
     work: Vec<(WorkCtx, Option<SymbolId>, u64)>,
+    /// The call issued a request of the layer's own or did worker work
+    /// (the machine skips that part when not).
+    background: bool,
 }
 
 impl LayerCx {
@@ -143,6 +146,7 @@ impl LayerCx {
 
     /// Issues a request to a device below.
     pub fn issue(&mut self, child: Child) {
+        self.background |= !child.in_submission;
         self.children.push(child);
     }
 
@@ -154,11 +158,18 @@ impl LayerCx {
     /// CPU work of `ns`, charged to `sym` in the profile (`None`: time
     /// the CPU spends without a profile symbol).
     pub fn work(&mut self, ctx: WorkCtx, sym: Option<SymbolId>, ns: u64) {
+        self.background |= ctx == WorkCtx::Worker;
         self.work.push((ctx, sym, ns));
     }
 
     pub fn is_empty(&self) -> bool {
         self.children.is_empty() && self.completed.is_empty() && self.work.is_empty()
+    }
+
+    /// Whether the call issued a request of the layer's own or did
+    /// kernel-worker work.
+    pub fn has_background(&self) -> bool {
+        self.background
     }
 
     /// The requests issued, in order.
@@ -182,6 +193,7 @@ impl LayerCx {
         self.children.clear();
         self.completed.clear();
         self.work.clear();
+        self.background = false;
     }
 }
 

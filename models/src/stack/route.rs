@@ -30,30 +30,38 @@ impl AsyncStack {
         ctx: &mut Ctx<'_, Ev>,
     ) -> HandedDown {
         let now = ctx.now();
-        let mut cx = std::mem::take(&mut self.lcx);
-        cx.begin(now.as_ns());
-        self.layers[l].layer.submit(up, req, &mut cx);
+        self.lcx.begin(now.as_ns());
+        self.layers[l].layer.submit(up, req, &mut self.lcx);
         let mut submitter_ns = 0;
-        for &(wctx, sym, ns) in cx.work_done() {
-            if let (WorkCtx::Submitter, Some(cpu), Some(sym)) = (wctx, submitter, sym) {
-                self.profile.charge(cpu, self.ctxs.fio, sym, ns);
-                submitter_ns += ns;
+        if let Some(cpu) = submitter {
+            for &(wctx, sym, ns) in self.lcx.work_done() {
+                if let (WorkCtx::Submitter, Some(sym)) = (wctx, sym) {
+                    self.profile.charge(cpu, self.ctxs.fio, sym, ns);
+                    submitter_ns += ns;
+                }
             }
         }
         let mut handed = None;
-        for &c in cx.children() {
+        for &c in self.lcx.children() {
             if c.in_submission {
                 assert!(handed.is_none(), "a layer hands down one bio per bio");
                 handed = Some(c);
             }
         }
-        self.carry_out(l, &cx, now, ctx);
         assert!(
-            cx.completed().is_empty(),
+            self.lcx.completed().is_empty(),
             "a layer completed a bio inside its submission"
         );
-        cx.clear();
-        self.lcx = cx;
+        if self.lcx.has_background() {
+            // Issuing may re-enter a layer (a device completing inline):
+            // the effects are carried out from a buffer of their own.
+            let mut cx = std::mem::take(&mut self.lcx);
+            self.carry_out(l, &cx, now, ctx);
+            cx.clear();
+            self.lcx = cx;
+        } else {
+            self.lcx.clear();
+        }
         let c = handed.expect("a layer hands every bio down");
         HandedDown {
             dev: self.layers[l].below[c.below as usize],
@@ -135,9 +143,18 @@ impl AsyncStack {
             below: below.expect("a layer's request completes on a device below it") as u8,
             since_dispatch_ns,
         };
+        self.lcx.begin(now.as_ns());
+        self.layers[l].layer.child_done(done, &mut self.lcx);
+        if !self.lcx.has_background() && self.lcx.completed().len() <= 1 {
+            // The common case: at most one completion upward, nothing else.
+            let up = self.lcx.completed().first().copied();
+            self.lcx.clear();
+            if let Some(up) = up {
+                self.deliver_up(up, l, now, ctx);
+            }
+            return;
+        }
         let mut cx = std::mem::take(&mut self.lcx);
-        cx.begin(now.as_ns());
-        self.layers[l].layer.child_done(done, &mut cx);
         self.carry_out(l, &cx, now, ctx);
         for i in 0..cx.completed().len() {
             let up = cx.completed()[i];
