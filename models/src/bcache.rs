@@ -372,13 +372,7 @@ pub struct BcacheSymbols {
 #[derive(Debug, Clone, Copy)]
 enum Op {
     /// Data written to the cache; insert its key on completion.
-    Fill {
-        start: u64,
-        ext: Extent,
-        dirty: bool,
-        journal: bool,
-        user: Option<u32>,
-    },
+    Fill(FillOp),
     PrioWrite,
     Journal,
     /// Readahead from the backing device, to be cached.
@@ -399,6 +393,19 @@ enum Op {
         sectors: u64,
         ptr: Ptr,
     },
+}
+
+/// A cache write of `ext`, the data of backing sectors from `start`.
+#[derive(Debug, Clone, Copy)]
+struct FillOp {
+    start: u64,
+    ext: Extent,
+    /// The key is dirty (writeback data).
+    dirty: bool,
+    /// The insert is journalled (a write, not a read-miss fill).
+    journal: bool,
+    /// The bio this piece belongs to, completed with its last piece.
+    user: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -472,6 +479,97 @@ pub struct BcacheStats {
     pub btree_splits: u64,
 }
 
+/// Checks the bucket and block sizes and the writeback tunables.
+fn check_tunables(cfg: &BcacheConfig) -> Result<(), String> {
+    if cfg.bucket_size.0 < 4096
+        || !cfg.bucket_size.0.is_power_of_two()
+        || cfg.bucket_size.0 > 65535 * 512
+    {
+        return Err("[bcache] bucket_size must be a power of two from 4k to 16m".into());
+    }
+    if cfg.block_size.0 < 512
+        || !cfg.block_size.0.is_power_of_two()
+        || cfg.block_size.0 > cfg.bucket_size.0
+    {
+        return Err("[bcache] block_size must be a power of two from 512 up to bucket_size".into());
+    }
+    if cfg.writeback_p_term_inverse <= 0
+        || cfg.writeback_i_term_inverse <= 0
+        || cfg.writeback_rate_minimum < 1
+    {
+        return Err("[bcache] writeback_p_term_inverse, writeback_i_term_inverse and writeback_rate_minimum must be positive".into());
+    }
+    if cfg.writeback_percent > 100
+        || cfg.writeback_in_flight == 0
+        || cfg.writeback_rate_update.0 < 1_000_000
+    {
+        return Err("[bcache] writeback_percent must be 0..=100, writeback_in_flight >= 1, writeback_rate_update >= 1ms".into());
+    }
+    Ok(())
+}
+
+/// How make-bcache lays out the cache: the superblock bucket, then the
+/// journal buckets, then data buckets.
+struct CacheLayout {
+    bucket_sectors: u64,
+    nbuckets: usize,
+    /// The first data bucket (after the superblock and journal).
+    first_bucket: usize,
+}
+
+impl CacheLayout {
+    fn new(cfg: &BcacheConfig, cache_dev_sectors: u64) -> Result<CacheLayout, String> {
+        let cache_sectors = match cfg.cache_size {
+            Some(s) if s.0 / 512 > cache_dev_sectors => {
+                return Err(format!(
+                    "[bcache] cache_size {} is larger than the cache device ({} bytes)",
+                    s.0,
+                    cache_dev_sectors * 512
+                ))
+            }
+            Some(s) => s.0 / 512,
+            None => cache_dev_sectors,
+        };
+        let bucket_sectors = cfg.bucket_size.0 / 512;
+        let nbuckets = (cache_sectors / bucket_sectors) as usize;
+        // make-bcache: the superblock bucket, then journal buckets
+        // (clamp(nbuckets >> 7, 2, SB_JOURNAL_BUCKETS = 256)).
+        let njournal = (nbuckets >> 7).clamp(2, 256);
+        let first_bucket = 1 + njournal;
+        if nbuckets < first_bucket + 32 {
+            return Err(format!(
+                "[bcache] the cache holds only {nbuckets} buckets of {} bytes; it needs at least {} (superblock, journal, reserves): shrink bucket_size or grow cache_size",
+                cfg.bucket_size.0,
+                first_bucket + 32
+            ));
+        }
+        Ok(CacheLayout {
+            bucket_sectors,
+            nbuckets,
+            first_bucket,
+        })
+    }
+}
+
+/// The writeback rate controller's settings from `[bcache]`.
+fn pd_options(cfg: &BcacheConfig) -> PdOptions {
+    PdOptions {
+        writeback_percent: cfg.writeback_percent,
+        p_term_inverse: cfg.writeback_p_term_inverse,
+        i_term_inverse: cfg.writeback_i_term_inverse,
+        update_seconds: (cfg.writeback_rate_update.0 / 1_000_000_000).max(1) as i64,
+        rate_minimum: cfg.writeback_rate_minimum,
+    }
+}
+
+/// The live keys of the index: (bucket, sectors) of each, and the live
+/// and dirty sectors they add up to.
+struct LiveKeys {
+    used: Vec<(usize, u64)>,
+    live: u64,
+    dirty: u64,
+}
+
 /// The runtime state of one bcache device.
 pub struct Bcache {
     pub cfg: BcacheConfig,
@@ -530,60 +628,13 @@ impl Bcache {
     ) -> Result<Bcache, String> {
         let mode = cfg.mode()?;
         let policy = cfg.replacement_policy()?;
-        if cfg.bucket_size.0 < 4096
-            || !cfg.bucket_size.0.is_power_of_two()
-            || cfg.bucket_size.0 > 65535 * 512
-        {
-            return Err("[bcache] bucket_size must be a power of two from 4k to 16m".into());
-        }
-        if cfg.block_size.0 < 512
-            || !cfg.block_size.0.is_power_of_two()
-            || cfg.block_size.0 > cfg.bucket_size.0
-        {
-            return Err(
-                "[bcache] block_size must be a power of two from 512 up to bucket_size".into(),
-            );
-        }
-        if cfg.writeback_p_term_inverse <= 0
-            || cfg.writeback_i_term_inverse <= 0
-            || cfg.writeback_rate_minimum < 1
-        {
-            return Err("[bcache] writeback_p_term_inverse, writeback_i_term_inverse and writeback_rate_minimum must be positive".into());
-        }
-        if cfg.writeback_percent > 100
-            || cfg.writeback_in_flight == 0
-            || cfg.writeback_rate_update.0 < 1_000_000
-        {
-            return Err("[bcache] writeback_percent must be 0..=100, writeback_in_flight >= 1, writeback_rate_update >= 1ms".into());
-        }
-        let cache_sectors = match cfg.cache_size {
-            Some(s) if s.0 / 512 > cache_dev_sectors => {
-                return Err(format!(
-                    "[bcache] cache_size {} is larger than the cache device ({} bytes)",
-                    s.0,
-                    cache_dev_sectors * 512
-                ))
-            }
-            Some(s) => s.0 / 512,
-            None => cache_dev_sectors,
-        };
-        let bucket_sectors = cfg.bucket_size.0 / 512;
-        let nbuckets = (cache_sectors / bucket_sectors) as usize;
-        // make-bcache: the superblock bucket, then journal buckets
-        // (clamp(nbuckets >> 7, 2, SB_JOURNAL_BUCKETS = 256)).
-        let njournal = (nbuckets >> 7).clamp(2, 256);
-        let first_bucket = 1 + njournal;
-        if nbuckets < first_bucket + 32 {
-            return Err(format!(
-                "[bcache] the cache holds only {nbuckets} buckets of {} bytes; it needs at least {} (superblock, journal, reserves): shrink bucket_size or grow cache_size",
-                cfg.bucket_size.0,
-                first_bucket + 32
-            ));
-        }
+        check_tunables(&cfg)?;
+        let layout = CacheLayout::new(&cfg, cache_dev_sectors)?;
+        let bucket_sectors = layout.bucket_sectors;
         let mut rng = component_rng(seed, &format!("bcache/{}/replacement", cfg.name));
         let alloc = Allocator::new(
-            nbuckets,
-            first_bucket,
+            layout.nbuckets,
+            layout.first_bucket,
             bucket_sectors,
             policy,
             rng.next_u64(),
@@ -596,14 +647,8 @@ impl Bcache {
             cfg.congested_write_threshold.0 / 1000,
             component_rng(seed, &format!("bcache/{}/congested", cfg.name)),
         );
-        let pd = PdController::new(PdOptions {
-            writeback_percent: cfg.writeback_percent,
-            p_term_inverse: cfg.writeback_p_term_inverse,
-            i_term_inverse: cfg.writeback_i_term_inverse,
-            update_seconds: (cfg.writeback_rate_update.0 / 1_000_000_000).max(1) as i64,
-            rate_minimum: cfg.writeback_rate_minimum,
-        });
-        let data_sectors = nbuckets as u64 * bucket_sectors;
+        let pd = PdController::new(pd_options(&cfg));
+        let data_sectors = layout.nbuckets as u64 * bucket_sectors;
         Ok(Bcache {
             mode,
             index,
@@ -628,7 +673,7 @@ impl Bcache {
             journal_first_ns: None,
             journal_next_sector: bucket_sectors,
             journal_first_sector: bucket_sectors,
-            journal_end_sector: first_bucket as u64 * bucket_sectors,
+            journal_end_sector: layout.first_bucket as u64 * bucket_sectors,
             dirty: DirtyMap::default(),
             pd,
             wb_next_update_ns: cfg.writeback_rate_update.0,
@@ -939,13 +984,13 @@ impl Bcache {
                 Dir::Write,
                 e.cache_sector,
                 e.sectors,
-                Op::Fill {
+                Op::Fill(FillOp {
                     start: s,
                     ext: *e,
                     dirty,
                     journal,
                     user,
-                },
+                }),
                 now_ns,
             );
             s += e.sectors;
@@ -1104,49 +1149,7 @@ impl Bcache {
         }
         let mut done_user = None;
         match p.op {
-            Op::Fill {
-                start,
-                ext,
-                dirty,
-                journal,
-                user,
-            } => {
-                let c = self
-                    .index
-                    .insert(
-                        start,
-                        ext.sectors,
-                        Ptr {
-                            dev: 0,
-                            offset: ext.cache_sector,
-                            gen: ext.gen,
-                        },
-                        dirty,
-                    )
-                    .unwrap_or_else(|e| {
-                        panic!(
-                            "bcache insert of {} sectors at {start} failed: {e}",
-                            ext.sectors
-                        )
-                    });
-                self.cpu.insert_ns += self.insert_ns(&c);
-                self.stats.btree_splits += c.splits;
-                self.stats.inserts += 1;
-                if journal {
-                    self.journal_add(3);
-                }
-                if dirty {
-                    self.dirty.add(start, start + ext.sectors);
-                    self.alloc.set.buckets[ext.bucket as usize].mark = GcMark::Dirty;
-                } else if journal {
-                    // A clean write supersedes dirty data it overwrote.
-                    self.dirty.remove(start, start + ext.sectors);
-                }
-                self.alloc.unpin(ext.bucket);
-                if let Some(u) = user {
-                    done_user = self.user_piece_done(u);
-                }
-            }
+            Op::Fill(fill) => done_user = self.fill_done(fill),
             Op::PrioWrite => {
                 self.alloc.prio_write_done();
             }
@@ -1180,22 +1183,70 @@ impl Bcache {
                 start,
                 sectors,
                 ptr,
-            } => {
-                self.wb_in_flight -= 1;
-                self.stats.writeback_writes += 1;
-                // write_dirty_finish: mark the key clean if it is unchanged.
-                if self.dirty.covers(start, start + sectors) {
-                    let c = self
-                        .index
-                        .insert(start, sectors, ptr, false)
-                        .unwrap_or_else(|e| panic!("bcache writeback insert failed: {e}"));
-                    self.cpu.writeback_ns += self.insert_ns(&c);
-                    self.dirty.remove(start, start + sectors);
-                }
-            }
+            } => self.writeback_write_done(start, sectors, ptr),
         }
         self.tick(now_ns);
         done_user
+    }
+
+    /// A cache write completed: inserts its key (journalled, dirty or
+    /// clean) and unpins its bucket. Returns the bio to complete, if any.
+    fn fill_done(&mut self, fill: FillOp) -> Option<u32> {
+        let FillOp {
+            start,
+            ext,
+            dirty,
+            journal,
+            user,
+        } = fill;
+        let c = self
+            .index
+            .insert(
+                start,
+                ext.sectors,
+                Ptr {
+                    dev: 0,
+                    offset: ext.cache_sector,
+                    gen: ext.gen,
+                },
+                dirty,
+            )
+            .unwrap_or_else(|e| {
+                panic!(
+                    "bcache insert of {} sectors at {start} failed: {e}",
+                    ext.sectors
+                )
+            });
+        self.cpu.insert_ns += self.insert_ns(&c);
+        self.stats.btree_splits += c.splits;
+        self.stats.inserts += 1;
+        if journal {
+            self.journal_add(3);
+        }
+        if dirty {
+            self.dirty.add(start, start + ext.sectors);
+            self.alloc.set.buckets[ext.bucket as usize].mark = GcMark::Dirty;
+        } else if journal {
+            // A clean write supersedes dirty data it overwrote.
+            self.dirty.remove(start, start + ext.sectors);
+        }
+        self.alloc.unpin(ext.bucket);
+        user.and_then(|u| self.user_piece_done(u))
+    }
+
+    /// Writeback wrote `sectors` from `start` to the backing device
+    /// (`write_dirty_finish`): the key is marked clean if it is unchanged.
+    fn writeback_write_done(&mut self, start: u64, sectors: u64, ptr: Ptr) {
+        self.wb_in_flight -= 1;
+        self.stats.writeback_writes += 1;
+        if self.dirty.covers(start, start + sectors) {
+            let c = self
+                .index
+                .insert(start, sectors, ptr, false)
+                .unwrap_or_else(|e| panic!("bcache writeback insert failed: {e}"));
+            self.cpu.writeback_ns += self.insert_ns(&c);
+            self.dirty.remove(start, start + sectors);
+        }
     }
 
     /// Completion of a piece of a writeback/writethrough bio's cache write.
@@ -1337,9 +1388,44 @@ impl Bcache {
     ///   equal the dirty map's count (writeback's bookkeeping).
     pub fn check_invariants(&self) -> Result<(), String> {
         let name = &self.cfg.name;
+        let bs = self.alloc.bucket_sectors();
+        let LiveKeys {
+            mut used,
+            live,
+            dirty,
+        } = self.check_keys()?;
+        used.sort_unstable();
+        for run in used.chunk_by(|x, y| x.0 == y.0) {
+            let sectors: u64 = run.iter().map(|&(_, len)| len).sum();
+            if sectors > bs {
+                return Err(format!(
+                    "bcache {name}: bucket {} holds {sectors} live sectors, more than its {bs}",
+                    run[0].0
+                ));
+            }
+        }
+        if live > self.cache_sectors {
+            return Err(format!(
+                "bcache {name}: {live} live cached sectors exceed the cache's {}",
+                self.cache_sectors
+            ));
+        }
+        if dirty != self.dirty.sectors() {
+            return Err(format!(
+                "bcache {name}: keys carry {dirty} dirty sectors, the dirty map {}",
+                self.dirty.sectors()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks every key against its bucket (in the data buckets, gen not
+    /// ahead, dirty keys not stale, live keys not in a free bucket) and
+    /// sums the live keys.
+    fn check_keys(&self) -> Result<LiveKeys, String> {
+        let name = &self.cfg.name;
         let nb = self.alloc.nbuckets();
         let first = self.alloc.first_bucket();
-        let bs = self.alloc.bucket_sectors();
         // Sized by the free lists and the keys, not by the bucket count (a
         // 60 GiB cache of 4 KiB buckets has 15.7M of them).
         let mut free: Vec<u32> = self.alloc.free_buckets().collect();
@@ -1387,29 +1473,7 @@ impl Bcache {
                 dirty += len;
             }
         }
-        used.sort_unstable();
-        for run in used.chunk_by(|x, y| x.0 == y.0) {
-            let sectors: u64 = run.iter().map(|&(_, len)| len).sum();
-            if sectors > bs {
-                return Err(format!(
-                    "bcache {name}: bucket {} holds {sectors} live sectors, more than its {bs}",
-                    run[0].0
-                ));
-            }
-        }
-        if live > self.cache_sectors {
-            return Err(format!(
-                "bcache {name}: {live} live cached sectors exceed the cache's {}",
-                self.cache_sectors
-            ));
-        }
-        if dirty != self.dirty.sectors() {
-            return Err(format!(
-                "bcache {name}: keys carry {dirty} dirty sectors, the dirty map {}",
-                self.dirty.sectors()
-            ));
-        }
-        Ok(())
+        Ok(LiveKeys { used, live, dirty })
     }
 
     /// Background work due at `now_ns`: journal flush, GC, the allocator,

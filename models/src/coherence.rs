@@ -303,6 +303,15 @@ struct Waiter {
     issued: SimTime,
 }
 
+/// The timing of one miss: when it was issued, when its transfer starts
+/// and how long the new holder keeps the line.
+#[derive(Debug, Clone, Copy)]
+struct Miss {
+    issued: SimTime,
+    start: SimTime,
+    hold_ns: u64,
+}
+
 /// The coherence state of every line of a run.
 #[derive(Debug, Clone)]
 pub struct Coherence {
@@ -528,42 +537,75 @@ impl Coherence {
         will_write: bool,
     ) -> AccessCost {
         let idx = a.line.0 as usize;
-        let line = self.lines[idx];
-        let bit = 1u64 << a.cpu;
         let op_ns = match a.kind {
             AccessKind::Rmw => self.cfg.local_rmw_ns,
             _ => self.cfg.local_access_ns,
         };
-        // The line is held through the access and the hold window; free
-        // transfers (the ablation) serialise nothing.
-        let hold = if self.cfg.free_transfers {
+        let m = Miss {
+            issued,
+            start,
+            hold_ns: self.hold_ns(idx, op_ns),
+        };
+        let (d, new_line) = self.line_after_miss(a, &m, will_write);
+        let xfer = self.transfer_ns(d);
+        let arrive = self.arrival(d, &m);
+        let st = &mut self.stats[idx];
+        st.transfers += 1;
+        if d == Distance::OtherSocket {
+            st.remote_transfers += 1;
+        }
+        st.queued_ns += (arrive - issued) - xfer;
+        st.transfer_ns += xfer;
+        self.lines[idx] = new_line;
+        AccessCost {
+            done: arrive + op_ns,
+            stalled_ns: arrive - issued,
+        }
+    }
+
+    /// How long a new owner of line `idx` keeps it: through its access
+    /// (`op_ns`) and the hold window; free transfers (the ablation)
+    /// serialise nothing.
+    #[inline]
+    fn hold_ns(&self, idx: usize, op_ns: u64) -> u64 {
+        if self.cfg.free_transfers {
             0
         } else {
             op_ns
                 + self.cfg.hold_after_fill_ns
                 + self.cfg.per_waiter_ns * self.waiters[idx].len() as u64
-        };
-        // A transfer is a request leg to the holder and a data leg back
-        // (the round trip is what ccbench measures). A requester that has
-        // waited at least a request leg finds its request already at the
-        // holder when the line frees, so only the data leg remains.
-        let two_legs = self.cfg.pipelined_handoff;
-        let arrival = |dd: Distance| -> SimTime {
-            let x = self.transfer_ns(dd);
-            if two_legs {
-                (issued + x).max(start + x / 2)
-            } else {
-                start + x
-            }
-        };
-        let (d, new_line) = match a.kind {
+        }
+    }
+
+    /// When a miss's data, coming from distance `d`, reaches the requester.
+    /// A transfer is a request leg to the holder and a data leg back (the
+    /// round trip is what ccbench measures). A requester that has waited at
+    /// least a request leg finds its request already at the holder when the
+    /// line frees, so only the data leg remains.
+    #[inline]
+    fn arrival(&self, d: Distance, m: &Miss) -> SimTime {
+        let x = self.transfer_ns(d);
+        if self.cfg.pipelined_handoff {
+            (m.issued + x).max(m.start + x / 2)
+        } else {
+            m.start + x
+        }
+    }
+
+    /// The distance the miss of `a` fetches its line from, and the line's
+    /// state after it.
+    #[inline]
+    fn line_after_miss(&self, a: &Access, m: &Miss, will_write: bool) -> (Distance, Line) {
+        let line = self.lines[a.line.0 as usize];
+        let bit = 1u64 << a.cpu;
+        match a.kind {
             AccessKind::Load if line.owner != NO_OWNER && !will_write => {
                 // Modified elsewhere: the owner downgrades and forwards.
                 let d = self.topo.distance(line.owner, a.cpu);
                 let l = Line {
                     owner: NO_OWNER,
                     sharers: line.sharers | bit,
-                    free_at: arrival(d) + hold,
+                    free_at: self.arrival(d, m) + m.hold_ns,
                     last_cpu: a.cpu,
                     ..line
                 };
@@ -593,26 +635,12 @@ impl Coherence {
                 let l = Line {
                     owner: a.cpu,
                     sharers: bit,
-                    free_at: arrival(d) + hold,
+                    free_at: self.arrival(d, m) + m.hold_ns,
                     last_cpu: a.cpu,
                     ..line
                 };
                 (d, l)
             }
-        };
-        let xfer = self.transfer_ns(d);
-        let arrive = arrival(d);
-        let st = &mut self.stats[idx];
-        st.transfers += 1;
-        if d == Distance::OtherSocket {
-            st.remote_transfers += 1;
-        }
-        st.queued_ns += (arrive - issued) - xfer;
-        st.transfer_ns += xfer;
-        self.lines[idx] = new_line;
-        AccessCost {
-            done: arrive + op_ns,
-            stalled_ns: arrive - issued,
         }
     }
 

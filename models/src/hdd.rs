@@ -861,9 +861,101 @@ impl Hdd {
         self.host_in_drive -= 1;
         self.refill();
     }
+
+    /// The write-cache acknowledgement of a host write ended at `now`: the
+    /// host sees it done, the data stays in the cache as a destage.
+    fn ack_done(&mut self, now: SimTime, ctx: &mut DevCtx<'_>) {
+        let slot = self
+            .ack_busy
+            .take()
+            .unwrap_or_else(|| panic!("hdd {}: ack timer with no write", self.cfg.name));
+        let cmd = *self.cmds.get(slot);
+        let CmdKind::Host(tag) = cmd.kind else {
+            unreachable!("only host writes are acknowledged")
+        };
+        // The data now lives in the cache (room was reserved): keep the
+        // command as a destage.
+        let c = self.cmds.get_mut(slot);
+        c.kind = CmdKind::Destage;
+        c.arrival = now;
+        self.queue.push(slot);
+        self.counters.overhead_ns += self.overhead_ns;
+        self.finish_host(&cmd, tag, ctx);
+    }
+
+    /// The command on the mechanism finished at `now`: a buffer hit
+    /// extends the read-ahead segment, a media access moves the head and
+    /// starts a new segment after a read.
+    fn mech_done(&mut self, now: SimTime, ctx: &mut DevCtx<'_>) {
+        let done = self
+            .busy
+            .take()
+            .unwrap_or_else(|| panic!("hdd {}: timer with no command in service", self.cfg.name));
+        let cmd = *self.cmds.get(done.slot);
+        match done.kind {
+            ServiceKind::BufferHit => {
+                let ra = self.ra_sectors();
+                if let Some(seg) = self.segment.as_mut() {
+                    let end = cmd.sector + cmd.sectors as u64;
+                    if seg.active {
+                        seg.limit = seg.limit.max(end + ra).min(self.geo.total_sectors);
+                    }
+                }
+                self.cmds.remove(done.slot);
+                let CmdKind::Host(tag) = cmd.kind else {
+                    unreachable!("destages are writes")
+                };
+                self.finish_host(&cmd, tag, ctx);
+            }
+            ServiceKind::Media => {
+                self.head_pos = done.end_pos;
+                let end = cmd.sector + cmd.sectors as u64;
+                if cmd.dir == Dir::Read {
+                    let ra = self.ra_sectors();
+                    self.segment = Some(Segment {
+                        start: cmd.sector,
+                        end,
+                        limit: (end + ra).min(self.geo.total_sectors),
+                        anchor: now,
+                        active: ra > 0,
+                    });
+                }
+                self.cmds.remove(done.slot);
+                match cmd.kind {
+                    CmdKind::Host(tag) => self.finish_host(&cmd, tag, ctx),
+                    CmdKind::Destage => {
+                        self.destage_cmds -= 1;
+                        self.dirty_sectors -= cmd.sectors as u64;
+                        self.promote_cached_writes();
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn build_geometry(cfg: &HddConfig) -> Result<Geometry, HddError> {
+    check_mechanics(cfg)?;
+    check_rates_and_seeks(cfg)?;
+    let rev_ns = NS_PER_MIN as f64 / cfg.rpm as f64;
+    let layout = zone_layout(cfg, rev_ns)?;
+    let seek = fit_seek_curve(cfg, layout.cylinders)?;
+    let max_switch = cfg.head_switch.0.max(cfg.seek_track_to_track.0) as f64;
+    let skew_rev = (max_switch / rev_ns).min(0.99);
+    Ok(Geometry {
+        zones: layout.zones,
+        heads: cfg.heads,
+        cylinders: layout.cylinders,
+        total_sectors: layout.total_sectors,
+        rpm: cfg.rpm,
+        rev_ns,
+        skew_rev,
+        seek,
+    })
+}
+
+/// Checks the spindle speed, surface and zone counts and the capacity.
+fn check_mechanics(cfg: &HddConfig) -> Result<(), HddError> {
     let bad = |key, value: String, fix| invalid(cfg, key, value, fix);
     if cfg.rpm == 0 || cfg.rpm > 30_000 {
         return Err(bad(
@@ -889,6 +981,13 @@ fn build_geometry(cfg: &HddConfig) -> Result<Geometry, HddError> {
             "use a non-zero multiple of 512 bytes (e.g. \"931g\")",
         ));
     }
+    Ok(())
+}
+
+/// Checks the media and interface rates, the queue depth and the three
+/// seek times.
+fn check_rates_and_seeks(cfg: &HddConfig) -> Result<(), HddError> {
+    let bad = |key, value: String, fix| invalid(cfg, key, value, fix);
     let rates_ok = cfg.media_outer_mb_per_s.is_finite()
         && cfg.media_inner_mb_per_s.is_finite()
         && cfg.media_inner_mb_per_s > 0.0
@@ -929,7 +1028,21 @@ fn build_geometry(cfg: &HddConfig) -> Result<Geometry, HddError> {
             "need 0 < seek_track_to_track < seek_average < seek_full_stroke",
         ));
     }
-    let rev_ns = NS_PER_MIN as f64 / cfg.rpm as f64;
+    Ok(())
+}
+
+/// The zones of a disk and the size they add up to.
+struct ZoneLayout {
+    zones: Vec<Zone>,
+    cylinders: u32,
+    total_sectors: u64,
+}
+
+/// Lays the capacity out in `cfg.zones` zones of equal cylinder count,
+/// sectors per track falling linearly from the outer to the inner media
+/// rate (one revolution takes `rev_ns`).
+fn zone_layout(cfg: &HddConfig, rev_ns: f64) -> Result<ZoneLayout, HddError> {
+    let bad = |key, value: String, fix| invalid(cfg, key, value, fix);
     let spt_of = |mb: f64| {
         ((mb * 1e6 / SECTOR_BYTES as f64) * rev_ns * 1e-9)
             .floor()
@@ -976,7 +1089,21 @@ fn build_geometry(cfg: &HddConfig) -> Result<Geometry, HddError> {
             "the disk needs at least 3 cylinders",
         ));
     }
-    // Fit a, b of t(d) = t2t + a sqrt(d-1) + b (d-1).
+    Ok(ZoneLayout {
+        zones,
+        cylinders,
+        total_sectors: total,
+    })
+}
+
+/// Fits a, b of t(d) = t2t + a sqrt(d-1) + b (d-1) through the configured
+/// average and full-stroke seek times on `cylinders` cylinders.
+fn fit_seek_curve(cfg: &HddConfig, cylinders: u32) -> Result<SeekCurve, HddError> {
+    let (t2t, avg, full) = (
+        cfg.seek_track_to_track.0,
+        cfg.seek_average.0,
+        cfg.seek_full_stroke.0,
+    );
     let max = cylinders - 1;
     let (sq, lin) = seek_moments(max);
     let xf = (max - 1) as f64;
@@ -987,27 +1114,17 @@ fn build_geometry(cfg: &HddConfig) -> Result<Geometry, HddError> {
     let a = (ra * lf - lin * rf) / det;
     let b = (sq * rf - ra * sf) / det;
     if !(a >= 0.0 && b >= 0.0 && a.is_finite() && b.is_finite()) {
-        return Err(bad(
+        return Err(invalid(
+            cfg,
             "seek_average",
             format!("t2t {t2t} ns, average {avg} ns, full {full} ns (fit a={a:.3}, b={b:.6})"),
             "no increasing concave seek curve passes through these points: the average must lie between ~1/3 and ~8/15 of the way from track-to-track to full stroke",
         ));
     }
-    let max_switch = cfg.head_switch.0.max(t2t) as f64;
-    let skew_rev = (max_switch / rev_ns).min(0.99);
-    Ok(Geometry {
-        zones,
-        heads: cfg.heads,
-        cylinders,
-        total_sectors: total,
-        rpm: cfg.rpm,
-        rev_ns,
-        skew_rev,
-        seek: SeekCurve {
-            t2t_ns: t2t as f64,
-            a,
-            b,
-        },
+    Ok(SeekCurve {
+        t2t_ns: t2t as f64,
+        a,
+        b,
     })
 }
 
@@ -1058,74 +1175,14 @@ impl BlockDevice for Hdd {
     fn on_timer(&mut self, token: u32, ctx: &mut DevCtx<'_>) {
         let now = ctx.now();
         if token == TOKEN_ACK {
-            let slot = self
-                .ack_busy
-                .take()
-                .unwrap_or_else(|| panic!("hdd {}: ack timer with no write", self.cfg.name));
-            let cmd = *self.cmds.get(slot);
-            let CmdKind::Host(tag) = cmd.kind else {
-                unreachable!("only host writes are acknowledged")
-            };
-            // The data now lives in the cache (room was reserved): keep the
-            // command as a destage.
-            let c = self.cmds.get_mut(slot);
-            c.kind = CmdKind::Destage;
-            c.arrival = now;
-            self.queue.push(slot);
-            self.counters.overhead_ns += self.overhead_ns;
-            self.finish_host(&cmd, tag, ctx);
-            self.start_ack(ctx);
-            self.dispatch(ctx);
-            return;
-        }
-        assert_eq!(
-            token, TOKEN_MECH,
-            "hdd {}: unknown timer token",
-            self.cfg.name
-        );
-        let done = self
-            .busy
-            .take()
-            .unwrap_or_else(|| panic!("hdd {}: timer with no command in service", self.cfg.name));
-        let cmd = *self.cmds.get(done.slot);
-        match done.kind {
-            ServiceKind::BufferHit => {
-                let ra = self.ra_sectors();
-                if let Some(seg) = self.segment.as_mut() {
-                    let end = cmd.sector + cmd.sectors as u64;
-                    if seg.active {
-                        seg.limit = seg.limit.max(end + ra).min(self.geo.total_sectors);
-                    }
-                }
-                self.cmds.remove(done.slot);
-                let CmdKind::Host(tag) = cmd.kind else {
-                    unreachable!("destages are writes")
-                };
-                self.finish_host(&cmd, tag, ctx);
-            }
-            ServiceKind::Media => {
-                self.head_pos = done.end_pos;
-                let end = cmd.sector + cmd.sectors as u64;
-                if cmd.dir == Dir::Read {
-                    let ra = self.ra_sectors();
-                    self.segment = Some(Segment {
-                        start: cmd.sector,
-                        end,
-                        limit: (end + ra).min(self.geo.total_sectors),
-                        anchor: now,
-                        active: ra > 0,
-                    });
-                }
-                self.cmds.remove(done.slot);
-                match cmd.kind {
-                    CmdKind::Host(tag) => self.finish_host(&cmd, tag, ctx),
-                    CmdKind::Destage => {
-                        self.destage_cmds -= 1;
-                        self.dirty_sectors -= cmd.sectors as u64;
-                        self.promote_cached_writes();
-                    }
-                }
-            }
+            self.ack_done(now, ctx);
+        } else {
+            assert_eq!(
+                token, TOKEN_MECH,
+                "hdd {}: unknown timer token",
+                self.cfg.name
+            );
+            self.mech_done(now, ctx);
         }
         self.start_ack(ctx);
         self.dispatch(ctx);

@@ -308,6 +308,75 @@ pub fn build_raid10(
     Raid10::new(cfg, members)
 }
 
+fn invalid(cfg: &Raid10Config, key: &'static str, value: String, fix: String) -> Raid10Error {
+    Raid10Error::Invalid {
+        name: cfg.name.clone(),
+        key,
+        value,
+        fix,
+    }
+}
+
+/// The near layout of `cfg` over `members` (in raid-disk order), after
+/// checking the member count, copies, chunk size and that every member is
+/// idle.
+fn near_geometry<M: RaidMember>(
+    cfg: &Raid10Config,
+    members: &[M],
+) -> Result<NearGeometry, Raid10Error> {
+    let bad = |key, value: String, fix: String| invalid(cfg, key, value, fix);
+    let n = members.len();
+    if n != cfg.members.len() {
+        return Err(bad(
+            "members",
+            format!("{:?}", cfg.members),
+            format!(
+                "{} member devices were given for {} names",
+                n,
+                cfg.members.len()
+            ),
+        ));
+    }
+    if n == 0 || n > MAX_MEMBERS {
+        return Err(bad(
+            "members",
+            format!("{:?}", cfg.members),
+            format!("list 1..={MAX_MEMBERS} [[hdd]] names"),
+        ));
+    }
+    let nc = cfg.near_copies as usize;
+    if nc == 0 || nc > n || nc > MAX_COPIES {
+        return Err(bad(
+            "near_copies",
+            cfg.near_copies.to_string(),
+            format!(
+                "use 1..={} (at most the number of members, {n})",
+                n.min(MAX_COPIES)
+            ),
+        ));
+    }
+    let chunk_sectors = cfg.chunk.0 / 512;
+    if cfg.chunk.0 & 511 != 0 || !chunk_sectors.is_power_of_two() || cfg.chunk.0 < 4096 {
+        return Err(bad(
+            "chunk",
+            cfg.chunk.0.to_string(),
+            "md needs a power of two of at least 4 KiB (e.g. \"512k\")".to_string(),
+        ));
+    }
+    if members.iter().any(|m| m.in_flight() != 0) {
+        return Err(bad(
+            "members",
+            format!("{:?}", cfg.members),
+            "members must be idle".to_string(),
+        ));
+    }
+    Ok(NearGeometry {
+        raid_disks: n,
+        near_copies: nc,
+        chunk_shift: chunk_sectors.trailing_zeros(),
+    })
+}
+
 /// An md raid10 array over members of type `M`.
 #[derive(Debug)]
 pub struct Raid10<M: RaidMember = Hdd> {
@@ -329,62 +398,8 @@ impl<M: RaidMember> Raid10<M> {
     /// Builds the array. `members` are in raid-disk order (as
     /// `cfg.members`); all must be idle.
     pub fn new(cfg: &Raid10Config, members: Vec<M>) -> Result<Self, Raid10Error> {
-        let bad = |key, value: String, fix: String| Raid10Error::Invalid {
-            name: cfg.name.clone(),
-            key,
-            value,
-            fix,
-        };
+        let geo = near_geometry(cfg, &members)?;
         let n = members.len();
-        if n != cfg.members.len() {
-            return Err(bad(
-                "members",
-                format!("{:?}", cfg.members),
-                format!(
-                    "{} member devices were given for {} names",
-                    n,
-                    cfg.members.len()
-                ),
-            ));
-        }
-        if n == 0 || n > MAX_MEMBERS {
-            return Err(bad(
-                "members",
-                format!("{:?}", cfg.members),
-                format!("list 1..={MAX_MEMBERS} [[hdd]] names"),
-            ));
-        }
-        let nc = cfg.near_copies as usize;
-        if nc == 0 || nc > n || nc > MAX_COPIES {
-            return Err(bad(
-                "near_copies",
-                cfg.near_copies.to_string(),
-                format!(
-                    "use 1..={} (at most the number of members, {n})",
-                    n.min(MAX_COPIES)
-                ),
-            ));
-        }
-        let chunk_sectors = cfg.chunk.0 / 512;
-        if cfg.chunk.0 & 511 != 0 || !chunk_sectors.is_power_of_two() || cfg.chunk.0 < 4096 {
-            return Err(bad(
-                "chunk",
-                cfg.chunk.0.to_string(),
-                "md needs a power of two of at least 4 KiB (e.g. \"512k\")".to_string(),
-            ));
-        }
-        if members.iter().any(|m| m.in_flight() != 0) {
-            return Err(bad(
-                "members",
-                format!("{:?}", cfg.members),
-                "members must be idle".to_string(),
-            ));
-        }
-        let geo = NearGeometry {
-            raid_disks: n,
-            near_copies: nc,
-            chunk_shift: chunk_sectors.trailing_zeros(),
-        };
         let min_cap = members
             .iter()
             .map(|m| m.capacity_sectors())
@@ -393,7 +408,8 @@ impl<M: RaidMember> Raid10<M> {
         let dev_sectors = (min_cap >> geo.chunk_shift) << geo.chunk_shift;
         let capacity = geo.array_sectors(dev_sectors);
         if capacity == 0 {
-            return Err(bad(
+            return Err(invalid(
+                cfg,
                 "chunk",
                 cfg.chunk.0.to_string(),
                 format!("members of {min_cap} sectors hold no whole chunk"),

@@ -193,6 +193,15 @@ impl SyncModel {
     }
 }
 
+/// What the step loop of [`SyncModel::run_job`] does after a step.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    /// Run the job's next step now.
+    Next,
+    /// The job waits for an event (or has finished): leave the loop.
+    Stop,
+}
+
 impl SyncModel {
     #[inline]
     fn run_job(&mut self, j: usize, now: SimTime, ctx: &mut Ctx<'_, u32>) {
@@ -202,150 +211,228 @@ impl SyncModel {
         }
         let mut t = now;
         loop {
-            let job = &mut self.jobs[j];
+            let job = &self.jobs[j];
             let step = job.steps[job.pos];
-            match step.kind {
+            let flow = match step.kind {
                 StepKind::Work => {
-                    // Only the part of the step inside the measured window
-                    // [ramp_end, end] is charged: a step that runs past the
-                    // end of the run must not push usr + sys above 100%.
-                    let charged = window_overlap_ns(t, step.ns, self.ramp_end, self.end);
-                    if charged > 0 {
-                        job.busy_ns += charged;
-                        if let Some(p) = self.profile.as_mut() {
-                            let r =
-                                step.sym_first as usize..(step.sym_first + step.sym_len) as usize;
-                            for &(sym, ns) in &job.sym_costs[r] {
-                                // Symbols share the clipped time in proportion.
-                                let part = if charged == step.ns {
-                                    ns
-                                } else {
-                                    (ns as u128 * charged as u128 / step.ns as u128) as u64
-                                };
-                                p.charge(job.cpu as usize, self.fio, sym, part);
-                            }
-                        }
-                    }
-                    t += step.ns;
-                    job.pos += 1;
+                    self.work_step(j, &step, &mut t);
+                    Flow::Next
                 }
-                StepKind::IoDone => {
-                    if !job.has_acct && t > now {
-                        if t <= self.end {
-                            ctx.schedule_at(t, j as u32);
-                        }
-                        return;
-                    }
-                    if t > self.end {
-                        return;
-                    }
-                    if t >= self.ramp_end {
-                        if t.as_ns() >= self.intervals.next_ns {
-                            self.sample_until(t);
-                        }
-                        let job = &mut self.jobs[j];
-                        job.ios += 1;
-                        let clat_ns = t - job.io_start;
-                        self.groups[job.group].hist.record(clat_ns);
-                        if let Some(rec) = &mut job.log {
-                            let since = t - self.ramp_end;
-                            rec.record(
-                                since,
-                                IoLogEntry {
-                                    time_ms: since / 1_000_000,
-                                    dir: analysis_dir(job.dir),
-                                    bs_bytes: job.bytes_per_io as u32,
-                                    offset_bytes: 0,
-                                    slat_ns: 0,
-                                    clat_ns,
-                                },
-                            );
-                        }
-                    }
-                    let job = &mut self.jobs[j];
-                    job.io_start = t;
-                    job.pos = 0;
-                    job.ios_left -= 1;
-                    if job.ios_left == 0 {
-                        return;
-                    }
-                }
+                StepKind::IoDone => self.io_done_step(j, now, t, ctx),
                 StepKind::Acct { inst, start } => {
-                    if t > now {
-                        if t <= self.end {
-                            ctx.schedule_at(t, j as u32);
-                        }
-                        return;
-                    }
-                    if !job.acct_running {
-                        let d = &self.insts[inst as usize];
-                        d.set_now_jiffies(now.as_ns() / (1_000_000_000 / KERNEL_HZ));
-                        let (cpu, dir) = (job.cpu, job.dir);
-                        traced::record(cpu, &mut job.accesses, || {
-                            if start {
-                                let admitted = d.start_io(cpu as usize, dir);
-                                assert!(admitted, "no suspend runs, so every I/O is admitted");
-                            } else {
-                                d.end_io(cpu as usize, dir, || {});
-                            }
-                        });
-                        job.cursor = 0;
-                        job.acct_running = true;
-                        job.acct_began = now;
-                    }
-                    // Replay the accesses: hits inline, a miss only at `now`.
-                    while job.cursor < job.accesses.len() {
-                        let a = job.accesses[job.cursor];
-                        // A miss, or a hit on a line others wait for (a
-                        // release may come first), happens at its own time.
-                        if t > now
-                            && (self.coh.hit_cost(&a).is_none()
-                                || (a.line != LineId::NONE && self.coh.waiting(a.line) > 0))
-                        {
-                            ctx.schedule_at(t, j as u32);
-                            return;
-                        }
-                        // Read-for-ownership: a load whose line this call
-                        // writes within the next few accesses.
-                        let will_write = a.kind == AccessKind::Load
-                            && job.accesses[job.cursor + 1..]
-                                .iter()
-                                .take(self.rfo_window)
-                                .any(|b| b.line == a.line && b.kind != AccessKind::Load);
-                        let c = match self.coh.request(&a, t, will_write, j as u32) {
-                            Request::Done(c) => c,
-                            Request::Queued { release_at } => {
-                                // Sleeps until the line's arbitration grants it.
-                                if let Some(at) = release_at {
-                                    ctx.schedule_at(at, self.line_event_base + a.line.0);
-                                }
-                                return;
-                            }
-                        };
-                        if t >= self.ramp_end {
-                            job.stalled_ns += c.stalled_ns;
-                        }
-                        t = c.done;
-                        job.cursor += 1;
-                    }
-                    job.acct_running = false;
-                    let spent = window_overlap_ns(
-                        job.acct_began,
-                        t - job.acct_began,
-                        self.ramp_end,
-                        self.end,
-                    );
-                    if spent > 0 {
-                        job.busy_ns += spent;
-                        if let Some(p) = self.profile.as_mut() {
-                            p.charge(job.cpu as usize, self.fio, step.sym, spent);
-                        }
-                    }
-                    job.pos += 1;
+                    self.acct_step(j, &step, AcctCall { inst, start }, now, &mut t, ctx)
                 }
+            };
+            if flow == Flow::Stop {
+                return;
             }
         }
     }
+
+    /// A CPU-work step: charges its part inside the measured window and
+    /// advances `t` past it.
+    #[inline]
+    fn work_step(&mut self, j: usize, step: &Step, t: &mut SimTime) {
+        let job = &mut self.jobs[j];
+        // Only the part of the step inside the measured window
+        // [ramp_end, end] is charged: a step that runs past the
+        // end of the run must not push usr + sys above 100%.
+        let charged = window_overlap_ns(*t, step.ns, self.ramp_end, self.end);
+        if charged > 0 {
+            job.busy_ns += charged;
+            if let Some(p) = self.profile.as_mut() {
+                let r = step.sym_first as usize..(step.sym_first + step.sym_len) as usize;
+                for &(sym, ns) in &job.sym_costs[r] {
+                    // Symbols share the clipped time in proportion.
+                    let part = if charged == step.ns {
+                        ns
+                    } else {
+                        (ns as u128 * charged as u128 / step.ns as u128) as u64
+                    };
+                    p.charge(job.cpu as usize, self.fio, sym, part);
+                }
+            }
+        }
+        *t += step.ns;
+        job.pos += 1;
+    }
+
+    /// The end of one I/O at `t`: counts it (after ramp) and starts the
+    /// next one, or stops the job (its event comes later, the run is over,
+    /// or it has done all its I/Os).
+    #[inline]
+    fn io_done_step(&mut self, j: usize, now: SimTime, t: SimTime, ctx: &mut Ctx<'_, u32>) -> Flow {
+        let job = &self.jobs[j];
+        if !job.has_acct && t > now {
+            if t <= self.end {
+                ctx.schedule_at(t, j as u32);
+            }
+            return Flow::Stop;
+        }
+        if t > self.end {
+            return Flow::Stop;
+        }
+        if t >= self.ramp_end {
+            if t.as_ns() >= self.intervals.next_ns {
+                self.sample_until(t);
+            }
+            self.count_io(j, t);
+        }
+        let job = &mut self.jobs[j];
+        job.io_start = t;
+        job.pos = 0;
+        job.ios_left -= 1;
+        if job.ios_left == 0 {
+            return Flow::Stop;
+        }
+        Flow::Next
+    }
+
+    /// Counts job `j`'s I/O completed at `t` (in the measured window): its
+    /// latency in the group's histogram and the job's fio log.
+    #[inline]
+    fn count_io(&mut self, j: usize, t: SimTime) {
+        let job = &mut self.jobs[j];
+        job.ios += 1;
+        let clat_ns = t - job.io_start;
+        self.groups[job.group].hist.record(clat_ns);
+        if let Some(rec) = &mut job.log {
+            let since = t - self.ramp_end;
+            rec.record(
+                since,
+                IoLogEntry {
+                    time_ms: since / 1_000_000,
+                    dir: analysis_dir(job.dir),
+                    bs_bytes: job.bytes_per_io as u32,
+                    offset_bytes: 0,
+                    slat_ns: 0,
+                    clat_ns,
+                },
+            );
+        }
+    }
+
+    /// An accounting call: run at `now` only (a later `t` waits for its
+    /// own event), its accesses recorded once and replayed against the
+    /// coherence model, then its time charged.
+    #[inline]
+    fn acct_step(
+        &mut self,
+        j: usize,
+        step: &Step,
+        call: AcctCall,
+        now: SimTime,
+        t: &mut SimTime,
+        ctx: &mut Ctx<'_, u32>,
+    ) -> Flow {
+        if *t > now {
+            if *t <= self.end {
+                ctx.schedule_at(*t, j as u32);
+            }
+            return Flow::Stop;
+        }
+        if !self.jobs[j].acct_running {
+            self.record_acct_call(j, call, now);
+        }
+        if self.replay_accesses(j, now, t, ctx) == Flow::Stop {
+            return Flow::Stop;
+        }
+        self.finish_acct_call(j, step.sym, *t);
+        Flow::Next
+    }
+
+    /// Runs the design's accounting call for job `j`, recording its
+    /// accesses into the job's buffer to replay from the first.
+    #[inline]
+    fn record_acct_call(&mut self, j: usize, call: AcctCall, now: SimTime) {
+        let job = &mut self.jobs[j];
+        let d = &self.insts[call.inst as usize];
+        d.set_now_jiffies(now.as_ns() / (1_000_000_000 / KERNEL_HZ));
+        let (cpu, dir, start) = (job.cpu, job.dir, call.start);
+        traced::record(cpu, &mut job.accesses, || {
+            if start {
+                let admitted = d.start_io(cpu as usize, dir);
+                assert!(admitted, "no suspend runs, so every I/O is admitted");
+            } else {
+                d.end_io(cpu as usize, dir, || {});
+            }
+        });
+        job.cursor = 0;
+        job.acct_running = true;
+        job.acct_began = now;
+    }
+
+    /// Replays job `j`'s recorded accesses from its cursor: hits inline, a
+    /// miss only at `now`. Stops when an access must wait for its own event
+    /// or for a line grant.
+    #[inline]
+    fn replay_accesses(
+        &mut self,
+        j: usize,
+        now: SimTime,
+        t: &mut SimTime,
+        ctx: &mut Ctx<'_, u32>,
+    ) -> Flow {
+        let job = &mut self.jobs[j];
+        while job.cursor < job.accesses.len() {
+            let a = job.accesses[job.cursor];
+            // A miss, or a hit on a line others wait for (a
+            // release may come first), happens at its own time.
+            if *t > now
+                && (self.coh.hit_cost(&a).is_none()
+                    || (a.line != LineId::NONE && self.coh.waiting(a.line) > 0))
+            {
+                ctx.schedule_at(*t, j as u32);
+                return Flow::Stop;
+            }
+            // Read-for-ownership: a load whose line this call
+            // writes within the next few accesses.
+            let will_write = a.kind == AccessKind::Load
+                && job.accesses[job.cursor + 1..]
+                    .iter()
+                    .take(self.rfo_window)
+                    .any(|b| b.line == a.line && b.kind != AccessKind::Load);
+            let c = match self.coh.request(&a, *t, will_write, j as u32) {
+                Request::Done(c) => c,
+                Request::Queued { release_at } => {
+                    // Sleeps until the line's arbitration grants it.
+                    if let Some(at) = release_at {
+                        ctx.schedule_at(at, self.line_event_base + a.line.0);
+                    }
+                    return Flow::Stop;
+                }
+            };
+            if *t >= self.ramp_end {
+                job.stalled_ns += c.stalled_ns;
+            }
+            *t = c.done;
+            job.cursor += 1;
+        }
+        Flow::Next
+    }
+
+    /// Ends job `j`'s accounting call at `t`: charges its time inside the
+    /// measured window to `sym` and moves to the next step.
+    #[inline]
+    fn finish_acct_call(&mut self, j: usize, sym: SymbolId, t: SimTime) {
+        let job = &mut self.jobs[j];
+        job.acct_running = false;
+        let spent = window_overlap_ns(job.acct_began, t - job.acct_began, self.ramp_end, self.end);
+        if spent > 0 {
+            job.busy_ns += spent;
+            if let Some(p) = self.profile.as_mut() {
+                p.charge(job.cpu as usize, self.fio, sym, spent);
+            }
+        }
+        job.pos += 1;
+    }
+}
+
+/// The accounting call of an `Acct` step: which instance, start or end.
+#[derive(Clone, Copy)]
+struct AcctCall {
+    inst: u8,
+    start: bool,
 }
 
 /// Nanoseconds of `[start, start + len_ns)` that fall inside the measured
@@ -507,6 +594,74 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
     // The count is per thread and cumulative: only this run's escapes are
     // this run's (an earlier run on the thread may have had its own).
     let unrecorded_before = traced::unrecorded_count();
+    let (topo, coh_cfg) = check_config(scenario)?;
+    let cpus = topo.logical_cpus() as usize;
+    let mut profile = CpuProfile::new(cpus);
+    let fio = profile.context("fio");
+    let paths = scenario.costs.resolve(&mut profile).map_err(cfg_err)?;
+    let acct = AcctInsts::new(scenario, cpus)?;
+    let build = JobBuild {
+        scenario,
+        topo: &topo,
+        paths: &paths,
+        insts: Insts {
+            dm: acct.dm,
+            pmem: &acct.pmem,
+        },
+    };
+    let JobSet {
+        jobs,
+        groups,
+        reports: job_reports,
+        runtime_ns,
+        ramp_ns,
+    } = build_jobs(&build, &mut profile)?;
+    let ramp_end = SimTime(ramp_ns);
+    let end = ramp_end + runtime_ns;
+    let coh = Coherence::new(coh_cfg.clone(), topo.clone(), acct.line_count);
+    let jobs_count = jobs.len() as u32;
+    let model = SyncModel {
+        jobs,
+        groups,
+        coh,
+        insts: acct.insts,
+        ramp_end,
+        end,
+        profile: options.profile.then_some(profile.clone()),
+        fio,
+        coherence_reset: ramp_ns == 0,
+        line_event_base: jobs_count,
+        rfo_window: coh_cfg.rfo_window_accesses as usize,
+        intervals: SyncIntervals::new(scenario, ramp_ns),
+    };
+    let (mut m, summary) = simulate(scenario, model)?;
+    assert_eq!(
+        traced::unrecorded_count() - unrecorded_before,
+        0,
+        "design accesses escaped the recorder"
+    );
+    let mut report = build_report(scenario, &mut m, job_reports, summary.events_processed)?;
+    if let Some(table) = contended_lines(&m, &acct.names) {
+        report.extra_tables.push(table);
+    }
+    if coh_cfg.free_transfers {
+        report.notes.push(
+            "coherence: free_transfers = true (ablation: cache-line transfers cost nothing)".into(),
+        );
+    }
+    if let Some(p) = &m.profile {
+        report.profile = Some(build_profile(p, runtime_ns));
+    }
+    Ok(RunOutput {
+        report,
+        events_processed: summary.events_processed,
+        sim_end: summary.end_time,
+    })
+}
+
+/// The scenario's CPU topology and coherence parameters, after checking
+/// every section the psync stack reads.
+fn check_config(scenario: &Scenario) -> Result<(Topology, CoherenceConfig), ModelError> {
     let topo = Topology::new(&scenario.cpu).map_err(cfg_err)?;
     let coh_cfg: CoherenceConfig = scenario.coherence.clone().unwrap_or_default();
     coh_cfg.validate().map_err(cfg_err)?;
@@ -519,43 +674,84 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
     if scenario.jobs.is_empty() {
         return Err(cfg_err("the scenario has no [[job]]"));
     }
-    let cpus = topo.logical_cpus() as usize;
-    let mut profile = CpuProfile::new(cpus);
-    let fio = profile.context("fio");
-    let paths = scenario.costs.resolve(&mut profile).map_err(cfg_err)?;
+    Ok((topo, coh_cfg))
+}
 
-    // Accounting instances: dm first, then each pmem with iostat.
-    let mut insts: Vec<Inflight<TracedBackend>> = Vec::new();
-    let mut inst_names: Vec<String> = Vec::new();
-    let mut line_base = 0u32;
-    let mut add_inst = |design: DesignKind, name: String| -> u8 {
+/// The accounting instances of a run, dm's first, then each pmem with
+/// iostat; their cache lines are numbered one instance after the other.
+struct AcctInsts {
+    insts: Vec<Inflight<TracedBackend>>,
+    /// The device of each instance (names its lines in reports).
+    names: Vec<String>,
+    dm: Option<u8>,
+    /// pmem name -> instance.
+    pmem: BTreeMap<String, u8>,
+    line_count: u32,
+}
+
+impl AcctInsts {
+    fn new(scenario: &Scenario, cpus: usize) -> Result<AcctInsts, ModelError> {
+        let mut a = AcctInsts {
+            insts: Vec::new(),
+            names: Vec::new(),
+            dm: None,
+            pmem: BTreeMap::new(),
+            line_count: 0,
+        };
+        if let Some(d) = &scenario.dm {
+            a.dm = Some(a.add(d.design().map_err(cfg_err)?, d.dev_path(), cpus));
+        }
+        for p in scenario.pmem.iter().filter(|p| p.iostat) {
+            let i = a.add(p.design().map_err(cfg_err)?, p.dev_path(), cpus);
+            a.pmem.insert(p.name.clone(), i);
+        }
+        Ok(a)
+    }
+
+    /// Adds an instance of `design` for device `name`; returns its index.
+    fn add(&mut self, design: DesignKind, name: String, cpus: usize) -> u8 {
         let inst = Inflight::new(InflightOptions {
             design,
             cpus,
             ordering: OrderingMode::ReleaseAcquire,
-            line_base,
+            line_base: self.line_count,
         });
-        line_base += Inflight::<TracedBackend>::line_count(cpus);
-        insts.push(inst);
-        inst_names.push(name);
-        (insts.len() - 1) as u8
-    };
-    let dm_inst = match &scenario.dm {
-        Some(d) => Some(add_inst(d.design().map_err(cfg_err)?, d.dev_path())),
-        None => None,
-    };
-    let mut pmem_inst: BTreeMap<String, u8> = BTreeMap::new();
-    for p in scenario.pmem.iter().filter(|p| p.iostat) {
-        let i = add_inst(p.design().map_err(cfg_err)?, p.dev_path());
-        pmem_inst.insert(p.name.clone(), i);
+        self.line_count += Inflight::<TracedBackend>::line_count(cpus);
+        self.insts.push(inst);
+        self.names.push(name);
+        (self.insts.len() - 1) as u8
     }
+}
 
-    let mut jobs: Vec<Job> = Vec::new();
-    let mut groups: Vec<Group> = Vec::new();
+/// What building the jobs of a run reads.
+struct JobBuild<'a> {
+    scenario: &'a Scenario,
+    topo: &'a Topology,
+    paths: &'a BTreeMap<String, crate::costs::Path>,
+    insts: Insts<'a>,
+}
+
+/// The jobs of a run: every clone, one group (and report) per `[[job]]`,
+/// and the runtime and ramp time they share.
+struct JobSet {
+    jobs: Vec<Job>,
+    groups: Vec<Group>,
+    reports: Vec<JobReport>,
+    runtime_ns: u64,
+    ramp_ns: u64,
+}
+
+/// Builds every job of the scenario, checking that this stack can run it.
+fn build_jobs(b: &JobBuild<'_>, profile: &mut CpuProfile) -> Result<JobSet, ModelError> {
+    let mut set = JobSet {
+        jobs: Vec::new(),
+        groups: Vec::new(),
+        reports: Vec::new(),
+        runtime_ns: 0,
+        ramp_ns: 0,
+    };
     let mut runtime_ns: Option<u64> = None;
-    let mut ramp_ns = 0u64;
-    let mut job_reports: Vec<JobReport> = Vec::new();
-    for (g, jc) in scenario.jobs.iter().enumerate() {
+    for (g, jc) in b.scenario.jobs.iter().enumerate() {
         if jc.ioengine != IoEngine::Psync {
             return Err(cfg_err(format!(
                 "job `{}`: ioengine = {} on a pmem/dm target; this stack models psync only",
@@ -564,110 +760,108 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
             )));
         }
         let (dir, rt) = job_dir_runtime(jc)?;
-        if runtime_ns.is_some_and(|r| r != rt) || (g > 0 && ramp_ns != jc.ramp_time_ns) {
+        if runtime_ns.is_some_and(|r| r != rt) || (g > 0 && set.ramp_ns != jc.ramp_time_ns) {
             return Err(cfg_err(
                 "all jobs of a psync scenario must share runtime and ramp_time",
             ));
         }
         runtime_ns = Some(rt);
-        ramp_ns = jc.ramp_time_ns;
-        let target = find_target(scenario, jc)?;
-        if jc.logs.offset {
-            return Err(cfg_err(format!(
-                "job `{}`: log_offset = 1 on a pmem/dm target: the psync stack does not model offsets; drop log_offset",
-                jc.name
-            )));
-        }
-        let bs = jc.bs_bytes_min;
-        let ios_limit = if jc.time_based {
-            u64::MAX
-        } else {
-            let size = match target {
-                Target::Pmem(p) | Target::Dm(_, p) => p.size_bytes,
-            };
-            (jc.io_limit_bytes(size) / bs.max(1)).max(1)
-        };
-        // The per-I/O program, unscaled.
-        let (steps, syms) = program(
-            &mut profile,
-            &paths,
-            &Insts {
-                dm: dm_inst,
-                pmem: &pmem_inst,
-            },
-            target,
-            bs,
-        );
-        let has_acct = steps
-            .iter()
-            .any(|s| matches!(s.kind, StepKind::Acct { .. }));
-
-        let shape = JobShape {
-            group: g,
-            dir,
-            bs,
-            ios_limit,
-            has_acct,
-        };
-        place_clones(&topo, jc, &shape, (&steps, &syms), &mut jobs)?;
-        let user_per_io: u64 = syms
-            .iter()
-            .filter(|(s, _)| profile.symbols()[s.0 as usize].mode == Mode::User)
-            .map(|(_, ns)| ns)
-            .sum();
-        for job in jobs.iter_mut().filter(|j| j.group == g) {
-            job.user_ns = user_per_io; // per I/O for now; scaled at the end
-        }
-        groups.push(Group {
-            hist: LatencyHistogram::new(),
-            dir,
-        });
-        job_reports.push(JobReport {
-            name: jc.name.clone(),
-            groupid: 0,
-            numjobs: jc.numjobs,
-            rw: jc.rw.as_str().into(),
-            bs_bytes: bs,
-            ioengine: "psync".into(),
-            iodepth: 1,
-            ..JobReport::default()
-        });
+        set.ramp_ns = jc.ramp_time_ns;
+        add_group(b, profile, &mut set, (g, jc), dir)?;
     }
-    let runtime_ns = runtime_ns.expect("at least one job");
-    let ramp_end = SimTime(ramp_ns);
-    let end = ramp_end + runtime_ns;
+    set.runtime_ns = runtime_ns.expect("at least one job");
+    Ok(set)
+}
 
-    let line_count = line_base;
-    let coh = Coherence::new(coh_cfg.clone(), topo.clone(), line_count);
+/// Adds group `g`: the clones of `[[job]]` `jc`, its histogram and report.
+fn add_group(
+    b: &JobBuild<'_>,
+    profile: &mut CpuProfile,
+    set: &mut JobSet,
+    (g, jc): (usize, &JobConfig),
+    dir: Dir,
+) -> Result<(), ModelError> {
+    let target = find_target(b.scenario, jc)?;
+    if jc.logs.offset {
+        return Err(cfg_err(format!(
+            "job `{}`: log_offset = 1 on a pmem/dm target: the psync stack does not model offsets; drop log_offset",
+            jc.name
+        )));
+    }
+    let bs = jc.bs_bytes_min;
+    let ios_limit = if jc.time_based {
+        u64::MAX
+    } else {
+        let size = match target {
+            Target::Pmem(p) | Target::Dm(_, p) => p.size_bytes,
+        };
+        (jc.io_limit_bytes(size) / bs.max(1)).max(1)
+    };
+    // The per-I/O program, unscaled.
+    let (steps, syms) = program(profile, b.paths, &b.insts, target, bs);
+    let has_acct = steps
+        .iter()
+        .any(|s| matches!(s.kind, StepKind::Acct { .. }));
+    let shape = JobShape {
+        group: g,
+        dir,
+        bs,
+        ios_limit,
+        has_acct,
+    };
+    place_clones(b.topo, jc, &shape, (&steps, &syms), &mut set.jobs)?;
+    let user_per_io: u64 = syms
+        .iter()
+        .filter(|(s, _)| profile.symbols()[s.0 as usize].mode == Mode::User)
+        .map(|(_, ns)| ns)
+        .sum();
+    for job in set.jobs.iter_mut().filter(|j| j.group == g) {
+        job.user_ns = user_per_io; // per I/O for now; scaled at the end
+    }
+    set.groups.push(Group {
+        hist: LatencyHistogram::new(),
+        dir,
+    });
+    set.reports.push(JobReport {
+        name: jc.name.clone(),
+        groupid: 0,
+        numjobs: jc.numjobs,
+        rw: jc.rw.as_str().into(),
+        bs_bytes: bs,
+        ioengine: "psync".into(),
+        iodepth: 1,
+        ..JobReport::default()
+    });
+    Ok(())
+}
+
+impl SyncIntervals {
+    fn new(scenario: &Scenario, ramp_ns: u64) -> SyncIntervals {
+        let mut sampler = IntervalSampler::new(scenario);
+        // Nothing is counted during ramp_time: intervals start at its end.
+        sampler.start_at(SimTime(ramp_ns));
+        let interval_ns = sampler.interval_ns();
+        SyncIntervals {
+            sampler,
+            next_ns: (ramp_ns / interval_ns + 1) * interval_ns,
+            empty: LatencyHistogram::new(),
+        }
+    }
+}
+
+/// Starts every job within [`START_SPREAD_NS`] and runs the model to its
+/// end; returns the finished model, its last intervals closed.
+fn simulate(
+    scenario: &Scenario,
+    model: SyncModel,
+) -> Result<(SyncModel, blocksim_sim::RunSummary), ModelError> {
     let mut rng = component_rng(scenario.simulation.seed, "psync-job-start");
-    let starts: Vec<u64> = jobs
+    let starts: Vec<u64> = model
+        .jobs
         .iter()
         .map(|_| rng.random_range(0..START_SPREAD_NS))
         .collect();
-    let jobs_count = jobs.len() as u32;
-    let mut sampler = IntervalSampler::new(scenario);
-    // Nothing is counted during ramp_time: intervals start at its end.
-    sampler.start_at(ramp_end);
-    let interval_ns = sampler.interval_ns();
-    let intervals = SyncIntervals {
-        sampler,
-        next_ns: (ramp_ns / interval_ns + 1) * interval_ns,
-        empty: LatencyHistogram::new(),
-    };
-    let model = SyncModel {
-        jobs,
-        groups,
-        coh,
-        insts,
-        ramp_end,
-        end,
-        profile: options.profile.then_some(profile.clone()),
-        fio,
-        coherence_reset: ramp_ns == 0,
-        line_event_base: jobs_count,
-        rfo_window: coh_cfg.rfo_window_accesses as usize,
-        intervals,
-    };
+    let end = model.end;
     let mut sim = Simulation::new(model, SimOptions::default());
     for (j, &s) in starts.iter().enumerate() {
         sim.model.jobs[j].io_start = SimTime(s);
@@ -682,25 +876,25 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
     }
     let mut m = sim.model;
     m.sample_until(end);
-    assert_eq!(
-        traced::unrecorded_count() - unrecorded_before,
-        0,
-        "design accesses escaped the recorder"
-    );
+    Ok((m, summary))
+}
 
-    // Reports.
+/// The run's report from the finished model: jobs, disks, intervals, fio
+/// logs and the stack's summary and metrics tables.
+fn build_report(
+    scenario: &Scenario,
+    m: &mut SyncModel,
+    mut job_reports: Vec<JobReport>,
+    events_processed: u64,
+) -> Result<RunReport, ModelError> {
+    let (end, runtime_ns) = (m.end, m.end - m.ramp_end);
     let mut report = RunReport {
         seed: scenario.simulation.seed,
         scenario_name: scenario.simulation.name.clone(),
         ..RunReport::default()
     };
-    let (summary_table, metrics) = job_tables(
-        scenario,
-        &m,
-        &mut job_reports,
-        runtime_ns,
-        summary.events_processed,
-    )?;
+    let (summary_table, metrics) =
+        job_tables(scenario, m, &mut job_reports, runtime_ns, events_processed)?;
     report.jobs = job_reports;
     report.disks = disk_reports(scenario, &m.jobs)?;
     let tails: Vec<JobTotals<'_>> = (0..m.groups.len())
@@ -717,23 +911,7 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunOutput, Model
         .collect();
     report.extra_tables.push(summary_table);
     report.extra_tables.push(metrics);
-
-    if let Some(table) = contended_lines(&m, &inst_names) {
-        report.extra_tables.push(table);
-    }
-    if coh_cfg.free_transfers {
-        report.notes.push(
-            "coherence: free_transfers = true (ablation: cache-line transfers cost nothing)".into(),
-        );
-    }
-    if let Some(p) = &m.profile {
-        report.profile = Some(build_profile(p, runtime_ns));
-    }
-    Ok(RunOutput {
-        report,
-        events_processed: summary.events_processed,
-        sim_end: summary.end_time,
-    })
+    Ok(report)
 }
 
 /// What every clone of a psync job shares.
@@ -923,55 +1101,72 @@ fn job_tables(
         ],
     );
     for (g, jc) in scenario.jobs.iter().enumerate() {
-        let members: Vec<&Job> = m.jobs.iter().filter(|j| j.group == g).collect();
-        let ios: u64 = members.iter().map(|j| j.ios).sum();
-        let busy: u64 = members.iter().map(|j| j.busy_ns).sum();
-        let stalled: u64 = members.iter().map(|j| j.stalled_ns).sum();
-        let user: u64 = members.iter().map(|j| j.user_ns * j.ios).sum();
-        let bytes: u64 = members.iter().map(|j| j.ios * j.bytes_per_io).sum();
-        let n = members.len() as f64;
-        let hist = LatencyHist::from_histogram(m.groups[g].hist.histogram());
-        let dr = DirReport {
-            io_bytes: bytes,
-            total_ios: ios,
-            runtime_ns,
-            clat: hist.clone(),
-            lat: hist,
-            ..DirReport::default()
-        };
-        let jr = &mut job_reports[g];
-        let one_cpu = runtime_ns as f64 * n / 100.0;
-        jr.usr_cpu_pct = user as f64 / one_cpu;
-        jr.sys_cpu_pct = busy.saturating_sub(user) as f64 / one_cpu;
-        jr.runtime_ns = runtime_ns;
-        jr.iodepth_level = [100.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
-        match members.first().map(|j| j.dir) {
-            Some(Dir::Write) => jr.write = dr,
-            _ => jr.read = dr,
-        }
-        let iops = ios as f64 * 1e9 / runtime_ns as f64;
-        let per_io = if ios > 0 {
-            n * runtime_ns as f64 / ios as f64
-        } else {
-            0.0
-        };
-        let accounting = match find_target(scenario, jc)? {
-            Target::Pmem(p) if p.iostat => format!("pmem {}", p.accounting),
-            Target::Pmem(_) => "none (iostat off)".to_string(),
-            Target::Dm(d, _) => d.accounting.clone(),
-        };
-        summary_table
-            .push_row(vec![
-                Cell::Text(jc.filename.clone()),
-                Cell::Text(accounting),
-                Cell::UInt(members.len() as u64),
-                Cell::float(iops, 0),
-                Cell::float(per_io, 1),
-                Cell::float(stalled as f64 * 100.0 / (n * runtime_ns as f64), 2),
-            ])
-            .expect("row shape");
+        let row = group_summary(scenario, m, (g, jc), &mut job_reports[g], runtime_ns)?;
+        summary_table.push_row(row).expect("row shape");
     }
-    // (name, value) rows the `sim run` variant comparison shows as columns.
+    Ok((
+        summary_table,
+        metrics_table(m, runtime_ns, events_processed),
+    ))
+}
+
+/// Fills group `g`'s (`[[job]]` `jc`'s) report `jr` and returns its row of
+/// the summary table.
+fn group_summary(
+    scenario: &Scenario,
+    m: &SyncModel,
+    (g, jc): (usize, &JobConfig),
+    jr: &mut JobReport,
+    runtime_ns: u64,
+) -> Result<Vec<Cell>, ModelError> {
+    let members: Vec<&Job> = m.jobs.iter().filter(|j| j.group == g).collect();
+    let ios: u64 = members.iter().map(|j| j.ios).sum();
+    let busy: u64 = members.iter().map(|j| j.busy_ns).sum();
+    let stalled: u64 = members.iter().map(|j| j.stalled_ns).sum();
+    let user: u64 = members.iter().map(|j| j.user_ns * j.ios).sum();
+    let bytes: u64 = members.iter().map(|j| j.ios * j.bytes_per_io).sum();
+    let n = members.len() as f64;
+    let hist = LatencyHist::from_histogram(m.groups[g].hist.histogram());
+    let dr = DirReport {
+        io_bytes: bytes,
+        total_ios: ios,
+        runtime_ns,
+        clat: hist.clone(),
+        lat: hist,
+        ..DirReport::default()
+    };
+    let one_cpu = runtime_ns as f64 * n / 100.0;
+    jr.usr_cpu_pct = user as f64 / one_cpu;
+    jr.sys_cpu_pct = busy.saturating_sub(user) as f64 / one_cpu;
+    jr.runtime_ns = runtime_ns;
+    jr.iodepth_level = [100.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+    match members.first().map(|j| j.dir) {
+        Some(Dir::Write) => jr.write = dr,
+        _ => jr.read = dr,
+    }
+    let iops = ios as f64 * 1e9 / runtime_ns as f64;
+    let per_io = if ios > 0 {
+        n * runtime_ns as f64 / ios as f64
+    } else {
+        0.0
+    };
+    let accounting = match find_target(scenario, jc)? {
+        Target::Pmem(p) if p.iostat => format!("pmem {}", p.accounting),
+        Target::Pmem(_) => "none (iostat off)".to_string(),
+        Target::Dm(d, _) => d.accounting.clone(),
+    };
+    Ok(vec![
+        Cell::Text(jc.filename.clone()),
+        Cell::Text(accounting),
+        Cell::UInt(members.len() as u64),
+        Cell::float(iops, 0),
+        Cell::float(per_io, 1),
+        Cell::float(stalled as f64 * 100.0 / (n * runtime_ns as f64), 2),
+    ])
+}
+
+/// (name, value) rows the `sim run` variant comparison shows as columns.
+fn metrics_table(m: &SyncModel, runtime_ns: u64, events_processed: u64) -> Table {
     let mut metrics = Table::new("metrics", &["metric", "value"]);
     let all_jobs = m.jobs.len() as f64;
     let stalled_all: u64 = m.jobs.iter().map(|j| j.stalled_ns).sum();
@@ -991,7 +1186,7 @@ fn job_tables(
             Cell::float(events_processed as f64 / ios_all.max(1) as f64, 2),
         ])
         .expect("row shape");
-    Ok((summary_table, metrics))
+    metrics
 }
 
 /// The most contended cache lines of a finished run (at most six), named
