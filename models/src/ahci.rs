@@ -29,10 +29,24 @@ pub struct AhciConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Origin(pub u32);
 
+/// [`TagOwner::root`] of a request that serves no job I/O.
+pub const NO_ROOT: u32 = u32::MAX;
+
+/// What a busy tag holds: the request's owner and the job I/O it serves
+/// (the stack's slot, or [`NO_ROOT`]), kept so that completion handling
+/// needs no walk up the layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TagOwner {
+    pub origin: Origin,
+    pub root: u32,
+}
+
 /// A request waiting for a tag.
 #[derive(Debug, Clone, Copy)]
 pub struct Queued {
     pub origin: Origin,
+    /// The job I/O it serves ([`NO_ROOT`]: none).
+    pub root: u32,
     pub dir: crate::device::Dir,
     pub sector: u64,
     pub sectors: u32,
@@ -43,7 +57,7 @@ pub struct Queued {
 pub struct Port {
     tags_max: u32,
     free_tags: Vec<u32>,
-    owner: Vec<Option<Origin>>,
+    owner: Vec<Option<TagOwner>>,
     pub waiting: VecDeque<Queued>,
     /// Tags the device completed that no interrupt has retired yet.
     pub done_unretired: Vec<u32>,
@@ -91,16 +105,16 @@ impl Port {
         !self.free_tags.is_empty() && self.waiting.is_empty()
     }
 
-    /// Takes a tag for `origin`.
-    pub fn take_tag(&mut self, origin: Origin) -> Option<u32> {
+    /// Takes a tag for `owner`.
+    pub fn take_tag(&mut self, owner: TagOwner) -> Option<u32> {
         let t = self.free_tags.pop()?;
         debug_assert!(self.owner[t as usize].is_none());
-        self.owner[t as usize] = Some(origin);
+        self.owner[t as usize] = Some(owner);
         Some(t)
     }
 
     /// Releases a retired tag, returning its owner.
-    pub fn release_tag(&mut self, tag: u32) -> Origin {
+    pub fn release_tag(&mut self, tag: u32) -> TagOwner {
         let o = self.owner[tag as usize]
             .take()
             .unwrap_or_else(|| panic!("tag {tag} completed twice or never issued"));
@@ -109,7 +123,7 @@ impl Port {
     }
 
     /// The owner of a busy tag.
-    pub fn owner_of(&self, tag: u32) -> Option<Origin> {
+    pub fn owner_of(&self, tag: u32) -> Option<TagOwner> {
         self.owner[tag as usize]
     }
 
@@ -130,11 +144,15 @@ mod tests {
     #[test]
     fn tags_are_bounded_and_reused() {
         let mut p = Port::new(2, 10);
-        let a = p.take_tag(Origin(1)).unwrap();
-        let _b = p.take_tag(Origin(2)).unwrap();
-        assert!(p.take_tag(Origin(3)).is_none());
+        let own = |o| TagOwner {
+            origin: Origin(o),
+            root: NO_ROOT,
+        };
+        let a = p.take_tag(own(1)).unwrap();
+        let _b = p.take_tag(own(2)).unwrap();
+        assert!(p.take_tag(own(3)).is_none());
         assert_eq!(p.tags_busy(), 2);
-        assert_eq!(p.release_tag(a), Origin(1));
+        assert_eq!(p.release_tag(a), own(1));
         assert!(p.can_issue_now());
     }
 
@@ -142,7 +160,12 @@ mod tests {
     #[should_panic(expected = "completed twice")]
     fn double_completion_is_caught() {
         let mut p = Port::new(2, 10);
-        let a = p.take_tag(Origin(1)).unwrap();
+        let a = p
+            .take_tag(TagOwner {
+                origin: Origin(1),
+                root: 7,
+            })
+            .unwrap();
         p.release_tag(a);
         p.release_tag(a);
     }

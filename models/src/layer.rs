@@ -1,7 +1,8 @@
 //! Stacking layers: bio-based devices that sit on other devices.
 //!
-//! A [`Layer`] receives a request from above ([`Layer::submit`]), may issue
-//! requests to the devices below it ([`LayerCx::issue`]), completes requests
+//! A [`Layer`] receives a request from above ([`Layer::submit`]) and hands a
+//! bio down for it, may issue requests of its own to the devices below it
+//! ([`LayerCx::issue`]), completes requests
 //! upward ([`LayerCx::complete`]) and learns of its own requests'
 //! completions ([`Layer::child_done`]). It never sees the event queue, the
 //! CPUs or the other layers: the machine ([`crate::stack`]) delivers every
@@ -109,10 +110,10 @@ pub struct Child {
     pub dir: Dir,
     pub sector: u64,
     pub sectors: u32,
-    /// It is the bio the submitter's own call hands down (it enters the
-    /// queue below when the submitting path ends); otherwise the layer's
-    /// own work, issued at once.
-    pub in_submission: bool,
+    /// The request from above whose data it carries (None: the layer's own
+    /// work, such as a cache fill or a journal write). The machine follows
+    /// it to the job I/O behind the request (its CPU, its dispatch time).
+    pub serves: Option<Origin>,
 }
 
 /// Where a layer's CPU work is charged.
@@ -125,13 +126,21 @@ pub enum WorkCtx {
     Worker,
 }
 
+/// Most CPU-work entries a layer call charges to the submitter.
+pub const SUBMITTER_WORK_MAX: usize = 4;
+
 /// What a layer did in one call: the machine carries it out.
 #[derive(Debug, Default)]
 pub struct LayerCx {
     pub now_ns: u64,
     children: Vec<Child>,
     completed: Vec<Origin>,
-    work: Vec<(WorkCtx, Option<SymbolId>, u64)>,
+    /// CPU work in the submitter's context (bounded: a layer charges a
+    /// few symbols per bio).
+    submitter: [(Option<SymbolId>, u64); SUBMITTER_WORK_MAX],
+    submitter_len: u8,
+    /// CPU work in a kernel worker.
+    worker: Vec<(Option<SymbolId>, u64)>,
     /// The call issued a request of the layer's own or did worker work
     /// (the machine skips that part when not).
     background: bool,
@@ -144,9 +153,10 @@ impl LayerCx {
         self.now_ns = now_ns;
     }
 
-    /// Issues a request to a device below.
+    /// Issues a request of the layer's own to a device below, at once
+    /// (the bio a submission hands down is [`Layer::submit`]'s result).
     pub fn issue(&mut self, child: Child) {
-        self.background |= !child.in_submission;
+        self.background = true;
         self.children.push(child);
     }
 
@@ -157,13 +167,30 @@ impl LayerCx {
 
     /// CPU work of `ns`, charged to `sym` in the profile (`None`: time
     /// the CPU spends without a profile symbol).
+    #[inline]
     pub fn work(&mut self, ctx: WorkCtx, sym: Option<SymbolId>, ns: u64) {
-        self.background |= ctx == WorkCtx::Worker;
-        self.work.push((ctx, sym, ns));
+        match ctx {
+            WorkCtx::Submitter => {
+                let n = self.submitter_len as usize;
+                assert!(
+                    n < SUBMITTER_WORK_MAX,
+                    "a layer call charged the submitter more than {SUBMITTER_WORK_MAX} times"
+                );
+                self.submitter[n] = (sym, ns);
+                self.submitter_len += 1;
+            }
+            WorkCtx::Worker => {
+                self.background = true;
+                self.worker.push((sym, ns));
+            }
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.children.is_empty() && self.completed.is_empty() && self.work.is_empty()
+        self.children.is_empty()
+            && self.completed.is_empty()
+            && self.submitter_len == 0
+            && self.worker.is_empty()
     }
 
     /// Whether the call issued a request of the layer's own or did
@@ -182,9 +209,14 @@ impl LayerCx {
         &self.completed
     }
 
-    /// The CPU work done, in order.
-    pub fn work_done(&self) -> &[(WorkCtx, Option<SymbolId>, u64)] {
-        &self.work
+    /// The CPU work done in the submitter's context, in order.
+    pub fn submitter_work(&self) -> &[(Option<SymbolId>, u64)] {
+        &self.submitter[..self.submitter_len as usize]
+    }
+
+    /// The CPU work done in a kernel worker, in order.
+    pub fn worker_work(&self) -> &[(Option<SymbolId>, u64)] {
+        &self.worker
     }
 
     /// Forgets the call's effects once carried out (the buffers keep their
@@ -192,7 +224,8 @@ impl LayerCx {
     pub fn clear(&mut self) {
         self.children.clear();
         self.completed.clear();
-        self.work.clear();
+        self.submitter_len = 0;
+        self.worker.clear();
         self.background = false;
     }
 }
@@ -215,13 +248,12 @@ pub trait Layer {
     fn below(&self) -> &[String];
     /// The size of the device the layer presents.
     fn capacity_sectors(&self) -> u64;
-    /// A request from above; `up` is where its completion goes.
-    fn submit(&mut self, up: Origin, req: LayerReq, cx: &mut LayerCx);
+    /// A request from above; `up` is where its completion goes. Returns
+    /// the bio it hands down, which enters the queue below when the
+    /// submitter's path ends.
+    fn submit(&mut self, up: Origin, req: LayerReq, cx: &mut LayerCx) -> Child;
     /// A request this layer issued with [`Route::Token`] completed.
     fn child_done(&mut self, done: ChildDone, cx: &mut LayerCx);
-    /// The request from above that child `token` serves (None: the layer's
-    /// own work, such as a cache fill or a journal write).
-    fn parent_of(&self, token: u32) -> Option<Origin>;
     /// The layer's invariants at the end of a run.
     fn check_invariants(&self) -> Result<(), String>;
     /// What the layer keeps of fio's disk statistics, and why.

@@ -356,9 +356,9 @@ impl AsyncStack {
     /// job I/O's accounting, in the submitter's context when its submission
     /// ends (after the device's work), occupying the submitter's CPU; the
     /// layers' ends follow in [`Self::account_io_done`].
-    pub(super) fn account_inline_end(&mut self, d: usize, origin: Origin, now: SimTime) {
+    pub(super) fn account_inline_end(&mut self, d: usize, root: u32, now: SimTime) {
         let inst = self.devs[d].acct;
-        let Some(io) = self.root_io(origin) else {
+        let Some(io) = dispatch::root_slot(root) else {
             return;
         };
         let v = *self.ios.get(io);
@@ -387,10 +387,10 @@ impl AsyncStack {
         let mut ns = 0;
         for i in 0..self.devs[d].port.hw[q].retiring.len() {
             let tag = self.devs[d].port.hw[q].retiring[i];
-            let Some(origin) = self.devs[d].port.hw[q].owner_of(tag) else {
+            let Some(owner) = self.devs[d].port.hw[q].owner_of(tag) else {
                 continue;
             };
-            if let Some(io) = self.root_io(origin) {
+            if let Some(io) = dispatch::root_slot(owner.root) {
                 let v = self.ios.get(io);
                 if v.job != REPLAY_JOB {
                     let dir = v.dir;

@@ -2,6 +2,21 @@
 
 use super::*;
 
+/// What a request's tag holds.
+#[inline]
+pub(super) fn tag_owner(q: &Queued) -> TagOwner {
+    TagOwner {
+        origin: q.origin,
+        root: q.root,
+    }
+}
+
+/// The slot of the job I/O a request serves, if any.
+#[inline]
+pub(super) fn root_slot(root: u32) -> Option<SlotId> {
+    (root != NO_ROOT).then_some(SlotId(root))
+}
+
 pub(super) fn path_of(p: &Paths, id: PathId) -> &Path {
     match id {
         PathId::IssueCmd => &p.issue_cmd,
@@ -96,8 +111,8 @@ impl AsyncStack {
     /// The CPU a device-level request was submitted on: its job's CPU; for
     /// a replayed request or a layer's own I/O, the CPU that runs them (the
     /// device's IRQ CPU).
-    fn submit_cpu(&self, d: usize, origin: Origin) -> usize {
-        if let Some(io) = self.root_io(origin) {
+    fn submit_cpu(&self, d: usize, root: u32) -> usize {
+        if let Some(io) = root_slot(root) {
             let j = self.ios.get(io).job;
             if j != REPLAY_JOB {
                 return self.threads[j as usize].cpu;
@@ -110,7 +125,7 @@ impl AsyncStack {
     /// submitting CPU; issue now if a tag is free.
     pub(super) fn block_submit(&mut self, d: usize, q: Queued, ctx: &mut Ctx<'_, Ev>) {
         let hwq = if self.devs[d].port.is_multi() {
-            let cpu = self.submit_cpu(d, q.origin);
+            let cpu = self.submit_cpu(d, q.root);
             self.devs[d].port.queue_for_cpu(cpu)
         } else {
             0
@@ -120,7 +135,7 @@ impl AsyncStack {
             port.enqueue(q);
             return;
         }
-        match port.take_tag(q.origin) {
+        match port.take_tag(tag_owner(&q)) {
             Some(tag) => self.dispatch(d, hwq, tag, q, ctx.now(), ctx),
             None => port.enqueue(q),
         }
@@ -137,7 +152,7 @@ impl AsyncStack {
         now: SimTime,
         ctx: &mut Ctx<'_, Ev>,
     ) {
-        self.mark_dispatch(q.origin, now);
+        self.mark_dispatch(q.root, now);
         let dev_tag = self.devs[d].port.device_tag(hwq, tag);
         self.devs[d].port.stats[hwq].commands += 1;
         self.devs[d].records.dispatch(dev_tag, now);
@@ -151,8 +166,8 @@ impl AsyncStack {
     }
 
     #[inline]
-    pub(super) fn mark_dispatch(&mut self, origin: Origin, now: SimTime) {
-        if let Some(io) = self.root_io(origin) {
+    pub(super) fn mark_dispatch(&mut self, root: u32, now: SimTime) {
+        if let Some(io) = root_slot(root) {
             self.ios.get_mut(io).t_dispatch = now;
         }
     }
@@ -237,10 +252,10 @@ impl AsyncStack {
         let mut wakes = 0u32;
         let port = &self.devs[d].port.hw[q];
         for &tag in &port.retiring {
-            let Some(origin) = port.owner_of(tag) else {
+            let Some(owner) = port.owner_of(tag) else {
                 continue;
             };
-            if let Some(io) = self.root_io(origin) {
+            if let Some(io) = root_slot(owner.root) {
                 let j = self.ios.get(io).job as usize;
                 if j != REPLAY_JOB as usize
                     && self.threads[j].state == JobState::Sleeping
@@ -261,8 +276,8 @@ impl AsyncStack {
         self.completing_cpu = self.handler_cpu(d, q);
         let retiring = std::mem::take(&mut self.devs[d].port.hw[q].retiring);
         for &tag in &retiring {
-            let origin = self.devs[d].port.hw[q].release_tag(tag);
-            self.retire(d, origin, now, ctx);
+            let owner = self.devs[d].port.hw[q].release_tag(tag);
+            self.retire(d, owner, now, ctx);
         }
         // Dispatch waiting requests into the freed tags.
         let mut retiring = retiring;
@@ -276,7 +291,7 @@ impl AsyncStack {
             let Some(req) = port.waiting.pop_front() else {
                 break;
             };
-            let tag = port.take_tag(req.origin).expect("a tag is free");
+            let tag = port.take_tag(tag_owner(&req)).expect("a tag is free");
             self.dispatch(d, q, tag, req, now, ctx);
         }
         // Completions posted while the handler ran: handled again at once
@@ -293,10 +308,10 @@ impl AsyncStack {
         let mut cost = 0;
         for i in 0..self.devs[d].port.hw[q].retiring.len() {
             let tag = self.devs[d].port.hw[q].retiring[i];
-            let Some(origin) = self.devs[d].port.hw[q].owner_of(tag) else {
+            let Some(owner) = self.devs[d].port.hw[q].owner_of(tag) else {
                 continue;
             };
-            if let Some(io) = self.root_io(origin) {
+            if let Some(io) = root_slot(owner.root) {
                 let j = self.ios.get(io).job;
                 if j == REPLAY_JOB {
                     continue;
@@ -320,11 +335,11 @@ impl AsyncStack {
         for tag in &done {
             self.devs[d].records.complete(tag.0, now);
             let (q, t) = self.devs[d].port.split_tag(tag.0);
-            let origin = self.devs[d].port.hw[q].release_tag(t);
+            let owner = self.devs[d].port.hw[q].release_tag(t);
             if self.acct.is_some() {
-                self.account_inline_end(d, origin, now);
+                self.account_inline_end(d, owner.root, now);
             }
-            self.retire(d, origin, now, ctx);
+            self.retire(d, owner, now, ctx);
         }
         done.clear();
         self.scratch_done = done;
@@ -332,12 +347,12 @@ impl AsyncStack {
 
     /// Delivers one retired device request to what it belongs to (an
     /// injected fault may drop it).
-    fn retire(&mut self, d: usize, origin: Origin, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+    fn retire(&mut self, d: usize, owner: TagOwner, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
         self.retired_total += 1;
         if matches!(self.fault, Some(Fault::DropCompletion { nth }) if nth == self.retired_total) {
             return;
         }
-        self.deliver(origin, d, now, ctx);
+        self.deliver(owner, d, now, ctx);
     }
 
     /// Per-queue figures of every multi-queue or coalescing device: where

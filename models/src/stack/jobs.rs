@@ -81,6 +81,7 @@ impl AsyncStack {
                 io,
                 dev,
                 origin,
+                root,
                 dev_sector,
             } => {
                 let iov = self.ios.get_mut(io);
@@ -96,6 +97,7 @@ impl AsyncStack {
                     dev,
                     Queued {
                         origin,
+                        root,
                         dir,
                         sector: dev_sector,
                         sectors,
@@ -148,8 +150,8 @@ impl AsyncStack {
         let v = *self.ios.get(io);
         let (group, target) = (self.threads[t].group, self.threads[t].target);
         let mut cost = 0;
-        let (dev, origin, dev_sector) = match target {
-            Target::Dev(d) => (d, Origin::job(io.0), v.sector),
+        let (dev, origin, root, dev_sector) = match target {
+            Target::Dev(d) => (d, Origin::job(io.0), io.0, v.sector),
             Target::Layer(l) => {
                 let req = LayerReq {
                     dir: v.dir,
@@ -163,7 +165,7 @@ impl AsyncStack {
                 cost += h.submitter_ns;
                 // (The remapped bio enters the lower device's queue: the
                 // bundle's second make_request.)
-                (h.dev, h.origin, h.sector)
+                (h.dev, h.origin, h.root, h.sector)
             }
         };
         cost += self.submit_side_work(t, dev, &v, now);
@@ -172,6 +174,7 @@ impl AsyncStack {
             io,
             dev,
             origin,
+            root,
             dev_sector,
         };
         self.schedule_job(t, now, cost, ctx);

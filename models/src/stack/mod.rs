@@ -32,7 +32,7 @@ use blocksim_sim::{
 };
 use rand::Rng;
 
-use crate::ahci::Queued;
+use crate::ahci::{Queued, TagOwner, NO_ROOT};
 use crate::blkmq::HostQueues;
 use crate::config::Scenario;
 use crate::costs::Path;
@@ -139,6 +139,8 @@ enum Action {
         io: SlotId,
         dev: usize,
         origin: Origin,
+        /// The job I/O the bio serves ([`NO_ROOT`]: a layer's own write).
+        root: u32,
         dev_sector: u64,
     },
     Reap {

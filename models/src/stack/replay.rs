@@ -310,8 +310,8 @@ impl AsyncStack {
             })
             .expect("I/O slab bound: more than 2^20 replayed I/Os in flight");
         self.submitted_total += 1;
-        let (dev, origin, dev_sector) = match target {
-            Target::Dev(d) => (d, Origin::job(io.0), sector),
+        let (dev, origin, root, dev_sector) = match target {
+            Target::Dev(d) => (d, Origin::job(io.0), io.0, sector),
             Target::Layer(l) => {
                 let req = LayerReq {
                     dir: req.dir,
@@ -321,13 +321,14 @@ impl AsyncStack {
                 };
                 // A replayed request's CPU time is not modelled.
                 let h = self.layer_submit(l, Origin::job(io.0), req, None, ctx);
-                (h.dev, h.origin, h.sector)
+                (h.dev, h.origin, h.root, h.sector)
             }
         };
         self.block_submit(
             dev,
             Queued {
                 origin,
+                root,
                 dir: req.dir,
                 sector: dev_sector,
                 sectors,

@@ -4,13 +4,16 @@
 //! whoever issued the request, by its [`Origin`] alone.
 
 use super::*;
-use crate::layer::{Child, ChildDone, LayerReq, Owner, Route, WorkCtx};
+use crate::layer::{Child, ChildDone, LayerReq, Owner, Route};
 
 /// Where the child a submission hands down goes: (device, origin, device
 /// sector), and the layers' CPU time in the submitter's context.
 pub(super) struct HandedDown {
     pub(super) dev: usize,
     pub(super) origin: Origin,
+    /// The job I/O the bio serves, from the child's `serves`
+    /// ([`NO_ROOT`] for the layer's own write of it, such as writeback's).
+    pub(super) root: u32,
     pub(super) sector: u64,
     pub(super) submitter_ns: u64,
 }
@@ -31,21 +34,14 @@ impl AsyncStack {
     ) -> HandedDown {
         let now = ctx.now();
         self.lcx.begin(now.as_ns());
-        self.layers[l].layer.submit(up, req, &mut self.lcx);
+        let c = self.layers[l].layer.submit(up, req, &mut self.lcx);
         let mut submitter_ns = 0;
         if let Some(cpu) = submitter {
-            for &(wctx, sym, ns) in self.lcx.work_done() {
-                if let (WorkCtx::Submitter, Some(sym)) = (wctx, sym) {
+            for &(sym, ns) in self.lcx.submitter_work() {
+                if let Some(sym) = sym {
                     self.profile.charge(cpu, self.ctxs.fio, sym, ns);
-                    submitter_ns += ns;
                 }
-            }
-        }
-        let mut handed = None;
-        for &c in self.lcx.children() {
-            if c.in_submission {
-                assert!(handed.is_none(), "a layer hands down one bio per bio");
-                handed = Some(c);
+                submitter_ns += ns;
             }
         }
         assert!(
@@ -62,10 +58,11 @@ impl AsyncStack {
         } else {
             self.lcx.clear();
         }
-        let c = handed.expect("a layer hands every bio down");
+        let origin = self.child_origin(l, up, &c);
         HandedDown {
             dev: self.layers[l].below[c.below as usize],
-            origin: self.child_origin(l, up, &c),
+            origin,
+            root: root_of(c.serves),
             sector: c.sector,
             submitter_ns,
         }
@@ -82,9 +79,11 @@ impl AsyncStack {
     /// down) and runs its kernel-worker CPU work on the interrupt CPU of
     /// its first device below.
     fn carry_out(&mut self, l: usize, cx: &LayerCx, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
-        for c in cx.children().iter().filter(|c| !c.in_submission) {
+        for c in cx.children() {
+            let origin = self.child_origin(l, Origin(0), c);
             let q = Queued {
-                origin: self.child_origin(l, Origin(0), c),
+                origin,
+                root: root_of(c.serves),
                 dir: c.dir,
                 sector: c.sector,
                 sectors: c.sectors,
@@ -95,19 +94,14 @@ impl AsyncStack {
             );
             self.block_submit(self.layers[l].below[c.below as usize], q, ctx);
         }
-        let total: u64 = cx
-            .work_done()
-            .iter()
-            .filter(|w| w.0 == WorkCtx::Worker)
-            .map(|w| w.2)
-            .sum();
+        let total: u64 = cx.worker_work().iter().map(|w| w.1).sum();
         if total == 0 {
             return;
         }
         let cpu = self.irq_cpu_for(self.layers[l].below[0]);
         let k = self.ctxs.kworker;
-        for &(wctx, sym, ns) in cx.work_done() {
-            if let (WorkCtx::Worker, Some(sym)) = (wctx, sym) {
+        for &(sym, ns) in cx.worker_work() {
+            if let Some(sym) = sym {
                 self.profile.charge(cpu, k, sym, ns);
             }
         }
@@ -120,23 +114,17 @@ impl AsyncStack {
     /// `d`), whose completions upward are delivered in turn.
     pub(super) fn deliver(
         &mut self,
-        origin: Origin,
+        owner: TagOwner,
         d: usize,
         now: SimTime,
         ctx: &mut Ctx<'_, Ev>,
     ) {
-        let (l, token) = match origin.owner() {
-            Owner::Job(io) => {
-                if self.duplicate_now() {
-                    self.io_done(SlotId(io), now, ctx);
-                }
-                return self.io_done(SlotId(io), now, ctx);
-            }
+        let (l, token) = match owner.origin.owner() {
+            Owner::Job(io) => return self.job_io_done(io, now, ctx),
             Owner::Layer { layer, token } => (layer as usize, token),
         };
-        let since_dispatch_ns = self
-            .root_io(origin)
-            .map_or(0, |io| now.since(self.ios.get(io).t_dispatch));
+        let since_dispatch_ns =
+            dispatch::root_slot(owner.root).map_or(0, |io| now.since(self.ios.get(io).t_dispatch));
         let below = self.layers[l].below.iter().position(|&b| b == d);
         let done = ChildDone {
             token,
@@ -166,31 +154,41 @@ impl AsyncStack {
 
     /// Layer `l` completed `up`. Layers sit on queueing devices only (the
     /// builder refuses a layer over a layer), so `up` is a job's I/O.
+    #[inline]
     fn deliver_up(&mut self, up: Origin, l: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
-        assert!(
-            matches!(up.owner(), Owner::Job(_)),
-            "layer {} completed a request of another layer",
-            self.layers[l].layer.name()
-        );
-        self.deliver(up, self.layers[l].below[0], now, ctx);
+        let Owner::Job(io) = up.owner() else {
+            panic!(
+                "layer {} completed a request of another layer",
+                self.layers[l].layer.name()
+            )
+        };
+        self.job_io_done(io, now, ctx);
+    }
+
+    /// A job's (or replayed) I/O completed (twice under an injected
+    /// duplicate).
+    #[inline]
+    fn job_io_done(&mut self, io: u32, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        if self.duplicate_now() {
+            self.io_done(SlotId(io), now, ctx);
+        }
+        self.io_done(SlotId(io), now, ctx);
     }
 
     /// The injected duplicate completion applies to this retirement.
     fn duplicate_now(&self) -> bool {
         matches!(self.fault, Some(Fault::DuplicateCompletion { nth }) if nth == self.retired_total)
     }
+}
 
-    /// The job (or replayed) I/O a request serves, through the layers'
-    /// parents; None for a layer's own work.
-    #[inline]
-    pub(super) fn root_io(&self, mut origin: Origin) -> Option<SlotId> {
-        loop {
-            match origin.owner() {
-                Owner::Job(io) => return Some(SlotId(io)),
-                Owner::Layer { layer, token } => {
-                    origin = self.layers[layer as usize].layer.parent_of(token)?;
-                }
-            }
-        }
+/// The job (or replayed) I/O behind the request a child serves:
+/// [`NO_ROOT`] for a layer's own work. Layers sit on queueing devices only,
+/// so the request a child serves is a job's I/O.
+#[inline]
+fn root_of(serves: Option<Origin>) -> u32 {
+    match serves.map(Origin::owner) {
+        Some(Owner::Job(io)) => io,
+        Some(Owner::Layer { .. }) => unreachable!("a layer over a layer is refused by the builder"),
+        None => NO_ROOT,
     }
 }
