@@ -904,6 +904,7 @@ mod tests {
 
     fn report() -> RunReport {
         let mut job = JobReport {
+            error: 0,
             name: "j".into(),
             runtime_ns: 1_000_000_000,
             ..Default::default()
@@ -947,6 +948,7 @@ mod tests {
         // Two jobs: prefixed names.
         let mut r = report();
         r.jobs.push(JobReport {
+            error: 0,
             name: "k".into(),
             ..r.jobs[0].clone()
         });

@@ -1391,6 +1391,7 @@ mod tests {
     fn results_compare_as_values_with_nan_equal() {
         let mut a = RunReport::default();
         a.jobs.push(JobReport {
+            error: 0,
             usr_cpu_pct: f64::NAN,
             ..JobReport::default()
         });

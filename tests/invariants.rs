@@ -126,3 +126,47 @@ fn delayed_edges_pass_the_swarm_checks_on_every_stack() {
         }
     }
 }
+
+/// A failed completion is an I/O error, not a broken edge: the request
+/// completes once (the harness holds), the job it serves ends as fio ends a
+/// job after an error (`err= 5`, EIO, the failing I/O named), in text and
+/// JSON; without failures the same run reports `err= 0`.
+#[test]
+fn a_failed_completion_ends_the_job_with_eio() {
+    let (ok, err, code) = faulted_run("check");
+    assert_eq!(code, 0, "{err}");
+    assert!(ok.contains("err= 0:"), "{ok}");
+    let (failed, err, code) = faulted_run("seed:1+fail:0.01@sda");
+    assert_eq!(code, 0, "{err}");
+    assert!(failed.contains("err= 5:"), "{failed}");
+    assert!(
+        failed.contains("fio: io_u error on file /mnt/rw4k: Input/output error: read offset="),
+        "{failed}"
+    );
+    assert!(failed.contains("buflen=4096"), "{failed}");
+    // The job stopped issuing at its first error: far fewer I/Os than the
+    // 4 MiB it asked for (going on would lose only the ~1% that failed).
+    let ios = |out: &str| -> u64 {
+        let l = out
+            .lines()
+            .find(|l| l.contains("issued rwts"))
+            .expect("issued");
+        let total = l.split("total=").nth(1).unwrap();
+        total.split(',').next().unwrap().parse().unwrap()
+    };
+    assert_eq!(ios(&ok), 1024);
+    assert!(ios(&failed) < 900, "{failed}");
+    let (json, err, code) = sim(&[
+        "run",
+        "scenarios/corsair_nova.toml",
+        "--set",
+        "job.size=4m",
+        "--inject-fault",
+        "seed:1+fail:0.01@sda",
+        "--output-format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(v["jobs"][0]["error"], 5, "{json}");
+}

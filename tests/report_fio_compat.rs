@@ -140,6 +140,7 @@ fn report_from_fio(v: &Value, text: &str, raw: &str) -> RunReport {
                 .unwrap();
             let name = j["jobname"].as_str().unwrap();
             JobReport {
+                error: 0,
                 name: name.into(),
                 groupid: u(&j["groupid"]) as u32,
                 numjobs,

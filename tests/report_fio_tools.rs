@@ -69,6 +69,7 @@ fn synthetic() -> RunReport {
             read.io_bytes += 8192;
         }
         jobs.push(JobReport {
+            error: 0,
             name: format!("job{j}"),
             rw: if mixed {
                 "randrw".into()

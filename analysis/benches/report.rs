@@ -22,6 +22,7 @@ fn report() -> RunReport {
     let jobs = (0..12)
         .map(|j| {
             let mut job = JobReport {
+                error: 0,
                 name: format!("/dev/mapper/linear{j}"),
                 runtime_ns: 10_000_000_000,
                 ..Default::default()

@@ -197,7 +197,7 @@ fn job_value(job: &JobReport, g: &[GroupDir; 3], opts: &JsonOptions) -> JVal {
     let mut o = JVal::obj();
     o.add("jobname", JVal::Str(job.name.clone()));
     o.add("groupid", JVal::int(job.groupid));
-    o.add("error", JVal::int(0));
+    o.add("error", JVal::int(job.error));
     o.add("eta", JVal::int(0));
     o.add("elapsed", JVal::int(job.runtime_ns.div_ceil(1_000_000_000)));
     let mut jo = JVal::obj();

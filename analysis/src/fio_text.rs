@@ -188,10 +188,11 @@ fn write_job(out: &mut String, job: &JobReport, g: &[GroupDir; 3], opts: &TextOp
     }
     let _ = writeln!(
         out,
-        "{}: (groupid={}, jobs={}): err= 0: pid={}: {}",
+        "{}: (groupid={}, jobs={}): err={:>2}: pid={}: {}",
         job.name,
         job.groupid,
         job.numjobs,
+        job.error,
         job.pid,
         ctime_utc(0)
     );

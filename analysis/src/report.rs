@@ -52,6 +52,10 @@ pub struct JobReport {
     /// Simulated process id shown in the header (`pid=`); 0 prints as 0.
     #[serde(default)]
     pub pid: u32,
+    /// fio's `err=`: the errno that ended the job (5, EIO, after a failed
+    /// I/O), 0 if none.
+    #[serde(default)]
+    pub error: i32,
     pub read: DirReport,
     pub write: DirReport,
     pub trim: DirReport,
@@ -82,6 +86,7 @@ pub struct JobReport {
 impl Default for JobReport {
     fn default() -> Self {
         JobReport {
+            error: 0,
             name: String::new(),
             groupid: 0,
             numjobs: 1,

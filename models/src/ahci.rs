@@ -39,6 +39,8 @@ pub const NO_ROOT: u32 = u32::MAX;
 pub struct TagOwner {
     pub origin: Origin,
     pub root: u32,
+    /// The device completed the request with an I/O error.
+    pub failed: bool,
 }
 
 /// A request waiting for a tag.
@@ -122,6 +124,14 @@ impl Port {
         o
     }
 
+    /// Records that the device failed the request holding `tag`.
+    pub fn mark_failed(&mut self, tag: u32) {
+        let o = self.owner[tag as usize]
+            .as_mut()
+            .unwrap_or_else(|| panic!("failure of tag {tag}, which is not busy"));
+        o.failed = true;
+    }
+
     /// The owner of a busy tag.
     pub fn owner_of(&self, tag: u32) -> Option<TagOwner> {
         self.owner[tag as usize]
@@ -147,6 +157,7 @@ mod tests {
         let own = |o| TagOwner {
             origin: Origin(o),
             root: NO_ROOT,
+            failed: false,
         };
         let a = p.take_tag(own(1)).unwrap();
         let _b = p.take_tag(own(2)).unwrap();
@@ -164,6 +175,7 @@ mod tests {
             .take_tag(TagOwner {
                 origin: Origin(1),
                 root: 7,
+                failed: false,
             })
             .unwrap();
         p.release_tag(a);

@@ -27,6 +27,24 @@ pub enum Dir {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ReqTag(pub u32);
 
+impl ReqTag {
+    /// The bit a completion carries when the request failed (an I/O error):
+    /// see [`DevCtx::fail`]. Tags a device is handed stay below it.
+    pub const FAILED: u32 = 1 << 31;
+
+    /// The completion reports an I/O error.
+    #[inline]
+    pub fn failed(self) -> bool {
+        self.0 & Self::FAILED != 0
+    }
+
+    /// The request's tag, without the failure bit.
+    #[inline]
+    pub fn tag(self) -> ReqTag {
+        ReqTag(self.0 & !Self::FAILED)
+    }
+}
+
 /// A request as a device sees it: sector-addressed, 512-byte sectors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DevRequest {
@@ -78,6 +96,12 @@ impl<'a> DevCtx<'a> {
     #[inline]
     pub fn complete(&mut self, tag: ReqTag) {
         self.completions.push(tag);
+    }
+
+    /// Completes a request with an I/O error (the kernel's `-EIO` in
+    /// `bi_status`).
+    pub fn fail(&mut self, tag: ReqTag) {
+        self.completions.push(ReqTag(tag.tag().0 | ReqTag::FAILED));
     }
 }
 

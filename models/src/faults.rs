@@ -23,8 +23,10 @@
 //! Both are inserted only when a run asks ([`crate::Fault::Random`]: `sim
 //! swarm` and the tests); a normal run's devices are not wrapped.
 //!
-//! Failing a completion with an error is not modelled: the device interface
-//! has no error path (a completion is a tag), so neither has the machine.
+//! A failed completion ([`DevCtx::fail`]) completes the request with an I/O
+//! error: it still completes exactly once (the invariants hold), and the
+//! machine fails the job I/O it serves, which ends that fio job with
+//! `err=5` as fio's default `continue_on_error=none` does.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
@@ -80,12 +82,14 @@ pub struct FaultPlan {
     pub duplicate_ppm: u32,
     pub delay_ppm: u32,
     pub delay_ns: u64,
+    /// Completions turned into I/O errors.
+    pub fail_ppm: u32,
     /// The device whose upward edge is faulted; `None`: every device.
     pub device: Option<DevName>,
 }
 
 /// The `--inject-fault` forms of a [`FaultPlan`], for error messages.
-pub const PLAN_FORMS: &str = "check, drop:P, duplicate:P, delay:P:NS, seed:S joined by '+', optionally ending in @DEVICE (P: probability per completion, 0..=1)";
+pub const PLAN_FORMS: &str = "check, drop:P, duplicate:P, delay:P:NS, fail:P, seed:S joined by '+', optionally ending in @DEVICE (P: probability per completion, 0..=1)";
 
 fn ppm(p: &str) -> Option<u32> {
     let p: f64 = p.parse().ok()?;
@@ -115,21 +119,26 @@ impl FaultPlan {
                     plan.delay_ppm = ppm(p)?;
                     plan.delay_ns = ns.parse().ok().filter(|&n| n > 0)?;
                 }
+                ["fail", p] => plan.fail_ppm = ppm(p)?,
                 ["seed", s] => plan.seed = s.parse().ok()?,
                 _ => return None,
             }
         }
-        let total = plan.drop_ppm as u64 + plan.duplicate_ppm as u64 + plan.delay_ppm as u64;
+        let total = plan.drop_ppm as u64
+            + plan.duplicate_ppm as u64
+            + plan.delay_ppm as u64
+            + plan.fail_ppm as u64;
         (total <= PPM as u64).then_some(plan)
     }
 
     /// Whether any completion of device `name` may be faulted.
     pub fn faults(&self, name: &str) -> bool {
-        let any = self.drop_ppm + self.duplicate_ppm + self.delay_ppm > 0;
+        let any = self.drop_ppm + self.duplicate_ppm + self.delay_ppm + self.fail_ppm > 0;
         any && self.device.is_none_or(|d| d.as_str() == name)
     }
 
-    /// Whether only delays are drawn (every invariant must still hold).
+    /// Whether only delays and failures are drawn (every invariant must
+    /// still hold: a failed request completes once).
     pub fn benign(&self) -> bool {
         self.drop_ppm == 0 && self.duplicate_ppm == 0
     }
@@ -147,6 +156,9 @@ impl fmt::Display for FaultPlan {
         }
         if self.delay_ppm > 0 {
             items.push(format!("delay:{}:{}", p(self.delay_ppm), self.delay_ns));
+        }
+        if self.fail_ppm > 0 {
+            items.push(format!("fail:{}", p(self.fail_ppm)));
         }
         f.write_str(&items.join("+"))?;
         match &self.device {
@@ -202,6 +214,7 @@ pub struct FaultCounts {
     pub dropped: u64,
     pub duplicated: u64,
     pub delayed: u64,
+    pub failed: u64,
 }
 
 /// A device's upward edge with random completion faults.
@@ -268,6 +281,9 @@ impl Faulty {
                 self.counts.delayed += 1;
                 self.held.push_back((ctx.now() + p.delay_ns, tag));
                 ctx.set_timer(p.delay_ns, FAULT_TOKEN);
+            } else if r < p.drop_ppm + p.duplicate_ppm + p.delay_ppm + p.fail_ppm {
+                self.counts.failed += 1;
+                ctx.fail(tag);
             } else {
                 ctx.complete(tag);
             }
@@ -379,11 +395,11 @@ impl Checked {
         );
         for tag in self.done.drain(..) {
             assert!(
-                self.held.remove(&tag.0),
+                self.held.remove(&tag.tag().0),
                 "invariant violated: device {} completed request tag {} which it does not hold \
                  (a completion delivered twice, or of a request never accepted)",
                 self.name,
-                tag.0
+                tag.tag().0
             );
             ctx.complete(tag);
         }

@@ -44,7 +44,7 @@ pub enum Fault {
 /// The accepted forms of `--inject-fault`, for error messages.
 pub const FAULT_FORMS: &str =
     "drop-completion:N, duplicate-completion:N or delay-completion:NS (N: the n-th completion; NS: nanoseconds), \
-     or random faults with every device checked: check, drop:P, duplicate:P, delay:P:NS, seed:S joined by '+', \
+     or random faults with every device checked: check, drop:P, duplicate:P, delay:P:NS, fail:P, seed:S joined by '+', \
      optionally ending in @DEVICE (P: probability per completion, 0..=1)";
 
 impl Fault {

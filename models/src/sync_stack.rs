@@ -823,6 +823,7 @@ fn add_group(
         dir,
     });
     set.reports.push(JobReport {
+        error: 0,
         name: jc.name.clone(),
         groupid: 0,
         numjobs: jc.numjobs,

@@ -8,6 +8,7 @@ pub(super) fn tag_owner(q: &Queued) -> TagOwner {
     TagOwner {
         origin: q.origin,
         root: q.root,
+        failed: false,
     }
 }
 
@@ -54,15 +55,19 @@ impl AsyncStack {
             // Each completion entry lands on its queue's completion queue
             // (AHCI: the port's status register).
             for t in &self.scratch_done {
-                dev.records.complete(t.0, now);
-                let (q, tag) = dev.port.split_tag(t.0);
+                let raw = t.tag().0;
+                dev.records.complete(raw, now);
+                let (q, tag) = dev.port.split_tag(raw);
+                if t.failed() {
+                    dev.port.hw[q].mark_failed(tag);
+                }
                 dev.port.hw[q].done_unretired.push(tag);
             }
             if dev.port.hw.len() == 1 {
                 self.irq_arm(d, 0, self.irq_delivery_ns, ctx);
             } else {
                 for i in 0..self.scratch_done.len() {
-                    let (q, _) = self.devs[d].port.split_tag(self.scratch_done[i].0);
+                    let (q, _) = self.devs[d].port.split_tag(self.scratch_done[i].tag().0);
                     self.irq_arm(d, q, self.irq_delivery_ns, ctx);
                 }
             }
@@ -333,9 +338,10 @@ impl AsyncStack {
         let now = ctx.now();
         let mut done = std::mem::take(&mut self.scratch_done);
         for tag in &done {
-            self.devs[d].records.complete(tag.0, now);
-            let (q, t) = self.devs[d].port.split_tag(tag.0);
-            let owner = self.devs[d].port.hw[q].release_tag(t);
+            self.devs[d].records.complete(tag.tag().0, now);
+            let (q, t) = self.devs[d].port.split_tag(tag.tag().0);
+            let mut owner = self.devs[d].port.hw[q].release_tag(t);
+            owner.failed = tag.failed();
             if self.acct.is_some() {
                 self.account_inline_end(d, owner.root, now);
             }

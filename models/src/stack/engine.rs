@@ -291,6 +291,7 @@ pub(super) fn job_threads(
                 state: JobState::Running,
                 action: Action::None,
                 woken_mark: 0,
+                errored: false,
                 sync_call: (j.ioengine == IoEngine::Psync).then_some(j.sync_call),
                 pos_sector: None,
             });

@@ -33,7 +33,8 @@ impl AsyncStack {
             || th
                 .bytes_limit
                 .is_some_and(|l| th.offsets.issued_bytes() >= l)
-            || th.stop_issue_at.is_some_and(|s| now >= s);
+            || th.stop_issue_at.is_some_and(|s| now >= s)
+            || th.errored;
         if !th.ready.is_empty() && th.sync_call.is_some() {
             // The synchronous call returns its one I/O to fio.
             let cost = self.run_job_path(t, JobPath::Complete);
@@ -112,6 +113,12 @@ impl AsyncStack {
                         .pop_front()
                         .expect("reaped I/O was ready");
                     let io = self.ios.remove(id);
+                    self.threads[t].in_flight -= 1;
+                    self.reaped_total += 1;
+                    if io.failed {
+                        self.io_failed(t, &io);
+                        continue;
+                    }
                     let g = &mut self.groups[self.threads[t].group];
                     let d = io.dir as usize;
                     g.clat[d].record(now.since(io.t_submitted));
@@ -122,11 +129,24 @@ impl AsyncStack {
                         let ramp_ns = self.jobs_cfg[self.threads[t].group].ramp_time_ns;
                         log_io(rec, *file_start, ramp_ns, &io, now);
                     }
-                    self.threads[t].in_flight -= 1;
-                    self.reaped_total += 1;
                 }
             }
         }
+    }
+
+    /// fio reaped a failed I/O (`io_completed` sees `io_u->error`): it is
+    /// not counted, the job issues nothing more and ends with `err=5`
+    /// (EIO; fio's default `continue_on_error=none`).
+    fn io_failed(&mut self, t: usize, io: &Io) {
+        let th = &mut self.threads[t];
+        th.errored = true;
+        let offset_bytes = io.sector.saturating_sub(th.region_sector) * 512;
+        let g = &mut self.groups[th.group];
+        g.first_error.get_or_insert(IoError {
+            dir: io.dir,
+            offset_bytes,
+            len_bytes: u64::from(io.sectors) * 512,
+        });
     }
 
     pub(super) fn schedule_job(
@@ -223,6 +243,7 @@ impl AsyncStack {
                 t_submitted: now,
                 t_dispatch: now,
                 t_done: now,
+                failed: false,
             })
             .expect("I/O slab bound: more than 2^20 I/Os in flight");
         let g = &mut self.groups[group];

@@ -116,6 +116,8 @@ struct Io {
     /// When the request got a tag and went to the device (blktrace's D).
     t_dispatch: SimTime,
     t_done: SimTime,
+    /// A device failed a request serving it (an I/O error).
+    failed: bool,
 }
 
 /// `Io::job` of replayed trace requests.
@@ -179,6 +181,9 @@ struct JobThread {
     action: Action,
     /// Interrupt epoch in which this thread was last counted as woken.
     woken_mark: u64,
+    /// An I/O of this thread failed: fio issues no more (it reaps what is
+    /// in flight and ends the job).
+    errored: bool,
     /// The system call of a synchronous engine (None: libaio).
     sync_call: Option<SyncCall>,
     /// Where the last synchronous call left the file position (sector on
@@ -203,6 +208,17 @@ struct GroupStats {
     clones_done: u32,
     /// When this job's measurement started (its own ramp_time).
     measure_start: SimTime,
+    /// The first failed I/O of the job: fio stops the job (`err=5`).
+    first_error: Option<IoError>,
+}
+
+/// A failed I/O as fio reports it (`io_u error on file ...`).
+#[derive(Debug, Clone, Copy)]
+struct IoError {
+    dir: Dir,
+    /// Byte offset in the job's file (its region of the target).
+    offset_bytes: u64,
+    len_bytes: u64,
 }
 
 impl GroupStats {
@@ -246,6 +262,7 @@ impl GroupStats {
             end: None,
             clones_done: 0,
             measure_start: SimTime::ZERO,
+            first_error: None,
         }
     }
 }
@@ -463,6 +480,9 @@ pub struct AsyncStack {
     dm_disk: Option<(String, crate::device::DiskAccounting)>,
     /// In-flight accounting designs of the devices that ask for one.
     acct: Option<acct::Accounting>,
+    /// Failed requests that served no job I/O (a layer's own I/O, such as a
+    /// cache fill): the layer carries on; counted for the report.
+    own_io_failed: u64,
     /// The CPU delivering completions right now (the interrupt's, or the
     /// submitter's for an inline device): where layers' end-of-I/O
     /// accounting runs.

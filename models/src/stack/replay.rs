@@ -36,6 +36,8 @@ pub struct ReplayStats {
     /// Requests skipped: zero length (flush) or beyond the target's end.
     pub skipped_empty: u64,
     pub skipped_out_of_range: u64,
+    /// Requests a device completed with an I/O error (injected faults).
+    pub failed: u64,
 }
 
 /// Replay state inside the stack.
@@ -99,6 +101,8 @@ pub fn run_replay(
     let runtime_ns = end.as_ns().max(1);
     let dir_report = |d: usize| g.dir_report(d, runtime_ns);
     report.jobs.push(JobReport {
+        // EIO if a replayed request failed.
+        error: if r.result.failed > 0 { 5 } else { 0 },
         name: "replay".into(),
         numjobs: 1,
         rw: if closed {
@@ -118,6 +122,12 @@ pub fn run_replay(
         "replay: {} requests issued, {} skipped (zero length), {} skipped (beyond the target device); slat = Q2D, clat = D2C, lat = Q2C",
         r.result.issued, r.result.skipped_empty, r.result.skipped_out_of_range
     ));
+    if r.result.failed > 0 {
+        report.notes.push(format!(
+            "replay: {} requests completed with an I/O error (they stay in the latency figures)",
+            r.result.failed
+        ));
+    }
     Ok((
         RunOutput {
             report,
@@ -307,6 +317,7 @@ impl AsyncStack {
                 t_submitted: now,
                 t_dispatch: now,
                 t_done: t_q,
+                failed: false,
             })
             .expect("I/O slab bound: more than 2^20 replayed I/Os in flight");
         self.submitted_total += 1;
@@ -341,6 +352,7 @@ impl AsyncStack {
         let v = self.ios.remove(io);
         self.reaped_total += 1;
         let r = self.replay.as_mut().expect("replay active");
+        r.result.failed += u64::from(v.failed);
         let d = v.dir as usize;
         let d2c = now.since(v.t_dispatch);
         r.stats.slat[d].record(v.t_dispatch.since(v.t_prep));

@@ -97,10 +97,11 @@ impl AsyncStack {
         let g = &mut self.groups[group];
         // Only the statistics restart; a size-bound job that already
         // finished during its ramp keeps its end and finished clones.
-        let (end, clones_done) = (g.end, g.clones_done);
+        let (end, clones_done, first_error) = (g.end, g.clones_done, g.first_error);
         *g = GroupStats::new();
         g.end = end;
         g.clones_done = clones_done;
+        g.first_error = first_error;
         g.measure_start = now;
     }
 
@@ -164,6 +165,8 @@ impl AsyncStack {
             };
             let per_job_cpu = runtime_ns as f64 * jc.numjobs as f64;
             jobs.push(JobReport {
+                // EIO: the errno fio reports for a failed block I/O.
+                error: if g.first_error.is_some() { 5 } else { 0 },
                 name: jc.name.clone(),
                 groupid: 0,
                 numjobs: jc.numjobs,
@@ -212,7 +215,7 @@ impl AsyncStack {
             }
             extra_tables.push(t);
         }
-        let mut notes = Vec::new();
+        let mut notes = self.error_notes();
         notes.extend(self.layers.iter().filter_map(|l| l.layer.report_note()));
         if let Some(t) = self.bcache_metrics(end) {
             extra_tables.push(t);
@@ -234,6 +237,31 @@ impl AsyncStack {
             intervals,
             io_logs,
         }
+    }
+
+    /// fio's line for each job a failed I/O ended, and the failed requests
+    /// no job saw.
+    fn error_notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        for (g, jc) in self.groups.iter().zip(&self.jobs_cfg) {
+            if let Some(e) = g.first_error {
+                let dir = match e.dir {
+                    Dir::Read => "read",
+                    Dir::Write => "write",
+                };
+                notes.push(format!(
+                    "fio: io_u error on file {}: Input/output error: {dir} offset={}, buflen={}",
+                    jc.filename, e.offset_bytes, e.len_bytes
+                ));
+            }
+        }
+        if self.own_io_failed > 0 {
+            notes.push(format!(
+                "{} failed requests were the stacking layers' own I/O (cache fills, journal, writeback): no job saw them, and the layers carried on as if they had succeeded",
+                self.own_io_failed
+            ));
+        }
+        notes
     }
 
     /// fio's disk stats: every stacking layer (2011 bcache keeps none), then

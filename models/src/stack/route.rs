@@ -119,6 +119,13 @@ impl AsyncStack {
         now: SimTime,
         ctx: &mut Ctx<'_, Ev>,
     ) {
+        if owner.failed {
+            // A failed request fails the I/O it serves; the layers carry on.
+            match dispatch::root_slot(owner.root) {
+                Some(io) => self.ios.get_mut(io).failed = true,
+                None => self.own_io_failed += 1,
+            }
+        }
         let (l, token) = match owner.origin.owner() {
             Owner::Job(io) => return self.job_io_done(io, now, ctx),
             Owner::Layer { layer, token } => (layer as usize, token),
