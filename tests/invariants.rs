@@ -34,7 +34,11 @@ fn duplicated_completion_is_caught() {
         "duplicate-completion:7",
     ]);
     assert_eq!(code, 3, "{err}");
-    assert!(err.contains("I/O completed twice"), "{err}");
+    assert!(
+        err.contains("invariant violated: device sda completed request tag"),
+        "{err}"
+    );
+    assert!(err.contains("a completion delivered twice"), "{err}");
 }
 
 /// Regression guard of the `--verbose` report line: for a closed loop that

@@ -354,6 +354,112 @@ impl BlockDevice for Faulty {
     }
 }
 
+/// What [`NthCompletion`] does to the n-th completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NthFault {
+    /// It is lost.
+    Drop,
+    /// It is handed up twice.
+    Duplicate,
+}
+
+/// A device's upward edge that drops or duplicates the device's `nth`
+/// completion (counting from 1): the test-only faults of
+/// `--inject-fault drop-completion:N` and `duplicate-completion:N`.
+pub struct NthCompletion {
+    inner: Box<dyn BlockDevice>,
+    nth: u64,
+    fault: NthFault,
+    seen: u64,
+    timers: Vec<(u64, u32)>,
+    done: Vec<ReqTag>,
+}
+
+impl NthCompletion {
+    pub fn new(inner: Box<dyn BlockDevice>, nth: u64, fault: NthFault) -> Self {
+        NthCompletion {
+            inner,
+            nth,
+            fault,
+            seen: 0,
+            timers: Vec::new(),
+            done: Vec::new(),
+        }
+    }
+
+    fn call(
+        &mut self,
+        ctx: &mut DevCtx<'_>,
+        f: impl FnOnce(&mut dyn BlockDevice, &mut DevCtx<'_>),
+    ) {
+        call_inner(
+            self.inner.as_mut(),
+            ctx,
+            &mut self.timers,
+            &mut self.done,
+            None,
+            f,
+        );
+        for tag in self.done.drain(..) {
+            self.seen += 1;
+            match (self.seen == self.nth, self.fault) {
+                (true, NthFault::Drop) => {}
+                (true, NthFault::Duplicate) => {
+                    ctx.complete(tag);
+                    ctx.complete(tag);
+                }
+                (false, _) => ctx.complete(tag),
+            }
+        }
+    }
+}
+
+impl BlockDevice for NthCompletion {
+    fn submit(&mut self, req: DevRequest, ctx: &mut DevCtx<'_>) {
+        self.call(ctx, |d, c| d.submit(req, c));
+    }
+
+    fn on_timer(&mut self, token: u32, ctx: &mut DevCtx<'_>) {
+        self.call(ctx, |d, c| d.on_timer(token, c));
+    }
+
+    fn in_flight(&self) -> u32 {
+        self.inner.in_flight()
+    }
+
+    fn parallelism(&self) -> Option<u32> {
+        self.inner.parallelism()
+    }
+
+    fn capacity_sectors(&self) -> u64 {
+        self.inner.capacity_sectors()
+    }
+
+    fn disk_stats(&self, now: SimTime) -> DiskStats {
+        self.inner.disk_stats(now)
+    }
+
+    fn reset_stats(&mut self, now: SimTime) {
+        self.inner.reset_stats(now);
+    }
+
+    fn in_flight_integral_ns(&self, now: SimTime) -> u64 {
+        self.inner.in_flight_integral_ns(now)
+    }
+
+    fn stats_kept(&self) -> (StatsKept, &'static str) {
+        self.inner.stats_kept()
+    }
+
+    fn member_stats(&self, now: SimTime) -> Vec<MemberStats> {
+        self.inner.member_stats(now)
+    }
+
+    fn completes_inline(&self) -> bool {
+        self.inner.completes_inline()
+    }
+}
+
 /// The invariant harness around one device (see the module comment).
 pub struct Checked {
     inner: Box<dyn BlockDevice>,

@@ -26,9 +26,11 @@ pub struct RunOptions {
 /// Test-only faults injected into a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
-    /// The interrupt handler silently drops the n-th completion it retires.
+    /// Each device's n-th completion is lost on its way up
+    /// ([`crate::faults::NthCompletion`]).
     DropCompletion { nth: u64 },
-    /// The interrupt handler delivers the n-th completion twice.
+    /// Each device's n-th completion is handed up twice, and every device
+    /// is checked by the harness ([`crate::faults::Checked`]).
     DuplicateCompletion { nth: u64 },
     /// Every device's completions reach the stack `ns` after the device
     /// counted them done: its in-flight gauge and the stack's completion
@@ -72,8 +74,16 @@ impl Fault {
         tags: u32,
         dev: Box<dyn BlockDevice>,
     ) -> Box<dyn BlockDevice> {
+        use crate::faults::{Checked, NthCompletion, NthFault};
         match fault {
             Some(Fault::DelayCompletion { ns }) => Box::new(DelayCompletions::new(dev, ns)),
+            Some(Fault::DropCompletion { nth }) => {
+                Box::new(NthCompletion::new(dev, nth, NthFault::Drop))
+            }
+            Some(Fault::DuplicateCompletion { nth }) => {
+                let dup = Box::new(NthCompletion::new(dev, nth, NthFault::Duplicate));
+                Box::new(Checked::new(name, tags, dup))
+            }
             Some(Fault::Random(plan)) => crate::faults::wrap(&plan, name, tags, dev),
             _ => dev,
         }

@@ -196,7 +196,6 @@ impl AsyncStack {
         }
         Ok(AsyncStack::assemble(
             sc,
-            opts,
             Assembled {
                 threads,
                 groups,
@@ -216,7 +215,7 @@ impl AsyncStack {
     }
 
     /// The machine from its built parts, at time zero.
-    fn assemble(sc: &Scenario, opts: &RunOptions, a: Assembled) -> AsyncStack {
+    fn assemble(sc: &Scenario, a: Assembled) -> AsyncStack {
         let Assembled {
             threads,
             groups,
@@ -263,8 +262,6 @@ impl AsyncStack {
             submitted_total: 0,
             reaped_total: 0,
             wake_epoch: 0,
-            fault: opts.fault,
-            retired_total: 0,
             replay: None,
             acct: accounting,
             completing_cpu: 0,

@@ -351,13 +351,9 @@ impl AsyncStack {
         self.scratch_done = done;
     }
 
-    /// Delivers one retired device request to what it belongs to (an
-    /// injected fault may drop it).
+    /// Delivers one retired device request to what it belongs to.
+    #[inline]
     fn retire(&mut self, d: usize, owner: TagOwner, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
-        self.retired_total += 1;
-        if matches!(self.fault, Some(Fault::DropCompletion { nth }) if nth == self.retired_total) {
-            return;
-        }
         self.deliver(owner, d, now, ctx);
     }
 

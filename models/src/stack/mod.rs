@@ -470,8 +470,6 @@ pub struct AsyncStack {
     submitted_total: u64,
     reaped_total: u64,
     wake_epoch: u64,
-    fault: Option<Fault>,
-    retired_total: u64,
     replay: Option<Replay>,
     /// Bio-based layers jobs pass above their target; index 0 is empty.
     bio_layers: Vec<layers::BioLayers>,

@@ -172,19 +172,10 @@ impl AsyncStack {
         self.job_io_done(io, now, ctx);
     }
 
-    /// A job's (or replayed) I/O completed (twice under an injected
-    /// duplicate).
+    /// A job's (or replayed) I/O completed.
     #[inline]
     fn job_io_done(&mut self, io: u32, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
-        if self.duplicate_now() {
-            self.io_done(SlotId(io), now, ctx);
-        }
         self.io_done(SlotId(io), now, ctx);
-    }
-
-    /// The injected duplicate completion applies to this retirement.
-    fn duplicate_now(&self) -> bool {
-        matches!(self.fault, Some(Fault::DuplicateCompletion { nth }) if nth == self.retired_total)
     }
 }
 
