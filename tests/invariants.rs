@@ -174,3 +174,50 @@ fn a_failed_completion_ends_the_job_with_eio() {
     let v: serde_json::Value = serde_json::from_str(&json).expect("json");
     assert_eq!(v["jobs"][0]["error"], 5, "{json}");
 }
+
+/// md raid10 (seed 000's md0, near 2 over four disks) with faults on its
+/// member disks: a failed member read is read from the other copy (the job
+/// sees no error); a failed member write fails the member (md_error, the
+/// array runs degraded) while the other copy keeps the data; with every
+/// copy failing, the read fails up to the job (`err= 5`).
+#[test]
+fn md_tolerates_a_failing_member_and_fails_when_every_copy_does() {
+    let md_run = |rw: &str, fault: &str| {
+        sim(&[
+            "run",
+            "scenarios/corsair_nova_cold.toml",
+            "--set",
+            "job.runtime=1s",
+            "--set",
+            "job.filename=/dev/md0",
+            "--set",
+            &format!("job.rw={rw}"),
+            "--inject-fault",
+            fault,
+        ])
+    };
+    let (out, err, code) = md_run("randread", "seed:2+fail:0.01@sdb");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("err= 0:"), "{out}");
+    let retries = out
+        .lines()
+        .find_map(|l| l.strip_prefix("note: md0: "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .expect("md0's retry note");
+    assert!(retries > 0, "{out}");
+    let (out, err, code) = md_run("randwrite", "seed:2+fail:0.01@sdb");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("err= 0:"), "{out}");
+    assert!(
+        out.contains("members failed after a write error: sdb (the array runs degraded)"),
+        "{out}"
+    );
+    let (out, err, code) = md_run("randread", "seed:2+fail:1");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("err= 5:"), "{out}");
+    assert!(
+        out.contains("fio: io_u error on file /dev/md0: Input/output error: read"),
+        "{out}"
+    );
+}

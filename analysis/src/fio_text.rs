@@ -183,7 +183,8 @@ fn write_header(out: &mut String, report: &RunReport) {
 }
 
 fn write_job(out: &mut String, job: &JobReport, g: &[GroupDir; 3], opts: &TextOptions) {
-    if !job.dirs().iter().any(|(_, d)| dir_active(d)) {
+    // A job that did no I/O is not printed, unless an error ended it.
+    if !job.dirs().iter().any(|(_, d)| dir_active(d)) && job.error == 0 {
         return;
     }
     let _ = writeln!(

@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use crate::device::{BlockDevice, DevCtx, DevRequest, DiskStats, ReqTag};
 use crate::hdd::Hdd;
 use crate::raid10::{build_raid10, Raid10, RaidMember};
-use crate::run::ModelError;
+use crate::run::{Fault, ModelError};
 use crate::ssd::Ssd;
 use blocksim_sim::SimTime;
 
@@ -24,10 +24,17 @@ pub const BIO_BASED_TAGS: u32 = 1 << 16;
 /// Receives each device built: (name, device, tags of its port).
 pub type AddDevice<'a> = dyn FnMut(&str, Box<dyn BlockDevice>, u32) -> Result<(), ModelError> + 'a;
 
-/// A member of an array with at least one SSD.
+/// A member of an array with at least one SSD, or of any array whose
+/// members a fault run wraps.
 pub enum Member {
     Hdd(Hdd),
     Ssd(QueuedSsd),
+    /// A member behind a fault decorator and the invariant harness
+    /// ([`crate::faults`]), with its `blk_queue_nonrot`.
+    Wrapped {
+        dev: Box<dyn BlockDevice>,
+        nonrot: bool,
+    },
 }
 
 /// An SSD as an md member, with the block layer's request queue in front
@@ -114,7 +121,11 @@ impl BlockDevice for QueuedSsd {
 
 impl RaidMember for Member {
     fn nonrotational(&self) -> bool {
-        matches!(self, Member::Ssd(_))
+        match self {
+            Member::Hdd(_) => false,
+            Member::Ssd(_) => true,
+            Member::Wrapped { nonrot, .. } => *nonrot,
+        }
     }
 }
 
@@ -123,12 +134,33 @@ impl Member {
         match self {
             Member::Hdd(h) => h,
             Member::Ssd(s) => s,
+            Member::Wrapped { dev, .. } => dev.as_ref(),
         }
     }
     fn dev_mut(&mut self) -> &mut dyn BlockDevice {
         match self {
             Member::Hdd(h) => h,
             Member::Ssd(s) => s,
+            Member::Wrapped { dev, .. } => dev.as_mut(),
+        }
+    }
+
+    /// The member behind the run's fault decorator (`fault`), if any.
+    fn wrapped(self, name: &str, fault: Option<Fault>) -> Member {
+        if fault.is_none() {
+            return self;
+        }
+        let nonrot = self.nonrotational();
+        // md issues to its members without tags (the disk queues them).
+        let tags = BIO_BASED_TAGS;
+        let dev: Box<dyn BlockDevice> = match self {
+            Member::Hdd(h) => Box::new(h),
+            Member::Ssd(s) => Box::new(s),
+            Member::Wrapped { dev, .. } => dev,
+        };
+        Member::Wrapped {
+            dev: Fault::wrap_member(fault, name, tags, dev),
+            nonrot,
         }
     }
 }
@@ -158,6 +190,10 @@ impl BlockDevice for Member {
     fn stats_kept(&self) -> (crate::device::StatsKept, &'static str) {
         self.dev().stats_kept()
     }
+    fn notes(&self) -> Vec<String> {
+        self.dev().notes()
+    }
+
     fn member_stats(&self, now: SimTime) -> Vec<crate::device::MemberStats> {
         self.dev().member_stats(now)
     }
@@ -171,14 +207,16 @@ fn config_err(e: impl ToString) -> ModelError {
 }
 
 /// Builds one array: over rotating disks only as today's `Raid10<Hdd>`,
-/// otherwise over [`Member`]s taken from `[[hdd]]` and `[[ssd]]`.
+/// otherwise (or when a fault run wraps the members) over [`Member`]s taken
+/// from `[[hdd]]` and `[[ssd]]`.
 fn build_array(
     sc: &Scenario,
     r: &crate::raid10::Raid10Config,
     seed: u64,
+    fault: Option<Fault>,
 ) -> Result<Box<dyn BlockDevice>, ModelError> {
     let is_ssd = |m: &String| sc.ssd.iter().any(|s| &s.name == m);
-    if !r.members.iter().any(is_ssd) {
+    if !r.members.iter().any(is_ssd) && fault.is_none() {
         return Ok(Box::new(
             build_raid10(r, &sc.hdd, seed).map_err(config_err)?,
         ));
@@ -188,9 +226,11 @@ fn build_array(
         let rng = blocksim_sim::component_rng(seed, name);
         if let Some(s) = sc.ssd.iter().find(|s| &s.name == name) {
             s.validate().map_err(config_err)?;
-            members.push(Member::Ssd(QueuedSsd::new(Ssd::new(s.clone(), rng))));
+            let m = Member::Ssd(QueuedSsd::new(Ssd::new(s.clone(), rng)));
+            members.push(m.wrapped(name, fault));
         } else if let Some(h) = sc.hdd.iter().find(|h| &h.name == name) {
-            members.push(Member::Hdd(Hdd::new(h, rng).map_err(config_err)?));
+            let m = Member::Hdd(Hdd::new(h, rng).map_err(config_err)?);
+            members.push(m.wrapped(name, fault));
         } else {
             return Err(config_err(format!(
                 "[[raid10]] {:?}: member {name:?} is neither an [[hdd]] nor an [[ssd]]",
@@ -210,14 +250,16 @@ pub fn array_members(sc: &Scenario) -> std::collections::BTreeSet<String> {
 }
 
 /// Adds every backing device of the scenario through `add(name, device, tags)`.
+/// `fault`: the run's injected fault, which wraps md's members too.
 pub fn add_backing_devices(
     sc: &Scenario,
     seed: u64,
     ncq_tags: u32,
+    fault: Option<Fault>,
     add: &mut AddDevice<'_>,
 ) -> Result<(), ModelError> {
     for r in &sc.raid10 {
-        add(&r.name, build_array(sc, r, seed)?, BIO_BASED_TAGS)?;
+        add(&r.name, build_array(sc, r, seed, fault)?, BIO_BASED_TAGS)?;
     }
     let in_array = array_members(sc);
     for h in sc.hdd.iter().filter(|h| !in_array.contains(&h.name)) {

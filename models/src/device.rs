@@ -156,6 +156,12 @@ pub trait BlockDevice {
     /// Devices this one is built from, each with its statistics and which
     /// of them its kernel keeps (md's member disks); empty for a plain
     /// device.
+    /// Lines for the report's notes (what the device did that its
+    /// statistics do not show, such as md's read retries).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     fn member_stats(&self, _now: SimTime) -> Vec<MemberStats> {
         Vec::new()
     }

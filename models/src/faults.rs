@@ -40,8 +40,11 @@ use crate::device::{BlockDevice, DevCtx, DevRequest, DiskStats, MemberStats, Req
 pub const PPM: u32 = 1_000_000;
 
 /// The timer token [`Faulty`] keeps for itself ([`crate::run`]'s
-/// `DelayCompletions` keeps `u32::MAX`).
+/// `DelayCompletions` keeps the one above it): on a machine device, and on
+/// an md member (md multiplexes its members' tokens in 24 bits, below a
+/// wrapper around md itself).
 const FAULT_TOKEN: u32 = u32::MAX - 1;
+const MEMBER_FAULT_TOKEN: u32 = (1 << 24) - 2;
 
 /// A device name short enough to keep [`FaultPlan`] `Copy`.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -172,12 +175,18 @@ impl fmt::Display for FaultPlan {
 /// plan if they apply to it, and the harness around that.
 pub(crate) fn wrap(
     plan: &FaultPlan,
-    name: &str,
-    tags: u32,
+    (name, tags): (&str, u32),
     dev: Box<dyn BlockDevice>,
+    member: bool,
 ) -> Box<dyn BlockDevice> {
     let dev: Box<dyn BlockDevice> = match plan.faults(name) {
-        true => Box::new(Faulty::new(plan, name, dev)),
+        true => {
+            let mut f = Faulty::new(plan, name, dev);
+            if member {
+                f.token = MEMBER_FAULT_TOKEN;
+            }
+            Box::new(f)
+        }
         false => dev,
     };
     Box::new(Checked::new(name, tags, dev))
@@ -231,6 +240,8 @@ pub struct Faulty {
     timers: Vec<(u64, u32)>,
     done: Vec<ReqTag>,
     pub counts: FaultCounts,
+    /// The timer token it keeps for itself.
+    token: u32,
 }
 
 impl Faulty {
@@ -245,6 +256,7 @@ impl Faulty {
             timers: Vec::new(),
             done: Vec::new(),
             counts: FaultCounts::default(),
+            token: FAULT_TOKEN,
         }
     }
 
@@ -264,7 +276,7 @@ impl Faulty {
             ctx,
             &mut self.timers,
             &mut self.done,
-            Some(FAULT_TOKEN),
+            Some(self.token),
             f,
         );
         let p = self.plan;
@@ -280,7 +292,7 @@ impl Faulty {
             } else if r < p.drop_ppm + p.duplicate_ppm + p.delay_ppm {
                 self.counts.delayed += 1;
                 self.held.push_back((ctx.now() + p.delay_ns, tag));
-                ctx.set_timer(p.delay_ns, FAULT_TOKEN);
+                ctx.set_timer(p.delay_ns, self.token);
             } else if r < p.drop_ppm + p.duplicate_ppm + p.delay_ppm + p.fail_ppm {
                 self.counts.failed += 1;
                 ctx.fail(tag);
@@ -298,7 +310,7 @@ impl BlockDevice for Faulty {
     }
 
     fn on_timer(&mut self, token: u32, ctx: &mut DevCtx<'_>) {
-        if token != FAULT_TOKEN {
+        if token != self.token {
             return self.call(ctx, |d, c| d.on_timer(token, c));
         }
         self.advance(ctx.now());
@@ -341,6 +353,10 @@ impl BlockDevice for Faulty {
 
     fn stats_kept(&self) -> (StatsKept, &'static str) {
         self.inner.stats_kept()
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.inner.notes()
     }
 
     fn member_stats(&self, now: SimTime) -> Vec<MemberStats> {
@@ -449,6 +465,10 @@ impl BlockDevice for NthCompletion {
 
     fn stats_kept(&self) -> (StatsKept, &'static str) {
         self.inner.stats_kept()
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.inner.notes()
     }
 
     fn member_stats(&self, now: SimTime) -> Vec<MemberStats> {
@@ -569,6 +589,10 @@ impl BlockDevice for Checked {
 
     fn stats_kept(&self) -> (StatsKept, &'static str) {
         self.inner.stats_kept()
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.inner.notes()
     }
 
     fn member_stats(&self, now: SimTime) -> Vec<MemberStats> {

@@ -150,6 +150,9 @@ pub struct MirrorState {
     pub nr_pending: u32,
     /// `blk_queue_nonrot` of the member.
     pub nonrot: bool,
+    /// md failed the member (`md_error` after a write error): reads and
+    /// writes avoid it; the array runs degraded.
+    pub faulty: bool,
 }
 
 /// Largest supported `near_copies`.
@@ -250,7 +253,16 @@ struct Parent {
     arrival: SimTime,
     /// Member I/Os not yet completed (+1 while still being issued).
     remaining: u32,
+    /// Pieces (r10bios) issued, and the writes' pieces with at least one
+    /// copy written (bit per piece).
+    pieces: u32,
+    pieces_ok: u64,
+    /// A piece could not be read from any copy, or written to none.
+    failed: bool,
 }
+
+/// Most pieces a request may split into (bits of [`Parent::pieces_ok`]).
+const MAX_PIECES: u32 = 64;
 
 #[derive(Debug, Clone, Copy)]
 struct Child {
@@ -258,6 +270,12 @@ struct Child {
     member: u32,
     addr: u64,
     sectors: u32,
+    /// The piece's array sector and index within its parent.
+    sector: u64,
+    piece: u32,
+    /// A read's copies (slots of `find_phys`) tried so far, this one
+    /// included.
+    tried: u16,
 }
 
 /// Counters of the array's own decisions.
@@ -271,6 +289,10 @@ pub struct Raid10Counters {
     pub reads_per_member: Vec<u64>,
     /// Member writes issued, per raid disk.
     pub writes_per_member: Vec<u64>,
+    /// Member reads that failed and were retried on another copy.
+    pub read_retries: u64,
+    /// Members md failed after a write error.
+    pub members_failed: u64,
 }
 
 /// Builds `[[raid10]] cfg` over the `[[hdd]]` entries it names (member
@@ -421,6 +443,7 @@ impl<M: RaidMember> Raid10<M> {
                 head_position: 0,
                 nr_pending: 0,
                 nonrot: m.nonrotational(),
+                faulty: false,
             })
             .collect();
         Ok(Raid10 {
@@ -511,14 +534,8 @@ impl<M: RaidMember> Raid10<M> {
         self.scratch_done = done;
     }
 
-    fn issue_child(
-        &mut self,
-        parent: SlotId,
-        dir: Dir,
-        (dev, addr): PhysCopy,
-        sectors: u32,
-        ctx: &mut DevCtx<'_>,
-    ) {
+    fn issue_child(&mut self, at: ChildAt, dir: Dir, (dev, addr): PhysCopy, ctx: &mut DevCtx<'_>) {
+        let sectors = at.sectors;
         assert!(
             addr + sectors as u64 <= self.dev_sectors,
             "raid10 {}: mapped beyond the member area",
@@ -532,10 +549,13 @@ impl<M: RaidMember> Raid10<M> {
         let slot = self
             .children
             .insert(Child {
-                parent,
+                parent: at.parent,
                 member: dev as u32,
                 addr,
                 sectors,
+                sector: at.sector,
+                piece: at.piece,
+                tried: at.tried,
             })
             .unwrap_or_else(|e| panic!("raid10 {}: {e}", self.cfg.name));
         let req = DevRequest {
@@ -547,14 +567,76 @@ impl<M: RaidMember> Raid10<M> {
         self.with_member(dev, ctx, |m, mctx| m.submit(req, mctx));
     }
 
+    /// A member completed a child (with an I/O error if `tag` says so).
     fn child_done(&mut self, m: usize, tag: ReqTag, ctx: &mut DevCtx<'_>) {
-        let child = self.children.remove(SlotId(tag.0));
+        let child = self.children.remove(SlotId(tag.tag().0));
         assert_eq!(child.member as usize, m, "completion from the wrong member");
         let mirror = &mut self.mirrors[m];
         mirror.head_position = child.addr + child.sectors as u64;
         assert!(mirror.nr_pending > 0);
         mirror.nr_pending -= 1;
+        let dir = self.parents.get(child.parent).dir;
+        match (dir, tag.failed()) {
+            (Dir::Read, true) => return self.retry_read(child, ctx),
+            (Dir::Write, true) => {
+                // raid10_end_write_request: md_error fails the member; the
+                // piece is written if another copy is.
+                if !self.mirrors[m].faulty {
+                    self.mirrors[m].faulty = true;
+                    self.counters.members_failed += 1;
+                }
+            }
+            (Dir::Write, false) => self.parents.get_mut(child.parent).pieces_ok |= 1 << child.piece,
+            (Dir::Read, false) => {}
+        }
         self.parent_put(child.parent, ctx);
+    }
+
+    /// A read of a piece failed: raid10d's handle_read_error reads it from
+    /// another copy (read_balance among the untried, working mirrors); with
+    /// none left the request fails ("unrecoverable I/O read error").
+    fn retry_read(&mut self, child: Child, ctx: &mut DevCtx<'_>) {
+        let mut copies = [(0usize, 0u64); MAX_COPIES];
+        self.geo.find_phys(child.sector, &mut copies);
+        let nc = self.geo.near_copies;
+        match self.pick_read(&copies[..nc], child.tried) {
+            Some(slot) => {
+                self.counters.read_retries += 1;
+                let at = ChildAt {
+                    parent: child.parent,
+                    sector: child.sector,
+                    sectors: child.sectors,
+                    piece: child.piece,
+                    tried: child.tried | 1 << slot,
+                };
+                self.issue_child(at, Dir::Read, copies[slot], ctx);
+            }
+            None => {
+                self.parents.get_mut(child.parent).failed = true;
+                self.parent_put(child.parent, ctx);
+            }
+        }
+    }
+
+    /// read_balance among the copies not in `tried` on working members:
+    /// the slot in `copies`, None if no copy is left.
+    fn pick_read(&self, copies: &[PhysCopy], tried: u16) -> Option<usize> {
+        let usable =
+            |(i, c): (usize, &PhysCopy)| tried & (1 << i) == 0 && !self.mirrors[c.0].faulty;
+        if copies.iter().enumerate().all(usable) {
+            // The common case: every copy is a candidate.
+            return Some(read_balance(copies, &self.mirrors, self.geo.near_copies));
+        }
+        let mut cand = [(0usize, 0u64); MAX_COPIES];
+        let mut slots = [0usize; MAX_COPIES];
+        let mut n = 0;
+        for (i, c) in copies.iter().enumerate() {
+            if usable((i, c)) {
+                (cand[n], slots[n]) = (*c, i);
+                n += 1;
+            }
+        }
+        (n > 0).then(|| slots[read_balance(&cand[..n], &self.mirrors, self.geo.near_copies)])
     }
 
     fn parent_put(&mut self, slot: SlotId, ctx: &mut DevCtx<'_>) {
@@ -565,9 +647,58 @@ impl<M: RaidMember> Raid10<M> {
             let p = self.parents.remove(slot);
             let now = ctx.now();
             self.acct.done(now, p.dir, p.sectors, now.since(p.arrival));
-            ctx.complete(p.tag);
+            let all_pieces = u64::MAX >> (64 - p.pieces);
+            if p.failed || (p.dir == Dir::Write && p.pieces_ok != all_pieces) {
+                ctx.fail(p.tag);
+            } else {
+                ctx.complete(p.tag);
+            }
         }
     }
+
+    /// Issues one piece of a request: a read to one copy, a write to every
+    /// working copy; a piece no copy can take fails the request.
+    fn issue_piece(&mut self, at: ChildAt, dir: Dir, ctx: &mut DevCtx<'_>) {
+        let mut copies = [(0usize, 0u64); MAX_COPIES];
+        self.geo.find_phys(at.sector, &mut copies);
+        let nc = self.geo.near_copies;
+        match dir {
+            Dir::Read => match self.pick_read(&copies[..nc], 0) {
+                Some(slot) => {
+                    self.parents.get_mut(at.parent).remaining += 1;
+                    let at = ChildAt {
+                        tried: 1 << slot,
+                        ..at
+                    };
+                    self.issue_child(at, Dir::Read, copies[slot], ctx);
+                }
+                None => self.parents.get_mut(at.parent).failed = true,
+            },
+            Dir::Write => {
+                let mut working = 0u32;
+                for (i, c) in copies[..nc].iter().enumerate() {
+                    working |= u32::from(!self.mirrors[c.0].faulty) << i;
+                }
+                self.parents.get_mut(at.parent).remaining += working.count_ones();
+                for (i, &copy) in copies[..nc].iter().enumerate() {
+                    if working & (1 << i) != 0 {
+                        self.issue_child(at, Dir::Write, copy, ctx);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Where a child belongs: its parent, the piece it is part of, and the
+/// copies a read tried.
+#[derive(Debug, Clone, Copy)]
+struct ChildAt {
+    parent: SlotId,
+    sector: u64,
+    sectors: u32,
+    piece: u32,
+    tried: u16,
 }
 
 impl<M: RaidMember> BlockDevice for Raid10<M> {
@@ -593,33 +724,36 @@ impl<M: RaidMember> BlockDevice for Raid10<M> {
                 // Guard reference: the parent cannot complete while pieces
                 // are still being issued.
                 remaining: 1,
+                pieces: 0,
+                pieces_ok: 0,
+                failed: false,
             })
             .unwrap_or_else(|e| panic!("raid10 {}: {e}", self.cfg.name));
         let chunk = self.geo.chunk_sectors();
         let mut sector = req.sector;
         let mut left = req.sectors as u64;
-        let mut copies = [(0usize, 0u64); MAX_COPIES];
-        let nc = self.geo.near_copies;
         if (sector & (chunk - 1)) + left > chunk {
             self.counters.split_requests += 1;
         }
+        let mut piece_index = 0;
         while left > 0 {
             let piece = left.min(chunk - (sector & (chunk - 1))) as u32;
-            self.geo.find_phys(sector, &mut copies);
             self.counters.pieces += 1;
-            match req.dir {
-                Dir::Read => {
-                    self.parents.get_mut(parent).remaining += 1;
-                    let slot = read_balance(&copies[..nc], &self.mirrors, nc);
-                    self.issue_child(parent, Dir::Read, copies[slot], piece, ctx);
-                }
-                Dir::Write => {
-                    self.parents.get_mut(parent).remaining += nc as u32;
-                    for &copy in &copies[..nc] {
-                        self.issue_child(parent, Dir::Write, copy, piece, ctx);
-                    }
-                }
-            }
+            assert!(
+                piece_index < MAX_PIECES,
+                "raid10 {}: request of more than {MAX_PIECES} chunks",
+                self.cfg.name
+            );
+            self.parents.get_mut(parent).pieces += 1;
+            let at = ChildAt {
+                parent,
+                sector,
+                sectors: piece,
+                piece: piece_index,
+                tried: 0,
+            };
+            self.issue_piece(at, req.dir, ctx);
+            piece_index += 1;
             sector += piece as u64;
             left -= piece as u64;
         }
@@ -671,6 +805,31 @@ impl<M: RaidMember> BlockDevice for Raid10<M> {
             StatsKept::IosOnly,
             "Linux 3.x md_make_request does part_stat_inc(ios) and part_stat_add(sectors) only",
         )
+    }
+
+    fn notes(&self) -> Vec<String> {
+        let c = &self.counters;
+        let failed: Vec<&str> = self
+            .cfg
+            .members
+            .iter()
+            .zip(&self.mirrors)
+            .filter(|(_, m)| m.faulty)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        if c.read_retries == 0 && failed.is_empty() {
+            return Vec::new();
+        }
+        vec![format!(
+            "{}: {} member reads failed and were read from another copy; members failed after a write error: {}",
+            self.cfg.name,
+            c.read_retries,
+            if failed.is_empty() {
+                "none".to_string()
+            } else {
+                format!("{} (the array runs degraded)", failed.join(", "))
+            }
+        )]
     }
 
     fn member_stats(&self, now: SimTime) -> Vec<MemberStats> {
@@ -784,6 +943,7 @@ mod tests {
             head_position: head,
             nr_pending: pending,
             nonrot: false,
+            faulty: false,
         }
     }
 

@@ -74,9 +74,37 @@ impl Fault {
         tags: u32,
         dev: Box<dyn BlockDevice>,
     ) -> Box<dyn BlockDevice> {
+        Fault::wrap_in(fault, (name, tags), dev, false)
+    }
+
+    /// Wraps md member `name` (md issues to it without tags) as
+    /// [`Fault::wrap`] wraps a device; the wrappers' timer tokens fit md's
+    /// 24-bit multiplexing.
+    pub(crate) fn wrap_member(
+        fault: Option<Fault>,
+        name: &str,
+        tags: u32,
+        dev: Box<dyn BlockDevice>,
+    ) -> Box<dyn BlockDevice> {
+        Fault::wrap_in(fault, (name, tags), dev, true)
+    }
+
+    fn wrap_in(
+        fault: Option<Fault>,
+        (name, tags): (&str, u32),
+        dev: Box<dyn BlockDevice>,
+        member: bool,
+    ) -> Box<dyn BlockDevice> {
         use crate::faults::{Checked, NthCompletion, NthFault};
+        let delay_token = if member {
+            MEMBER_DELAY_TOKEN
+        } else {
+            DELAY_TOKEN
+        };
         match fault {
-            Some(Fault::DelayCompletion { ns }) => Box::new(DelayCompletions::new(dev, ns)),
+            Some(Fault::DelayCompletion { ns }) => {
+                Box::new(DelayCompletions::new(dev, ns, delay_token))
+            }
             Some(Fault::DropCompletion { nth }) => {
                 Box::new(NthCompletion::new(dev, nth, NthFault::Drop))
             }
@@ -84,14 +112,17 @@ impl Fault {
                 let dup = Box::new(NthCompletion::new(dev, nth, NthFault::Duplicate));
                 Box::new(Checked::new(name, tags, dup))
             }
-            Some(Fault::Random(plan)) => crate::faults::wrap(&plan, name, tags, dev),
-            _ => dev,
+            Some(Fault::Random(plan)) => crate::faults::wrap(&plan, (name, tags), dev, member),
+            None => dev,
         }
     }
 }
 
-/// The timer token [`DelayCompletions`] keeps for itself.
+/// The timer token [`DelayCompletions`] keeps for itself: on a machine
+/// device, and on an md member (md multiplexes its members' tokens in 24
+/// bits, below a wrapper around md itself).
 const DELAY_TOKEN: u32 = u32::MAX;
+const MEMBER_DELAY_TOKEN: u32 = (1 << 24) - 1;
 
 /// A device whose completions are handed on `delay_ns` after the device
 /// completed (and accounted) them: a deliberately broken device for
@@ -105,13 +136,16 @@ pub(crate) struct DelayCompletions {
     held: VecDeque<(SimTime, ReqTag)>,
     timers: Vec<(u64, u32)>,
     done: Vec<ReqTag>,
+    /// The timer token it keeps for itself.
+    token: u32,
 }
 
 impl DelayCompletions {
-    fn new(inner: Box<dyn BlockDevice>, delay_ns: u64) -> Self {
+    fn new(inner: Box<dyn BlockDevice>, delay_ns: u64, token: u32) -> Self {
         DelayCompletions {
             inner,
             delay_ns,
+            token,
             held: VecDeque::new(),
             timers: Vec::new(),
             done: Vec::new(),
@@ -132,14 +166,14 @@ impl DelayCompletions {
         }
         for (delay, token) in self.timers.drain(..) {
             assert_ne!(
-                token, DELAY_TOKEN,
+                token, self.token,
                 "the wrapped device uses the wrapper's token"
             );
             ctx.set_timer(delay, token);
         }
         for tag in self.done.drain(..) {
             self.held.push_back((now + self.delay_ns, tag));
-            ctx.set_timer(self.delay_ns, DELAY_TOKEN);
+            ctx.set_timer(self.delay_ns, self.token);
         }
     }
 }
@@ -150,7 +184,7 @@ impl BlockDevice for DelayCompletions {
     }
 
     fn on_timer(&mut self, token: u32, ctx: &mut DevCtx<'_>) {
-        if token != DELAY_TOKEN {
+        if token != self.token {
             return self.call(ctx, |d, c| d.on_timer(token, c));
         }
         while let Some(&(due, tag)) = self.held.front() {
@@ -184,6 +218,10 @@ impl BlockDevice for DelayCompletions {
 
     fn stats_kept(&self) -> (crate::device::StatsKept, &'static str) {
         self.inner.stats_kept()
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.inner.notes()
     }
 
     fn member_stats(&self, now: SimTime) -> Vec<crate::device::MemberStats> {

@@ -91,7 +91,7 @@ pub(super) fn build_devices(
             opts.fault,
         )?;
     }
-    crate::backing::add_backing_devices(sc, seed, ncq_tags, &mut |name, dev, tags| {
+    crate::backing::add_backing_devices(sc, seed, ncq_tags, opts.fault, &mut |name, dev, tags| {
         let q = match md_over_nvme_queues(sc, name, layout.cpus()) {
             // md completes a bio where its member's interrupt runs: with
             // NVMe members, on the vector of the submitter's queue.

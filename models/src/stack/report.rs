@@ -217,6 +217,7 @@ impl AsyncStack {
         }
         let mut notes = self.error_notes();
         notes.extend(self.layers.iter().filter_map(|l| l.layer.report_note()));
+        notes.extend(self.devs.iter().flat_map(|d| d.dev.notes()));
         if let Some(t) = self.bcache_metrics(end) {
             extra_tables.push(t);
         }
