@@ -137,8 +137,9 @@ pub fn generate(seed: u64, index: u64, opts: &GenOptions) -> String {
 pub const FAULTS_PREFIX: &str = "# faults: ";
 
 /// The faults of scenario `index`, from their own stream
-/// `(seed, "swarm/<index>/faults")`: delays only (a correct stack tolerates
-/// them, so every invariant must still hold), on one device or all.
+/// `(seed, "swarm/<index>/faults")`: delays and I/O errors only (a correct
+/// stack tolerates them: every request still completes once, so every
+/// invariant must still hold), on one device or all.
 pub fn draw_faults(seed: u64, index: u64, devices: &[String]) -> FaultPlan {
     let mut rng = component_rng(seed, &format!("swarm/{index}/faults"));
     let mut plan = FaultPlan {
@@ -150,6 +151,10 @@ pub fn draw_faults(seed: u64, index: u64, devices: &[String]) -> FaultPlan {
         plan.delay_ns = rng.random_range(1..=100_000);
         if !devices.is_empty() && rng.random_bool(0.5) {
             plan.device = blocksim_models::faults::DevName::new(pick::<String>(&mut rng, devices));
+        }
+        // Drawn after the delays, so the delays of a seed stay as they were.
+        if rng.random_bool(0.25) {
+            plan.fail_ppm = rng.random_range(1..=2_000);
         }
     }
     plan
