@@ -109,3 +109,24 @@ fn limits_seen_through_a_fault_wrapper() {
     assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
     assert!(err.contains("md0's clone rule"), "{err}");
 }
+
+/// A device inside the fault decorators still announces its limits: under
+/// `--inject-fault` (md wrapped in the invariant harness) the 2 MiB bucket
+/// is refused as without it.
+#[test]
+fn a_wrapped_md_still_announces_its_limits() {
+    for fault in ["check", "seed:1+delay:0.1:1000@md0"] {
+        let (out, err, code) = sim(&[
+            "run",
+            "scenarios/corsair_nova.toml",
+            "--set",
+            "bcache.bucket_size=2m",
+            "--set",
+            "job.size=4m",
+            "--inject-fault",
+            fault,
+        ]);
+        assert_eq!(code, 2, "{fault}: stdout:\n{out}\nstderr:\n{err}");
+        assert!(err.contains("md0's clone rule"), "{fault}: {err}");
+    }
+}

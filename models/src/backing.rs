@@ -175,31 +175,18 @@ impl BlockDevice for Member {
     fn in_flight(&self) -> u32 {
         self.dev().in_flight()
     }
-    fn capacity_sectors(&self) -> u64 {
-        self.dev().capacity_sectors()
-    }
-    fn disk_stats(&self, now: SimTime) -> DiskStats {
-        self.dev().disk_stats(now)
-    }
     fn reset_stats(&mut self, now: SimTime) {
         self.dev_mut().reset_stats(now)
     }
     fn in_flight_integral_ns(&self, now: SimTime) -> u64 {
         self.dev().in_flight_integral_ns(now)
     }
-    fn stats_kept(&self) -> (crate::device::StatsKept, &'static str) {
-        self.dev().stats_kept()
-    }
-    fn notes(&self) -> Vec<String> {
-        self.dev().notes()
-    }
 
-    fn member_stats(&self, now: SimTime) -> Vec<crate::device::MemberStats> {
-        self.dev().member_stats(now)
-    }
     fn completes_inline(&self) -> bool {
         self.dev().completes_inline()
     }
+
+    crate::forward_device_description!(dev());
 }
 
 fn config_err(e: impl ToString) -> ModelError {

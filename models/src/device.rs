@@ -153,15 +153,14 @@ pub trait BlockDevice {
     fn stats_kept(&self) -> (StatsKept, &'static str) {
         (StatsKept::All, "")
     }
-    /// Devices this one is built from, each with its statistics and which
-    /// of them its kernel keeps (md's member disks); empty for a plain
-    /// device.
     /// Lines for the report's notes (what the device did that its
     /// statistics do not show, such as md's read retries).
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
-
+    /// Devices this one is built from, each with its statistics and which
+    /// of them its kernel keeps (md's member disks); empty for a plain
+    /// device.
     fn member_stats(&self, _now: SimTime) -> Vec<MemberStats> {
         Vec::new()
     }
@@ -177,6 +176,39 @@ pub trait BlockDevice {
     fn limits(&self) -> Limits {
         Limits::NONE
     }
+}
+
+/// Inside an `impl BlockDevice for` a decorator: forwards the methods that
+/// describe the device (bounds, size, statistics, notes, members, limits)
+/// to the device it wraps, `self.<path>`, so that no decorator forgets one
+/// (a wrapped md must still announce its limits). `completes_inline` is
+/// the decorator's own call: one that holds completions back on a timer
+/// does not complete inline.
+#[macro_export]
+macro_rules! forward_device_description {
+    ($($inner:tt)+) => {
+        fn parallelism(&self) -> Option<u32> {
+            self.$($inner)+.parallelism()
+        }
+        fn capacity_sectors(&self) -> u64 {
+            self.$($inner)+.capacity_sectors()
+        }
+        fn disk_stats(&self, now: blocksim_sim::SimTime) -> $crate::device::DiskStats {
+            self.$($inner)+.disk_stats(now)
+        }
+        fn stats_kept(&self) -> ($crate::device::StatsKept, &'static str) {
+            self.$($inner)+.stats_kept()
+        }
+        fn notes(&self) -> Vec<String> {
+            self.$($inner)+.notes()
+        }
+        fn member_stats(&self, now: blocksim_sim::SimTime) -> Vec<$crate::device::MemberStats> {
+            self.$($inner)+.member_stats(now)
+        }
+        fn limits(&self) -> $crate::limits::Limits {
+            self.$($inner)+.limits()
+        }
+    };
 }
 
 /// Statistics of one member of a stacked device.

@@ -34,7 +34,7 @@ use std::fmt;
 use blocksim_sim::{component_rng, ComponentRng, SimTime};
 use rand::Rng;
 
-use crate::device::{BlockDevice, DevCtx, DevRequest, DiskStats, MemberStats, ReqTag, StatsKept};
+use crate::device::{BlockDevice, DevCtx, DevRequest, ReqTag};
 
 /// Probabilities are parts per million of completions.
 pub const PPM: u32 = 1_000_000;
@@ -327,18 +327,6 @@ impl BlockDevice for Faulty {
         self.inner.in_flight() + self.held.len() as u32
     }
 
-    fn parallelism(&self) -> Option<u32> {
-        self.inner.parallelism()
-    }
-
-    fn capacity_sectors(&self) -> u64 {
-        self.inner.capacity_sectors()
-    }
-
-    fn disk_stats(&self, now: SimTime) -> DiskStats {
-        self.inner.disk_stats(now)
-    }
-
     fn reset_stats(&mut self, now: SimTime) {
         self.inner.reset_stats(now);
         self.advance(now);
@@ -351,23 +339,11 @@ impl BlockDevice for Faulty {
         self.inner.in_flight_integral_ns(now) + held
     }
 
-    fn stats_kept(&self) -> (StatsKept, &'static str) {
-        self.inner.stats_kept()
-    }
-
-    fn notes(&self) -> Vec<String> {
-        self.inner.notes()
-    }
-
-    fn member_stats(&self, now: SimTime) -> Vec<MemberStats> {
-        self.inner.member_stats(now)
-    }
-
     fn completes_inline(&self) -> bool {
-        // A delayed completion comes back from a timer; the machine
-        // delivers an inline device's completions wherever they arise.
         self.inner.completes_inline()
     }
+
+    crate::forward_device_description!(inner);
 }
 
 /// What [`NthCompletion`] does to the n-th completion.
@@ -443,18 +419,6 @@ impl BlockDevice for NthCompletion {
         self.inner.in_flight()
     }
 
-    fn parallelism(&self) -> Option<u32> {
-        self.inner.parallelism()
-    }
-
-    fn capacity_sectors(&self) -> u64 {
-        self.inner.capacity_sectors()
-    }
-
-    fn disk_stats(&self, now: SimTime) -> DiskStats {
-        self.inner.disk_stats(now)
-    }
-
     fn reset_stats(&mut self, now: SimTime) {
         self.inner.reset_stats(now);
     }
@@ -463,21 +427,11 @@ impl BlockDevice for NthCompletion {
         self.inner.in_flight_integral_ns(now)
     }
 
-    fn stats_kept(&self) -> (StatsKept, &'static str) {
-        self.inner.stats_kept()
-    }
-
-    fn notes(&self) -> Vec<String> {
-        self.inner.notes()
-    }
-
-    fn member_stats(&self, now: SimTime) -> Vec<MemberStats> {
-        self.inner.member_stats(now)
-    }
-
     fn completes_inline(&self) -> bool {
         self.inner.completes_inline()
     }
+
+    crate::forward_device_description!(inner);
 }
 
 /// The invariant harness around one device (see the module comment).
@@ -567,18 +521,6 @@ impl BlockDevice for Checked {
         self.inner.in_flight()
     }
 
-    fn parallelism(&self) -> Option<u32> {
-        self.inner.parallelism()
-    }
-
-    fn capacity_sectors(&self) -> u64 {
-        self.inner.capacity_sectors()
-    }
-
-    fn disk_stats(&self, now: SimTime) -> DiskStats {
-        self.inner.disk_stats(now)
-    }
-
     fn reset_stats(&mut self, now: SimTime) {
         self.inner.reset_stats(now);
     }
@@ -587,21 +529,11 @@ impl BlockDevice for Checked {
         self.inner.in_flight_integral_ns(now)
     }
 
-    fn stats_kept(&self) -> (StatsKept, &'static str) {
-        self.inner.stats_kept()
-    }
-
-    fn notes(&self) -> Vec<String> {
-        self.inner.notes()
-    }
-
-    fn member_stats(&self, now: SimTime) -> Vec<MemberStats> {
-        self.inner.member_stats(now)
-    }
-
     fn completes_inline(&self) -> bool {
         self.inner.completes_inline()
     }
+
+    crate::forward_device_description!(inner);
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use blocksim_analysis::RunReport;
 use blocksim_sim::SimTime;
 
-use crate::device::{BlockDevice, DevCtx, DevRequest, DiskStats, ReqTag};
+use crate::device::{BlockDevice, DevCtx, DevRequest, ReqTag};
 
 pub use crate::faults::FaultPlan;
 
@@ -200,14 +200,6 @@ impl BlockDevice for DelayCompletions {
         self.inner.in_flight() + self.held.len() as u32
     }
 
-    fn capacity_sectors(&self) -> u64 {
-        self.inner.capacity_sectors()
-    }
-
-    fn disk_stats(&self, now: SimTime) -> DiskStats {
-        self.inner.disk_stats(now)
-    }
-
     fn reset_stats(&mut self, now: SimTime) {
         self.inner.reset_stats(now);
     }
@@ -216,24 +208,10 @@ impl BlockDevice for DelayCompletions {
         self.inner.in_flight_integral_ns(now)
     }
 
-    fn stats_kept(&self) -> (crate::device::StatsKept, &'static str) {
-        self.inner.stats_kept()
-    }
-
-    fn notes(&self) -> Vec<String> {
-        self.inner.notes()
-    }
-
-    fn member_stats(&self, now: SimTime) -> Vec<crate::device::MemberStats> {
-        self.inner.member_stats(now)
-    }
-
     // `completes_inline` stays false: the held completions come back from a
     // timer, through the interrupt path.
 
-    fn limits(&self) -> crate::device::Limits {
-        self.inner.limits()
-    }
+    crate::forward_device_description!(inner);
 }
 
 /// The result of one run.
