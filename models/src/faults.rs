@@ -539,7 +539,7 @@ impl BlockDevice for Checked {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::Dir;
+    use crate::device::{Dir, DiskStats};
 
     /// A device completing each request `service_ns` after it arrived,
     /// with a gauge that can be told to lie.
