@@ -140,13 +140,8 @@ impl AsyncStack {
         }
     }
 
-    /// Builds the report at the end of the run.
-    pub fn report(&mut self, end: SimTime, with_profile: bool) -> RunReport {
-        assert_eq!(
-            self.submitted_total,
-            self.reaped_total + self.threads.iter().map(|t| t.in_flight as u64).sum::<u64>(),
-            "I/O conservation violated: submitted != reaped + in flight"
-        );
+    /// fio's report of each `[[job]]` (all its clones), up to `end`.
+    fn job_reports(&self, end: SimTime) -> Vec<JobReport> {
         let mut jobs = Vec::new();
         for (gi, jc) in self.jobs_cfg.iter().enumerate() {
             let g = &self.groups[gi];
@@ -189,6 +184,17 @@ impl AsyncStack {
                 runtime_ns,
             });
         }
+        jobs
+    }
+
+    /// Builds the report at the end of the run.
+    pub fn report(&mut self, end: SimTime, with_profile: bool) -> RunReport {
+        assert_eq!(
+            self.submitted_total,
+            self.reaped_total + self.threads.iter().map(|t| t.in_flight as u64).sum::<u64>(),
+            "I/O conservation violated: submitted != reaped + in flight"
+        );
+        let jobs = self.job_reports(end);
         let elapsed = end.since(self.measure_start).max(1);
         let disks = self.disk_reports(end, elapsed);
         let (intervals, io_logs) = self.finish_series(end);
