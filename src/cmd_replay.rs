@@ -62,6 +62,10 @@ pub struct ReplayArgs {
     /// normal, json or json+.
     #[arg(long = "output-format", default_value = "normal")]
     pub output_format: String,
+    /// Test only: inject a fault (as `sim run --inject-fault`), e.g.
+    /// `fail:0.01@sda` to replay onto a device that returns I/O errors.
+    #[arg(long = "inject-fault", hide = true)]
+    pub inject_fault: Option<String>,
 }
 
 /// Traced D2C latencies: D and C events paired by (device, sector).
@@ -312,7 +316,19 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
 
     let counts = Arc::new(FeedCounts::default());
     let feed = open_feed(&args, &topts, &ropts, &counts)?;
-    let opts = RunOptions::default();
+    let fault = match &args.inject_fault {
+        None => None,
+        Some(f) => Some(blocksim_models::Fault::parse(f).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--inject-fault {f:?}: expected {}",
+                blocksim_models::FAULT_FORMS
+            )
+        })?),
+    };
+    let opts = RunOptions {
+        fault,
+        ..RunOptions::default()
+    };
     let (out, stats) = run_replay(&loaded.base, &opts, feed)?;
     if let Some(e) = counts.error.lock().expect("error slot").take() {
         return Err(e)

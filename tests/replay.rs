@@ -220,3 +220,36 @@ fn the_stack_may_be_a_variant() {
     let (base, _, _) = sim(&["replay", trace, "--stack", "scenarios/nvme.toml"]);
     assert_ne!(variant, base, "the variant changes the replay");
 }
+
+/// A replay onto a device that returns I/O errors counts them (the replay
+/// goes on, as a trace replayer does) and reports `err= 5`.
+#[test]
+fn replay_counts_failed_requests() {
+    let (out, err, code) = sim(&[
+        "replay",
+        "tests/data/traces/blktrace/sample.blktrace.0",
+        "--stack",
+        "scenarios/nvme.toml",
+        "--inject-fault",
+        "seed:1+fail:0.05",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("err= 5:"), "{out}");
+    let failed: u64 = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("note: replay: "))
+        .find(|l| l.contains("completed with an I/O error"))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("the failed-request note");
+    // About 5% of 963.
+    assert!((20..=100).contains(&failed), "{failed}: {out}");
+    let (clean, _, _) = sim(&[
+        "replay",
+        "tests/data/traces/blktrace/sample.blktrace.0",
+        "--stack",
+        "scenarios/nvme.toml",
+    ]);
+    assert!(clean.contains("err= 0:"), "{clean}");
+    assert!(!clean.contains("I/O error"), "{clean}");
+}
