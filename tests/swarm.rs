@@ -445,3 +445,28 @@ fn random_drops_and_duplicates_are_caught() {
         );
     }
 }
+
+/// I/O errors on every edge: jobs end with `err= 5`, and the swarm's
+/// checks account for what an error changes (failed I/Os have slat but no
+/// clat and are not in the job's counts but are in the device's; an
+/// errored job stops early) without a false violation.
+#[test]
+fn failing_edges_pass_the_swarm_checks() {
+    let (out, err, code) = sim(
+        &[
+            "swarm",
+            "--seed",
+            "1",
+            "--count",
+            "12",
+            "--stack",
+            "async",
+            "--inject-fault",
+            "seed:5+fail:0.01",
+            "--no-save",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.starts_with("ok: 12 scenarios"), "{out}");
+}

@@ -448,6 +448,9 @@ impl InsertReq {
 pub struct BcacheStats {
     pub hits: u64,
     pub misses: u64,
+    /// bcache's own I/O (fills, prio and journal writes, readahead,
+    /// writeback) that failed.
+    pub io_errors: u64,
     /// Misses whose key was there but stale (its bucket was invalidated).
     pub stale_misses: u64,
     pub bypass_hits: u64,
@@ -1189,6 +1192,35 @@ impl Bcache {
         done_user
     }
 
+    /// A background I/O completed with an I/O error. Nothing it carried is
+    /// taken as done: a failed cache write inserts no key (its bucket is
+    /// unpinned), a failed readahead inserts nothing, a failed writeback
+    /// read or write leaves the data dirty. Returns (the bio from above the
+    /// failed write carried data of, the bio to complete now): the caller
+    /// fails the first and completes the second (failed if it is one it
+    /// failed before).
+    pub fn bg_failed(&mut self, token: u32, now_ns: u64) -> (Option<u32>, Option<u32>) {
+        let p = self
+            .pending
+            .remove(&token)
+            .expect("bcache: completion of an unknown background I/O");
+        self.stats.io_errors += 1;
+        let mut out = (None, None);
+        match p.op {
+            Op::Fill(fill) => {
+                self.alloc.unpin(fill.ext.bucket);
+                if let Some(u) = fill.user {
+                    out = (Some(u), self.user_piece_done(u));
+                }
+            }
+            Op::PrioWrite => self.alloc.prio_write_done(),
+            Op::Journal | Op::Readahead { .. } => {}
+            Op::WbRead { .. } | Op::WbWrite { .. } => self.wb_in_flight -= 1,
+        }
+        self.tick(now_ns);
+        out
+    }
+
     /// A cache write completed: inserts its key (journalled, dirty or
     /// clean) and unpins its bucket. Returns the bio to complete, if any.
     fn fill_done(&mut self, fill: FillOp) -> Option<u32> {
@@ -1663,7 +1695,14 @@ impl Bcache {
             self.dirty.sectors() as f64 / 2048.0,
             s.writeback_sectors as f64 / 2048.0,
             self.index.describe()
-        )
+        ) + &if s.io_errors > 0 {
+            format!(
+                "; {} of its own I/Os failed (nothing they carried was taken as done)",
+                s.io_errors
+            )
+        } else {
+            String::new()
+        }
     }
 
     /// Percentage of buckets in use (`gc_stats.in_use`).

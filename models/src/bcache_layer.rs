@@ -55,6 +55,10 @@ pub struct BcacheLayer {
     /// The request of each parent whose miss is in flight, by parent origin
     /// (dense: job I/O slots).
     misses: Vec<Option<LayerReq>>,
+    /// Parents a failed child served, failed when they complete (a
+    /// writethrough write whose other half is in flight, a writeback
+    /// write's earlier piece).
+    failed_parents: std::collections::BTreeSet<u32>,
     syms: BcacheSyms,
 }
 
@@ -75,6 +79,7 @@ impl BcacheLayer {
             backing_sectors: backing.1,
             background: Slab::with_bound(BACKGROUND_BOUND),
             misses: Vec::new(),
+            failed_parents: std::collections::BTreeSet::new(),
             syms,
         }
     }
@@ -159,6 +164,52 @@ impl BcacheLayer {
     }
 }
 
+impl BcacheLayer {
+    /// A child failed (an I/O error below): nothing it carried is taken as
+    /// done, and the request from above it served fails. A failed cache
+    /// read fails the read (2011 bcache's retry from the backing device,
+    /// `cached_dev_read_error`, is not modelled); a failed miss read is
+    /// not cached; a writethrough write fails once both halves are back.
+    fn child_failed(&mut self, kind: u32, payload: u32, cx: &mut LayerCx) {
+        let now_ns = cx.now_ns;
+        let up = match kind {
+            HIT => Some(Origin(payload)),
+            MISS => {
+                self.misses[payload as usize]
+                    .take()
+                    .expect("a miss completes once");
+                Some(Origin(payload))
+            }
+            JOIN => {
+                self.failed_parents.insert(payload);
+                self.bc.join_done(payload).then_some(Origin(payload))
+            }
+            _ => {
+                let t = self.background.remove(SlotId(payload));
+                let (served, done) = self.bc.bg_failed(t, now_ns);
+                if let Some(u) = served {
+                    self.failed_parents.insert(u);
+                }
+                done.map(Origin)
+            }
+        };
+        self.pump(cx);
+        if let Some(up) = up {
+            self.failed_parents.insert(up.0);
+            self.complete_parent(up, cx);
+        }
+    }
+
+    /// Completes `up`: failed if a child it was served by failed.
+    fn complete_parent(&mut self, up: Origin, cx: &mut LayerCx) {
+        if !self.failed_parents.is_empty() && self.failed_parents.remove(&up.0) {
+            cx.fail(up);
+        } else {
+            cx.complete(up);
+        }
+    }
+}
+
 impl Layer for BcacheLayer {
     fn name(&self) -> &str {
         &self.bc.cfg.name
@@ -194,6 +245,9 @@ impl Layer for BcacheLayer {
     fn child_done(&mut self, done: ChildDone, cx: &mut LayerCx) {
         let (kind, payload) = (done.token >> KIND_SHIFT, done.token & PAYLOAD_MASK);
         let now_ns = cx.now_ns;
+        if done.failed {
+            return self.child_failed(kind, payload, cx);
+        }
         let up = match kind {
             HIT => {
                 self.bc.cache_read_done(done.since_dispatch_ns, now_ns);
@@ -215,7 +269,7 @@ impl Layer for BcacheLayer {
         };
         self.pump(cx);
         if let Some(up) = up {
-            cx.complete(up);
+            self.complete_parent(up, cx);
         }
     }
 
@@ -241,15 +295,14 @@ impl Layer for BcacheLayer {
 }
 
 #[cfg(test)]
-mod tests {
+mod tests_support {
     use super::*;
     use crate::bcache::BcacheConfig;
     use crate::costs::BtreeCosts;
-    use crate::layer::{Owner, Route as R};
     use blocksim_sim::{CpuProfile, Mode};
 
     /// bcache over 64 MiB of cache, the first 16 MiB of 16 GiB cached.
-    fn layer(mode: &str) -> BcacheLayer {
+    pub(super) fn layer(mode: &str) -> BcacheLayer {
         let text = format!(
             "name = \"bcache0\"\ncache = \"ssd\"\nbacking = \"md0\"\nbucket_size = \"64k\"\n\
              cache_mode = \"{mode}\"\n\
@@ -268,7 +321,7 @@ mod tests {
         BcacheLayer::new(bc, "ssd", ("md0", 16 << 21), syms)
     }
 
-    fn read(sector: u64) -> LayerReq {
+    pub(super) fn read(sector: u64) -> LayerReq {
         LayerReq {
             dir: Dir::Read,
             sector,
@@ -276,6 +329,13 @@ mod tests {
             task: 0,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::*;
+    use super::*;
+    use crate::layer::{Owner, Route as R};
 
     #[test]
     fn a_hit_goes_to_the_cache_and_completes_its_parent_once() {
@@ -293,12 +353,13 @@ mod tests {
         cx.clear();
         cx.begin(2_000);
         let done = ChildDone {
+            failed: false,
             token: t,
             below: CACHE,
             since_dispatch_ns: 500,
         };
         l.child_done(done, &mut cx);
-        assert_eq!(cx.completed(), &[up]);
+        assert_eq!(cx.completed(), &[(up, false)]);
         assert_eq!(l.hits_misses(), Some((1, 0)));
         l.check_invariants().unwrap();
     }
@@ -318,12 +379,13 @@ mod tests {
         cx.clear();
         cx.begin(5_000_000);
         let done = ChildDone {
+            failed: false,
             token: t,
             below: BACKING,
             since_dispatch_ns: 4_000_000,
         };
         l.child_done(done, &mut cx);
-        assert_eq!(cx.completed(), &[up]);
+        assert_eq!(cx.completed(), &[(up, false)]);
         // The data read is written to the cache as bcache's own I/O, which
         // comes back to it and serves no request from above.
         let fills: Vec<&Child> = cx
@@ -379,11 +441,101 @@ mod tests {
         cx.clear();
         cx.begin(2_000);
         let done = ChildDone {
+            failed: false,
             token: t,
             below: CACHE,
             since_dispatch_ns: 1_000,
         };
         l.child_done(done, &mut cx);
         l.check_invariants().unwrap();
+    }
+}
+
+#[cfg(test)]
+mod failure_tests {
+    use super::tests_support::*;
+    use super::*;
+    use crate::layer::Route as R;
+
+    #[test]
+    fn a_failed_miss_fails_its_read_and_caches_nothing() {
+        let mut l = layer("writethrough");
+        let mut cx = LayerCx::default();
+        cx.begin(1_000);
+        let up = Origin::job(7);
+        let c = l.submit(up, read(2 << 20), &mut cx);
+        let R::Token(t) = c.route else {
+            panic!("a miss comes back to bcache")
+        };
+        cx.clear();
+        cx.begin(5_000_000);
+        let done = ChildDone {
+            failed: true,
+            token: t,
+            below: BACKING,
+            since_dispatch_ns: 4_000_000,
+        };
+        l.child_done(done, &mut cx);
+        assert_eq!(cx.completed(), &[(up, true)]);
+        // No fill of data that was never read.
+        assert!(
+            cx.children().iter().all(|c| c.below != CACHE),
+            "{:?}",
+            cx.children()
+        );
+        l.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_failed_cache_read_fails_its_read() {
+        let mut l = layer("writethrough");
+        let mut cx = LayerCx::default();
+        cx.begin(1_000);
+        let up = Origin::job(9);
+        let c = l.submit(up, read(0), &mut cx);
+        let R::Token(t) = c.route else {
+            panic!("a hit comes back to bcache")
+        };
+        cx.clear();
+        cx.begin(2_000);
+        let done = ChildDone {
+            failed: true,
+            token: t,
+            below: CACHE,
+            since_dispatch_ns: 500,
+        };
+        l.child_done(done, &mut cx);
+        assert_eq!(cx.completed(), &[(up, true)]);
+    }
+
+    #[test]
+    fn a_writeback_write_whose_cache_write_fails_fails() {
+        let mut l = layer("writeback");
+        let mut cx = LayerCx::default();
+        cx.begin(1_000);
+        let up = Origin::job(5);
+        let w = LayerReq {
+            dir: Dir::Write,
+            ..read(64)
+        };
+        let c = l.submit(up, w, &mut cx);
+        let R::Token(t) = c.route else {
+            panic!("the cache write comes back to bcache")
+        };
+        cx.clear();
+        cx.begin(2_000);
+        let done = ChildDone {
+            failed: true,
+            token: t,
+            below: CACHE,
+            since_dispatch_ns: 1_000,
+        };
+        l.child_done(done, &mut cx);
+        assert_eq!(cx.completed(), &[(up, true)]);
+        l.check_invariants().unwrap();
+        assert!(l
+            .report_note()
+            .unwrap()
+            .contains("1 of its own I/Os failed"));
     }
 }

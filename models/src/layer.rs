@@ -2,7 +2,8 @@
 //!
 //! A [`Layer`] receives a request from above ([`Layer::submit`]) and hands a
 //! bio down for it, may issue requests of its own to the devices below it
-//! ([`LayerCx::issue`]), completes requests
+//! ([`LayerCx::issue`]), completes requests (or fails them,
+//! [`LayerCx::fail`])
 //! upward ([`LayerCx::complete`]) and learns of its own requests'
 //! completions ([`Layer::child_done`]). It never sees the event queue, the
 //! CPUs or the other layers: the machine ([`crate::stack`]) delivers every
@@ -10,7 +11,7 @@
 //! with the [`Origin`] each request carries.
 //!
 //! Leaves are [`crate::device::BlockDevice`]s behind host queues; bcache
-//! ([`crate::stack`]'s `BcacheLayer`) is a layer. Adding a layer is one file
+//! ([`crate::bcache_layer::BcacheLayer`]) is a layer. Adding a layer is one file
 //! implementing [`Layer`] plus one arm in the builder (ARCHITECTURE.md walks
 //! through it).
 //!
@@ -134,7 +135,8 @@ pub const SUBMITTER_WORK_MAX: usize = 4;
 pub struct LayerCx {
     pub now_ns: u64,
     children: Vec<Child>,
-    completed: Vec<Origin>,
+    /// Requests from above completed, each with whether it failed.
+    completed: Vec<(Origin, bool)>,
     /// CPU work in the submitter's context (bounded: a layer charges a
     /// few symbols per bio).
     submitter: [(Option<SymbolId>, u64); SUBMITTER_WORK_MAX],
@@ -162,7 +164,7 @@ impl LayerCx {
 
     /// Completes a request from above.
     pub fn complete(&mut self, up: Origin) {
-        self.completed.push(up);
+        self.completed.push((up, false));
     }
 
     /// CPU work of `ns`, charged to `sym` in the profile (`None`: time
@@ -204,8 +206,14 @@ impl LayerCx {
         &self.children
     }
 
-    /// The requests from above completed, in order.
-    pub fn completed(&self) -> &[Origin] {
+    /// Completes a request from above with an I/O error.
+    pub fn fail(&mut self, up: Origin) {
+        self.completed.push((up, true));
+    }
+
+    /// The requests from above completed, in order, each with whether it
+    /// failed.
+    pub fn completed(&self) -> &[(Origin, bool)] {
         &self.completed
     }
 
@@ -234,9 +242,12 @@ impl LayerCx {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChildDone {
     pub token: u32,
+    /// The device completed it with an I/O error.
+    pub failed: bool,
     /// Index into [`Layer::below`] of the device that completed it.
     pub below: u8,
-    /// Time since the request was dispatched to that device.
+    /// Time since the job I/O it serves was last dispatched to a device
+    /// (0 for the layer's own I/O).
     pub since_dispatch_ns: u64,
 }
 

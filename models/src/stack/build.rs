@@ -265,7 +265,6 @@ impl AsyncStack {
             replay: None,
             acct: accounting,
             completing_cpu: 0,
-            own_io_failed: 0,
             dm_disk: sc.dm.as_ref().map(|d| {
                 (
                     d.name.clone(),

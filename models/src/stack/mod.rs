@@ -478,9 +478,6 @@ pub struct AsyncStack {
     dm_disk: Option<(String, crate::device::DiskAccounting)>,
     /// In-flight accounting designs of the devices that ask for one.
     acct: Option<acct::Accounting>,
-    /// Failed requests that served no job I/O (a layer's own I/O, such as a
-    /// cache fill): the layer carries on; counted for the report.
-    own_io_failed: u64,
     /// The CPU delivering completions right now (the interrupt's, or the
     /// submitter's for an inline device): where layers' end-of-I/O
     /// accounting runs.

@@ -119,15 +119,13 @@ impl AsyncStack {
         now: SimTime,
         ctx: &mut Ctx<'_, Ev>,
     ) {
-        if owner.failed {
-            // A failed request fails the I/O it serves; the layers carry on.
-            match dispatch::root_slot(owner.root) {
-                Some(io) => self.ios.get_mut(io).failed = true,
-                None => self.own_io_failed += 1,
-            }
-        }
         let (l, token) = match owner.origin.owner() {
-            Owner::Job(io) => return self.job_io_done(io, now, ctx),
+            Owner::Job(io) => {
+                if owner.failed {
+                    self.ios.get_mut(SlotId(io)).failed = true;
+                }
+                return self.job_io_done(io, now, ctx);
+            }
             Owner::Layer { layer, token } => (layer as usize, token),
         };
         let since_dispatch_ns =
@@ -135,11 +133,18 @@ impl AsyncStack {
         let below = self.layers[l].below.iter().position(|&b| b == d);
         let done = ChildDone {
             token,
+            // The layer decides what a failed request means for the one
+            // it serves (`LayerCx::fail`).
+            failed: owner.failed,
             below: below.expect("a layer's request completes on a device below it") as u8,
             since_dispatch_ns,
         };
         self.lcx.begin(now.as_ns());
         self.layers[l].layer.child_done(done, &mut self.lcx);
+        debug_assert!(
+            self.lcx.submitter_work().is_empty(),
+            "a completion has no submitter to charge"
+        );
         if !self.lcx.has_background() && self.lcx.completed().len() <= 1 {
             // The common case: at most one completion upward, nothing else.
             let up = self.lcx.completed().first().copied();
@@ -159,16 +164,26 @@ impl AsyncStack {
         self.lcx = cx;
     }
 
-    /// Layer `l` completed `up`. Layers sit on queueing devices only (the
-    /// builder refuses a layer over a layer), so `up` is a job's I/O.
+    /// Layer `l` completed `up` (`failed`: with an I/O error). Layers sit
+    /// on queueing devices only (the builder refuses a layer over a layer),
+    /// so `up` is a job's I/O.
     #[inline]
-    fn deliver_up(&mut self, up: Origin, l: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+    fn deliver_up(
+        &mut self,
+        (up, failed): (Origin, bool),
+        l: usize,
+        now: SimTime,
+        ctx: &mut Ctx<'_, Ev>,
+    ) {
         let Owner::Job(io) = up.owner() else {
             panic!(
                 "layer {} completed a request of another layer",
                 self.layers[l].layer.name()
             )
         };
+        if failed {
+            self.ios.get_mut(SlotId(io)).failed = true;
+        }
         self.job_io_done(io, now, ctx);
     }
 
