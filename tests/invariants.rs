@@ -221,3 +221,15 @@ fn md_tolerates_a_failing_member_and_fails_when_every_copy_does() {
         "{out}"
     );
 }
+
+/// A fault aimed at a device the stack does not have is an input error
+/// naming the devices, not a fault-free run that passes.
+#[test]
+fn a_fault_on_an_unknown_device_is_refused() {
+    let (out, err, code) = faulted_run("fail:0.1@sdz");
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains("no device of the stack is named \"sdz\" (devices: sda, sdb"),
+        "{err}"
+    );
+}

@@ -150,6 +150,7 @@ impl AsyncStack {
 
         // The device graph: names, what sits on what, no cycles.
         let graph = crate::graph::Graph::of(sc).map_err(|e| cfg_err(e.to_string()))?;
+        check_fault_target(&graph, opts)?;
         // Devices, each with its host queues.
         let (mut devs, names) = build_devices(sc, opts)?;
 
@@ -291,6 +292,27 @@ struct Assembled {
     bio_layers: Vec<layers::BioLayers>,
     irq_cpu: Option<usize>,
     ncpu: usize,
+}
+
+/// A fault aimed at `@DEVICE` names a device of the graph (md's members
+/// included): a typo must not give a fault-free run that passes.
+fn check_fault_target(graph: &crate::graph::Graph, opts: &RunOptions) -> Result<(), ModelError> {
+    let Some(Fault::Random(plan)) = opts.fault else {
+        return Ok(());
+    };
+    let Some(d) = plan.device else {
+        return Ok(());
+    };
+    if graph.node(d.as_str()).is_some() {
+        return Ok(());
+    }
+    let known: Vec<&str> = graph.bottom_up().map(|n| n.name.as_str()).collect();
+    Err(cfg_err(format!(
+        "--inject-fault ...@{}: no device of the stack is named {:?} (devices: {})",
+        d.as_str(),
+        d.as_str(),
+        known.join(", ")
+    )))
 }
 
 /// The machine's logical CPUs and its IRQ CPU, checked.
