@@ -328,7 +328,7 @@ pub enum Route {
     /// [`BgIo`] of the same bio.
     BackingJoined,
     /// Writeback: the bio's data is written to the cache only, at
-    /// `cache_sector`; the stack submits it and calls [`Bcache::bg_done`]
+    /// `cache_sector`; [`crate::bcache_layer::BcacheLayer`] submits it and calls [`Bcache::bg_done`]
     /// with `token` on completion (further pieces, if the data crossed a
     /// bucket, are [`BgIo`]s).
     CacheOnly { cache_sector: u64, token: u32 },
@@ -341,7 +341,7 @@ pub enum BgDev {
     Backing,
 }
 
-/// A device I/O bcache issues; the stack submits it and calls
+/// A device I/O bcache issues; [`crate::bcache_layer::BcacheLayer`] submits it and calls
 /// [`Bcache::bg_done`] with `token` when it completes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BgIo {
@@ -798,7 +798,7 @@ impl Bcache {
 
     /// Device I/Os bcache wants submitted (drain after every call).
     /// Neither background I/O to issue nor background CPU to charge (the
-    /// common case after a hit: the stack skips its pump).
+    /// common case after a hit: the layer skips its pump).
     pub fn nothing_pending(&self) -> bool {
         self.outbox.is_empty() && self.cpu == BgCpu::default()
     }

@@ -1,9 +1,10 @@
-//! The block-device interface shared by every device and layer model.
+//! The block-device interface shared by every device model (stacking
+//! layers implement [`crate::layer::Layer`]).
 //!
 //! A device is a plain state machine. It is handed requests with
 //! [`BlockDevice::submit`] and its own timers with [`BlockDevice::on_timer`];
 //! it answers through a [`DevCtx`]: timers to set (delay, token) and requests
-//! it completed. The stack turns timers into kernel events and routes
+//! it completed or failed ([`DevCtx::fail`]). The stack turns timers into kernel events and routes
 //! completions upward. Devices never see the event queue.
 //!
 //! **Architecture Invariant:** a device completes each request it accepted
@@ -129,8 +130,7 @@ pub trait BlockDevice {
     fn in_flight(&self) -> u32;
     /// The most requests the device holds at once (accepted and not
     /// completed), if it states a bound; `None`: bounded only by what sits
-    /// in front of it (md and bcache are bio-based and queue without
-    /// limit). The invariant harness (`faults::Checked`) checks it.
+    /// in front of it (md is bio-based and queues without limit). The invariant harness (`faults::Checked`) checks it.
     fn parallelism(&self) -> Option<u32> {
         None
     }

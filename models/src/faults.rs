@@ -4,7 +4,8 @@
 //! [`Faulty`] sits on the edge between a device and what sits above it: each
 //! completion the device hands up is, with the plan's probabilities and from
 //! its own stream `component_rng(plan seed, "fault/<device name>")`,
-//! dropped, handed up twice, or held back `delay_ns` before it is handed up.
+//! dropped, handed up twice, held back `delay_ns` before it is handed up,
+//! or failed.
 //! A delay is a slower wire, not a broken device: the edge counts the held
 //! requests in its in-flight gauge, so every invariant still holds. A drop
 //! or a duplicate breaks "each request completes exactly once", and
@@ -20,13 +21,20 @@
 //! of it). A new device gets these checks by being wrapped: the machine
 //! never branches on faults or checks.
 //!
-//! Both are inserted only when a run asks ([`crate::Fault::Random`]: `sim
-//! swarm` and the tests); a normal run's devices are not wrapped.
+//! [`NthCompletion`] drops or duplicates a device's n-th completion (the
+//! test-only `drop-completion:N` and `duplicate-completion:N`; a duplicate
+//! runs under [`Checked`]).
+//!
+//! They are inserted only when a run asks ([`crate::Fault`]: `sim swarm`
+//! and the tests), on every device and on md's members; a normal run's
+//! devices are not wrapped.
 //!
 //! A failed completion ([`DevCtx::fail`]) completes the request with an I/O
 //! error: it still completes exactly once (the invariants hold), and the
-//! machine fails the job I/O it serves, which ends that fio job with
-//! `err=5` as fio's default `continue_on_error=none` does.
+//! machine hands the failure to whoever issued the request: a job's I/O
+//! fails (fio ends the job with `err=5`, as its default
+//! `continue_on_error=none` does), a layer or md decides for the request
+//! the failed one served.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::fmt;

@@ -1,9 +1,11 @@
 //! blocksim's models: the things that exist in a kernel or a box.
 //!
 //! Main types: [`job::JobConfig`] (fio options), [`config::Scenario`] (all
-//! component configurations), [`device::BlockDevice`] (the interface every
-//! device and layer implements), and [`run()`], which builds the stack for
-//! a scenario and returns an [`blocksim_analysis::RunReport`].
+//! component configurations), [`device::BlockDevice`] (every device),
+//! [`layer::Layer`] (stacking layers such as bcache; a request's
+//! [`layer::Origin`] routes its completion back), and [`run()`], which
+//! builds the stack for a scenario and returns an
+//! [`blocksim_analysis::RunReport`].
 //!
 //! **Architecture Invariant:** models never read the wall clock, files or the
 //! environment; they get configuration structs and a seed.

@@ -13,6 +13,12 @@
 //! make_request does); each piece is an r10bio. Reads pick one copy with
 //! `read_balance` (see [`read_balance`]); writes go to every copy. The parent
 //! request completes when all its pieces' member I/Os have completed.
+//! Member errors (a member completion with [`ReqTag::FAILED`]): a failed
+//! read is reissued to another working copy (`handle_read_error` with
+//! `read_balance` among the untried copies); a failed write fails the
+//! member (`md_error`: reads and writes avoid it, the array runs degraded)
+//! and the piece counts as written if another copy was; a piece no copy
+//! can take fails the request ([`DevCtx::fail`]).
 //! A member's `nr_pending` counts md's I/Os in flight to it (incremented when
 //! issued, decremented on completion); `head_position` becomes
 //! `addr + sectors` of each completed member I/O (`update_head_pos`).

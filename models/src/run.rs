@@ -38,7 +38,8 @@ pub enum Fault {
     /// each device in [`DelayCompletions`].
     DelayCompletion { ns: u64 },
     /// Every device wrapped in the invariant harness, and completions of
-    /// one device (or all) dropped, duplicated or delayed at random from
+    /// one device (or all, md's members included) dropped, duplicated,
+    /// delayed or failed at random from
     /// the plan's own streams ([`crate::faults`]).
     Random(FaultPlan),
 }

@@ -96,7 +96,8 @@ fn kernel_path(profile: &mut CpuProfile, steps: &[(&str, u64)]) -> Path {
 pub(super) struct Resolver<'a> {
     pub(super) sc: &'a Scenario,
     pub(super) graph: &'a Graph,
-    /// Queueing targets by device name (devices with a port, bcaches).
+    /// Queueing targets by device name (devices with a port, stacking
+    /// layers).
     pub(super) targets: &'a BTreeMap<String, Target>,
     pub(super) make_request: &'a Path,
     /// Accounting design instance by device name.

@@ -10,9 +10,11 @@
 //! A fio thread alternates actions on its CPU, each taking the CPU time of
 //! the cost paths it runs: reap ready completions (`io_getevents`), submit a
 //! new I/O (`io_submit` down to the device), or sleep until an interrupt
-//! wakes it. Device completions set bits on their port; one interrupt
-//! handler on the IRQ CPU retires all of them, dispatches waiting requests
-//! into the freed NCQ tags and wakes sleeping threads.
+//! wakes it. Device completions set bits on their hardware queue; the
+//! queue's interrupt handler, on the CPU its vector targets (the IRQ CPU
+//! for AHCI), retires them, dispatches waiting requests into the freed
+//! tags, wakes sleeping threads and delivers each completion by its
+//! origin (`route.rs`).
 //!
 //! **Architecture Invariant:** every I/O a job submits is completed and
 //! reaped exactly once; conservation (submitted = reaped + in flight) is
