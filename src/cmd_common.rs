@@ -8,6 +8,7 @@
 //!   (`run`, `sweep`, `compare`, `cachesim`, `swarm`);
 //! * [`split_spec`] / [`load_spec`]: `FILE.toml:VARIANT` wherever a scenario
 //!   is named;
+//! * [`parse_fault`]: `--inject-fault` on `run` and `replay`;
 //! * [`Processed`]: a command that read a trace but processed nothing, or
 //!   skipped more than [`SKIPPED_SHARE_MAX`] of it, fails (exit 2) with what
 //!   was skipped and what to do about it.
@@ -73,6 +74,20 @@ impl Jobs {
             }
         }
     }
+}
+
+/// `--inject-fault FAULT` (test only): the fault, or an error naming the
+/// accepted forms.
+pub fn parse_fault(arg: Option<&str>) -> Result<Option<blocksim_models::Fault>> {
+    arg.map(|f| {
+        blocksim_models::Fault::parse(f).ok_or_else(|| {
+            anyhow!(
+                "--inject-fault {f:?}: expected {}",
+                blocksim_models::FAULT_FORMS
+            )
+        })
+    })
+    .transpose()
 }
 
 /// "on N threads": the threads of the current rayon pool, for the wall-time

@@ -316,15 +316,7 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
 
     let counts = Arc::new(FeedCounts::default());
     let feed = open_feed(&args, &topts, &ropts, &counts)?;
-    let fault = match &args.inject_fault {
-        None => None,
-        Some(f) => Some(blocksim_models::Fault::parse(f).ok_or_else(|| {
-            anyhow::anyhow!(
-                "--inject-fault {f:?}: expected {}",
-                blocksim_models::FAULT_FORMS
-            )
-        })?),
-    };
+    let fault = crate::cmd_common::parse_fault(args.inject_fault.as_deref())?;
     let opts = RunOptions {
         fault,
         ..RunOptions::default()

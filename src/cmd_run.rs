@@ -281,15 +281,7 @@ fn run_args(mut args: RunArgs) -> Result<ExitCode> {
     for n in &loaded.notes {
         eprintln!("note: {n}");
     }
-    let fault = match &args.inject_fault {
-        None => None,
-        Some(f) => Some(blocksim_models::Fault::parse(f).ok_or_else(|| {
-            anyhow::anyhow!(
-                "--inject-fault {f:?}: expected {}",
-                blocksim_models::FAULT_FORMS
-            )
-        })?),
-    };
+    let fault = crate::cmd_common::parse_fault(args.inject_fault.as_deref())?;
     let opts = RunOptions {
         profile: args.profile,
         verbose: args.verbose,

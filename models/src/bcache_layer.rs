@@ -329,6 +329,40 @@ mod tests_support {
             task: 0,
         }
     }
+
+    pub(super) fn write(sector: u64) -> LayerReq {
+        LayerReq {
+            dir: Dir::Write,
+            ..read(sector)
+        }
+    }
+
+    /// Submits `req` for `up` at 1 us: the bio handed down and the call's
+    /// effects.
+    pub(super) fn submit(l: &mut BcacheLayer, up: Origin, req: LayerReq) -> (Child, LayerCx) {
+        let mut cx = LayerCx::default();
+        cx.begin(1_000);
+        let c = l.submit(up, req, &mut cx);
+        (c, cx)
+    }
+
+    /// Child `c` (routed back to bcache) completes at `now_ns`, `failed` or
+    /// not, 1 us after its dispatch: the call's effects.
+    pub(super) fn finish(l: &mut BcacheLayer, c: &Child, now_ns: u64, failed: bool) -> LayerCx {
+        let crate::layer::Route::Token(token) = c.route else {
+            panic!("{c:?} does not come back to bcache")
+        };
+        let mut cx = LayerCx::default();
+        cx.begin(now_ns);
+        let done = ChildDone {
+            failed,
+            token,
+            below: c.below,
+            since_dispatch_ns: 1_000,
+        };
+        l.child_done(done, &mut cx);
+        cx
+    }
 }
 
 #[cfg(test)]
@@ -340,25 +374,11 @@ mod tests {
     #[test]
     fn a_hit_goes_to_the_cache_and_completes_its_parent_once() {
         let mut l = layer("writethrough");
-        let mut cx = LayerCx::default();
-        cx.begin(1_000);
         let up = Origin::job(42);
-        let c = l.submit(up, read(0), &mut cx);
-        assert_eq!(c.below, CACHE);
-        let R::Token(t) = c.route else {
-            panic!("a hit comes back to bcache")
-        };
-        assert_eq!(c.serves, Some(up));
+        let (c, cx) = submit(&mut l, up, read(0));
+        assert_eq!((c.below, c.serves), (CACHE, Some(up)));
         assert!(cx.completed().is_empty());
-        cx.clear();
-        cx.begin(2_000);
-        let done = ChildDone {
-            failed: false,
-            token: t,
-            below: CACHE,
-            since_dispatch_ns: 500,
-        };
-        l.child_done(done, &mut cx);
+        let cx = finish(&mut l, &c, 2_000, false);
         assert_eq!(cx.completed(), &[(up, false)]);
         assert_eq!(l.hits_misses(), Some((1, 0)));
         l.check_invariants().unwrap();
@@ -367,24 +387,11 @@ mod tests {
     #[test]
     fn a_miss_reads_the_backing_device_then_fills_the_cache() {
         let mut l = layer("writethrough");
-        let mut cx = LayerCx::default();
-        cx.begin(1_000);
         let up = Origin::job(7);
         // 1 GiB in: beyond the populated 16 MiB.
-        let c = l.submit(up, read(2 << 20), &mut cx);
+        let (c, _) = submit(&mut l, up, read(2 << 20));
         assert_eq!(c.below, BACKING);
-        let R::Token(t) = c.route else {
-            panic!("a miss comes back to bcache")
-        };
-        cx.clear();
-        cx.begin(5_000_000);
-        let done = ChildDone {
-            failed: false,
-            token: t,
-            below: BACKING,
-            since_dispatch_ns: 4_000_000,
-        };
-        l.child_done(done, &mut cx);
+        let cx = finish(&mut l, &c, 5_000_000, false);
         assert_eq!(cx.completed(), &[(up, false)]);
         // The data read is written to the cache as bcache's own I/O, which
         // comes back to it and serves no request from above.
@@ -407,14 +414,8 @@ mod tests {
     #[test]
     fn a_bypassed_write_is_remapped_and_completes_straight_up() {
         let mut l = layer("none");
-        let mut cx = LayerCx::default();
-        cx.begin(1_000);
         let up = Origin::job(3);
-        let w = LayerReq {
-            dir: Dir::Write,
-            ..read(64)
-        };
-        let c = l.submit(up, w, &mut cx);
+        let (c, _) = submit(&mut l, up, write(64));
         assert_eq!((c.below, c.route), (BACKING, R::Remap));
         assert_eq!(c.serves, Some(up));
         assert_eq!(up.owner(), Owner::Job(3));
@@ -423,30 +424,13 @@ mod tests {
     #[test]
     fn a_writeback_write_is_bcaches_own_write_to_the_cache() {
         let mut l = layer("writeback");
-        let mut cx = LayerCx::default();
-        cx.begin(1_000);
         let up = Origin::job(5);
-        let w = LayerReq {
-            dir: Dir::Write,
-            ..read(64)
-        };
-        let c = l.submit(up, w, &mut cx);
+        let (c, _) = submit(&mut l, up, write(64));
         assert_eq!((c.below, c.dir), (CACHE, Dir::Write));
-        let R::Token(t) = c.route else {
-            panic!("the cache write comes back to bcache")
-        };
         // It serves no request from above: bcache completes the write when
         // its own write (and the journal) are done.
         assert_eq!(c.serves, None);
-        cx.clear();
-        cx.begin(2_000);
-        let done = ChildDone {
-            failed: false,
-            token: t,
-            below: CACHE,
-            since_dispatch_ns: 1_000,
-        };
-        l.child_done(done, &mut cx);
+        finish(&mut l, &c, 2_000, false);
         l.check_invariants().unwrap();
     }
 }
@@ -455,27 +439,13 @@ mod tests {
 mod failure_tests {
     use super::tests_support::*;
     use super::*;
-    use crate::layer::Route as R;
 
     #[test]
     fn a_failed_miss_fails_its_read_and_caches_nothing() {
         let mut l = layer("writethrough");
-        let mut cx = LayerCx::default();
-        cx.begin(1_000);
         let up = Origin::job(7);
-        let c = l.submit(up, read(2 << 20), &mut cx);
-        let R::Token(t) = c.route else {
-            panic!("a miss comes back to bcache")
-        };
-        cx.clear();
-        cx.begin(5_000_000);
-        let done = ChildDone {
-            failed: true,
-            token: t,
-            below: BACKING,
-            since_dispatch_ns: 4_000_000,
-        };
-        l.child_done(done, &mut cx);
+        let (c, _) = submit(&mut l, up, read(2 << 20));
+        let cx = finish(&mut l, &c, 5_000_000, true);
         assert_eq!(cx.completed(), &[(up, true)]);
         // No fill of data that was never read.
         assert!(
@@ -489,48 +459,18 @@ mod failure_tests {
     #[test]
     fn a_failed_cache_read_fails_its_read() {
         let mut l = layer("writethrough");
-        let mut cx = LayerCx::default();
-        cx.begin(1_000);
         let up = Origin::job(9);
-        let c = l.submit(up, read(0), &mut cx);
-        let R::Token(t) = c.route else {
-            panic!("a hit comes back to bcache")
-        };
-        cx.clear();
-        cx.begin(2_000);
-        let done = ChildDone {
-            failed: true,
-            token: t,
-            below: CACHE,
-            since_dispatch_ns: 500,
-        };
-        l.child_done(done, &mut cx);
+        let (c, _) = submit(&mut l, up, read(0));
+        let cx = finish(&mut l, &c, 2_000, true);
         assert_eq!(cx.completed(), &[(up, true)]);
     }
 
     #[test]
     fn a_writeback_write_whose_cache_write_fails_fails() {
         let mut l = layer("writeback");
-        let mut cx = LayerCx::default();
-        cx.begin(1_000);
         let up = Origin::job(5);
-        let w = LayerReq {
-            dir: Dir::Write,
-            ..read(64)
-        };
-        let c = l.submit(up, w, &mut cx);
-        let R::Token(t) = c.route else {
-            panic!("the cache write comes back to bcache")
-        };
-        cx.clear();
-        cx.begin(2_000);
-        let done = ChildDone {
-            failed: true,
-            token: t,
-            below: CACHE,
-            since_dispatch_ns: 1_000,
-        };
-        l.child_done(done, &mut cx);
+        let (c, _) = submit(&mut l, up, write(64));
+        let cx = finish(&mut l, &c, 2_000, true);
         assert_eq!(cx.completed(), &[(up, true)]);
         l.check_invariants().unwrap();
         assert!(l
