@@ -80,18 +80,21 @@ impl AsyncStack {
     /// its first device below.
     fn carry_out(&mut self, l: usize, cx: &LayerCx, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
         for c in cx.children() {
-            let origin = self.child_origin(l, Origin(0), c);
+            // A layer's own I/O comes back to it: there is no request from
+            // above to remap it to.
+            let Route::Token(token) = c.route else {
+                panic!(
+                    "layer {} remapped a request of its own",
+                    self.layers[l].layer.name()
+                )
+            };
             let q = Queued {
-                origin,
+                origin: Origin::of_layer(l as u8, token),
                 root: root_of(c.serves),
                 dir: c.dir,
                 sector: c.sector,
                 sectors: c.sectors,
             };
-            debug_assert!(
-                matches!(c.route, Route::Token(_)),
-                "a layer's own I/O comes back to it"
-            );
             self.block_submit(self.layers[l].below[c.below as usize], q, ctx);
         }
         let total: u64 = cx.worker_work().iter().map(|w| w.1).sum();
