@@ -261,15 +261,17 @@ impl Dev {
     }
 }
 
-/// The accounting designs of a block device (`designs::inflight`).
-const DEV_ACCOUNTING: &[&str] = &["shared", "percpu"];
-/// ... and of dm.
-const DM_ACCOUNTING: &[&str] = &["shared", "percpu", "percpu_no_pending", "percpu_pending_io"];
+/// The accounting designs of a block device (`designs::inflight`), as
+/// pmem names them, and of dm.
+fn dev_accounting(rng: &mut ComponentRng) -> &'static str {
+    pick(rng, blocksim_models::pmem::PMEM_ACCOUNTING).0
+}
+use blocksim_models::dm::DM_ACCOUNTING;
 
 /// An `accounting = ...` line with probability `p`.
 fn gen_accounting(rng: &mut ComponentRng, t: &mut String, p: f64) {
     if rng.random_bool(p) {
-        let _ = writeln!(t, "accounting = {}", q(*pick(rng, DEV_ACCOUNTING)));
+        let _ = writeln!(t, "accounting = {}", q(dev_accounting(rng)));
     }
 }
 
@@ -472,7 +474,7 @@ fn gen_pmem(rng: &mut ComponentRng, t: &mut String, i: u32, sizes: &[u64]) -> De
         rng.random_range(100..=10_000u32)
     );
     let _ = writeln!(t, "iostat = {}", rng.random_bool(0.6));
-    let _ = writeln!(t, "accounting = {}", q(*pick(rng, DEV_ACCOUNTING)));
+    let _ = writeln!(t, "accounting = {}", q(dev_accounting(rng)));
     Dev::new(&name, Kind::Pmem, bytes)
 }
 

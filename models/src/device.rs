@@ -211,6 +211,28 @@ macro_rules! forward_device_description {
     };
 }
 
+/// Inside an `impl BlockDevice for` a decorator that changes nothing of
+/// the device's state (it only checks or reorders what passes): forwards
+/// the in-flight gauge, its integral, `reset_stats` and `completes_inline`
+/// to `self.<field>`.
+#[macro_export]
+macro_rules! forward_device_state {
+    ($inner:ident) => {
+        fn in_flight(&self) -> u32 {
+            self.$inner.in_flight()
+        }
+        fn reset_stats(&mut self, now: blocksim_sim::SimTime) {
+            self.$inner.reset_stats(now)
+        }
+        fn in_flight_integral_ns(&self, now: blocksim_sim::SimTime) -> u64 {
+            self.$inner.in_flight_integral_ns(now)
+        }
+        fn completes_inline(&self) -> bool {
+            self.$inner.completes_inline()
+        }
+    };
+}
+
 /// Statistics of one member of a stacked device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberStats {

@@ -191,7 +191,7 @@ pub(crate) fn wrap(
         true => {
             let mut f = Faulty::new(plan, name, dev);
             if member {
-                f.token = MEMBER_FAULT_TOKEN;
+                f.held = Held::new(MEMBER_FAULT_TOKEN);
             }
             Box::new(f)
         }
@@ -203,7 +203,7 @@ pub(crate) fn wrap(
 /// Calls `f` on `inner` with a context of its own; returns after moving its
 /// timers to `ctx` (checking they do not use the wrapper's `reserved` token) and leaving its
 /// completions in `done`.
-fn call_inner(
+pub(crate) fn call_inner(
     inner: &mut dyn BlockDevice,
     ctx: &mut DevCtx<'_>,
     timers: &mut Vec<(u64, u32)>,
@@ -225,6 +225,47 @@ fn call_inner(
     }
 }
 
+/// Completions an edge holds back and hands up when their time comes
+/// (FIFO: one delay for all), on the timer token the edge keeps for itself.
+pub(crate) struct Held {
+    queue: VecDeque<(SimTime, ReqTag)>,
+    token: u32,
+}
+
+impl Held {
+    pub(crate) fn new(token: u32) -> Held {
+        Held {
+            queue: VecDeque::new(),
+            token,
+        }
+    }
+
+    pub(crate) fn token(&self) -> u32 {
+        self.token
+    }
+
+    pub(crate) fn len(&self) -> u32 {
+        self.queue.len() as u32
+    }
+
+    /// Holds `tag` back `delay_ns` from now.
+    pub(crate) fn hold(&mut self, ctx: &mut DevCtx<'_>, delay_ns: u64, tag: ReqTag) {
+        self.queue.push_back((ctx.now() + delay_ns, tag));
+        ctx.set_timer(delay_ns, self.token);
+    }
+
+    /// The edge's timer fired: hands up every completion now due.
+    pub(crate) fn release_due(&mut self, ctx: &mut DevCtx<'_>) {
+        while let Some(&(due, tag)) = self.queue.front() {
+            if due > ctx.now() {
+                break;
+            }
+            self.queue.pop_front();
+            ctx.complete(tag);
+        }
+    }
+}
+
 /// What one [`Faulty`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FaultCounts {
@@ -239,17 +280,14 @@ pub struct Faulty {
     inner: Box<dyn BlockDevice>,
     plan: FaultPlan,
     rng: ComponentRng,
-    /// Delayed completions with the time they are handed up (FIFO: one
-    /// delay for all).
-    held: VecDeque<(SimTime, ReqTag)>,
+    /// Delayed completions (on the timer token the edge keeps).
+    held: Held,
     /// Time integral of `held.len()` since the last reset, up to `last`.
     held_integral_ns: u64,
     last: SimTime,
     timers: Vec<(u64, u32)>,
     done: Vec<ReqTag>,
     pub counts: FaultCounts,
-    /// The timer token it keeps for itself.
-    token: u32,
 }
 
 impl Faulty {
@@ -258,18 +296,17 @@ impl Faulty {
             inner,
             plan: *plan,
             rng: component_rng(plan.seed, &format!("fault/{name}")),
-            held: VecDeque::new(),
+            held: Held::new(FAULT_TOKEN),
             held_integral_ns: 0,
             last: SimTime::ZERO,
             timers: Vec::new(),
             done: Vec::new(),
             counts: FaultCounts::default(),
-            token: FAULT_TOKEN,
         }
     }
 
     fn advance(&mut self, now: SimTime) {
-        self.held_integral_ns += now.since(self.last) * self.held.len() as u64;
+        self.held_integral_ns += now.since(self.last) * u64::from(self.held.len());
         self.last = now;
     }
 
@@ -284,7 +321,7 @@ impl Faulty {
             ctx,
             &mut self.timers,
             &mut self.done,
-            Some(self.token),
+            Some(self.held.token()),
             f,
         );
         let p = self.plan;
@@ -299,8 +336,7 @@ impl Faulty {
                 ctx.complete(tag);
             } else if r < p.drop_ppm + p.duplicate_ppm + p.delay_ppm {
                 self.counts.delayed += 1;
-                self.held.push_back((ctx.now() + p.delay_ns, tag));
-                ctx.set_timer(p.delay_ns, self.token);
+                self.held.hold(ctx, p.delay_ns, tag);
             } else if r < p.drop_ppm + p.duplicate_ppm + p.delay_ppm + p.fail_ppm {
                 self.counts.failed += 1;
                 ctx.fail(tag);
@@ -318,21 +354,15 @@ impl BlockDevice for Faulty {
     }
 
     fn on_timer(&mut self, token: u32, ctx: &mut DevCtx<'_>) {
-        if token != self.token {
+        if token != self.held.token() {
             return self.call(ctx, |d, c| d.on_timer(token, c));
         }
         self.advance(ctx.now());
-        while let Some(&(due, tag)) = self.held.front() {
-            if due > ctx.now() {
-                break;
-            }
-            self.held.pop_front();
-            ctx.complete(tag);
-        }
+        self.held.release_due(ctx);
     }
 
     fn in_flight(&self) -> u32 {
-        self.inner.in_flight() + self.held.len() as u32
+        self.inner.in_flight() + self.held.len()
     }
 
     fn reset_stats(&mut self, now: SimTime) {
@@ -343,7 +373,7 @@ impl BlockDevice for Faulty {
 
     /// The edge's gauge: the device's, plus the completions held back.
     fn in_flight_integral_ns(&self, now: SimTime) -> u64 {
-        let held = self.held_integral_ns + now.since(self.last) * self.held.len() as u64;
+        let held = self.held_integral_ns + now.since(self.last) * u64::from(self.held.len());
         self.inner.in_flight_integral_ns(now) + held
     }
 
@@ -423,22 +453,7 @@ impl BlockDevice for NthCompletion {
         self.call(ctx, |d, c| d.on_timer(token, c));
     }
 
-    fn in_flight(&self) -> u32 {
-        self.inner.in_flight()
-    }
-
-    fn reset_stats(&mut self, now: SimTime) {
-        self.inner.reset_stats(now);
-    }
-
-    fn in_flight_integral_ns(&self, now: SimTime) -> u64 {
-        self.inner.in_flight_integral_ns(now)
-    }
-
-    fn completes_inline(&self) -> bool {
-        self.inner.completes_inline()
-    }
-
+    crate::forward_device_state!(inner);
     crate::forward_device_description!(inner);
 }
 
@@ -525,22 +540,7 @@ impl BlockDevice for Checked {
         self.call(ctx, |d, c| d.on_timer(token, c));
     }
 
-    fn in_flight(&self) -> u32 {
-        self.inner.in_flight()
-    }
-
-    fn reset_stats(&mut self, now: SimTime) {
-        self.inner.reset_stats(now);
-    }
-
-    fn in_flight_integral_ns(&self, now: SimTime) -> u64 {
-        self.inner.in_flight_integral_ns(now)
-    }
-
-    fn completes_inline(&self) -> bool {
-        self.inner.completes_inline()
-    }
-
+    crate::forward_device_state!(inner);
     crate::forward_device_description!(inner);
 }
 

@@ -1,8 +1,6 @@
 //! Running a scenario: pick the stack for the jobs, build it, run it, and
 //! turn its records into an [`blocksim_analysis::RunReport`].
 
-use std::collections::VecDeque;
-
 use blocksim_analysis::RunReport;
 use blocksim_sim::SimTime;
 
@@ -132,13 +130,10 @@ const MEMBER_DELAY_TOKEN: u32 = (1 << 24) - 1;
 pub(crate) struct DelayCompletions {
     inner: Box<dyn BlockDevice>,
     delay_ns: u64,
-    /// Completions held back, with the time they are handed on (FIFO: one
-    /// delay for all).
-    held: VecDeque<(SimTime, ReqTag)>,
+    /// Completions held back (on the timer token the wrapper keeps).
+    held: crate::faults::Held,
     timers: Vec<(u64, u32)>,
     done: Vec<ReqTag>,
-    /// The timer token it keeps for itself.
-    token: u32,
 }
 
 impl DelayCompletions {
@@ -146,8 +141,7 @@ impl DelayCompletions {
         DelayCompletions {
             inner,
             delay_ns,
-            token,
-            held: VecDeque::new(),
+            held: crate::faults::Held::new(token),
             timers: Vec::new(),
             done: Vec::new(),
         }
@@ -160,22 +154,18 @@ impl DelayCompletions {
         ctx: &mut DevCtx<'_>,
         f: impl FnOnce(&mut dyn BlockDevice, &mut DevCtx<'_>),
     ) {
-        let now = ctx.now();
-        {
-            let mut inner_ctx = DevCtx::new(now, &mut self.timers, &mut self.done);
-            f(self.inner.as_mut(), &mut inner_ctx);
+        crate::faults::call_inner(
+            self.inner.as_mut(),
+            ctx,
+            &mut self.timers,
+            &mut self.done,
+            Some(self.held.token()),
+            f,
+        );
+        for i in 0..self.done.len() {
+            self.held.hold(ctx, self.delay_ns, self.done[i]);
         }
-        for (delay, token) in self.timers.drain(..) {
-            assert_ne!(
-                token, self.token,
-                "the wrapped device uses the wrapper's token"
-            );
-            ctx.set_timer(delay, token);
-        }
-        for tag in self.done.drain(..) {
-            self.held.push_back((now + self.delay_ns, tag));
-            ctx.set_timer(self.delay_ns, self.token);
-        }
+        self.done.clear();
     }
 }
 
@@ -185,20 +175,14 @@ impl BlockDevice for DelayCompletions {
     }
 
     fn on_timer(&mut self, token: u32, ctx: &mut DevCtx<'_>) {
-        if token != self.token {
+        if token != self.held.token() {
             return self.call(ctx, |d, c| d.on_timer(token, c));
         }
-        while let Some(&(due, tag)) = self.held.front() {
-            if due > ctx.now() {
-                break;
-            }
-            self.held.pop_front();
-            ctx.complete(tag);
-        }
+        self.held.release_due(ctx);
     }
 
     fn in_flight(&self) -> u32 {
-        self.inner.in_flight() + self.held.len() as u32
+        self.inner.in_flight() + self.held.len()
     }
 
     fn reset_stats(&mut self, now: SimTime) {

@@ -358,6 +358,9 @@ impl AsyncStack {
     /// layers' ends follow in [`Self::account_io_done`].
     pub(super) fn account_inline_end(&mut self, d: usize, root: u32, now: SimTime) {
         let inst = self.devs[d].acct;
+        if inst == NO_ACCT {
+            return;
+        }
         let Some(io) = dispatch::root_slot(root) else {
             return;
         };
@@ -366,7 +369,6 @@ impl AsyncStack {
             return;
         }
         let cpu = self.threads[v.job as usize].cpu;
-        self.completing_cpu = cpu;
         let ns = self.account(inst, false, (cpu, now), v.dir, self.ctxs.fio);
         if ns > 0 {
             self.groups[self.threads[v.job as usize].group].sys_ns += ns;
@@ -405,10 +407,9 @@ impl AsyncStack {
     /// device (bcache, then dm), where the completion runs
     /// (`completing_cpu`: after the handler, or in the submitter's context
     /// over a pmem leaf): they occupy that CPU.
-    pub(super) fn account_io_done(&mut self, io: SlotId, now: SimTime) {
-        let v = *self.ios.get(io);
+    /// `v`: the job I/O; `li`: its job's bio layers.
+    pub(super) fn account_io_done(&mut self, v: &Io, li: usize, now: SimTime) {
         let t = v.job as usize;
-        let li = self.threads[t].layers as usize;
         // Over a pmem leaf the completion runs in the submitter's context.
         let context = match self.bio_layers[li].inline_leaf.is_some() {
             true => self.ctxs.fio,

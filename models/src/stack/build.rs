@@ -217,45 +217,34 @@ impl AsyncStack {
 
     /// The machine from its built parts, at time zero.
     fn assemble(sc: &Scenario, a: Assembled) -> AsyncStack {
-        let Assembled {
-            threads,
-            groups,
-            logs,
-            devs,
-            layers,
-            profile,
-            paths,
-            syms,
-            ctxs,
-            accounting,
-            bio_layers,
-            irq_cpu,
-            ncpu,
-        } = a;
-        let threads_running = threads.len();
+        let threads_running = a.threads.len();
         AsyncStack {
             seed: sc.simulation.seed,
             name: sc.simulation.name.clone(),
             jobs_cfg: sc.jobs.clone(),
-            threads,
-            groups,
-            devs,
-            layers,
+            threads: a.threads,
+            groups: a.groups,
+            devs: a.devs,
+            layers: a.layers,
             lcx: LayerCx::default(),
             ios: Slab::with_bound(IO_SLAB_BOUND),
-            cpus: Cpus::new(ncpu),
-            irq_cpu,
-            irq_delivery_ns: sc.ahci.as_ref().map(|a| a.irq_delivery.0).unwrap_or(0),
-            profile,
-            paths,
-            syms,
-            ctxs,
+            cpus: Cpus::new(a.ncpu),
+            irq_cpu: a.irq_cpu,
+            irq_delivery_ns: sc
+                .ahci
+                .as_ref()
+                .map(|ahci| ahci.irq_delivery.0)
+                .unwrap_or(0),
+            profile: a.profile,
+            paths: a.paths,
+            syms: a.syms,
+            ctxs: a.ctxs,
             perf_idle_weight: sc.costs.perf_idle_weight,
             measure_start: SimTime::ZERO,
             threads_running,
             sample_interval_ns: sc.simulation.report_interval.0.max(1_000),
             intervals: Some(IntervalSampler::new(sc)),
-            logs,
+            logs: a.logs,
             hit_series: Vec::new(),
             last_sample: (0, 0),
             scratch_timers: Vec::with_capacity(16),
@@ -264,7 +253,7 @@ impl AsyncStack {
             reaped_total: 0,
             wake_epoch: 0,
             replay: None,
-            acct: accounting,
+            acct: a.accounting,
             completing_cpu: 0,
             dm_disk: sc.dm.as_ref().map(|d| {
                 (
@@ -272,7 +261,7 @@ impl AsyncStack {
                     crate::device::DiskAccounting::new(SimTime::ZERO),
                 )
             }),
-            bio_layers,
+            bio_layers: a.bio_layers,
         }
     }
 }

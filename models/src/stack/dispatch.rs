@@ -282,7 +282,7 @@ impl AsyncStack {
         let retiring = std::mem::take(&mut self.devs[d].port.hw[q].retiring);
         for &tag in &retiring {
             let owner = self.devs[d].port.hw[q].release_tag(tag);
-            self.retire(d, owner, now, ctx);
+            self.deliver(owner, d, now, ctx);
         }
         // Dispatch waiting requests into the freed tags.
         let mut retiring = retiring;
@@ -343,18 +343,14 @@ impl AsyncStack {
             let mut owner = self.devs[d].port.hw[q].release_tag(t);
             owner.failed = tag.failed();
             if self.acct.is_some() {
+                // The completion runs in the submitter's context.
+                self.completing_cpu = self.submit_cpu(d, owner.root);
                 self.account_inline_end(d, owner.root, now);
             }
-            self.retire(d, owner, now, ctx);
+            self.deliver(owner, d, now, ctx);
         }
         done.clear();
         self.scratch_done = done;
-    }
-
-    /// Delivers one retired device request to what it belongs to.
-    #[inline]
-    fn retire(&mut self, d: usize, owner: TagOwner, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
-        self.deliver(owner, d, now, ctx);
     }
 
     /// Per-queue figures of every multi-queue or coalescing device: where
@@ -412,19 +408,20 @@ impl AsyncStack {
             v.t_done
         );
         v.t_done = now;
+        let v = *v;
         if v.job == REPLAY_JOB {
             self.replay_done(io, now, ctx);
             return;
         }
         let t = v.job as usize;
-        if self.dm_disk.is_some() && self.bio_layers[self.threads[t].layers as usize].dm {
-            let v = *self.ios.get(io);
+        let li = self.threads[t].layers as usize;
+        if self.bio_layers[li].dm {
             if let Some((_, acct)) = &mut self.dm_disk {
                 acct.done(now, v.dir, v.sectors, now.since(v.t_prep));
             }
         }
         if self.acct.is_some() {
-            self.account_io_done(io, now);
+            self.account_io_done(&v, li, now);
         }
         self.threads[t].ready.push_back(io);
         if self.threads[t].state == JobState::Sleeping {

@@ -26,8 +26,6 @@ pub(super) struct BioLayers {
     /// The leaf completes in the submitter's context (pmem): its config
     /// and the symbols its per-bio work is charged to.
     pub(super) inline_leaf: Option<(PmemConfig, SymbolId, SymbolId)>,
-    /// The layers passed, top first (`linear`, ...), for notes.
-    pub(super) names: Vec<String>,
     /// dm's accounting design instance ([`super::acct::NO_ACCT`]: none).
     pub(super) acct: u8,
     /// The bio passes dm, whose disk statistics the machine keeps.
@@ -40,7 +38,6 @@ impl Default for BioLayers {
             submit: Path::default(),
             endio: Path::default(),
             inline_leaf: None,
-            names: Vec::new(),
             acct: super::acct::NO_ACCT,
             dm: false,
         }
@@ -129,15 +126,12 @@ pub(super) fn resolve(
                 ],
             );
             let up = kernel_path(profile, &[("clone_endio", dm.endio_ns)]);
-            let mut names = vec![dm.name.clone()];
-            names.extend(below.names);
             Ok((
                 target,
                 BioLayers {
                     submit: Path::concat(&[&down, r.make_request, &below.submit]),
                     endio: Path::concat(&[&below.endio, &up]),
                     inline_leaf: below.inline_leaf,
-                    names,
                     acct: r
                         .acct
                         .get(&dm.name)
@@ -158,7 +152,6 @@ pub(super) fn resolve(
             let copy = profile.symbol("memcpy_mcsafe", "[kernel.kallsyms]", Mode::Kernel);
             let layers = BioLayers {
                 inline_leaf: Some((p.clone(), request, copy)),
-                names: vec![p.name.clone()],
                 ..Default::default()
             };
             Ok((r.targets[name], layers))

@@ -122,6 +122,9 @@ struct Io {
     failed: bool,
 }
 
+/// The errno fio reports for a failed block I/O (`err=`): EIO.
+const EIO: i32 = 5;
+
 /// `Io::job` of replayed trace requests.
 const REPLAY_JOB: u16 = u16::MAX;
 const NO_LAYER: u16 = u16::MAX;

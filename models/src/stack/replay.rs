@@ -101,8 +101,7 @@ pub fn run_replay(
     let runtime_ns = end.as_ns().max(1);
     let dir_report = |d: usize| g.dir_report(d, runtime_ns);
     report.jobs.push(JobReport {
-        // EIO if a replayed request failed.
-        error: if r.result.failed > 0 { 5 } else { 0 },
+        error: if r.result.failed > 0 { EIO } else { 0 },
         name: "replay".into(),
         numjobs: 1,
         rw: if closed {

@@ -160,8 +160,7 @@ impl AsyncStack {
             };
             let per_job_cpu = runtime_ns as f64 * jc.numjobs as f64;
             jobs.push(JobReport {
-                // EIO: the errno fio reports for a failed block I/O.
-                error: if g.first_error.is_some() { 5 } else { 0 },
+                error: if g.first_error.is_some() { EIO } else { 0 },
                 name: jc.name.clone(),
                 groupid: 0,
                 numjobs: jc.numjobs,
