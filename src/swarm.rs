@@ -1173,7 +1173,7 @@ fn check_shares(job: &JobConfig, jr: &JobReport) -> Result<(), Violation> {
 }
 
 /// Checks one job's report: latencies, directions, I/O counts, depth
-/// distributions, CPU use. `sync`: the psync machine ran it; `ramp`: some
+/// distributions, CPU use. `sync`: it ran as a psync program; `ramp`: some
 /// job has a ramp time (statistics restart mid-flight).
 fn check_job(job: &JobConfig, jr: &JobReport, sync: bool, ramp: bool) -> Result<(), Violation> {
     let bad = |what: &str, detail: String| {
@@ -1200,8 +1200,8 @@ fn check_job(job: &JobConfig, jr: &JobReport, sync: bool, ramp: bool) -> Result<
         );
     }
     let ios = reads + writes;
-    // Size-bound jobs: exactly size/bs I/Os per clone (async stack; the
-    // psync stack always has a runtime).
+    // Size-bound jobs: exactly size/bs I/Os per clone (job threads; a
+    // psync program always has a runtime).
     if let Some(limit_bytes) = job.io_size_bytes.or(job.size_bytes) {
         let per_clone = limit_bytes / job.bs_bytes_min;
         // (A job an I/O error ended stops early: the bound below holds.)
@@ -1252,10 +1252,11 @@ pub fn check_report(sc: &Scenario, r: &RunReport) -> Result<(), Violation> {
             ),
         ));
     }
-    let sync = blocksim_models::sync_stack::handles(sc);
+    let program = |j: &JobConfig| blocksim_models::stack::runs_as_program(sc, j);
+    let sync = sc.jobs.iter().any(program);
     let ramp = sc.jobs.iter().any(|j| j.ramp_time_ns > 0);
     for (job, jr) in sc.jobs.iter().zip(&r.jobs) {
-        check_job(job, jr, sync, ramp)?;
+        check_job(job, jr, program(job), ramp)?;
     }
     for d in &r.disks {
         if !(d.util_pct.is_finite() && (0.0..=100.0 + 1e-6).contains(&d.util_pct)) {

@@ -278,9 +278,9 @@ fn variant_iops(out: &str, variant: &str) -> f64 {
 }
 
 #[test]
-fn the_two_machines_agree_where_no_line_is_contended() {
-    // Seed 003's stack run by the psync machine (psync) and by the
-    // asynchronous machine (pvsync: the same I/O through the layer graph,
+fn programs_and_the_queued_path_agree_where_no_line_is_contended() {
+    // Seed 003's stack run as psync programs (psync) and on the queued
+    // path (pvsync: the same I/O through the layer graph,
     // 71 ns more per I/O in its cost paths: import_iovec, and the async
     // dio estimate against the fitted simple-dio step).
     let run = |engine: &str| {
@@ -303,8 +303,8 @@ fn the_two_machines_agree_where_no_line_is_contended() {
         let (a, b) = (variant_iops(&psync, v), variant_iops(&pvsync, v));
         assert!((a - b).abs() / a < 0.10, "{v}: psync {a} vs pvsync {b}");
     }
-    // The shared counters: both machines show the collapse, by different
-    // amounts (the asynchronous machine prices line hand-offs on arrival).
+    // The shared counters: both paths show the collapse, by different
+    // amounts (the queued path prices line hand-offs on arrival).
     for out in [&psync, &pvsync] {
         let shared = variant_iops(out, "/dev/mapper/linear");
         let free = variant_iops(out, "/dev/mapper/linear with percpu + pending removed");
@@ -333,4 +333,82 @@ fn bcache_over_dm_linear_is_refused_with_the_reason() {
         err.contains("[bcache] backing = \"linear\" is not a device with a queue"),
         "{err}"
     );
+}
+
+/// Seed 003's scenario without its variants, with a second `[[job]]`:
+/// libaio on CPUs `cpus` beside the 12 psync jobs.
+fn psync_beside_libaio(cpus: &str) -> std::path::PathBuf {
+    let base = std::fs::read_to_string("scenarios/dm_inflight.toml").unwrap();
+    let head = &base[..base.find("[[variant]]").unwrap()];
+    let text = format!(
+        "{head}[[job]]\nname = \"aio\"\nfilename = \"/dev/pmem0\"\nioengine = \"libaio\"\n\
+         iodepth = 4\nrw = \"randread\"\nbs = 4096\ndirect = 1\nnumjobs = 2\n\
+         time_based = 1\nruntime = \"1s\"\ncpus_allowed = \"{cpus}\"\n"
+    );
+    temp_file("stacks", &format!("psync_beside_libaio_{cpus}.toml"), &text)
+}
+
+/// `name: (groupid=0, jobs=N): ...` and its `IOPS=` line, parsed.
+fn job_iops(out: &str, name: &str) -> f64 {
+    let at = out
+        .find(&format!("\n{name}: (groupid"))
+        .unwrap_or_else(|| panic!("no job {name}:\n{out}"));
+    let rest = &out[at..];
+    let v = rest
+        .split("IOPS=")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap();
+    let (num, mult) = match v.strip_suffix('M') {
+        Some(n) => (n, 1e6),
+        None => match v.strip_suffix('k') {
+            Some(n) => (n, 1e3),
+            None => (v, 1.0),
+        },
+    };
+    num.parse::<f64>().unwrap() * mult
+}
+
+#[test]
+fn psync_programs_and_libaio_threads_share_one_machine() {
+    let p = psync_beside_libaio("22-23");
+    let out = run_ok(&[p.to_str().unwrap(), "--set", "job.runtime=2ms"]);
+    // Both kinds of job ran and are in the one report, with one profile.
+    let (psync, aio) = (job_iops(&out, "seed003"), job_iops(&out, "aio"));
+    assert!(psync > 14e6 && aio > 100e3, "psync {psync}, libaio {aio}");
+    assert!(out.contains("psync stack"), "{out}");
+    assert_eq!(out.matches("# Total CPU time").count(), 1, "{out}");
+    // Through dm, the two would price dm's one design two ways: refused.
+    let (_, err, code) = sim(&[
+        "run",
+        p.to_str().unwrap(),
+        "--set",
+        "job.filename=/dev/mapper/linear",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot be priced both ways"), "{err}");
+    // A job thread on a program's CPU is refused too.
+    let p = psync_beside_libaio("0-1");
+    let (_, err, code) = sim(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("would share logical CPU 0 with a psync job"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_fault_aimed_at_psync_programs_only_is_refused() {
+    let (_, err, code) = sim(&[
+        "run",
+        "scenarios/dm_inflight.toml",
+        "--set",
+        "job.runtime=1ms",
+        "--inject-fault",
+        "fail:0.5",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no fault could be injected"), "{err}");
 }

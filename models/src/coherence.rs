@@ -44,7 +44,7 @@
 //! load and the write cost one transfer, as an out-of-order core issues the
 //! read-for-ownership when the store is in its window; a write further away
 //! pays a second transfer. The window is an [estimate]; the accounting
-//! calls are a few dozen instructions (the caller, `sync_stack`, looks
+//! calls are a few dozen instructions (the caller, `stack::program`, looks
 //! ahead in the recorded accesses of one call).
 //!
 //! **Options off by default** (sensitivity studies; see

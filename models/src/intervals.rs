@@ -1,4 +1,4 @@
-//! Per-`report_interval` statistics of the jobs, shared by both stacks.
+//! Per-`report_interval` statistics of the jobs.
 //!
 //! At every interval boundary the stack hands each job's running totals
 //! (I/Os and bytes per direction, the completion-latency histogram) to an

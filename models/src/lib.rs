@@ -37,7 +37,6 @@ pub mod raid10;
 pub mod run;
 pub mod ssd;
 pub mod stack;
-pub mod sync_stack;
 pub mod topology;
 
 pub use config::{Scenario, ScenarioFile};

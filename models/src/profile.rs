@@ -1,5 +1,5 @@
 //! The one path from a [`CpuProfile`] to the report's perf-like
-//! [`Profile`], shared by both machines.
+//! [`Profile`].
 
 use blocksim_analysis::{Profile, ProfileRow};
 use blocksim_sim::{CpuProfile, Mode};

@@ -189,30 +189,49 @@ impl AsyncStack {
             &mut profile,
             &mut bio_layers,
         )?;
-        if threads.is_empty() && !opts.replay {
+        let programs = program::build_programs(
+            &program::ProgramsInput {
+                sc,
+                acct_index: &acct_index,
+                fio: ctxs.fio,
+            },
+            &mut profile,
+        )?
+        .map(Box::new);
+        if programs.is_some() && threads.is_empty() && opts.fault.is_some() {
+            return Err(cfg_err(
+                "--inject-fault: every job is psync on pmem/dm, which runs as a program and sends \
+                 no request to a device, so no fault could be injected; use ioengine=pvsync or libaio",
+            ));
+        }
+        if threads.is_empty() && programs.is_none() && !opts.replay {
             return Err(cfg_err("the scenario has no [[job]]"));
         }
         if threads.len() > u16::MAX as usize {
             return Err(cfg_err("too many job threads (max 65535)"));
         }
-        Ok(AsyncStack::assemble(
-            sc,
-            Assembled {
-                threads,
-                groups,
-                logs,
-                devs,
-                layers,
-                profile,
-                paths,
-                syms,
-                ctxs,
-                accounting,
-                bio_layers,
-                irq_cpu,
-                ncpu,
-            },
-        ))
+        let assembled = Assembled {
+            threads,
+            groups,
+            logs,
+            devs,
+            layers,
+            profile,
+            paths,
+            syms,
+            ctxs,
+            accounting,
+            bio_layers,
+            irq_cpu,
+            ncpu,
+            programs,
+        };
+        let mut acct_names = vec![String::new(); acct_index.len()];
+        for (name, &i) in &acct_index {
+            acct_names[i as usize] = name.clone();
+        }
+        check_programs_apart(&assembled, &acct_names)?;
+        Ok(AsyncStack::assemble(sc, assembled))
     }
 
     /// The machine from its built parts, at time zero.
@@ -262,6 +281,7 @@ impl AsyncStack {
                 )
             }),
             bio_layers: a.bio_layers,
+            programs: a.programs,
         }
     }
 }
@@ -281,6 +301,47 @@ struct Assembled {
     bio_layers: Vec<layers::BioLayers>,
     irq_cpu: Option<usize>,
     ncpu: usize,
+    programs: Option<Box<program::Programs>>,
+}
+
+/// A program job owns its CPU: no job thread may share it (time-sharing
+/// with a program is not modelled). And an accounted device is priced one
+/// way: a design instance the programs replay access by access is not
+/// also priced on arrival by job threads (the two would interleave
+/// reservations of one line).
+fn check_programs_apart(a: &Assembled, names: &[String]) -> Result<(), ModelError> {
+    let Some(p) = a.programs.as_deref() else {
+        return Ok(());
+    };
+    let theirs = p.instances();
+    for t in &a.threads {
+        let mut used = vec![a.bio_layers[t.layers as usize].acct];
+        match t.target {
+            Target::Dev(d) => used.push(a.devs[d].acct),
+            Target::Layer(l) => used.push(a.layers[l].acct),
+        }
+        if let Some(&i) = used.iter().find(|i| theirs.contains(i)) {
+            return Err(cfg_err(format!(
+                "[[job]] #{} and a psync job share the accounted device {}: psync on pmem/dm \
+                 prices its accounting access by access, other engines on arrival, and one \
+                 design cannot be priced both ways; give both jobs the same engine or drop \
+                 the device's accounting",
+                t.group + 1,
+                names.get(i as usize).map_or("?", |s| s.as_str())
+            )));
+        }
+    }
+    let threads = &a.threads;
+    for cpu in p.cpus() {
+        if let Some(t) = threads.iter().find(|t| t.cpu == cpu) {
+            return Err(cfg_err(format!(
+                "a job of [[job]] #{} would share logical CPU {cpu} with a psync job on pmem/dm, \
+                 which owns its CPU: time-sharing is not modelled; use cpus_allowed",
+                t.group + 1
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A fault aimed at `@DEVICE` names a device of the graph (md's members
@@ -486,7 +547,10 @@ fn build_accounting(
 ) -> Result<(Option<acct::Accounting>, BTreeMap<String, u8>), ModelError> {
     let wanted = acct::wanted(sc)?;
     let acct_index = acct::index_by_name(&wanted);
-    let accounting = match wanted.is_empty() {
+    // Program jobs price their accounting calls on the machine's coherence
+    // model, which exists with them even when no device is accounted.
+    let programs = sc.jobs.iter().any(|j| program::runs_as_program(sc, j));
+    let accounting = match wanted.is_empty() && !programs {
         true => None,
         false => Some(acct::Accounting::new(sc, wanted, profile)?),
     };

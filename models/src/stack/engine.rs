@@ -259,6 +259,11 @@ pub(super) fn job_threads(
         logs: Vec::new(),
     };
     for (gi, j) in sc.jobs.iter().enumerate() {
+        if program::runs_as_program(sc, j) {
+            // Runs as a program (`program`): no thread, an empty group.
+            out.groups.push(GroupStats::new());
+            continue;
+        }
         let r = job_region(sc, j, targets)?;
         for clone in 0..j.numjobs {
             let cpu = job_cpu(j, clone, ncpu, &order, &mut next)?;

@@ -67,7 +67,7 @@ impl AsyncStack {
             g.clones_done += 1;
             g.end = Some(g.end.map_or(now, |e| e.max(now)));
             self.threads_running -= 1;
-            if self.threads_running == 0 {
+            if self.threads_running == 0 && !self.programs_running() {
                 ctx.stop();
             }
         }

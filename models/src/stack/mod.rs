@@ -53,11 +53,13 @@ mod dispatch;
 mod engine;
 mod jobs;
 mod layers;
+mod program;
 mod replay;
 mod report;
 mod route;
 
 use dispatch::path_of;
+pub use program::runs_as_program;
 use replay::Replay;
 pub use replay::{run_replay, ReplayFeed, ReplayRequest, ReplayStats};
 use report::log_io;
@@ -87,6 +89,12 @@ pub enum Ev {
     Sample,
     /// The next replayed request is due (open loop).
     ReplayIssue,
+    /// A program job ([`program`]) runs its next steps.
+    Program(u16),
+    /// A contended cache line is free: its next waiting program job gets it.
+    LineGrant(u32),
+    /// The program jobs' runtime is over.
+    ProgramsEnd,
 }
 
 /// Largest number of I/Os in flight in the whole stack (a stated bound).
@@ -487,6 +495,8 @@ pub struct AsyncStack {
     /// submitter's for an inline device): where layers' end-of-I/O
     /// accounting runs.
     completing_cpu: usize,
+    /// Jobs that run as programs (psync on pmem or dm-linear over it).
+    programs: Option<Box<program::Programs>>,
 }
 
 fn cfg_err(msg: impl Into<String>) -> ModelError {
@@ -521,6 +531,9 @@ impl Model for AsyncStack {
             Ev::RampEnd => self.ramp_end(ctx.now()),
             Ev::Sample => self.sample(ctx.now(), ctx),
             Ev::ReplayIssue => self.replay_issue_due(ctx),
+            Ev::Program(j) => self.program_step(j as usize, ctx),
+            Ev::LineGrant(line) => self.line_grant(line, ctx),
+            Ev::ProgramsEnd => self.programs_end(ctx),
         }
         // I/O conservation at every event (debug builds; the end-of-run
         // check is always on): every submitted I/O not yet reaped is live in
@@ -582,15 +595,19 @@ fn check_finished(
     }
 }
 
-/// Runs an asynchronous-I/O scenario.
+/// Runs a scenario's jobs on the machine built from it.
 pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, ModelError> {
-    if crate::sync_stack::handles(sc) {
-        return crate::sync_stack::run(sc, opts);
-    }
-    let stack = AsyncStack::build(sc, opts)?;
+    // The count is per thread and cumulative: only this run's escapes are
+    // this run's (an earlier run on the thread may have had its own).
+    let unrecorded_before = blocksim_designs::traced::unrecorded_count();
+    let mut stack = AsyncStack::build(sc, opts)?;
     let nthreads = stack.threads.len();
     let ramp = sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0);
     let sample = stack.sample_interval_ns;
+    let programs = stack
+        .programs
+        .as_mut()
+        .map(|p| (p.starts(sc.simulation.seed), p.end()));
     let mut sim = Simulation::new(
         stack,
         SimOptions {
@@ -600,6 +617,13 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, ModelError> {
     for t in 0..nthreads {
         sim.schedule_at(SimTime::ZERO, Ev::JobWake(t as u16))?;
     }
+    if let Some((starts, end)) = &programs {
+        // After every event at `end` (a program I/O ending then counts).
+        sim.schedule_at(*end + 1, Ev::ProgramsEnd)?;
+        for &(at, j) in starts {
+            sim.schedule_at(at, Ev::Program(j))?;
+        }
+    }
     for (g, j) in sc.jobs.iter().enumerate() {
         if j.ramp_time_ns > 0 {
             sim.schedule_at(SimTime(j.ramp_time_ns), Ev::JobRampEnd(g as u16))?;
@@ -608,12 +632,21 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, ModelError> {
     if ramp > 0 {
         sim.schedule_at(SimTime(ramp), Ev::RampEnd)?;
     }
-    let (end, events) = run_to_stop(
+    let (mut end, events) = run_to_stop(
         &mut sim,
         sample,
         sc.simulation.max_events,
         "the jobs finished; raise it or shorten the jobs",
     )?;
+    assert_eq!(
+        blocksim_designs::traced::unrecorded_count() - unrecorded_before,
+        0,
+        "design accesses escaped the recorder"
+    );
+    if let (Some((_, p_end)), 0) = (programs, nthreads) {
+        // Only programs ran: the run ends with their runtime.
+        end = p_end;
+    }
     let report = sim.model.report(end, opts.profile);
     Ok(RunOutput {
         report,

@@ -91,8 +91,9 @@ impl AsyncStack {
     }
 
     pub(super) fn job_ramp_end(&mut self, group: usize, now: SimTime) {
-        if let Some(iv) = &mut self.intervals {
-            iv.restart(group, &self.groups[group].totals(), now);
+        if let Some(mut iv) = self.intervals.take() {
+            iv.restart(group, &self.group_totals(group), now);
+            self.intervals = Some(iv);
         }
         let g = &mut self.groups[group];
         // Only the statistics restart; a size-bound job that already
@@ -128,14 +129,16 @@ impl AsyncStack {
         if self.layers.iter().any(|l| l.layer.hits_misses().is_some()) {
             self.hit_series.push((now.as_ns(), dh, dm));
         }
-        if let Some(iv) = &mut self.intervals {
-            for (gi, g) in self.groups.iter().enumerate() {
-                iv.sample(gi, &g.totals(), now);
+        if let Some(mut iv) = self.intervals.take() {
+            for gi in 0..self.groups.len() {
+                iv.sample(gi, &self.group_totals(gi), now);
             }
+            self.intervals = Some(iv);
         }
         // Keep sampling while anything else is pending; if only the sampler
         // is left, the run must drain so a lost completion is reported.
-        if (self.threads_running > 0 || self.replay.is_some()) && ctx.pending_events() > 0 {
+        let running = self.threads_running > 0 || self.replay.is_some() || self.programs_running();
+        if running && ctx.pending_events() > 0 {
             ctx.schedule_in(self.sample_interval_ns, Ev::Sample);
         }
     }
@@ -144,6 +147,10 @@ impl AsyncStack {
     fn job_reports(&self, end: SimTime) -> Vec<JobReport> {
         let mut jobs = Vec::new();
         for (gi, jc) in self.jobs_cfg.iter().enumerate() {
+            if let Some(jr) = self.programs.as_ref().and_then(|p| p.job_report(gi, jc)) {
+                jobs.push(jr);
+                continue;
+            }
             let g = &self.groups[gi];
             let run_end = g.end.unwrap_or(end);
             let runtime_ns = run_end.since(g.measure_start).max(1);
@@ -198,6 +205,11 @@ impl AsyncStack {
         let disks = self.disk_reports(end, elapsed);
         let (intervals, io_logs) = self.finish_series(end);
         let mut extra_tables = Vec::new();
+        let mut notes = self.error_notes();
+        if let (Some(p), Some(a)) = (&self.programs, &self.acct) {
+            extra_tables.extend(p.tables(a));
+            notes.extend(p.notes());
+        }
         if !self.hit_series.is_empty() {
             let mut t = Table::new(
                 "bcache hit ratio over time",
@@ -220,14 +232,16 @@ impl AsyncStack {
             }
             extra_tables.push(t);
         }
-        let mut notes = self.error_notes();
         notes.extend(self.layers.iter().filter_map(|l| l.layer.report_note()));
         notes.extend(self.devs.iter().flat_map(|d| d.dev.notes()));
         if let Some(t) = self.bcache_metrics(end) {
             extra_tables.push(t);
         }
         if let Some(a) = &self.acct {
-            let ios: u64 = self.groups.iter().map(|g| g.ios[0] + g.ios[1]).sum();
+            let mut ios: u64 = self.groups.iter().map(|g| g.ios[0] + g.ios[1]).sum();
+            if let Some(p) = &self.programs {
+                ios += p.ios();
+            }
             extra_tables.extend(a.lines_table(ios));
         }
         self.queue_tables(&mut extra_tables);
@@ -266,8 +280,20 @@ impl AsyncStack {
     /// fio's disk stats: every stacking layer (2011 bcache keeps none), then
     /// every device with its members (md's disks).
     pub(super) fn disk_reports(&self, end: SimTime, elapsed: u64) -> Vec<DiskReport> {
-        let mut disks = Vec::new();
-        if let Some((name, acct)) = &self.dm_disk {
+        let (mut disks, covered) = match &self.programs {
+            Some(p) => p.disk_reports(),
+            None => (Vec::new(), Vec::new()),
+        };
+        let shown = |name: &str| covered.iter().any(|c| c == name);
+        // fio lists the devices under the jobs' files: dm only when some
+        // I/O can pass it.
+        let dm_used = self.replay.is_some()
+            || self
+                .threads
+                .iter()
+                .any(|t| self.bio_layers[t.layers as usize].dm);
+        let dm_disk = self.dm_disk.as_ref().filter(|(n, _)| dm_used && !shown(n));
+        if let Some((name, acct)) = dm_disk {
             let kept = (StatsKept::All, "");
             disks.push(disk_report(name, &acct.snapshot(end), elapsed, kept));
         }
@@ -279,7 +305,7 @@ impl AsyncStack {
                 l.layer.stats_kept(),
             ));
         }
-        for d in &self.devs {
+        for d in self.devs.iter().filter(|d| !shown(&d.name)) {
             let mut r = disk_report(&d.name, &d.dev.disk_stats(end), elapsed, d.dev.stats_kept());
             r.members = d
                 .dev
@@ -302,7 +328,9 @@ impl AsyncStack {
         Vec<blocksim_analysis::fio_log::JobLog>,
     ) {
         let intervals = self.intervals.take().map(|iv| {
-            let totals: Vec<JobTotals<'_>> = self.groups.iter().map(|g| g.totals()).collect();
+            let totals: Vec<JobTotals<'_>> = (0..self.groups.len())
+                .map(|g| self.group_totals(g))
+                .collect();
             iv.finish(&totals, end)
         });
         let mut io_logs = Vec::new();
@@ -313,7 +341,18 @@ impl AsyncStack {
                 io_logs.push(rec.finish(run_end.since(g.measure_start)));
             }
         }
+        if let Some(p) = self.programs.as_deref_mut() {
+            io_logs.extend(p.io_logs());
+        }
         (intervals.filter(|iv| !iv.rows.is_empty()), io_logs)
+    }
+
+    /// `[[job]]` `g`'s running totals, whichever way it runs.
+    fn group_totals(&self, g: usize) -> JobTotals<'_> {
+        self.programs
+            .as_ref()
+            .and_then(|p| p.totals(g))
+            .unwrap_or_else(|| self.groups[g].totals())
     }
 
     /// The "metrics" table `sim run` puts in its variant comparison: the
