@@ -4,10 +4,10 @@
 //! [`generate`] draws scenario `index` of swarm seed `seed` from the stream
 //! `component_rng(seed, "swarm/<index>")` and writes it as TOML text, so a
 //! failing scenario can be printed, saved and re-run with `sim run`. Two
-//! machine families are drawn: the asynchronous stack (libaio jobs over
-//! SSDs, disks, md raid10, bcache, an optional filesystem) and the psync
-//! stack (pmem, dm-linear, cache-coherence costs and the in-flight counter
-//! designs).
+//! stack families are drawn, both run by the one machine: libaio jobs over
+//! SSDs, disks, md raid10, bcache, an optional filesystem, and synchronous
+//! jobs (psync as programs, sync and pvsync as threads) over pmem and
+//! dm-linear with cache-coherence costs and the in-flight counter designs.
 //!
 //! [`check_scenario`] runs one loaded scenario under `catch_unwind` and
 //! checks, besides the models' own assertions (I/O conservation, tag
@@ -46,7 +46,7 @@ pub const MAX_EVENTS_DEFAULT: u64 = 5_000_000;
 /// Which machine family the generator draws.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum StackChoice {
-    /// 70% async (libaio) machines, 30% psync machines.
+    /// 70% libaio stacks, 30% synchronous stacks on pmem/dm.
     All,
     /// libaio over SSDs, disks, md raid10, bcache, filesystem.
     Async,
@@ -861,6 +861,10 @@ fn gen_sync_jobs(
         0
     };
     let n_jobs = rng.random_range(1..=3u32).min(ncpu);
+    // One engine for all jobs: psync runs as programs, which price the
+    // accounting designs access by access; the other engines price them
+    // on arrival, and a design (dm's always exists) is priced one way.
+    let engine = *pick(rng, &["psync", "sync", "pvsync"]);
     let mut next_cpu = 0u32;
     for i in 0..n_jobs {
         let left = ncpu - next_cpu - (n_jobs - 1 - i);
@@ -872,7 +876,7 @@ fn gen_sync_jobs(
             t,
             "name = \"job{i}\"\nfilename = {}\nioengine = {}",
             q(&files[f]),
-            q(*pick(rng, &["psync", "sync", "pvsync"]))
+            q(engine)
         );
         let _ = writeln!(
             t,

@@ -148,6 +148,11 @@ impl FaultPlan {
         any && self.device.is_none_or(|d| d.as_str() == name)
     }
 
+    /// Whether the plan only checks (draws no fault at all).
+    pub fn checks_only(&self) -> bool {
+        self.drop_ppm == 0 && self.duplicate_ppm == 0 && self.delay_ppm == 0 && self.fail_ppm == 0
+    }
+
     /// Whether only delays and failures are drawn (every invariant must
     /// still hold: a failed request completes once).
     pub fn benign(&self) -> bool {

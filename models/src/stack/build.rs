@@ -198,10 +198,12 @@ impl AsyncStack {
             &mut profile,
         )?
         .map(Box::new);
-        if programs.is_some() && threads.is_empty() && opts.fault.is_some() {
+        let checks_only = matches!(opts.fault, Some(Fault::Random(plan)) if plan.checks_only());
+        if programs.is_some() && threads.is_empty() && opts.fault.is_some() && !checks_only {
             return Err(cfg_err(
                 "--inject-fault: every job is psync on pmem/dm, which runs as a program and sends \
-                 no request to a device, so no fault could be injected; use ioengine=pvsync or libaio",
+                 no request to a device, so no fault could be injected (only `check` applies); \
+                 use ioengine=pvsync or libaio",
             ));
         }
         if threads.is_empty() && programs.is_none() && !opts.replay {
