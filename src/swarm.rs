@@ -235,8 +235,6 @@ struct Dev {
     bytes: u64,
     /// md members are owned by their array and are no job targets.
     in_array: bool,
-    /// An SSD's queue_depth (0 for other devices).
-    queue_depth: u32,
 }
 
 impl Dev {
@@ -246,7 +244,6 @@ impl Dev {
             kind,
             bytes,
             in_array: false,
-            queue_depth: 0,
         }
     }
 
@@ -367,27 +364,14 @@ fn gen_ssd(rng: &mut ComponentRng, t: &mut String, i: u32) -> Dev {
         rng.random_range(0.0..=1.0f64)
     );
     let queue_depth = match nvme {
-        true if rng.random_bool(0.4) => MD_SSD_DEPTH_MIN,
-        true => rng.random_range(1..=256),
+        true => rng.random_range(1..=1024),
         false if rng.random_bool(0.6) => rng.random_range(1..=32),
         false => 32, // the default
     };
     let _ = writeln!(t, "queue_depth = {queue_depth}");
     gen_accounting(rng, t, 0.3);
-    Dev {
-        queue_depth,
-        ..Dev::new(&name, Kind::Ssd, bytes)
-    }
+    Dev::new(&name, Kind::Ssd, bytes)
 }
-
-/// md raid10 hands its SSD members more commands than their queue_depth
-/// (md does not wait for a member's tag; the member's command slab
-/// overflows: found by this generator; `sim run
-/// tests/data/stacks/raid10_over_ssds.toml --set ssd.queue_depth=4` shows
-/// it). Until md waits, arrays of SSDs are drawn only over SSDs whose queue
-/// holds what the jobs can have in flight: iodepth 128 x numjobs 4 x 3
-/// jobs, each I/O split into at most 128k / 4k + 1 = 33 member commands.
-const MD_SSD_DEPTH_MIN: u32 = 65536;
 
 /// A rotating disk `hd<i>`.
 fn gen_hdd(rng: &mut ComponentRng, t: &mut String, i: u32) -> Dev {
@@ -481,8 +465,9 @@ fn gen_pmem(rng: &mut ComponentRng, t: &mut String, i: u32, sizes: &[u64]) -> De
 /// md raid10 `md0` over some of the disks, or some of the SSDs.
 fn gen_raid10(rng: &mut ComponentRng, t: &mut String, devs: &mut [Dev]) -> Option<Dev> {
     let kind = *pick(rng, &[Kind::Hdd, Kind::Ssd]);
-    let usable =
-        |d: &Dev| d.kind == kind && (kind != Kind::Ssd || d.queue_depth >= MD_SSD_DEPTH_MIN);
+    // Any queue depth: md's requests beyond an SSD member's queue_depth
+    // wait in the block layer's queue in front of it (`backing::QueuedSsd`).
+    let usable = |d: &Dev| d.kind == kind;
     let pool: Vec<usize> = (0..devs.len()).filter(|&i| usable(&devs[i])).collect();
     if pool.len() < 2 || !rng.random_bool(0.6) {
         return None;
