@@ -35,19 +35,23 @@ const INSTANCES_MAX: usize = 254;
 /// (the md->pending counters exist only there); other devices the block
 /// layer's part0 designs.
 pub fn design_of(accounting: &str, dm: bool) -> Result<DesignKind, String> {
-    let d = match (dm, accounting) {
-        (true, s) => DesignKind::from_name(s).filter(|d| d.has_dm()),
-        (false, "shared") => Some(DesignKind::PmemShared),
-        (false, "percpu") => Some(DesignKind::PmemPercpu),
-        (false, _) => None,
+    let name = match dm {
+        true => crate::dm::DM_ACCOUNTING
+            .contains(&accounting)
+            .then_some(accounting),
+        false => crate::pmem::PMEM_ACCOUNTING
+            .iter()
+            .find(|(s, _)| *s == accounting)
+            .map(|(_, d)| *d),
     };
-    d.ok_or_else(|| match dm {
-        true => format!(
-            "accounting = {accounting:?} is not a dm design; expected one of: {}",
-            crate::dm::DM_ACCOUNTING.join(", ")
-        ),
-        false => format!("accounting = {accounting:?} is unknown; expected shared or percpu"),
-    })
+    name.and_then(DesignKind::from_name)
+        .ok_or_else(|| match dm {
+            true => format!(
+                "accounting = {accounting:?} is not a dm design; expected one of: {}",
+                crate::dm::DM_ACCOUNTING.join(", ")
+            ),
+            false => format!("accounting = {accounting:?} is unknown; expected shared or percpu"),
+        })
 }
 
 struct Instance {

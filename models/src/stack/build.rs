@@ -414,8 +414,7 @@ fn build_paths(sc: &Scenario, profile: &mut CpuProfile) -> Result<Paths, ModelEr
         sync_calls,
         lseek_call,
     }
-    .with_bundles()
-    .with_sync_bundles())
+    .with_bundles())
 }
 
 /// The symbols the machine charges by name (B+tree work, the idle loop).

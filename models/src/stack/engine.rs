@@ -49,32 +49,43 @@ pub(super) fn bundle_index(
 }
 
 impl Paths {
-    /// Appends the synchronous engines' submission bundles after libaio's
-    /// eight (see [`bundle_index`]): the call replaces `io_submit_call`,
-    /// the rest of the way down the stack is the same.
-    pub(super) fn with_sync_bundles(mut self) -> Paths {
-        debug_assert_eq!(self.submit_bundles.len(), 8);
-        for ci in 1..SUBMIT_CALLS {
-            let (call, seek) = match ci {
-                6 => (SyncCall::Read, true),
-                7 => (SyncCall::Readv, true),
-                _ => (SyncCall::ALL[ci - 1], false),
+    /// Builds every submission bundle (see [`bundle_index`]): for each of
+    /// the [`SUBMIT_CALLS`], fio_prep, the call (libaio's `io_submit_call`,
+    /// or a synchronous call after an `lseek` where it seeks), then the
+    /// same way down the stack ([`Paths::block_parts`]); and reap_one.
+    pub(super) fn with_bundles(mut self) -> Paths {
+        let mut bundles = Vec::with_capacity(SUBMIT_CALLS * 8);
+        for ci in 0..SUBMIT_CALLS {
+            let call = match ci {
+                0 => None,
+                6 => Some((SyncCall::Read, true)),
+                7 => Some((SyncCall::Readv, true)),
+                _ => Some((SyncCall::ALL[ci - 1], false)),
             };
-            debug_assert_eq!(submit_call_index(Some(call), seek), ci);
-            let call_i = SyncCall::ALL.iter().position(|&x| x == call).unwrap_or(0);
+            debug_assert_eq!(
+                submit_call_index(call.map(|c| c.0), call.is_some_and(|c| c.1)),
+                ci
+            );
             for i in 0..8 {
-                let (on_file, via_bcache, issue_now) = (i & 1 != 0, i & 2 != 0, i & 4 != 0);
+                let route = (i & 1 != 0, i & 2 != 0, i & 4 != 0);
+                debug_assert_eq!(submit_bundle_index(route.0, route.1, route.2), i);
                 let mut parts = vec![&self.fio_prep];
-                if seek {
-                    parts.push(&self.lseek_call);
+                match call {
+                    None => parts.push(&self.io_submit_call),
+                    Some((c, seek)) => {
+                        if seek {
+                            parts.push(&self.lseek_call);
+                        }
+                        let call_i = SyncCall::ALL.iter().position(|&x| x == c).unwrap_or(0);
+                        parts.push(&self.sync_calls[call_i]);
+                    }
                 }
-                parts.push(&self.sync_calls[call_i]);
-                self.block_parts(&mut parts, (on_file, via_bcache, issue_now));
-                let bundle = Path::concat(&parts);
-                self.submit_bundles.push(bundle);
+                self.block_parts(&mut parts, route);
+                bundles.push(Path::concat(&parts));
             }
         }
-        debug_assert_eq!(self.submit_bundles.len(), SUBMIT_CALLS * 8);
+        self.submit_bundles = bundles;
+        self.reap_one = Path::concat(&[&self.reap_event, &self.fio_complete]);
         self
     }
 }

@@ -418,20 +418,6 @@ impl Paths {
             parts.push(&self.issue_cmd);
         }
     }
-
-    fn with_bundles(mut self) -> Paths {
-        self.submit_bundles = (0..8)
-            .map(|i| {
-                let (on_file, via_bcache, issue_now) = (i & 1 != 0, i & 2 != 0, i & 4 != 0);
-                debug_assert_eq!(submit_bundle_index(on_file, via_bcache, issue_now), i);
-                let mut parts = vec![&self.fio_prep, &self.io_submit_call];
-                self.block_parts(&mut parts, (on_file, via_bcache, issue_now));
-                Path::concat(&parts)
-            })
-            .collect();
-        self.reap_one = Path::concat(&[&self.reap_event, &self.fio_complete]);
-        self
-    }
 }
 
 struct Symbols {
