@@ -380,6 +380,41 @@ fn psync_programs_and_libaio_threads_share_one_machine() {
     assert!(psync > 14e6 && aio > 100e3, "psync {psync}, libaio {aio}");
     assert!(out.contains("psync stack"), "{out}");
     assert_eq!(out.matches("# Total CPU time").count(), 1, "{out}");
+    // fio numbers log files by thread over all jobs: the 12 psync clones
+    // are 1..=12, the libaio clones 13 and 14.
+    let dir = std::env::temp_dir().join(format!("blocksim-stacks-logs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = std::fs::read_to_string(&p)
+        .unwrap()
+        .replace("name = \"aio\"", "name = \"aio\"\nwrite_lat_log = \"aio\"");
+    let text = text.replace(
+        "name = \"seed003\"",
+        "name = \"seed003\"\nwrite_lat_log = \"ps\"",
+    );
+    std::fs::write(dir.join("m.toml"), text).unwrap();
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(["run", "m.toml", "--set", "job.runtime=100us"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    for f in [
+        "ps_lat.1.log",
+        "ps_lat.12.log",
+        "aio_lat.13.log",
+        "aio_lat.14.log",
+    ] {
+        assert!(dir.join(f).exists(), "{f} missing");
+    }
+    assert!(
+        !dir.join("aio_lat.1.log").exists(),
+        "libaio logs numbered from 1"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
     // Through dm, the two would price dm's one design two ways: refused.
     let (_, err, code) = sim(&[
         "run",

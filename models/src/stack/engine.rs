@@ -278,8 +278,10 @@ pub(super) fn job_threads(
         let r = job_region(sc, j, targets)?;
         for clone in 0..j.numjobs {
             let cpu = job_cpu(j, clone, ncpu, &order, &mut next)?;
-            // fio numbers log files by thread over all jobs, from 1.
-            let index = u32::try_from(out.logs.len() + 1).unwrap_or(u32::MAX);
+            // fio numbers log files by thread over all jobs, from 1 (the
+            // clones of program jobs count too).
+            let before: u64 = sc.jobs[..gi].iter().map(|j| u64::from(j.numjobs)).sum();
+            let index = u32::try_from(before + u64::from(clone) + 1).unwrap_or(u32::MAX);
             out.logs.push(j.logs.any().then(|| {
                 (
                     LogRecorder::new(index, j.logs.clone(), j.ioengine == IoEngine::Libaio),

@@ -143,7 +143,19 @@ impl GroupBuild<'_> {
                 .any(|s| matches!(s.kind, StepKind::Acct { .. })),
             user_per_io_ns,
         };
-        place_clones(self.topo, jc, &shape, (&steps, &syms), &mut ps.jobs)?;
+        // fio numbers log files by thread over all jobs, from 1.
+        let first_log = self.input.sc.jobs[..cfg]
+            .iter()
+            .map(|j| u64::from(j.numjobs))
+            .sum::<u64>()
+            + 1;
+        place_clones(
+            self.topo,
+            jc,
+            (&shape, first_log),
+            (&steps, &syms),
+            &mut ps.jobs,
+        )?;
         ps.group_of_cfg[cfg] = Some(ps.groups.len());
         ps.groups.push(PGroup {
             hist: LatencyHistogram::new(),
@@ -174,7 +186,7 @@ impl GroupBuild<'_> {
 fn place_clones(
     topo: &Topology,
     jc: &JobConfig,
-    shape: &JobShape,
+    (shape, first_log): (&JobShape, u64),
     program: (&[Step], &[(SymbolId, u64)]),
     jobs: &mut Vec<PJob>,
 ) -> Result<(), ModelError> {
@@ -210,11 +222,10 @@ fn place_clones(
             acct_began: SimTime::ZERO,
             io_start: SimTime::ZERO,
             ios_left: shape.ios_limit,
-            // fio numbers log files by thread over all jobs, from 1;
             // psync measures no submission latency (no slat).
             log: jc.logs.any().then(|| {
                 LogRecorder::new(
-                    u32::try_from(jobs.len() + 1).unwrap_or(u32::MAX),
+                    u32::try_from(first_log + k as u64).unwrap_or(u32::MAX),
                     jc.logs.clone(),
                     false,
                 )
