@@ -37,6 +37,7 @@ pub mod raid10;
 pub mod run;
 pub mod ssd;
 pub mod stack;
+pub mod sweep;
 pub mod topology;
 
 pub use config::{Scenario, ScenarioFile};

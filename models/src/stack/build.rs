@@ -198,20 +198,6 @@ impl AsyncStack {
             &mut profile,
         )?
         .map(Box::new);
-        let checks_only = matches!(opts.fault, Some(Fault::Random(plan)) if plan.checks_only());
-        if programs.is_some() && threads.is_empty() && opts.fault.is_some() && !checks_only {
-            return Err(cfg_err(
-                "--inject-fault: every job is psync on pmem/dm, which runs as a program and sends \
-                 no request to a device, so no fault could be injected (only `check` applies); \
-                 use ioengine=pvsync or libaio",
-            ));
-        }
-        if threads.is_empty() && programs.is_none() && !opts.replay {
-            return Err(cfg_err("the scenario has no [[job]]"));
-        }
-        if threads.len() > u16::MAX as usize {
-            return Err(cfg_err("too many job threads (max 65535)"));
-        }
         let assembled = Assembled {
             threads,
             groups,
@@ -228,11 +214,8 @@ impl AsyncStack {
             ncpu,
             programs,
         };
-        let mut acct_names = vec![String::new(); acct_index.len()];
-        for (name, &i) in &acct_index {
-            acct_names[i as usize] = name.clone();
-        }
-        check_programs_apart(&assembled, &acct_names)?;
+        check_jobs(&assembled, opts)?;
+        check_programs_apart(&assembled, &acct_index)?;
         Ok(AsyncStack::assemble(sc, assembled))
     }
 
@@ -306,14 +289,43 @@ struct Assembled {
     programs: Option<Box<program::Programs>>,
 }
 
+/// The machine has jobs to run (or a trace to replay), not too many, and
+/// a fault it can inject.
+fn check_jobs(a: &Assembled, opts: &RunOptions) -> Result<(), ModelError> {
+    let checks_only = matches!(opts.fault, Some(Fault::Random(plan)) if plan.checks_only());
+    if a.programs.is_some() && a.threads.is_empty() && opts.fault.is_some() && !checks_only {
+        return Err(cfg_err(
+            "--inject-fault: every job is psync on pmem/dm, which runs as a program and sends \
+             no request to a device, so no fault could be injected (only `check` applies); \
+             use ioengine=pvsync or libaio",
+        ));
+    }
+    if a.threads.is_empty() && a.programs.is_none() && !opts.replay {
+        return Err(cfg_err("the scenario has no [[job]]"));
+    }
+    if a.threads.len() > u16::MAX as usize {
+        return Err(cfg_err("too many job threads (max 65535)"));
+    }
+    Ok(())
+}
+
 /// A program job owns its CPU: no job thread may share it (time-sharing
 /// with a program is not modelled). And an accounted device is priced one
 /// way: a design instance the programs replay access by access is not
 /// also priced on arrival by job threads (the two would interleave
 /// reservations of one line).
-fn check_programs_apart(a: &Assembled, names: &[String]) -> Result<(), ModelError> {
+fn check_programs_apart(
+    a: &Assembled,
+    acct_index: &BTreeMap<String, u8>,
+) -> Result<(), ModelError> {
     let Some(p) = a.programs.as_deref() else {
         return Ok(());
+    };
+    let name_of = |i: u8| {
+        acct_index
+            .iter()
+            .find(|(_, &x)| x == i)
+            .map_or("?", |(n, _)| n.as_str())
     };
     let theirs = p.instances();
     for t in &a.threads {
@@ -329,7 +341,7 @@ fn check_programs_apart(a: &Assembled, names: &[String]) -> Result<(), ModelErro
                  design cannot be priced both ways; give both jobs the same engine or drop \
                  the device's accounting",
                 t.group + 1,
-                names.get(i as usize).map_or("?", |s| s.as_str())
+                name_of(i)
             )));
         }
     }
