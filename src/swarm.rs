@@ -235,6 +235,8 @@ struct Dev {
     bytes: u64,
     /// md members are owned by their array and are no job targets.
     in_array: bool,
+    /// A pmem namespace that keeps statistics (runs an accounting design).
+    iostat: bool,
 }
 
 impl Dev {
@@ -244,6 +246,7 @@ impl Dev {
             kind,
             bytes,
             in_array: false,
+            iostat: false,
         }
     }
 
@@ -457,9 +460,13 @@ fn gen_pmem(rng: &mut ComponentRng, t: &mut String, i: u32, sizes: &[u64]) -> De
         rng.random_range(0..=500u32),
         rng.random_range(100..=10_000u32)
     );
-    let _ = writeln!(t, "iostat = {}", rng.random_bool(0.6));
+    let iostat = rng.random_bool(0.6);
+    let _ = writeln!(t, "iostat = {iostat}");
     let _ = writeln!(t, "accounting = {}", q(dev_accounting(rng)));
-    Dev::new(&name, Kind::Pmem, bytes)
+    Dev {
+        iostat,
+        ..Dev::new(&name, Kind::Pmem, bytes)
+    }
 }
 
 /// md raid10 `md0` over some of the disks, or some of the SSDs.
@@ -764,13 +771,14 @@ fn gen_sync(rng: &mut ComponentRng, t: &mut String) {
     if rng.random_bool(0.6) {
         gen_coherence(rng, t);
     }
-    let (files, bytes) = gen_sync_devices(rng, t);
+    let (files, bytes, unaccounted) = gen_sync_devices(rng, t);
     gen_paths(
         rng,
         t,
         &["fio_prep", "pread_call", "make_request", "fio_complete"],
     );
     gen_sync_jobs(rng, t, ncpu, &files, &bytes);
+    gen_libaio_beside(rng, t, ncpu, &files, &unaccounted);
     if rng.random_bool(0.2) {
         t.push_str(
             "\n[[variant]]\nname = \"shared\"\nset = { \"pmem.accounting\" = \"shared\" }\n",
@@ -801,15 +809,17 @@ fn gen_coherence(rng: &mut ComponentRng, t: &mut String) {
 }
 
 /// pmem namespaces and an optional dm-linear over one; returns the job
-/// file names and their sizes.
-fn gen_sync_devices(rng: &mut ComponentRng, t: &mut String) -> (Vec<String>, Vec<u64>) {
+/// file names, their sizes and whether each runs no accounting design.
+fn gen_sync_devices(rng: &mut ComponentRng, t: &mut String) -> (Vec<String>, Vec<u64>, Vec<bool>) {
     let n_pmem = rng.random_range(1..=2u32);
     let mut files = Vec::new();
     let mut pmem_bytes = Vec::new();
+    let mut unaccounted = Vec::new();
     for i in 0..n_pmem {
         let dev = gen_pmem(rng, t, i, PMEM_BYTES_SYNC);
         files.push(format!("/dev/{}", dev.name));
         pmem_bytes.push(dev.bytes);
+        unaccounted.push(!dev.iostat);
     }
     if rng.random_bool(0.5) {
         let under = rng.random_range(0..n_pmem as usize);
@@ -826,8 +836,68 @@ fn gen_sync_devices(rng: &mut ComponentRng, t: &mut String) -> (Vec<String>, Vec
         );
         files.push("/dev/mapper/linear".into());
         pmem_bytes.push(pmem_bytes[under]);
+        unaccounted.push(false);
     }
-    (files, pmem_bytes)
+    (files, pmem_bytes, unaccounted)
+}
+
+/// Sometimes, beside psync jobs (programs of the machine), a libaio job
+/// (a job thread) on the CPUs they leave, on a pmem namespace that runs no
+/// accounting design (a design is priced one way in a run: programs
+/// access by access, threads on arrival). The psync jobs take the first
+/// CPUs (`cpus_allowed` from 0 when there is more than one job).
+fn gen_libaio_beside(
+    rng: &mut ComponentRng,
+    t: &mut String,
+    ncpu: u32,
+    files: &[String],
+    unaccounted: &[bool],
+) {
+    let psync = t.contains("ioengine = \"psync\"");
+    let pinned = t.matches("cpus_allowed").count() == t.matches("\n[[job]]").count();
+    let free: Vec<usize> = (0..files.len()).filter(|&i| unaccounted[i]).collect();
+    if !(psync && pinned) || free.is_empty() || !rng.random_bool(0.4) {
+        return;
+    }
+    let used: u32 = t
+        .lines()
+        .filter_map(|l| l.strip_prefix("cpus_allowed = \""))
+        .filter_map(|r| r.trim_end_matches('"').split_once('-'))
+        .filter_map(|(_, hi)| hi.parse::<u32>().ok())
+        .max()
+        .map_or(0, |hi| hi + 1);
+    if used >= ncpu {
+        return;
+    }
+    let f = free[rng.random_range(0..free.len())];
+    let (job0, runtime) = (t.find("\n[[job]]").expect("a psync job"), "runtime = ");
+    let rt_line = t[job0..]
+        .lines()
+        .find(|l| l.starts_with(runtime))
+        .unwrap_or("")
+        .to_string();
+    let ramp_line = t[job0..]
+        .lines()
+        .find(|l| l.starts_with("ramp_time = "))
+        .map(str::to_string);
+    let _ = writeln!(
+        t,
+        "\n[[job]]\nname = \"aio\"\nfilename = {}\nioengine = \"libaio\"\nrw = \"randread\"\nbs = 4096\ndirect = 1",
+        q(&files[f])
+    );
+    let _ = writeln!(
+        t,
+        "iodepth = {}\nsize = \"1m\"\ntime_based = 1",
+        rng.random_range(1..=8u32)
+    );
+    let _ = writeln!(
+        t,
+        "cpus_allowed = {}\n{rt_line}",
+        q(&format!("{used}-{used}"))
+    );
+    if let Some(r) = ramp_line {
+        let _ = writeln!(t, "{r}");
+    }
 }
 
 /// psync jobs on disjoint CPU blocks (time-sharing a CPU is not modelled),
