@@ -205,28 +205,60 @@ pub(crate) fn wrap(
     Box::new(Checked::new(name, tags, dev))
 }
 
-/// Calls `f` on `inner` with a context of its own; returns after moving its
-/// timers to `ctx` (checking they do not use the wrapper's `reserved` token) and leaving its
-/// completions in `done`.
-pub(crate) fn call_inner(
-    inner: &mut dyn BlockDevice,
-    ctx: &mut DevCtx<'_>,
-    timers: &mut Vec<(u64, u32)>,
-    done: &mut Vec<ReqTag>,
-    reserved: Option<u32>,
-    f: impl FnOnce(&mut dyn BlockDevice, &mut DevCtx<'_>),
-) {
-    {
-        let mut inner_ctx = DevCtx::new(ctx.now(), timers, done);
-        f(inner, &mut inner_ctx);
+/// A decorator's wrapped device with the buffers its calls reuse. It
+/// dereferences to the device, so a decorator forwards what it does not
+/// change (`forward_device_state!`) as if it held the device itself.
+pub(crate) struct Inner {
+    dev: Box<dyn BlockDevice>,
+    timers: Vec<(u64, u32)>,
+    /// The completions of the last [`Inner::call`], for the decorator to
+    /// hand up (or not) and clear.
+    pub(crate) done: Vec<ReqTag>,
+}
+
+impl Inner {
+    pub(crate) fn new(dev: Box<dyn BlockDevice>) -> Inner {
+        Inner {
+            dev,
+            timers: Vec::new(),
+            done: Vec::new(),
+        }
     }
-    for (delay, token) in timers.drain(..) {
-        assert_ne!(
-            Some(token),
-            reserved,
-            "the wrapped device uses the wrapper's timer token"
-        );
-        ctx.set_timer(delay, token);
+
+    /// Calls `f` on the device with a context of its own; returns after
+    /// moving its timers to `ctx` (checking they do not use the wrapper's
+    /// `reserved` token) and leaving its completions in `done`.
+    pub(crate) fn call(
+        &mut self,
+        ctx: &mut DevCtx<'_>,
+        reserved: Option<u32>,
+        f: impl FnOnce(&mut dyn BlockDevice, &mut DevCtx<'_>),
+    ) {
+        {
+            let mut inner_ctx = DevCtx::new(ctx.now(), &mut self.timers, &mut self.done);
+            f(self.dev.as_mut(), &mut inner_ctx);
+        }
+        for (delay, token) in self.timers.drain(..) {
+            assert_ne!(
+                Some(token),
+                reserved,
+                "the wrapped device uses the wrapper's timer token"
+            );
+            ctx.set_timer(delay, token);
+        }
+    }
+}
+
+impl std::ops::Deref for Inner {
+    type Target = dyn BlockDevice;
+    fn deref(&self) -> &Self::Target {
+        self.dev.as_ref()
+    }
+}
+
+impl std::ops::DerefMut for Inner {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.dev.as_mut()
     }
 }
 
@@ -282,7 +314,7 @@ pub struct FaultCounts {
 
 /// A device's upward edge with random completion faults.
 pub struct Faulty {
-    inner: Box<dyn BlockDevice>,
+    inner: Inner,
     plan: FaultPlan,
     rng: ComponentRng,
     /// Delayed completions (on the timer token the edge keeps).
@@ -290,22 +322,18 @@ pub struct Faulty {
     /// Time integral of `held.len()` since the last reset, up to `last`.
     held_integral_ns: u64,
     last: SimTime,
-    timers: Vec<(u64, u32)>,
-    done: Vec<ReqTag>,
     pub counts: FaultCounts,
 }
 
 impl Faulty {
     pub fn new(plan: &FaultPlan, name: &str, inner: Box<dyn BlockDevice>) -> Self {
         Faulty {
-            inner,
+            inner: Inner::new(inner),
             plan: *plan,
             rng: component_rng(plan.seed, &format!("fault/{name}")),
             held: Held::new(FAULT_TOKEN),
             held_integral_ns: 0,
             last: SimTime::ZERO,
-            timers: Vec::new(),
-            done: Vec::new(),
             counts: FaultCounts::default(),
         }
     }
@@ -321,17 +349,10 @@ impl Faulty {
         f: impl FnOnce(&mut dyn BlockDevice, &mut DevCtx<'_>),
     ) {
         self.advance(ctx.now());
-        call_inner(
-            self.inner.as_mut(),
-            ctx,
-            &mut self.timers,
-            &mut self.done,
-            Some(self.held.token()),
-            f,
-        );
+        self.inner.call(ctx, Some(self.held.token()), f);
         let p = self.plan;
-        for i in 0..self.done.len() {
-            let tag = self.done[i];
+        for i in 0..self.inner.done.len() {
+            let tag = self.inner.done[i];
             let r = self.rng.random_range(0..PPM);
             if r < p.drop_ppm {
                 self.counts.dropped += 1;
@@ -349,7 +370,7 @@ impl Faulty {
                 ctx.complete(tag);
             }
         }
-        self.done.clear();
+        self.inner.done.clear();
     }
 }
 
@@ -402,23 +423,19 @@ pub enum NthFault {
 /// completion (counting from 1): the test-only faults of
 /// `--inject-fault drop-completion:N` and `duplicate-completion:N`.
 pub struct NthCompletion {
-    inner: Box<dyn BlockDevice>,
+    inner: Inner,
     nth: u64,
     fault: NthFault,
     seen: u64,
-    timers: Vec<(u64, u32)>,
-    done: Vec<ReqTag>,
 }
 
 impl NthCompletion {
     pub fn new(inner: Box<dyn BlockDevice>, nth: u64, fault: NthFault) -> Self {
         NthCompletion {
-            inner,
+            inner: Inner::new(inner),
             nth,
             fault,
             seen: 0,
-            timers: Vec::new(),
-            done: Vec::new(),
         }
     }
 
@@ -427,15 +444,8 @@ impl NthCompletion {
         ctx: &mut DevCtx<'_>,
         f: impl FnOnce(&mut dyn BlockDevice, &mut DevCtx<'_>),
     ) {
-        call_inner(
-            self.inner.as_mut(),
-            ctx,
-            &mut self.timers,
-            &mut self.done,
-            None,
-            f,
-        );
-        for tag in self.done.drain(..) {
+        self.inner.call(ctx, None, f);
+        for tag in self.inner.done.drain(..) {
             self.seen += 1;
             match (self.seen == self.nth, self.fault) {
                 (true, NthFault::Drop) => {}
@@ -464,14 +474,12 @@ impl BlockDevice for NthCompletion {
 
 /// The invariant harness around one device (see the module comment).
 pub struct Checked {
-    inner: Box<dyn BlockDevice>,
+    inner: Inner,
     name: String,
     /// At most this many requests held at once.
     bound: u32,
     /// Tags accepted and not completed.
     held: BTreeSet<u32>,
-    timers: Vec<(u64, u32)>,
-    done: Vec<ReqTag>,
 }
 
 impl Checked {
@@ -479,12 +487,10 @@ impl Checked {
     pub fn new(name: &str, tags: u32, inner: Box<dyn BlockDevice>) -> Self {
         let bound = inner.parallelism().map_or(tags, |p| p.min(tags));
         Checked {
-            inner,
+            inner: Inner::new(inner),
             name: name.to_string(),
             bound,
             held: BTreeSet::new(),
-            timers: Vec::new(),
-            done: Vec::new(),
         }
     }
 
@@ -493,15 +499,8 @@ impl Checked {
         ctx: &mut DevCtx<'_>,
         f: impl FnOnce(&mut dyn BlockDevice, &mut DevCtx<'_>),
     ) {
-        call_inner(
-            self.inner.as_mut(),
-            ctx,
-            &mut self.timers,
-            &mut self.done,
-            None,
-            f,
-        );
-        for tag in self.done.drain(..) {
+        self.inner.call(ctx, None, f);
+        for tag in self.inner.done.drain(..) {
             assert!(
                 self.held.remove(&tag.tag().0),
                 "invariant violated: device {} completed request tag {} which it does not hold \

@@ -4,7 +4,7 @@
 use blocksim_analysis::RunReport;
 use blocksim_sim::SimTime;
 
-use crate::device::{BlockDevice, DevCtx, DevRequest, ReqTag};
+use crate::device::{BlockDevice, DevCtx, DevRequest};
 
 pub use crate::faults::FaultPlan;
 
@@ -128,22 +128,18 @@ const MEMBER_DELAY_TOKEN: u32 = (1 << 24) - 1;
 /// [`Fault::DelayCompletion`]. Statistics and the in-flight gauge are the
 /// inner device's.
 pub(crate) struct DelayCompletions {
-    inner: Box<dyn BlockDevice>,
+    inner: crate::faults::Inner,
     delay_ns: u64,
     /// Completions held back (on the timer token the wrapper keeps).
     held: crate::faults::Held,
-    timers: Vec<(u64, u32)>,
-    done: Vec<ReqTag>,
 }
 
 impl DelayCompletions {
     fn new(inner: Box<dyn BlockDevice>, delay_ns: u64, token: u32) -> Self {
         DelayCompletions {
-            inner,
+            inner: crate::faults::Inner::new(inner),
             delay_ns,
             held: crate::faults::Held::new(token),
-            timers: Vec::new(),
-            done: Vec::new(),
         }
     }
 
@@ -154,18 +150,11 @@ impl DelayCompletions {
         ctx: &mut DevCtx<'_>,
         f: impl FnOnce(&mut dyn BlockDevice, &mut DevCtx<'_>),
     ) {
-        crate::faults::call_inner(
-            self.inner.as_mut(),
-            ctx,
-            &mut self.timers,
-            &mut self.done,
-            Some(self.held.token()),
-            f,
-        );
-        for i in 0..self.done.len() {
-            self.held.hold(ctx, self.delay_ns, self.done[i]);
+        self.inner.call(ctx, Some(self.held.token()), f);
+        for i in 0..self.inner.done.len() {
+            self.held.hold(ctx, self.delay_ns, self.inner.done[i]);
         }
-        self.done.clear();
+        self.inner.done.clear();
     }
 }
 

@@ -48,7 +48,7 @@ pub fn runs_as_program(sc: &Scenario, j: &JobConfig) -> bool {
         // The program runs pread (`pread_call`); the other synchronous
         // calls take the queued path.
         && j.sync_call == SyncCall::Pread
-        && find_target(sc, j).is_ok()
+        && find_target(sc, j).is_some()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,10 +102,8 @@ struct PGroup {
     dir: DDir,
     /// The "accounting" cell of the summary table.
     accounting: String,
-    /// The dm device the job goes through (its `dev_path`), if any.
-    dm_path: Option<String>,
-    /// Its name (`[dm] name`).
-    dm_name: Option<String>,
+    /// The dm device the job goes through, if any.
+    dm: Option<crate::dm::DmConfig>,
     /// The job's `filename`.
     filename: String,
     pmem: PmemConfig,
@@ -155,19 +153,15 @@ enum ProgTarget<'a> {
     Dm(&'a crate::dm::DmConfig, &'a PmemConfig),
 }
 
-fn find_target<'a>(s: &'a Scenario, job: &JobConfig) -> Result<ProgTarget<'a>, ModelError> {
+/// The device `job` targets, if it is a program's: a `[[pmem]]`, or the
+/// `[dm]` device over one.
+fn find_target<'a>(s: &'a Scenario, job: &JobConfig) -> Option<ProgTarget<'a>> {
     if let Some(p) = s.pmem.iter().find(|p| p.dev_path() == job.filename) {
-        return Ok(ProgTarget::Pmem(p));
+        return Some(ProgTarget::Pmem(p));
     }
-    if let Some(d) = s.dm.as_ref().filter(|d| d.dev_path() == job.filename) {
-        if let Some(p) = s.pmem.iter().find(|p| p.dev_path() == d.device) {
-            return Ok(ProgTarget::Dm(d, p));
-        }
-    }
-    Err(cfg_err(format!(
-        "job `{}`: filename = {:?} is neither a [[pmem]] device nor the [dm] device over one",
-        job.name, job.filename
-    )))
+    let d = s.dm.as_ref().filter(|d| d.dev_path() == job.filename)?;
+    let p = s.pmem.iter().find(|p| p.dev_path() == d.device)?;
+    Some(ProgTarget::Dm(d, p))
 }
 
 /// Nanoseconds of `[start, start + len_ns)` that fall inside the measured

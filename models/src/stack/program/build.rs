@@ -111,7 +111,7 @@ impl GroupBuild<'_> {
         dir: DDir,
     ) -> Result<(), ModelError> {
         let sc = self.input.sc;
-        let target = find_target(sc, jc)?;
+        let target = find_target(sc, jc).expect("a program job's target");
         if jc.logs.offset {
             return Err(cfg_err(format!(
                 "job `{}`: log_offset = 1 with psync on a pmem/dm target: offsets are not modelled there; drop log_offset",
@@ -165,12 +165,8 @@ impl GroupBuild<'_> {
                 ProgTarget::Pmem(_) => "none (iostat off)".to_string(),
                 ProgTarget::Dm(d, _) => d.accounting.clone(),
             },
-            dm_path: match target {
-                ProgTarget::Dm(d, _) => Some(d.dev_path()),
-                ProgTarget::Pmem(_) => None,
-            },
-            dm_name: match target {
-                ProgTarget::Dm(d, _) => Some(d.name.clone()),
+            dm: match target {
+                ProgTarget::Dm(d, _) => Some(d.clone()),
                 ProgTarget::Pmem(_) => None,
             },
             filename: jc.filename.clone(),

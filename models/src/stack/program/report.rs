@@ -226,12 +226,12 @@ impl Programs {
         let mut names = Vec::new();
         for (g, grp) in self.groups.iter().enumerate() {
             let ios: u64 = self.members(g).map(|j| j.ios).sum();
-            if let Some(path) = &grp.dm_path {
+            if let Some(d) = &grp.dm {
                 let r = dm.get_or_insert_with(|| DiskReport {
                     // fio names devices by their sysfs name: the first dm device is dm-0.
                     name: "dm-0".into(),
                     stats_kept: StatsKept::IosOnly,
-                    stats_note: format!("{path}; {NOT_SIMULATED}"),
+                    stats_note: format!("{}; {NOT_SIMULATED}", d.dev_path()),
                     ..DiskReport::default()
                 });
                 count(r, ios, grp.dir);
@@ -262,7 +262,13 @@ impl Programs {
             // The dm device first, its pmem as member (fio lists a device's
             // slaves after it).
             Some(mut d) => {
-                names.extend(self.groups.iter().filter_map(|g| g.dm_name.clone()).take(1));
+                names.extend(
+                    self.groups
+                        .iter()
+                        .filter_map(|g| g.dm.as_ref())
+                        .map(|d| d.name.clone())
+                        .take(1),
+                );
                 d.members = pmems;
                 vec![d]
             }
