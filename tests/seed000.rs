@@ -1,4 +1,4 @@
-//! Validation against seed 000 (bcache on a Corsair Nova) and mechanism tests
+//! Regression guard on seed 000's figures (bcache on a Corsair Nova) and mechanism tests
 //! of the asynchronous stack. Seed figures appear here, never in model code.
 
 use serde_json::Value;
