@@ -277,6 +277,11 @@ impl Layer for BcacheLayer {
         self.bc.check_invariants()
     }
 
+    /// A discard invalidates the range and goes on to the backing device.
+    fn discard_below(&self) -> Option<usize> {
+        Some(BACKING as usize)
+    }
+
     fn stats_kept(&self) -> (StatsKept, &'static str) {
         (StatsKept::None, BCACHE_NO_STATS)
     }
