@@ -273,3 +273,25 @@ fn fsync_through_md_and_dm() {
     assert_eq!(issued4(&out), [0, 64, 0, 15], "{out}");
     assert!(sync_avg_ns(&out) > 4e6, "{out}");
 }
+
+/// psync on pmem or dm over pmem runs as a program without a flush step:
+/// a sync there is refused, not dropped.
+#[test]
+fn fsync_with_psync_on_pmem_is_refused() {
+    let f = job("fsync.fio");
+    for target in ["/dev/pmem0", "/dev/mapper/linear"] {
+        let (out, err, code) = sim(&[
+            "run",
+            "scenarios/dm_inflight.toml",
+            "--job",
+            &f,
+            "--target",
+            target,
+        ]);
+        assert_eq!(code, 2, "{target}: {out}{err}");
+        assert!(
+            err.contains("job `fsync4`: fsync, fdatasync and end_fsync with psync on pmem/dm"),
+            "{err}"
+        );
+    }
+}
