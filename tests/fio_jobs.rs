@@ -278,7 +278,7 @@ fn fsync_through_md_and_dm() {
 /// a sync there is refused, not dropped.
 #[test]
 fn fsync_with_psync_on_pmem_is_refused() {
-    let f = job("fsync.fio");
+    let f = job("fsync-timed.fio");
     for target in ["/dev/pmem0", "/dev/mapper/linear"] {
         let (out, err, code) = sim(&[
             "run",
