@@ -277,6 +277,9 @@ const STAGE_CHANNEL: u32 = 1;
 const STAGE_LINK: u32 = 2;
 const STAGE_CHANNEL_START: u32 = 3;
 const STAGE_LINK_START: u32 = 4;
+/// A command that ends in the controller (flush, discard: placeholder
+/// until the FTL handles them) leaves it.
+const STAGE_CONTROLLER_DONE: u32 = 5;
 
 /// A timer token: the stage in bits 16.., the channel in bits 0..16 (at
 /// most 1024 channels). Tokens stay below 2^24 so that md can multiplex its
@@ -510,6 +513,11 @@ impl BlockDevice for Ssd {
                 self.link.push_ahead(leaves, id);
                 self.start_link(ctx);
             }
+            // Placeholder: a flush or a discard completes when the
+            // controller is done with it (no FTL or cache effect yet).
+            Dir::Flush | Dir::Discard => {
+                ctx.set_timer(leaves.since(now), token(STAGE_CONTROLLER_DONE, id.0));
+            }
         }
     }
 
@@ -565,6 +573,7 @@ impl BlockDevice for Ssd {
                 self.link.start_armed = false;
                 self.start_link(ctx);
             }
+            STAGE_CONTROLLER_DONE => self.finish(SlotId(index as u32), ctx),
             _ => unreachable!("bad ssd timer token {tok:#x}"),
         }
     }

@@ -21,6 +21,9 @@ pub(super) fn log_io(
             dir: match io.dir {
                 Dir::Read => blocksim_analysis::Dir::Read,
                 Dir::Write => blocksim_analysis::Dir::Write,
+                Dir::Discard => blocksim_analysis::Dir::Trim,
+                // fio logs no sync latencies.
+                Dir::Flush => return,
             },
             bs_bytes: io.sectors * 512,
             offset_bytes: (io.sector * 512).saturating_sub(file_start_bytes),
@@ -178,7 +181,11 @@ impl AsyncStack {
                 pid: 1000 + gi as u32,
                 read: dir_report(0),
                 write: dir_report(1),
-                trim: DirReport::default(),
+                trim: dir_report(2),
+                sync: SyncReport {
+                    total_ios: g.sync_ios,
+                    lat: LatencyHist::from_histogram(g.sync_lat.histogram()),
+                },
                 usr_cpu_pct: g.usr_ns as f64 * 100.0 / per_job_cpu,
                 sys_cpu_pct: g.sys_ns as f64 * 100.0 / per_job_cpu,
                 ctx: g.ctx_switches,
@@ -267,6 +274,8 @@ impl AsyncStack {
                 let dir = match e.dir {
                     Dir::Read => "read",
                     Dir::Write => "write",
+                    Dir::Discard => "trim",
+                    Dir::Flush => "sync",
                 };
                 notes.push(format!(
                     "fio: io_u error on file {}: Input/output error: {dir} offset={}, buflen={}",
