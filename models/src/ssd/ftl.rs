@@ -475,12 +475,6 @@ struct Die {
     closed: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stream {
-    Host,
-    Gc,
-}
-
 /// The FTL state.
 #[derive(Debug, Clone)]
 pub struct Ftl {
@@ -500,6 +494,8 @@ pub struct Ftl {
     gc_runs: u64,
     blocks_erased: u64,
     pages_trimmed: u64,
+    /// Scratch: the lpns one collect moves.
+    gc_lpns: Vec<u32>,
 }
 
 impl Ftl {
@@ -524,6 +520,7 @@ impl Ftl {
             gc_runs: 0,
             blocks_erased: 0,
             pages_trimmed: 0,
+            gc_lpns: Vec::new(),
         }
     }
 
@@ -537,6 +534,7 @@ impl Ftl {
 
     /// Bytes of mapping state allocated (maps, block metadata, die lists).
     pub fn state_bytes(&self) -> u64 {
+        let scratch = self.gc_lpns.capacity() * 4;
         let buckets: usize = self
             .die
             .iter()
@@ -546,7 +544,8 @@ impl Ftl {
             + self.p2l.capacity() * 4
             + self.blocks.capacity() * std::mem::size_of::<Block>()
             + self.die.capacity() * std::mem::size_of::<Die>()
-            + buckets) as u64
+            + buckets
+            + scratch) as u64
     }
 
     /// Whether the maps exist yet (first write, discard or preconditioning).
@@ -693,13 +692,47 @@ impl Ftl {
         }
     }
 
-    /// Program `lpn` at `die`'s write point of `stream`; returns the page.
-    fn program(&mut self, die: u32, stream: Stream, lpn: u32) -> u32 {
+    /// Program as many of `lpns` as fit in `die`'s GC write block, in
+    /// order, and map them; returns how many.
+    fn program_gc_run(&mut self, die: u32, lpns: &[u32]) -> usize {
         let d = &mut self.die[die as usize];
-        let wp = match stream {
-            Stream::Host => &mut d.host,
-            Stream::Gc => &mut d.gc,
-        };
+        if d.gc.block == NONE {
+            let b = d.free.pop_front().expect("a free block (the GC reserve)");
+            d.gc = WritePoint {
+                block: b,
+                next_page: 0,
+            };
+            self.blocks[b as usize].state = BlockState::Open;
+        }
+        let WritePoint { block, next_page } = d.gc;
+        let n = lpns.len().min((self.ppb - next_page) as usize);
+        let start = block * self.ppb + next_page;
+        let dst = &mut self.p2l[start as usize..start as usize + n];
+        dst.copy_from_slice(&lpns[..n]);
+        for (ppn, &lpn) in (start..).zip(&lpns[..n]) {
+            self.l2p[lpn as usize] = ppn;
+        }
+        let d = &mut self.die[die as usize];
+        d.gc.next_page += n as u32;
+        let full = d.gc.next_page == self.ppb;
+        if full {
+            d.gc = NO_WP;
+            d.closed += 1;
+        }
+        let blk = &mut self.blocks[block as usize];
+        blk.valid += n as u32;
+        if full {
+            blk.state = BlockState::Closed;
+            blk.modified = self.clock;
+            self.bucket_push(die, block);
+        }
+        n
+    }
+
+    /// Program `lpn` at `die`'s host write point; returns the page.
+    fn program(&mut self, die: u32, lpn: u32) -> u32 {
+        let d = &mut self.die[die as usize];
+        let wp = &mut d.host;
         if wp.block == NONE {
             let b = d.free.pop_front().expect("a free block (the GC reserve)");
             *wp = WritePoint {
@@ -744,7 +777,7 @@ impl Ftl {
         }
         self.clock += 1;
         self.host_pages += 1;
-        let ppn = self.program(die, Stream::Host, lpn as u32);
+        let ppn = self.program(die, lpn as u32);
         self.l2p[lpn as usize] = ppn;
     }
 
@@ -810,29 +843,29 @@ impl Ftl {
         self.die[die as usize].closed -= 1;
         let base = (victim * self.ppb) as usize;
         let end = base + self.ppb as usize;
-        // Warm the l2p entries of the pages to move (independent loads).
+        // Gather the valid pages' lpns; loading their l2p entries here
+        // (independent loads) warms the cache for the updates below.
+        let mut lpns = std::mem::take(&mut self.gc_lpns);
+        lpns.clear();
         let mut warm = 0u32;
         for i in base..end {
             let lpn = self.p2l[i];
             if lpn != UNMAPPED {
+                debug_assert_eq!(self.l2p[lpn as usize], i as u32);
                 warm ^= self.l2p[lpn as usize];
+                lpns.push(lpn);
             }
         }
         std::hint::black_box(warm);
+        self.p2l[base..end].fill(UNMAPPED);
+        let moved = lpns.len() as u32;
+        self.blocks[victim as usize].valid -= moved;
         let gc_first = self.die[die as usize].gc;
-        let mut moved = 0u32;
-        for i in base..end {
-            let lpn = self.p2l[i];
-            if lpn == UNMAPPED {
-                continue;
-            }
-            debug_assert_eq!(self.l2p[lpn as usize], i as u32);
-            self.p2l[i] = UNMAPPED;
-            self.blocks[victim as usize].valid -= 1;
-            let ppn = self.program(die, Stream::Gc, lpn);
-            self.l2p[lpn as usize] = ppn;
-            moved += 1;
+        let mut done = 0;
+        while done < lpns.len() {
+            done += self.program_gc_run(die, &lpns[done..]);
         }
+        self.gc_lpns = lpns;
         let blk = &mut self.blocks[victim as usize];
         assert_eq!(blk.valid, 0, "victim {victim} still has valid pages");
         blk.erases += 1;
