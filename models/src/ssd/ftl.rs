@@ -24,6 +24,13 @@
 //! `i` to die `i % dies` gives the static striping `channel = lpn %
 //! channels`.
 //!
+//! API: [`FtlParams::from_capacity`] / [`FtlParams::validate`] (errors name
+//! the scenario key), [`Ftl::new`]; per host page [`Ftl::read_die`],
+//! [`Ftl::write`] (after [`Ftl::has_space`]) or [`Ftl::write_collecting`],
+//! [`Ftl::trim`]; per die [`Ftl::gc_state`], [`Ftl::collect`],
+//! [`Ftl::free_blocks`]; [`Ftl::precondition`]; [`Ftl::counters`],
+//! [`Ftl::state_bytes`], [`Ftl::check_invariants`].
+//!
 //! Garbage collection, per die: [`Ftl::gc_state`] says `Foreground` when the
 //! die has fewer than `gc_threshold_blocks` free blocks (host writes that
 //! need a new block must wait for [`Ftl::collect`]) and `Background` below
