@@ -21,6 +21,8 @@ use blocksim_sim::{ComponentRng, SimTime, Slab, SlotId};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+pub mod ftl;
+
 #[cfg(test)]
 use crate::device::ReqTag;
 use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats};
