@@ -9,9 +9,9 @@
 //! submitter), 2 CPUs, 1 I/O per submitter plus the I/O in flight before the
 //! waiter starts.
 
-use blocksim_designs::check::inflight::InflightModel;
+use blocksim_designs::check::inflight::{InflightModel, ADMITTED_AFTER_DRAIN};
 use blocksim_designs::check::{self, CheckOptions, Engine, Model, Verdict};
-use blocksim_designs::inflight::{DesignKind, OrderingMode, Protocol};
+use blocksim_designs::inflight::{DesignKind, Faults, OrderingMode, Protocol};
 
 fn run(design: DesignKind, protocol: Protocol, ordering: OrderingMode) -> Verdict {
     run_threads(design, protocol, ordering, 3)
@@ -23,8 +23,20 @@ fn run_threads(
     ordering: OrderingMode,
     threads: usize,
 ) -> Verdict {
-    let model =
-        InflightModel::new(design, protocol, ordering, threads, 1, 2, true).expect("valid model");
+    run_faults(design, protocol, ordering, threads, Faults::default())
+}
+
+fn run_faults(
+    design: DesignKind,
+    protocol: Protocol,
+    ordering: OrderingMode,
+    threads: usize,
+    faults: Faults,
+) -> Verdict {
+    let model = InflightModel {
+        faults,
+        ..InflightModel::new(design, protocol, ordering, threads, 1, 2, true).expect("valid model")
+    };
     let opts = CheckOptions {
         engine: Engine::Loom,
         preemptions: 2,
@@ -34,10 +46,11 @@ fn run_threads(
     let start = std::time::Instant::now();
     let verdict = check::check(model, &opts);
     let label = format!(
-        "loom inflight {} {} {} threads {threads}",
+        "loom inflight {} {} {} threads {threads} faults {:?}",
         design.name(),
         protocol.name(),
-        ordering.name()
+        ordering.name(),
+        faults.names()
     );
     println!("{label}: {} ({:.2?})", verdict.summary(), start.elapsed());
     if let Verdict::Counterexample(c) = &verdict {
@@ -71,6 +84,18 @@ fn assert_found(design: DesignKind, protocol: Protocol, ordering: OrderingMode, 
 
 const NOT_VISIBLE: &str = "is not visible to it";
 const LOST: &str = "lost update";
+
+fn assert_fault_found(design: DesignKind, threads: usize, faults: Faults, invariant: &str) {
+    let what = format!("{design:?} faults {:?}", faults.names());
+    match run_faults(design, BlockThenDrain, ReleaseAcquire, threads, faults) {
+        Verdict::Counterexample(c) => assert!(
+            c.message.contains(invariant),
+            "{what}: expected '{invariant}', got '{}'",
+            c.message
+        ),
+        v => panic!("{what}: expected a counterexample, got {}", v.summary()),
+    }
+}
 
 use DesignKind::*;
 use OrderingMode::*;
@@ -174,4 +199,27 @@ fn counterexample_replays_from_loom_checkpoint() {
         again.steps.len()
     );
     assert!(check::replay(model, &opts, "{not json").is_err());
+}
+
+/// A submission that tests the suspend flag outside its SRCU read section
+/// can read it before suspend sets it and count itself after the waiter's
+/// drain: `synchronize_srcu` has no reader to wait for.
+#[test]
+fn flag_tested_outside_srcu_admits_after_drain_found() {
+    let faults = Faults {
+        no_srcu_read_section: true,
+        ..Faults::default()
+    };
+    assert_fault_found(PercpuNoPending, 3, faults, ADMITTED_AFTER_DRAIN);
+}
+
+/// A submission that never tests the suspend flag is admitted after the
+/// drain.
+#[test]
+fn flag_never_tested_admits_after_drain_found() {
+    let faults = Faults {
+        no_block_check: true,
+        ..Faults::default()
+    };
+    assert_fault_found(PercpuPendingIo, 3, faults, ADMITTED_AFTER_DRAIN);
 }

@@ -148,6 +148,58 @@ impl DesignKind {
     }
 }
 
+/// Deviations from the kernel's code: each is a known bug the model
+/// checkers must find (`tests/loom_inflight.rs`, `tests/shuttle_inflight.rs`).
+/// All `false` (the default) is the code the simulator runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// `start_io` tests `DMF_BLOCK_IO_FOR_SUSPEND` outside an SRCU read
+    /// section, so `synchronize_srcu` cannot wait for a submission that read
+    /// the flag before suspend set it: I/O is admitted after the drain.
+    pub no_srcu_read_section: bool,
+    /// `start_io` never tests `DMF_BLOCK_IO_FOR_SUSPEND` (inside its SRCU
+    /// section): suspend blocks nothing.
+    pub no_block_check: bool,
+}
+
+impl Faults {
+    /// Every fault by its CLI spelling, with a description.
+    pub const ALL: &'static [(&'static str, &'static str)] = &[
+        (
+            "no-srcu-read-section",
+            "start_io tests BLOCK_IO_FOR_SUSPEND outside an SRCU read section",
+        ),
+        (
+            "no-block-check",
+            "start_io never tests BLOCK_IO_FOR_SUSPEND",
+        ),
+    ];
+
+    /// The faults named in `names` (CLI spellings); the unknown name on error.
+    pub fn from_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Self, &'a str> {
+        let mut f = Faults::default();
+        for name in names {
+            match name {
+                "no-srcu-read-section" => f.no_srcu_read_section = true,
+                "no-block-check" => f.no_block_check = true,
+                other => return Err(other),
+            }
+        }
+        Ok(f)
+    }
+
+    /// The CLI spellings of the faults set, in [`Faults::ALL`] order.
+    pub fn names(&self) -> Vec<&'static str> {
+        let set = [self.no_srcu_read_section, self.no_block_check];
+        Self::ALL
+            .iter()
+            .zip(set)
+            .filter(|(_, on)| *on)
+            .map(|((name, _), _)| *name)
+            .collect()
+    }
+}
+
 /// Construction options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InflightOptions {
@@ -193,6 +245,7 @@ struct CpuStats<B: Backend> {
 /// One accounting instance (a dm device over pmem, or pmem alone).
 pub struct Inflight<B: Backend> {
     opts: InflightOptions,
+    faults: Faults,
     md: Md<B>,
     /// part0 `stamp` (same line as its in_flight).
     part0_stamp: B::AtomicU64,
@@ -224,11 +277,19 @@ impl<B: Backend> Inflight<B> {
         LINE_FIXED + 3 * cpus as u32
     }
 
-    /// Builds an instance; all counters start at 0.
+    /// Builds an instance running the kernel's code; all counters start at 0.
     ///
     /// # Panics
     /// If `cpus` is 0.
     pub fn new(opts: InflightOptions) -> Self {
+        Self::with_faults(opts, Faults::default())
+    }
+
+    /// Builds an instance with known-bad deviations switched in.
+    ///
+    /// # Panics
+    /// If `cpus` is 0.
+    pub fn with_faults(opts: InflightOptions, faults: Faults) -> Self {
         assert!(opts.cpus > 0, "Inflight needs at least one CPU");
         let base = opts.line_base;
         let cpus = opts.cpus as u32;
@@ -272,6 +333,7 @@ impl<B: Backend> Inflight<B> {
             .collect();
         Self {
             opts,
+            faults,
             md,
             part0_stamp: B::AtomicU64::new_named(u64::MAX, l(LINE_PART0), "stamp"),
             part0_in_flight: [
@@ -286,6 +348,11 @@ impl<B: Backend> Inflight<B> {
     /// The options this instance was built with.
     pub fn options(&self) -> &InflightOptions {
         &self.opts
+    }
+
+    /// The known-bad deviations this instance runs (none by default).
+    pub fn faults(&self) -> Faults {
+        self.faults
     }
 
     /// Readable name of one of this instance's lines (None if not ours).
@@ -327,12 +394,18 @@ impl<B: Backend> Inflight<B> {
     pub fn start_io(&self, cpu: usize, dir: Dir) -> bool {
         let stats = self.cpu(cpu);
         let design = self.opts.design;
-        if design.has_dm() {
+        let srcu = design.has_dm() && !self.faults.no_srcu_read_section;
+        if srcu {
             self.srcu_read_lock(cpu);
-            if self.md.block_io.load(Ordering::Relaxed) {
+        }
+        if design.has_dm()
+            && !self.faults.no_block_check
+            && self.md.block_io.load(Ordering::Relaxed)
+        {
+            if srcu {
                 self.srcu_read_unlock(cpu);
-                return false;
             }
+            return false;
         }
         // generic_start_io_acct
         self.io_ticks(cpu);
@@ -361,7 +434,7 @@ impl<B: Backend> Inflight<B> {
             }
             DesignKind::PercpuNoPending | DesignKind::PmemShared | DesignKind::PmemPercpu => {}
         }
-        if design.has_dm() {
+        if srcu {
             self.srcu_read_unlock(cpu);
         }
         true

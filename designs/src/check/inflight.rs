@@ -9,29 +9,39 @@
 //!   submitter has finished);
 //! * `submitter-k` (threads - 2 of them) each submit `ios` I/Os on CPU
 //!   `(k + j) % cpus` and complete them on the next CPU (an I/O submitted on
-//!   one CPU and completed on another);
+//!   one CPU and completed on another); between `start_io` returning and
+//!   the I/O being issued (marked in flight) it looks at its `dm_io` (a
+//!   load: a scheduling point in that window);
 //! * `waiter` runs `wait_for_idle` with the chosen protocol.
 //!
-//! Invariants checked when the waiter returns:
+//! Ghost state (a plain `std` mutex, outside the checked memory model,
+//! updated in execution order: loom and shuttle run one model thread at a
+//! time) keeps each I/O's state (admitted when `start_io` returned true,
+//! in flight once issued, ended at the start of `end_io`, or deferred) and
+//! the order of the events "I/O k admitted" and "waiter returned".
 //!
-//! 1. *drained*: P (and, under block-then-drain, every admitted I/O) has
-//!    reached its completion. Ghost state (a plain `std` mutex, outside the
-//!    checked memory model, in execution order) marks an I/O in flight from
-//!    the end of `start_io` to the start of `end_io`.
-//! 2. *tail visible*: the I/O's last write to its own state (its `end_io`
-//!    tail, "dm_io freed") is visible to the waiter: a relaxed load of the
-//!    I/O's state cell must read FREED. Without release/acquire this fails.
-//! 3. *no lost update*: once every worker has finished (the waiter learns it
-//!    through an acquire load of a `workers_done` counter), the count must be
-//!    0; a waiter that would otherwise sleep forever is reported. main also
-//!    checks the count is 0 after joining everyone.
+//! Invariants:
+//!
+//! 1. *drained* (when the waiter returns): P (and, under block-then-drain,
+//!    every I/O admitted so far) has reached its completion.
+//! 2. *tail visible* (when the waiter returns): the I/O's last write to its
+//!    own state (its `end_io` tail, "dm_io freed") is visible to the waiter:
+//!    a relaxed load of the I/O's state cell must read FREED. Without
+//!    release/acquire this fails.
+//! 3. *nothing admitted after the drain* (block-then-drain, every admission):
+//!    no `start_io` returns true after `wait_for_idle` returned; a naive wait
+//!    promises nothing about new I/O.
+//! 4. *no lost update*: once every worker has finished (the waiter learns it
+//!    through an acquire load of a `workers_done` counter), a count that
+//!    still reads non-zero is reported ("would sleep forever"); main checks
+//!    the count is 0 after joining everyone.
 
-use std::sync::{Arc, Mutex as StdMutex};
+use std::sync::{Arc, Mutex as StdMutex, MutexGuard};
 
 use super::{fail, note, Model};
 use crate::backend::{AtomicU64Cell, Backend, JoinCell, LineId, Ordering};
 use crate::inflight::{
-    DesignKind, Dir, Inflight, InflightOptions, OrderingMode, Protocol, WaitOutcome,
+    DesignKind, Dir, Faults, Inflight, InflightOptions, OrderingMode, Protocol, WaitOutcome,
 };
 
 /// State value of an I/O's own state cell: allocated and live.
@@ -68,17 +78,41 @@ pub struct InflightModel {
     /// The completer waits until every submitter has finished before it
     /// completes P, so P stays in flight across all submissions (a larger
     /// race window for randomised schedulers; loom explores every order
-    /// anyway, so its suites leave this off).
+    /// anyway, so its suites leave this off). It keeps the waiter from
+    /// returning before every submission, so invariant 3 cannot fail with
+    /// it: scenarios for that leave it off.
     pub hold_first_io: bool,
+    /// Known-bad deviations switched into the design (none by default).
+    pub faults: Faults,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ghost {
     NotStarted,
+    /// `start_io` returned true; not issued yet.
+    Admitted,
     InFlight,
     Ended,
     Deferred,
 }
+
+/// Ghost events, in execution order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Event {
+    Admitted(usize),
+    WaiterReturned,
+}
+
+/// Ghost state of one execution.
+struct GhostState {
+    ios: Vec<Ghost>,
+    events: Vec<Event>,
+}
+
+type GhostCell = StdMutex<GhostState>;
+
+/// Message of invariant 3.
+pub const ADMITTED_AFTER_DRAIN: &str = "admitted after wait_for_idle returned";
 
 impl InflightModel {
     /// Validates the parameters (`loom` limits spawned threads to 4).
@@ -116,6 +150,7 @@ impl InflightModel {
             ios,
             cpus,
             hold_first_io: false,
+            faults: Faults::default(),
         })
     }
 
@@ -141,18 +176,40 @@ impl InflightModel {
     }
 }
 
-fn set(ghost: &StdMutex<Vec<Ghost>>, io: usize, state: Ghost) {
+fn lock(ghost: &GhostCell) -> MutexGuard<'_, GhostState> {
     match ghost.lock() {
-        Ok(mut g) => g[io] = state,
-        Err(p) => p.into_inner()[io] = state,
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
     }
 }
 
-fn snapshot(ghost: &StdMutex<Vec<Ghost>>) -> Vec<Ghost> {
-    match ghost.lock() {
-        Ok(g) => g.clone(),
-        Err(p) => p.into_inner().clone(),
+fn set(ghost: &GhostCell, io: usize, state: Ghost) {
+    lock(ghost).ios[io] = state;
+}
+
+/// Records that `start_io` returned true for `io`; under a protocol that
+/// blocks new I/O, fails if the waiter has already returned (invariant 3).
+fn admitted<B: Backend>(ghost: &GhostCell, io: usize, protocol: Protocol) {
+    let returned = {
+        let mut g = lock(ghost);
+        g.ios[io] = Ghost::Admitted;
+        g.events.push(Event::Admitted(io));
+        g.events.contains(&Event::WaiterReturned)
+    };
+    note::<B>(format!("start_io returned true: I/O {io} admitted"));
+    if returned && protocol == Protocol::BlockThenDrain {
+        fail::<B>(format!(
+            "I/O {io} {ADMITTED_AFTER_DRAIN}: suspend let new I/O in after its drain \
+             (start_io returned true after the waiter's return)"
+        ));
     }
+}
+
+/// Records the waiter's return; returns the I/O states at that instant.
+fn waiter_returned(ghost: &GhostCell) -> Vec<Ghost> {
+    let mut g = lock(ghost);
+    g.events.push(Event::WaiterReturned);
+    g.ios.clone()
 }
 
 fn signed(v: u64) -> i64 {
@@ -161,7 +218,7 @@ fn signed(v: u64) -> i64 {
 
 impl Model for InflightModel {
     fn run<B: Backend>(&self) {
-        let design = Arc::new(Inflight::<B>::new(self.options()));
+        let design = Arc::new(Inflight::<B>::with_faults(self.options(), self.faults));
         let n_ios = self.io_count();
         let lines = self.design_lines();
         let io_state: Arc<Vec<B::AtomicU64>> = Arc::new(
@@ -175,11 +232,15 @@ impl Model for InflightModel {
             LineId(lines + n_ios as u32),
             "workers_done",
         ));
-        let ghost = Arc::new(StdMutex::new(vec![Ghost::NotStarted; n_ios]));
+        let ghost = Arc::new(StdMutex::new(GhostState {
+            ios: vec![Ghost::NotStarted; n_ios],
+            events: Vec::with_capacity(n_ios + 1),
+        }));
 
         // P: submitted before any other thread exists.
         note::<B>("submit I/O 0 on cpu0 (before the other threads start)");
         assert!(design.start_io(0, Dir::Read), "nothing blocks I/O yet");
+        admitted::<B>(&ghost, 0, self.protocol);
         set(&ghost, 0, Ghost::InFlight);
 
         let waiter = {
@@ -200,17 +261,20 @@ impl Model for InflightModel {
                         signed(count)
                     ));
                 }
-                let states = snapshot(&ghost);
+                let states = waiter_returned(&ghost);
+                note::<B>("waiter returned");
                 let must_drain: Vec<usize> = match protocol {
                     // Only P is known to have started before the wait began.
                     Protocol::Naive => vec![0],
                     // Suspend must drain every I/O it admitted.
                     Protocol::BlockThenDrain => (0..states.len())
-                        .filter(|&i| matches!(states[i], Ghost::InFlight | Ghost::Ended))
+                        .filter(|&i| {
+                            matches!(states[i], Ghost::Admitted | Ghost::InFlight | Ghost::Ended)
+                        })
                         .collect(),
                 };
                 for &i in &must_drain {
-                    if states[i] == Ghost::InFlight {
+                    if matches!(states[i], Ghost::Admitted | Ghost::InFlight) {
                         fail::<B>(format!(
                             "waiter returned (in-flight count read 0) while I/O {i} is still in flight"
                         ));
@@ -256,12 +320,16 @@ impl Model for InflightModel {
                     Arc::clone(&done),
                     Arc::clone(&ghost),
                 );
-                let (ios, cpus) = (self.ios, self.cpus);
+                let (ios, cpus, protocol) = (self.ios, self.cpus, self.protocol);
                 B::spawn(&format!("submitter-{k}"), move || {
                     for j in 0..ios {
                         let io = 1 + k * ios + j;
                         let cpu = (k + j) % cpus;
                         if design.start_io(cpu, Dir::Read) {
+                            admitted::<B>(&ghost, io, protocol);
+                            // Looks at its dm_io before issuing it: a
+                            // scheduling point between admission and issue.
+                            io_state[io].load(Ordering::Relaxed);
                             set(&ghost, io, Ghost::InFlight);
                             set(&ghost, io, Ghost::Ended);
                             design.end_io((cpu + 1) % cpus, Dir::Read, || {
