@@ -10,7 +10,7 @@
 //! waiter starts.
 
 use blocksim_designs::check::inflight::{InflightModel, ADMITTED_AFTER_DRAIN};
-use blocksim_designs::check::{self, CheckOptions, Engine, Model, Verdict};
+use blocksim_designs::check::{self, CheckOptions, Engine, Model, Verdict, LOST_WAKEUP};
 use blocksim_designs::inflight::{DesignKind, Faults, OrderingMode, Protocol};
 
 fn run(design: DesignKind, protocol: Protocol, ordering: OrderingMode) -> Verdict {
@@ -222,4 +222,28 @@ fn flag_never_tested_admits_after_drain_found() {
         ..Faults::default()
     };
     assert_fault_found(PercpuPendingIo, 3, faults, ADMITTED_AFTER_DRAIN);
+}
+
+/// `wq_has_sleeper` without its `smp_mb`: the completion reads no sleeper
+/// while the waiter, queued, reads the count from before the decrement
+/// (store buffering, which loom's weak-memory model allows); the waiter
+/// sleeps and nobody wakes it.
+#[test]
+fn sleeper_check_without_barrier_lost_wakeup_found() {
+    for design in [PercpuNoPending, PercpuPendingIo] {
+        let faults = Faults {
+            no_sleeper_barrier: true,
+            ..Faults::default()
+        };
+        assert_fault_found(design, 3, faults, LOST_WAKEUP);
+    }
+}
+
+#[test]
+fn completion_never_waking_lost_wakeup_found() {
+    let faults = Faults {
+        no_completion_wake: true,
+        ..Faults::default()
+    };
+    assert_fault_found(PercpuPendingIo, 3, faults, LOST_WAKEUP);
 }

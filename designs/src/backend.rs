@@ -85,6 +85,37 @@ pub trait RwLockCell<T>: Send + Sync {
     fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R;
 }
 
+/// A wait queue with one sleeping task's state (`wait_queue_head_t` plus the
+/// waiter's `task->state`): [`WaitQueueCell::prepare`] is
+/// `prepare_to_wait`'s `set_current_state(TASK_UNINTERRUPTIBLE)`,
+/// [`WaitQueueCell::sleep`] is `schedule()` (it returns at once if a wake
+/// came since the last `prepare`, else blocks until one does), and
+/// [`WaitQueueCell::wake`] is `wake_up`'s `try_to_wake_up` (a wake before
+/// the next `prepare` is lost, as in the kernel: the waiter re-checks its
+/// condition after `prepare`). `prepare` and `wake` are ordered with each
+/// other as the queue's spinlock orders them (an acquire-release
+/// read-modify-write on the task state); neither orders anything else, so
+/// the barrier the caller needs between queueing itself and re-checking its
+/// condition (`set_current_state`'s `smp_mb`, `wq_has_sleeper`'s) stays the
+/// caller's.
+///
+/// Under the model checkers a sleeper that nobody can wake any more is
+/// reported (see `check`); the single-threaded backends
+/// ([`SerialBackend`], the traced backend) record no access for it (a wake
+/// costs the simulator nothing it did not cost before) and panic if a
+/// sleep would block.
+pub trait WaitQueueCell: Send + Sync + 'static {
+    fn new_on_line(line: LineId) -> Self;
+    /// `set_current_state(TASK_UNINTERRUPTIBLE)`: forget earlier wakes.
+    fn prepare(&self);
+    /// True if a wake came since the last `prepare` (does not block).
+    fn woken(&self) -> bool;
+    /// `schedule()`: returns once a wake came since the last `prepare`.
+    fn sleep(&self);
+    /// `try_to_wake_up` of the queued task.
+    fn wake(&self);
+}
+
 /// A handle to a thread spawned with [`Backend::spawn`].
 pub trait JoinCell<T> {
     /// Waits for the thread; a panic in the thread is resumed in the caller.
@@ -108,6 +139,7 @@ pub trait Backend: Send + Sync + 'static {
     type Mutex<T: Send + 'static>: MutexCell<T>;
     type RwLock<T: Send + Sync + 'static>: RwLockCell<T>;
     type Join<T: Send + 'static>: JoinCell<T>;
+    type WaitQueue: WaitQueueCell;
     /// Memory fence (`smp_mb`, `smp_wmb`, `smp_rmb` map to fences of the
     /// corresponding ordering).
     fn fence(order: Ordering);
@@ -242,6 +274,129 @@ impl_cells!(
     shuttle::sync::atomic::AtomicBool
 );
 
+/// A wait queue's task state after `prepare` (not woken yet).
+const TASK_SLEEPING: bool = false;
+
+macro_rules! impl_spin_wait_queue {
+    ($name:ident, $bool:ty, $yield:expr, $doc:literal) => {
+        #[doc = $doc]
+        pub struct $name {
+            /// true: running (woken since the last prepare).
+            woken: $bool,
+        }
+        impl WaitQueueCell for $name {
+            fn new_on_line(_line: LineId) -> Self {
+                Self {
+                    woken: <$bool>::new(true),
+                }
+            }
+            fn prepare(&self) {
+                self.woken.swap(TASK_SLEEPING, Ordering::AcqRel);
+            }
+            fn woken(&self) -> bool {
+                // A read-modify-write reads the latest wake, as the
+                // scheduler's runqueue lock would.
+                self.woken.fetch_or(false, Ordering::AcqRel)
+            }
+            fn sleep(&self) {
+                while !self.woken() {
+                    $yield;
+                }
+            }
+            fn wake(&self) {
+                self.woken.swap(true, Ordering::AcqRel);
+            }
+        }
+    };
+}
+
+impl_spin_wait_queue!(
+    LoomWaitQueue,
+    loom::sync::atomic::AtomicBool,
+    loom::thread::yield_now(),
+    "A [`LoomBackend`] wait queue: a sleeper yields until woken (loom sees a spin; the check harness reports a sleeper nobody can wake)."
+);
+impl_spin_wait_queue!(
+    ShuttleWaitQueue,
+    shuttle::sync::atomic::AtomicBool,
+    shuttle::thread::yield_now(),
+    "A [`ShuttleBackend`] wait queue: a sleeper yields until woken."
+);
+
+/// A [`StdBackend`] wait queue: a mutex-protected wake flag and a condvar.
+pub struct StdWaitQueue {
+    woken: StdMutex<bool>,
+    cond: std::sync::Condvar,
+}
+
+impl StdWaitQueue {
+    fn state(&self) -> std::sync::MutexGuard<'_, bool> {
+        match self.woken.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+}
+
+impl WaitQueueCell for StdWaitQueue {
+    fn new_on_line(_line: LineId) -> Self {
+        Self {
+            woken: StdMutex::new(true),
+            cond: std::sync::Condvar::new(),
+        }
+    }
+    fn prepare(&self) {
+        *self.state() = TASK_SLEEPING;
+    }
+    fn woken(&self) -> bool {
+        *self.state()
+    }
+    fn sleep(&self) {
+        let mut woken = self.state();
+        while !*woken {
+            woken = match self.cond.wait(woken) {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+        }
+    }
+    fn wake(&self) {
+        *self.state() = true;
+        self.cond.notify_all();
+    }
+}
+
+/// The wait queue of the single-threaded backends ([`SerialBackend`], the
+/// traced backend): no access is recorded, and a sleep that would block
+/// panics (nothing else runs that could wake it).
+#[derive(Debug)]
+pub struct RanWaitQueue {
+    woken: std::sync::atomic::AtomicBool,
+}
+
+impl WaitQueueCell for RanWaitQueue {
+    fn new_on_line(_line: LineId) -> Self {
+        Self {
+            woken: std::sync::atomic::AtomicBool::new(true),
+        }
+    }
+    fn prepare(&self) {
+        self.woken.store(TASK_SLEEPING, Ordering::Relaxed);
+    }
+    fn woken(&self) -> bool {
+        self.woken.load(Ordering::Relaxed)
+    }
+    fn sleep(&self) {
+        assert!(
+            self.woken(),
+            "a waiter slept in a single-threaded run: nothing else runs that could wake it"
+        );
+    }
+    fn wake(&self) {
+        self.woken.store(true, Ordering::Relaxed);
+    }
+}
+
 /// `std::sync` primitives.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StdBackend;
@@ -249,6 +404,7 @@ impl Backend for StdBackend {
     type Mutex<T: Send + 'static> = StdMutex<T>;
     type RwLock<T: Send + Sync + 'static> = StdRwLock<T>;
     type Join<T: Send + 'static> = StdJoin<T>;
+    type WaitQueue = StdWaitQueue;
     type AtomicU64 = std::sync::atomic::AtomicU64;
     type AtomicBool = std::sync::atomic::AtomicBool;
     fn fence(order: Ordering) {
@@ -279,6 +435,7 @@ impl Backend for LoomBackend {
     type Mutex<T: Send + 'static> = LoomMutex<T>;
     type RwLock<T: Send + Sync + 'static> = LoomRwLock<T>;
     type Join<T: Send + 'static> = LoomJoin<T>;
+    type WaitQueue = LoomWaitQueue;
     type AtomicU64 = loom::sync::atomic::AtomicU64;
     type AtomicBool = loom::sync::atomic::AtomicBool;
     fn fence(order: Ordering) {
@@ -309,6 +466,7 @@ impl Backend for ShuttleBackend {
     type Mutex<T: Send + 'static> = ShuttleMutex<T>;
     type RwLock<T: Send + Sync + 'static> = ShuttleRwLock<T>;
     type Join<T: Send + 'static> = ShuttleJoin<T>;
+    type WaitQueue = ShuttleWaitQueue;
     type AtomicU64 = shuttle::sync::atomic::AtomicU64;
     type AtomicBool = shuttle::sync::atomic::AtomicBool;
     fn fence(order: Ordering) {
@@ -431,6 +589,7 @@ impl Backend for SerialBackend {
     type Mutex<T: Send + 'static> = StdMutex<T>;
     type RwLock<T: Send + Sync + 'static> = StdRwLock<T>;
     type Join<T: Send + 'static> = RanJoin<T>;
+    type WaitQueue = RanWaitQueue;
 
     fn fence(order: Ordering) {
         std::sync::atomic::compiler_fence(order)
@@ -475,6 +634,25 @@ mod tests {
         );
         assert_eq!(c.load(Ordering::Acquire), 9);
         assert_eq!(SerialBackend::spawn("t", || 4).join(), 4);
+    }
+
+    #[test]
+    fn serial_wait_queue_keeps_a_wake_until_prepare() {
+        let q = RanWaitQueue::new_on_line(LineId(0));
+        q.prepare();
+        assert!(!q.woken());
+        q.wake();
+        q.sleep(); // woken since prepare: returns
+        q.prepare();
+        assert!(!q.woken(), "prepare forgets the earlier wake");
+    }
+
+    #[test]
+    #[should_panic(expected = "nothing else runs that could wake it")]
+    fn serial_sleep_without_wake_panics() {
+        let q = RanWaitQueue::new_on_line(LineId(0));
+        q.prepare();
+        q.sleep();
     }
 
     #[test]

@@ -27,11 +27,15 @@
 //! suspend still waited on `md->pending` (what `shared` checks); here the
 //! waiter sums the per-CPU counters, the reader the per-CPU patch introduced.
 //!
-//! Protocols ([`Protocol`]): `naive` polls the count until it reads 0;
+//! Protocols ([`Protocol`]): `naive` waits until the count reads 0;
 //! `block-then-drain` is dm's suspend: set `DMF_BLOCK_IO_FOR_SUSPEND`,
 //! `synchronize_srcu(&md->io_barrier)` (submissions run inside an SRCU read
-//! section and check the flag there), then poll. The pmem designs have no dm
-//! layer and only support `naive`.
+//! section and check the flag there), then wait. With a dm layer the waiter
+//! sleeps on `md->wait` (the backend's wait queue) as
+//! `dm_wait_for_completion` does, and completions wake it (`wake_up` when
+//! `md->pending` reaches 0 before 5.0, `wq_has_sleeper` + `wake_up` since).
+//! The pmem designs have no dm layer, only support `naive`, and poll.
+//! [`Faults`] switches in known-bad deviations for the checkers.
 //!
 //! Orderings ([`OrderingMode`]): the I/O's last use of its state (the `tail`
 //! closure of [`Inflight::end_io`]: accounting done, `dm_io` freed) runs
@@ -43,7 +47,7 @@
 
 use std::sync::atomic::AtomicU64 as UntracedU64;
 
-use crate::backend::{AtomicBoolCell, AtomicU64Cell, Backend, LineId, Ordering};
+use crate::backend::{AtomicBoolCell, AtomicU64Cell, Backend, LineId, Ordering, WaitQueueCell};
 
 /// Data direction (`rw` index of the kernel's `in_flight[2]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -160,6 +164,12 @@ pub struct Faults {
     /// `start_io` never tests `DMF_BLOCK_IO_FOR_SUSPEND` (inside its SRCU
     /// section): suspend blocks nothing.
     pub no_block_check: bool,
+    /// `wq_has_sleeper` without its `smp_mb` (the 5.0 and 5.18
+    /// completions): store buffering lets the completion miss the queued
+    /// waiter while the waiter misses the decrement (a lost wake-up).
+    pub no_sleeper_barrier: bool,
+    /// The 5.18 completion (`dm_io_dec_pending`) never wakes `md->wait`.
+    pub no_completion_wake: bool,
 }
 
 impl Faults {
@@ -173,6 +183,14 @@ impl Faults {
             "no-block-check",
             "start_io never tests BLOCK_IO_FOR_SUSPEND",
         ),
+        (
+            "no-sleeper-barrier",
+            "wq_has_sleeper without its smp_mb (5.0, 5.18 completions)",
+        ),
+        (
+            "no-completion-wake",
+            "the 5.18 completion never wakes md->wait",
+        ),
     ];
 
     /// The faults named in `names` (CLI spellings); the unknown name on error.
@@ -182,6 +200,8 @@ impl Faults {
             match name {
                 "no-srcu-read-section" => f.no_srcu_read_section = true,
                 "no-block-check" => f.no_block_check = true,
+                "no-sleeper-barrier" => f.no_sleeper_barrier = true,
+                "no-completion-wake" => f.no_completion_wake = true,
                 other => return Err(other),
             }
         }
@@ -190,7 +210,12 @@ impl Faults {
 
     /// The CLI spellings of the faults set, in [`Faults::ALL`] order.
     pub fn names(&self) -> Vec<&'static str> {
-        let set = [self.no_srcu_read_section, self.no_block_check];
+        let set = [
+            self.no_srcu_read_section,
+            self.no_block_check,
+            self.no_sleeper_barrier,
+            self.no_completion_wake,
+        ];
         Self::ALL
             .iter()
             .zip(set)
@@ -229,6 +254,8 @@ struct Md<B: Backend> {
     wait_sleepers: B::AtomicU64,
     /// ... and the waitqueue spinlock that wake_up takes (same line).
     wait_lock: B::AtomicU64,
+    /// The waiter's task state on md->wait (records no access when traced).
+    wq: B::WaitQueue,
     /// Per-CPU SRCU counts of md->io_barrier: (lock, unlock), one line per CPU.
     srcu: Vec<[B::AtomicU64; 2]>,
     /// Per-CPU md->pending_io (5.18), one line per CPU.
@@ -262,6 +289,16 @@ const LINE_MD_PENDING: u32 = 1;
 const LINE_MD_WAIT: u32 = 2;
 const LINE_PART0: u32 = 3;
 const LINE_FIXED: u32 = 4;
+
+/// Ordering of the kernel's value-returning atomics on `md->pending`
+/// (`atomic_inc_return`, `atomic_dec_return`): fully ordered, an `smp_mb`
+/// on each side (Documentation/memory-barriers.txt, "atomic operations
+/// that return a value"). On x86 that is the `lock` prefix the traced
+/// backend already prices as a read-modify-write, so the simulated cost is
+/// the same as a relaxed one's. It matters to the checkers: the last
+/// completion's wake-up carries every earlier completion's decrement to the
+/// woken waiter through this chain of read-modify-writes.
+const ATOMIC_RMW_ORDERING: Ordering = Ordering::SeqCst;
 
 fn new_u64<B: Backend>(line: LineId, field: &'static str) -> B::AtomicU64 {
     B::AtomicU64::new_named(0, line, field)
@@ -302,6 +339,7 @@ impl<B: Backend> Inflight<B> {
             ],
             wait_sleepers: new_u64::<B>(l(LINE_MD_WAIT), "sleepers"),
             wait_lock: new_u64::<B>(l(LINE_MD_WAIT), "lock"),
+            wq: B::WaitQueue::new_on_line(l(LINE_MD_WAIT)),
             srcu: (0..cpus)
                 .map(|c| {
                     let line = l(LINE_FIXED + cpus + c);
@@ -418,7 +456,8 @@ impl<B: Backend> Inflight<B> {
         // dm start_io_acct
         match design {
             DesignKind::Shared => {
-                let pending = self.md.pending[dir.idx()].fetch_add(1, Ordering::Relaxed) + 1;
+                // atomic_inc_return: fully ordered (ATOMIC_RMW_ORDERING)
+                let pending = self.md.pending[dir.idx()].fetch_add(1, ATOMIC_RMW_ORDERING) + 1;
                 self.part0_in_flight[dir.idx()].store(pending, Ordering::Relaxed);
             }
             DesignKind::SharedLoadStore => {
@@ -427,7 +466,7 @@ impl<B: Backend> Inflight<B> {
                 self.part0_in_flight[dir.idx()].store(pending, Ordering::Relaxed);
             }
             DesignKind::Percpu => {
-                self.md.pending[dir.idx()].fetch_add(1, Ordering::Relaxed);
+                self.md.pending[dir.idx()].fetch_add(1, ATOMIC_RMW_ORDERING);
             }
             DesignKind::PercpuPendingIo => {
                 self.md.pending_io[cpu].cpu_local_add(1);
@@ -466,7 +505,8 @@ impl<B: Backend> Inflight<B> {
                     cell.store(v, Ordering::Relaxed);
                     v
                 } else {
-                    cell.fetch_sub(1, Ordering::Relaxed).wrapping_sub(1)
+                    // atomic_dec_return: fully ordered
+                    cell.fetch_sub(1, ATOMIC_RMW_ORDERING).wrapping_sub(1)
                 };
                 if design != DesignKind::Percpu {
                     self.part0_in_flight[dir.idx()].store(pending, Ordering::Relaxed);
@@ -480,7 +520,9 @@ impl<B: Backend> Inflight<B> {
             DesignKind::PercpuNoPending => self.wake_if_sleeper(),
             DesignKind::PercpuPendingIo => {
                 self.md.pending_io[cpu].cpu_local_add(u64::MAX);
-                self.wake_if_sleeper();
+                if !self.faults.no_completion_wake {
+                    self.wake_if_sleeper();
+                }
             }
             DesignKind::PmemShared | DesignKind::PmemPercpu => {}
         }
@@ -561,12 +603,20 @@ impl<B: Backend> Inflight<B> {
         }
     }
 
-    /// prepare_to_wait: queue on md->wait (visible to wq_has_sleeper).
+    /// prepare_to_wait: queue on md->wait (visible to wq_has_sleeper),
+    /// then set the task state with its full barrier.
     pub fn waiter_enter(&self) {
         if self.opts.design.has_dm() {
             self.md.wait_sleepers.fetch_add(1, Ordering::Relaxed);
-            B::fence(Ordering::SeqCst); // set_current_state
+            self.waiter_prepare();
         }
+    }
+
+    /// prepare_to_wait on a waiter already queued: set_current_state
+    /// (TASK_UNINTERRUPTIBLE) and its smp_mb, before the condition is read.
+    fn waiter_prepare(&self) {
+        self.md.wq.prepare();
+        B::fence(Ordering::SeqCst); // set_current_state
     }
 
     /// One check of the wait loop: true when the count reads 0.
@@ -584,8 +634,16 @@ impl<B: Backend> Inflight<B> {
         }
     }
 
-    /// The whole wait (checkers and real threads; the simulator calls the
-    /// pieces). `give_up` is asked after every non-zero poll.
+    /// The whole wait (checkers and real threads; the simulator never
+    /// waits). A design with a dm layer sleeps on `md->wait` as
+    /// `dm_wait_for_completion` does (prepare_to_wait, check, io_schedule,
+    /// until a completion wakes it); pmem alone has no wait queue and polls.
+    /// `give_up` is asked after every non-zero check: if it returns true
+    /// (the caller knows no I/O remains and has synchronised with them) and
+    /// the count still reads non-zero, the wait ends with
+    /// [`WaitOutcome::GaveUp`] (a count that can never reach 0); a count
+    /// that now reads 0 ends a poll, but a sleeper still sleeps until woken
+    /// (a wake that never comes is a lost wake-up, not a way out).
     pub fn wait_for_idle(
         &self,
         protocol: Protocol,
@@ -593,6 +651,7 @@ impl<B: Backend> Inflight<B> {
     ) -> WaitOutcome {
         self.suspend_begin(protocol);
         self.waiter_enter();
+        let sleeps = self.opts.design.has_dm();
         let outcome = loop {
             if self.waited_count(Ordering::Relaxed) == 0 {
                 break WaitOutcome::Idle;
@@ -600,13 +659,19 @@ impl<B: Backend> Inflight<B> {
             if give_up() {
                 // One more read after the caller's synchronisation.
                 let count = self.waited_count(Ordering::Relaxed);
-                break if count == 0 {
-                    WaitOutcome::Idle
-                } else {
-                    WaitOutcome::GaveUp { count }
-                };
+                if count != 0 {
+                    break WaitOutcome::GaveUp { count };
+                }
+                if !sleeps {
+                    break WaitOutcome::Idle;
+                }
             }
-            B::spin_yield(); // io_schedule
+            if sleeps {
+                self.md.wq.sleep(); // io_schedule
+                self.waiter_prepare();
+            } else {
+                B::spin_yield();
+            }
         };
         self.waiter_exit();
         outcome
@@ -674,10 +739,13 @@ impl<B: Backend> Inflight<B> {
     fn wake_up(&self) {
         // wake_up takes the waitqueue spinlock even with no sleeper
         self.md.wait_lock.fetch_add(1, Ordering::Relaxed);
+        self.md.wq.wake();
     }
 
     fn wake_if_sleeper(&self) {
-        B::fence(Ordering::SeqCst); // wq_has_sleeper: smp_mb
+        if !self.faults.no_sleeper_barrier {
+            B::fence(Ordering::SeqCst); // wq_has_sleeper: smp_mb
+        }
         if self.md.wait_sleepers.load(Ordering::Relaxed) > 0 {
             self.wake_up();
         }
@@ -715,6 +783,25 @@ mod tests {
                 d.wait_for_idle(Protocol::Naive, &mut || false),
                 WaitOutcome::Idle
             );
+        }
+    }
+
+    /// Real threads: the waiter sleeps on md->wait (StdBackend's condvar)
+    /// until the completion's wake_up; nothing else ends its sleep.
+    #[test]
+    fn std_waiter_sleeps_until_the_completion_wakes_it() {
+        for design in [DesignKind::Shared, DesignKind::PercpuPendingIo] {
+            let d = std::sync::Arc::new(Inflight::<StdBackend>::new(opts(design)));
+            assert!(d.start_io(0, Dir::Read));
+            let c = std::sync::Arc::clone(&d);
+            let completer = std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                c.end_io(1, Dir::Read, || {});
+            });
+            let outcome = d.wait_for_idle(Protocol::BlockThenDrain, &mut || false);
+            assert_eq!(outcome, WaitOutcome::Idle, "{design:?}");
+            assert_eq!(d.in_flight(), 0);
+            completer.join().unwrap();
         }
     }
 

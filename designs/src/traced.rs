@@ -34,7 +34,8 @@ use std::sync::atomic::{AtomicBool as StdAtomicBool, AtomicU64 as StdAtomicU64};
 use std::sync::{Mutex as StdMutex, RwLock as StdRwLock};
 
 use crate::backend::{
-    AtomicBoolCell, AtomicU64Cell, Backend, LineId, MutexCell, Ordering, RanJoin, RwLockCell,
+    AtomicBoolCell, AtomicU64Cell, Backend, LineId, MutexCell, Ordering, RanJoin, RanWaitQueue,
+    RwLockCell,
 };
 
 /// What an access does to its cache line.
@@ -296,6 +297,9 @@ impl Backend for TracedBackend {
     type Mutex<T: Send + 'static> = TracedMutex<T>;
     type RwLock<T: Send + Sync + 'static> = TracedRwLock<T>;
     type Join<T: Send + 'static> = RanJoin<T>;
+    /// Records no access: the design's own cells (`md->wait`'s counters)
+    /// carry the wait queue's cost.
+    type WaitQueue = RanWaitQueue;
 
     fn fence(order: Ordering) {
         if order == Ordering::SeqCst {

@@ -12,7 +12,8 @@
 //!   one CPU and completed on another); between `start_io` returning and
 //!   the I/O being issued (marked in flight) it looks at its `dm_io` (a
 //!   load: a scheduling point in that window);
-//! * `waiter` runs `wait_for_idle` with the chosen protocol.
+//! * `waiter` runs `wait_for_idle` with the chosen protocol; a design with a
+//!   dm layer sleeps on `md->wait` until a completion wakes it.
 //!
 //! Ghost state (a plain `std` mutex, outside the checked memory model,
 //! updated in execution order: loom and shuttle run one model thread at a
@@ -34,7 +35,12 @@
 //! 4. *no lost update*: once every worker has finished (the waiter learns it
 //!    through an acquire load of a `workers_done` counter), a count that
 //!    still reads non-zero is reported ("would sleep forever"); main checks
-//!    the count is 0 after joining everyone.
+//!    the count is 0 after joining the workers, before it joins the waiter.
+//! 5. *no lost wake-up*: a waiter asleep on `md->wait` when every other
+//!    thread has finished and main is joining it is reported
+//!    ([`super::LOST_WAKEUP`]): it would sleep forever though the count may
+//!    read 0. The wait queue is the backend's (`Backend::WaitQueue`); the
+//!    harness only knows which threads finished (ghost state).
 
 use std::sync::{Arc, Mutex as StdMutex, MutexGuard};
 
@@ -348,7 +354,8 @@ impl Model for InflightModel {
         for s in submitters {
             s.join();
         }
-        waiter.join();
+        // Before joining the waiter: a count stuck above 0 is a lost update,
+        // whatever the waiter is doing (asleep, it would be a hang too).
         let left = design.in_flight();
         if left != 0 {
             fail::<B>(format!(
@@ -356,6 +363,7 @@ impl Model for InflightModel {
                 signed(left)
             ));
         }
+        waiter.join();
     }
 
     fn line_name(&self, line: LineId) -> String {

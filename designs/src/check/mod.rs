@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 use crate::backend::{
     AtomicBoolCell, AtomicU64Cell, Backend, JoinCell, LineId, LoomBackend, MutexCell, Ordering,
-    RwLockCell, ShuttleBackend,
+    RwLockCell, ShuttleBackend, WaitQueueCell,
 };
 
 /// A concurrent scenario with its invariants.
@@ -318,7 +318,15 @@ thread_local! {
     static LOGGING: Cell<bool> = const { Cell::new(false) };
     static FAILURE: RefCell<Option<String>> = const { RefCell::new(None) };
     static EXECUTIONS: Cell<u64> = const { Cell::new(0) };
+    /// Ghost: spawned threads of this execution that have not finished.
+    static LIVE: Cell<u64> = const { Cell::new(0) };
+    /// Ghost: the thread the model's main thread is blocked joining.
+    static JOINING: RefCell<Option<String>> = const { RefCell::new(None) };
 }
+
+/// Message of a sleeper that nobody can wake any more (a hang, not a lost
+/// update: the sleeper would wait forever whatever the count says).
+pub const LOST_WAKEUP: &str = "lost wake-up: waiter sleeps, nobody will wake it";
 
 fn log_step<B: Backend>(op: &'static str, line: LineId, field: &'static str, value: StepValue) {
     if !LOGGING.with(Cell::get) {
@@ -410,6 +418,28 @@ fn begin_execution() {
     FAILURE.with(|f| *f.borrow_mut() = None);
     LOGGING.with(|l| l.set(true));
     EXECUTIONS.with(|e| e.set(e.get() + 1));
+    LIVE.with(|l| l.set(0));
+    JOINING.with(|j| *j.borrow_mut() = None);
+}
+
+/// True when nothing can wake the calling sleeper any more: every other
+/// spawned thread has finished and the main thread is blocked joining the
+/// caller. (A model's main thread only spawns, joins and checks; it wakes
+/// nobody.) Ghost state, outside the checked memory model: reading it adds
+/// no scheduling point and no ordering.
+fn nobody_can_wake<B: Backend>() -> bool {
+    let me = B::thread_name();
+    let others = LIVE.with(Cell::get) - u64::from(me.is_some());
+    others == 0 && me.is_some() && JOINING.with(|j| *j.borrow() == me)
+}
+
+/// Marks a spawned thread finished when its closure returns or unwinds.
+struct Finished;
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        LIVE.with(|l| l.set(l.get().saturating_sub(1)));
+    }
 }
 
 // ---------------------------------------------------------- logged backend
@@ -605,12 +635,65 @@ impl<B: Backend, T: Send + Sync + 'static> RwLockCell<T> for LoggedRwLock<B, T> 
     }
 }
 
-/// Join handle of a logged backend thread.
-pub struct LoggedJoin<B: Backend, T: Send + 'static>(B::Join<T>);
+/// Join handle of a logged backend thread (with the joined thread's name).
+pub struct LoggedJoin<B: Backend, T: Send + 'static>(B::Join<T>, String);
 
 impl<B: Backend, T: Send + 'static> JoinCell<T> for LoggedJoin<B, T> {
     fn join(self) -> T {
-        self.0.join()
+        let outer = JOINING.with(|j| j.replace(Some(self.1.clone())));
+        let r = self.0.join();
+        JOINING.with(|j| *j.borrow_mut() = outer);
+        r
+    }
+}
+
+/// Logged wait queue; a sleep that nobody can end any more fails with
+/// [`LOST_WAKEUP`] instead of spinning until the checker's limit.
+pub struct LoggedWaitQueue<B: Backend> {
+    inner: B::WaitQueue,
+    line: LineId,
+}
+
+impl<B: Backend> WaitQueueCell for LoggedWaitQueue<B> {
+    fn new_on_line(line: LineId) -> Self {
+        Self {
+            inner: B::WaitQueue::new_on_line(line),
+            line,
+        }
+    }
+    fn prepare(&self) {
+        self.inner.prepare();
+        log_step::<B>("prepare_to_wait", self.line, "task", StepValue::Wrote(0));
+    }
+    fn woken(&self) -> bool {
+        self.inner.woken()
+    }
+    fn sleep(&self) {
+        log_step::<B>(
+            "schedule",
+            self.line,
+            "task",
+            StepValue::Note("sleeps until woken".into()),
+        );
+        loop {
+            if self.inner.woken() {
+                log_step::<B>(
+                    "schedule",
+                    self.line,
+                    "task",
+                    StepValue::Note("woken".into()),
+                );
+                return;
+            }
+            if nobody_can_wake::<B>() {
+                fail::<B>(LOST_WAKEUP);
+            }
+            B::spin_yield();
+        }
+    }
+    fn wake(&self) {
+        self.inner.wake();
+        log_step::<B>("try_to_wake_up", self.line, "task", StepValue::Wrote(1));
     }
 }
 
@@ -620,6 +703,7 @@ impl<B: Backend> Backend for Logged<B> {
     type Mutex<T: Send + 'static> = LoggedMutex<B, T>;
     type RwLock<T: Send + Sync + 'static> = LoggedRwLock<B, T>;
     type Join<T: Send + 'static> = LoggedJoin<B, T>;
+    type WaitQueue = LoggedWaitQueue<B>;
 
     fn fence(order: Ordering) {
         B::fence(order);
@@ -639,7 +723,14 @@ impl<B: Backend> Backend for Logged<B> {
             "",
             StepValue::Spawn(name.to_string()),
         );
-        LoggedJoin(B::spawn(name, f))
+        LIVE.with(|l| l.set(l.get() + 1));
+        LoggedJoin(
+            B::spawn(name, move || {
+                let _finished = Finished;
+                f()
+            }),
+            name.to_string(),
+        )
     }
     fn thread_name() -> Option<String> {
         B::thread_name()
