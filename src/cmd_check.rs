@@ -3,7 +3,7 @@
 //! ```text
 //! sim check inflight --design D --protocol P [--ordering O] [--engine E] [--threads N]
 //!                    [--preemptions K] [--iterations N] [--seed S] [--ios N] [--cpus N]
-//!                    [--save-replay FILE]
+//!                    [--fault F]... [--save-replay FILE]
 //! sim check btree --variant V [--engine E] [--threads N] [--preemptions K] [--iterations N] ...
 //! sim check --replay FILE_OR_STRING
 //! ```
@@ -24,7 +24,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use blocksim_designs::check::inflight::InflightModel;
 use blocksim_designs::check::{self, CheckOptions, Engine, Model, Verdict};
-use blocksim_designs::inflight::{DesignKind, OrderingMode, Protocol};
+use blocksim_designs::inflight::{DesignKind, Faults, OrderingMode, Protocol};
 use clap::{Parser, Subcommand};
 
 /// Prefix of a replay string.
@@ -99,6 +99,11 @@ struct InflightArgs {
     /// (a wider race window for the shuttle schedulers).
     #[arg(long)]
     hold_first_io: bool,
+    /// Switch a known-bad deviation into the design (repeatable):
+    /// no-srcu-read-section, no-block-check, no-sleeper-barrier,
+    /// no-completion-wake.
+    #[arg(long = "fault", value_name = "F", value_parser = clap::builder::PossibleValuesParser::new(Faults::ALL.iter().map(|(name, _)| *name)))]
+    faults: Vec<String>,
     #[command(flatten)]
     engine: EngineArgs,
 }
@@ -178,8 +183,9 @@ fn canonical_args(target: &Target) -> String {
     };
     match target {
         Target::Inflight(a) => {
+            let faults: String = a.faults.iter().map(|f| format!(" --fault {f}")).collect();
             format!(
-            "inflight --design {} --protocol {} --ordering {} --threads {} --ios {} --cpus {}{} {}",
+            "inflight --design {} --protocol {} --ordering {} --threads {} --ios {} --cpus {}{}{} {}",
             a.design,
             a.protocol,
             a.ordering,
@@ -187,6 +193,7 @@ fn canonical_args(target: &Target) -> String {
             a.ios,
             a.cpus,
             if a.hold_first_io { " --hold-first-io" } else { "" },
+            faults,
             eng(&a.engine)
         )
         }
@@ -217,8 +224,13 @@ fn inflight_model(a: &InflightArgs, engine: Engine) -> anyhow::Result<InflightMo
         a.cpus,
         engine == Engine::Loom,
     )?;
+    let faults = Faults::from_names(a.faults.iter().map(String::as_str)).map_err(|f| {
+        let valid: Vec<&str> = Faults::ALL.iter().map(|(name, _)| *name).collect();
+        anyhow::anyhow!("--fault {f}: valid values: {}", valid.join(", "))
+    })?;
     Ok(InflightModel {
         hold_first_io: a.hold_first_io,
+        faults,
         ..model
     })
 }
