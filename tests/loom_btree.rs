@@ -10,7 +10,9 @@
 //! of its own invariant.
 //!
 //! Bounds: preemption bound 2 (3 for the correct variants in one test), one
-//! writer (two in `two-writers`) and one lookup thread. Executions explored
+//! writer (two in `two-writers`) and one lookup thread. A correct variant
+//! also asserts that the six locks exclude what they must (the ghost lock
+//! graph's `LOCK_EXCLUSION`), so a lock that admits a second holder fails it. Executions explored
 //! and wall time are printed (`--nocapture`).
 
 use blocksim_designs::btree::check::{
@@ -122,6 +124,11 @@ fn split_child_first_deadlock_is_found() {
 #[test]
 fn two_writers_verify() {
     assert_verified(Variant::TwoWriters, &run(Variant::TwoWriters));
+}
+
+#[test]
+fn root_split_verifies() {
+    assert_verified(Variant::RootSplit, &run(Variant::RootSplit));
 }
 
 /// Bound 3 for the bset and two-writer scenarios; the split scenario with a

@@ -59,7 +59,12 @@ fn assert_violation(variant: Variant, engine: Engine, v: &Verdict, invariant: &s
 
 #[test]
 fn correct_variants_pass() {
-    for variant in [Variant::Locked, Variant::SplitLocked, Variant::TwoWriters] {
+    for variant in [
+        Variant::Locked,
+        Variant::SplitLocked,
+        Variant::TwoWriters,
+        Variant::RootSplit,
+    ] {
         for engine in [Engine::ShuttlePct, Engine::ShuttleRandom] {
             let v = run(variant, engine, 300);
             assert!(

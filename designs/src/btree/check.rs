@@ -22,6 +22,12 @@
 //! * **two writers**: the split scenario with a second writer inserting `g`
 //!   into the same leaf: writers serialise on the intent locks; one splits,
 //!   the other inserts after it.
+//! * **root split**: the root is the one leaf `{c, d | e}`, full. A writer
+//!   inserts `f`: the root splits, a new root (a reserved node, not locked by
+//!   anyone) is filled and the root pointer switched to it while the old
+//!   root is write-locked. Readers look up `e` and `f`; a reader that read
+//!   the old root pointer and locks the old root after the split must see
+//!   the pointer changed and start again from the new root.
 //!
 //! Invariants (messages in the constants below): a key present in every
 //! state is always found ([`LOST_KEY`]); a lookup returns either the state
@@ -31,8 +37,11 @@
 //! ([`LOOKUP_CRASHED`]); threads never wait for each other's six locks in a
 //! cycle ([`LOCK_CYCLE`], from a ghost wait-for graph fed by the lock steps
 //! the tree reports, since six locks spin and the checkers see a spin, not a
-//! block); after all threads, every key is there and the tree's structural
-//! invariants hold ([`FINAL_STATE`]).
+//! block); the same ghost state checks that the six locks exclude what they
+//! must: no read lock while another thread holds write, no two intent
+//! holders, no write lock while another thread holds read
+//! ([`LOCK_EXCLUSION`]); after all threads, every key is there and the
+//! tree's structural invariants hold ([`FINAL_STATE`]).
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -56,6 +65,9 @@ pub const NOT_MONOTONIC: &str = "a lookup missed a key an earlier lookup of the 
 pub const LOOKUP_CRASHED: &str = "a lookup crashed reading inconsistent node state";
 /// Threads wait for each other's six locks in a cycle.
 pub const LOCK_CYCLE: &str = "deadlock: threads wait for each other's six locks in a cycle";
+/// A six lock was granted while another thread held a mode it excludes.
+pub const LOCK_EXCLUSION: &str =
+    "a six lock was granted while another thread held a mode it excludes";
 /// The tree is wrong after every thread finished.
 pub const FINAL_STATE: &str = "after all threads finished, the tree is wrong";
 
@@ -89,6 +101,10 @@ pub const VARIANTS: &[(&str, &str)] = &[
         "two-writers",
         "split scenario with a second writer into the same leaf, bcache's protocol: writers serialise on intent locks: verified",
     ),
+    (
+        "root-split",
+        "root-split scenario, bcache's protocol: the root leaf splits, a new root is published; lookups re-read the root pointer once they hold the root's lock: verified",
+    ),
 ];
 
 /// A B+tree protocol variant.
@@ -101,6 +117,7 @@ pub enum Variant {
     SplitNoCoupling,
     SplitChildFirst,
     TwoWriters,
+    RootSplit,
 }
 
 /// The starting state and threads of a variant.
@@ -108,10 +125,11 @@ pub enum Variant {
 enum Scenario {
     Bset,
     Split { writers: usize },
+    RootSplit,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 7] = [
+    pub const ALL: [Variant; 8] = [
         Variant::Locked,
         Variant::Unlocked,
         Variant::AuxBeforeKeys,
@@ -119,6 +137,7 @@ impl Variant {
         Variant::SplitNoCoupling,
         Variant::SplitChildFirst,
         Variant::TwoWriters,
+        Variant::RootSplit,
     ];
     pub fn name(self) -> &'static str {
         VARIANTS[self as usize].0
@@ -134,7 +153,9 @@ impl Variant {
     pub fn faults(self) -> Faults {
         let none = Faults::default();
         match self {
-            Variant::Locked | Variant::SplitLocked | Variant::TwoWriters => none,
+            Variant::Locked | Variant::SplitLocked | Variant::TwoWriters | Variant::RootSplit => {
+                none
+            }
             Variant::Unlocked => Faults {
                 unlocked_lookup: true,
                 ..none
@@ -172,6 +193,7 @@ impl Variant {
         match self {
             Variant::Locked | Variant::Unlocked | Variant::AuxBeforeKeys => Scenario::Bset,
             Variant::TwoWriters => Scenario::Split { writers: 2 },
+            Variant::RootSplit => Scenario::RootSplit,
             _ => Scenario::Split { writers: 1 },
         }
     }
@@ -287,12 +309,25 @@ struct LockGraph {
 }
 
 impl LockGraph {
-    fn acquired(&mut self, thread: &str, node: u32, mode: LockMode) {
+    /// Records that `thread` took `mode` on `node`; returns what breaks the
+    /// lock's exclusion if another thread holds a mode `mode` excludes (read
+    /// and write exclude each other, intent excludes intent).
+    fn acquired(&mut self, thread: &str, node: u32, mode: LockMode) -> Option<String> {
         self.waiting.remove(thread);
-        self.held
-            .entry(node)
-            .or_default()
-            .push((thread.to_string(), mode));
+        let holders = self.held.entry(node).or_default();
+        let clash = holders.iter().find(|(t, m)| {
+            t != thread
+                && matches!(
+                    (mode, m),
+                    (LockMode::Read, LockMode::Write)
+                        | (LockMode::Write, LockMode::Read | LockMode::Write)
+                        | (LockMode::Intent, LockMode::Intent)
+                )
+        });
+        let broken =
+            clash.map(|(t, m)| format!("{thread} took {mode} on node {node} while {t} holds {m}"));
+        holders.push((thread.to_string(), mode));
+        broken
     }
 
     fn released(&mut self, thread: &str, node: u32, mode: LockMode) {
@@ -391,20 +426,14 @@ impl<B: Backend> Tracer for ModelTracer<B> {
     fn step(&mut self, s: Step) {
         note::<B>(s.to_string());
         let t = &self.thread;
-        let cycle = self.with_graph(|g| match s {
-            Step::Wait { node, mode } => g.wait(t, node, mode),
-            Step::ReadLock { node } => {
-                g.acquired(t, node, LockMode::Read);
-                None
+        let exclusion = |e: Option<String>| e.map(|e| format!("{LOCK_EXCLUSION}: {e}"));
+        let broken = self.with_graph(|g| match s {
+            Step::Wait { node, mode } => {
+                g.wait(t, node, mode).map(|c| format!("{LOCK_CYCLE}: {c}"))
             }
-            Step::IntentLock { node } => {
-                g.acquired(t, node, LockMode::Intent);
-                None
-            }
-            Step::WriteLock { node } => {
-                g.acquired(t, node, LockMode::Write);
-                None
-            }
+            Step::ReadLock { node } => exclusion(g.acquired(t, node, LockMode::Read)),
+            Step::IntentLock { node } => exclusion(g.acquired(t, node, LockMode::Intent)),
+            Step::WriteLock { node } => exclusion(g.acquired(t, node, LockMode::Write)),
             Step::ReadUnlock { node } => {
                 g.released(t, node, LockMode::Read);
                 None
@@ -419,8 +448,8 @@ impl<B: Backend> Tracer for ModelTracer<B> {
             }
             _ => None,
         });
-        if let Some(cycle) = cycle {
-            fail::<B>(format!("{LOCK_CYCLE}: {cycle}"));
+        if let Some(broken) = broken {
+            fail::<B>(broken);
         }
     }
 }
@@ -512,18 +541,19 @@ fn spawn_writer<B: Backend>(
     })
 }
 
-/// Grows every node's key storage to the node capacity and adds `spares`
-/// leaf-level spare nodes, so concurrent inserts find their reserve.
-fn reserve_all<B: Backend>(tree: &mut BTree<B>, spares: usize) {
+/// Grows every node's key storage to the node capacity and adds a spare
+/// node of each level in `spares`, in order, so concurrent inserts find
+/// their reserve.
+fn reserve_all<B: Backend>(tree: &mut BTree<B>, spares: &[u8]) {
     let cap = tree.config().cap_keys();
     for node in 0..tree.arena_nodes() as u32 {
         tree.reserve(Reserve::Grow { node, keys: cap });
     }
-    for _ in 0..spares {
+    for &level in spares {
         let id = tree.arena_nodes() as u32;
         tree.reserve(Reserve::Spare {
             id,
-            level: 0,
+            level,
             keys: cap,
         });
     }
@@ -570,7 +600,7 @@ impl BtreeModel {
         let tree = unlogged(|| {
             let mut tree = build::<B>(bset_config(), self.variant.faults(), &[&[key_a(), key_c()]]);
             setup(&mut tree, &[key_b()]);
-            reserve_all(&mut tree, 0);
+            reserve_all(&mut tree, &[]);
             assert_eq!(
                 tree.node(tree.root()).set_sizes(),
                 vec![2, 1],
@@ -600,7 +630,7 @@ impl BtreeModel {
             let leaves: [&[Bkey]; 2] = [&[key_a(), key_b()], &[key_c(), key_d()]];
             let mut tree = build::<B>(split_config(), self.variant.faults(), &leaves);
             setup(&mut tree, &[key_e()]);
-            reserve_all(&mut tree, 1);
+            reserve_all(&mut tree, &[0]);
             let leaf = tree.node(tree.node(tree.root()).child_at(1));
             assert_eq!(
                 (tree.stats().depth, leaf.set_sizes()),
@@ -633,12 +663,49 @@ impl BtreeModel {
     }
 }
 
+impl BtreeModel {
+    fn run_root_split<B: Backend>(&self, graph: &Arc<StdMutex<LockGraph>>) {
+        let tree = unlogged(|| {
+            let mut tree = build::<B>(
+                split_config(),
+                self.variant.faults(),
+                &[&[key_c(), key_d()]],
+            );
+            setup(&mut tree, &[key_e()]);
+            // The split's new sibling (a leaf), then the new root.
+            reserve_all(&mut tree, &[0, 1]);
+            let root = tree.node(tree.root());
+            assert_eq!(
+                (tree.stats().depth, root.set_sizes()),
+                (1, vec![2, 1]),
+                "scenario setup: root leaf {{c, d | e}}"
+            );
+            Arc::new(tree)
+        });
+        let w = spawn_writer(&tree, graph, "writer", key_f());
+        let readers: Vec<_> = (0..self.readers)
+            .map(|i| {
+                let (e, f) = (Expect::Always(key_e()), Expect::Inserted(key_f()));
+                let plan = if i % 2 == 0 { vec![e, f] } else { vec![f, e] };
+                spawn_reader(&tree, graph, i, plan)
+            })
+            .collect();
+        w.join();
+        for r in readers {
+            r.join();
+        }
+        let mut tr = ModelTracer::new("main", graph);
+        check_final(&tree, &[key_c(), key_d(), key_e(), key_f()], &mut tr);
+    }
+}
+
 impl Model for BtreeModel {
     fn run<B: Backend>(&self) {
         let graph = Arc::new(StdMutex::new(LockGraph::default()));
         match self.variant.scenario() {
             Scenario::Bset => self.run_bset::<B>(&graph),
             Scenario::Split { writers } => self.run_split::<B>(writers, &graph),
+            Scenario::RootSplit => self.run_root_split::<B>(&graph),
         }
     }
 
@@ -668,10 +735,10 @@ mod tests {
     #[test]
     fn lock_graph_finds_the_split_child_first_cycle() {
         let mut g = LockGraph::default();
-        g.acquired("reader0", 2, LockMode::Read);
-        g.acquired("writer", 2, LockMode::Intent);
-        g.acquired("writer", 1, LockMode::Intent);
-        g.acquired("writer", 1, LockMode::Write);
+        assert_eq!(g.acquired("reader0", 2, LockMode::Read), None);
+        assert_eq!(g.acquired("writer", 2, LockMode::Intent), None);
+        assert_eq!(g.acquired("writer", 1, LockMode::Intent), None);
+        assert_eq!(g.acquired("writer", 1, LockMode::Write), None);
         assert_eq!(g.wait("reader0", 1, LockMode::Read), None);
         let cycle = g.wait("writer", 2, LockMode::Write).expect("cycle");
         assert!(cycle.contains("writer waits for write on node 2, held (read) by reader0"));
@@ -681,14 +748,37 @@ mod tests {
     #[test]
     fn lock_graph_sees_no_cycle_in_top_down_order() {
         let mut g = LockGraph::default();
-        g.acquired("reader0", 2, LockMode::Read);
-        g.acquired("writer", 2, LockMode::Intent);
-        g.acquired("writer", 1, LockMode::Intent);
+        assert_eq!(g.acquired("reader0", 2, LockMode::Read), None);
+        assert_eq!(g.acquired("writer", 2, LockMode::Intent), None);
+        assert_eq!(g.acquired("writer", 1, LockMode::Intent), None);
         assert_eq!(g.wait("writer", 2, LockMode::Write), None);
         // The reader takes the child's read lock (intent does not block it).
         assert_eq!(g.wait("reader0", 1, LockMode::Read), None);
-        g.acquired("reader0", 1, LockMode::Read);
+        assert_eq!(g.acquired("reader0", 1, LockMode::Read), None);
         g.released("reader0", 2, LockMode::Read);
         assert_eq!(g.wait("writer", 1, LockMode::Write), None);
+    }
+
+    #[test]
+    fn lock_graph_reports_broken_exclusion() {
+        let mut g = LockGraph::default();
+        assert_eq!(g.acquired("writer0", 1, LockMode::Intent), None);
+        assert_eq!(g.acquired("reader0", 1, LockMode::Read), None);
+        let two_intents = g.acquired("writer1", 1, LockMode::Intent);
+        assert_eq!(
+            two_intents.as_deref(),
+            Some("writer1 took intent on node 1 while writer0 holds intent")
+        );
+        let write_over_read = g.acquired("writer0", 1, LockMode::Write);
+        assert_eq!(
+            write_over_read.as_deref(),
+            Some("writer0 took write on node 1 while reader0 holds read")
+        );
+        g.released("reader0", 1, LockMode::Read);
+        let read_under_write = g.acquired("reader1", 1, LockMode::Read);
+        assert_eq!(
+            read_under_write.as_deref(),
+            Some("reader1 took read on node 1 while writer0 holds write")
+        );
     }
 }
