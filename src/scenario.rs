@@ -14,6 +14,7 @@ use serde::Deserialize;
 use crate::fiojob::FioJobFile;
 
 mod check;
+pub mod limits;
 mod presets;
 
 /// Largest scenario or job file accepted (a scenario is a few KiB).
@@ -586,6 +587,7 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
         toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))?
     };
     check_graph(path, &text, &file)?;
+    check_ranges(path, (!extended).then_some(text.as_str()), opts.sets, &file)?;
     let source = |text| match &job_file {
         Some(jf) => JobSource::Fio(jf),
         None => JobSource::Toml(text),
@@ -632,6 +634,9 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
                 hint_unknown(e.message())
             )
         })?;
+        if let Some(p) = limits::out_of_range(&f).first() {
+            bail!("{}: [[variant]] {:?}: {p}", path.display(), v.name);
+        }
         let (mut sc, _) = finish(path, source(None), f)?;
         if let Some(seed) = opts.seed {
             sc.simulation.seed = seed;
@@ -643,6 +648,44 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
         variants,
         notes,
     })
+}
+
+/// Every number of the scenario within its limit ([`limits`]); each
+/// problem says where its value came from: the `--set` that gave it, or
+/// the file's line.
+fn check_ranges(
+    path: &Path,
+    text: Option<&str>,
+    sets: &[String],
+    file: &ScenarioFile,
+) -> Result<()> {
+    let problems = limits::out_of_range(file);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = problems
+        .iter()
+        .map(|p| {
+            let option = p.option();
+            let indexed = format!("{}.{}.{}", p.section, p.index, p.key);
+            let set = sets
+                .iter()
+                .rev()
+                .find(|s| split_set(s).is_ok_and(|(k, _)| k == option || k == indexed));
+            if let Some(s) = set {
+                return format!("--set {s}: {p}");
+            }
+            let line = text.and_then(|t| {
+                let header = *check::header_lines(t, p.section).get(p.index)?;
+                check::key_line(t, header, p.key).or(Some(header))
+            });
+            match line {
+                Some(l) => format!("{}:{l}: {p}", path.display()),
+                None => format!("{}: {p}", path.display()),
+            }
+        })
+        .collect();
+    bail!("{}", list_problems(&lines))
 }
 
 /// The scenario's devices must form a graph (names unique, every name below
