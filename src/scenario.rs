@@ -396,7 +396,25 @@ fn parse_jobs(
             what.join(", ")
         ));
     }
+    notes.extend(jobs.iter().filter_map(rounding_note));
     Ok((jobs, notes))
+}
+
+/// A note for a `size` or `io_size` that is not a whole number of blocks:
+/// blocksim does whole blocks only, rounding down. fio 3.33 rounds down in
+/// random modes and issues one more block in sequential modes (with
+/// direct=1, `size=5000 bs=4k rw=read` reads 0 and 4096; `rw=randread`
+/// reads one block), so a sequential job's count may be one lower here.
+fn rounding_note(j: &JobConfig) -> Option<String> {
+    let bs = j.bs_bytes_min;
+    let (key, bytes) = [("size", j.size_bytes), ("io_size", j.io_size_bytes)]
+        .into_iter()
+        .find_map(|(k, b)| b.filter(|b| *b > bs && b % bs != 0).map(|b| (k, b)))?;
+    Some(format!(
+        "job `{}`: {key} = {bytes} is not a multiple of bs ({bs}): blocksim rounds it down to {} whole blocks, as fio does in random modes (fio's sequential modes issue one more block, past {key})",
+        j.name,
+        bytes / bs
+    ))
 }
 
 fn finish(
@@ -440,19 +458,23 @@ fn deserialize_modified(
     if !extended {
         if let Err(e) = toml::from_str::<ScenarioFile>(text) {
             // (Missing pieces may be what --job or --set supply.)
-            if !e.message().starts_with("missing field") {
+            if !e.message().contains("missing field") {
                 return Err(toml_error(path, text, &e));
             }
         }
     }
-    if let Some(base) =
-        before_sets.filter(|b| ScenarioFile::deserialize(toml::Value::Table((*b).clone())).is_ok())
-    {
+    // The table as it would be run: presets (`model = ...`) filled in.
+    let with_presets = |t: &toml::Table| {
+        let mut t = t.clone();
+        let _ = presets::apply(&mut t);
+        ScenarioFile::deserialize(toml::Value::Table(t))
+    };
+    if let Some(base) = before_sets.filter(|b| with_presets(b).is_ok()) {
         let mut t = base.clone();
         for s in sets {
             let (k, v) = split_set(s)?;
             apply_set(&mut t, k, parse_set_value(v))?;
-            if let Err(e) = ScenarioFile::deserialize(toml::Value::Table(t.clone())) {
+            if let Err(e) = with_presets(&t) {
                 bail!("--set {s}: {}", hint_unknown(e.message()));
             }
         }

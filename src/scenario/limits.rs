@@ -161,6 +161,26 @@ fn simulation_and_cpu(file: &ScenarioFile, out: &mut Vec<OutOfRange>) {
         file.simulation.report_interval.0,
         INTERVAL_NS_MAX,
     );
+    let mut a = at(out, "cpu", 0, None);
+    // 1 MHz .. 100 GHz [limit: converts cycle counts to time; 0 would
+    // make every cycle cost infinite time].
+    if !(1..=100_000).contains(&file.cpu.clock_mhz) {
+        a.push(
+            "clock_mhz",
+            file.cpu.clock_mhz.to_string(),
+            "1 ..= 100000 (MHz)".into(),
+        );
+    }
+    // A fraction of a whole core, checked even without SMT so that a
+    // later threads_per_core = 2 does not meet a bad value.
+    let smt = file.cpu.smt_throughput_factor;
+    if !(smt > 0.0 && smt <= 1.0) {
+        a.push(
+            "smt_throughput_factor",
+            smt.to_string(),
+            "a fraction in (0, 1]".into(),
+        );
+    }
     if let Some(ahci) = &file.ahci {
         at(out, "ahci", 0, None).ns("irq_delivery", ahci.irq_delivery.0, OP_NS_MAX);
     }

@@ -215,7 +215,7 @@ fn bytes_text(bytes: u64) -> String {
 /// A job's region on its target, checked: (start, length) in bytes. Every
 /// sum is checked, so a huge `offset` or `size` is an error naming the
 /// options, their values and the target's size, never a wrapped number.
-fn job_extent(
+pub(in crate::stack) fn job_extent(
     j: &JobConfig,
     target_name: &str,
     file_start: u64,
