@@ -14,6 +14,7 @@ use serde::Deserialize;
 use crate::fiojob::FioJobFile;
 
 mod check;
+pub mod extremes;
 pub mod limits;
 mod presets;
 

@@ -10,96 +10,16 @@
 
 mod common;
 
+#[path = "fuzz_regressions/harness.rs"]
+#[allow(dead_code)] // this test uses one body
+mod harness;
+
+use blocksim::scenario::extremes::cases;
+
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-/// The values tried for each kind of option.
-fn values(kind: &str) -> &'static [&'static str] {
-    match kind {
-        // fio job options (bare numbers are bytes / seconds, as fio).
-        "fsize" => &[
-            "0",
-            "1",
-            "513",
-            "4097",
-            "9223372036854775808",
-            "18446744073709551615",
-            "18446744073709551615k",
-        ],
-        "frange" => &["0-4k", "512-513", "4k-18446744073709551615"],
-        "fsplit" => &["0/100", "513/100", "18446744073709551615/100"],
-        "fint" => &[
-            "0",
-            "1",
-            "-1",
-            "4294967296",
-            "9223372036854775808",
-            "18446744073709551615",
-        ],
-        "ftime" => &[
-            "0",
-            "0.5",
-            "18446744074",
-            "18446744073709551615",
-            "18446744073709551615ns",
-            "99999999999999h",
-        ],
-        "frw" => &[
-            "read:0",
-            "read:18446744073709551615",
-            "read:-9223372036854775808",
-            "randread:4294967296",
-        ],
-        "fdist" => &["zipf:0", "zipf:1e308", "pareto:1e-308", "normal:100"],
-        // Scenario values (sizes and times carry their unit).
-        "int" => &[
-            "0",
-            "1",
-            "-1",
-            "256",
-            "4294967295",
-            "4294967296",
-            "9223372036854775807",
-            "18446744073709551615",
-        ],
-        "float" => &["0.0", "-1.0", "1e-300", "1e300", "nan", "inf"],
-        "size" => &[
-            "0",
-            "1b",
-            "513b",
-            "1p",
-            "9223372036854775808b",
-            "18446744073709551615b",
-        ],
-        "dur" => &[
-            "0",
-            "1ns",
-            "1h",
-            "9223372036854775808ns",
-            "18446744073709551615ns",
-        ],
-        k => panic!("tests/data/user_numbers.txt: unknown kind {k:?}"),
-    }
-}
-
-/// (scenario, option, value) for every listed option and value.
-fn cases() -> Vec<(String, String, &'static str)> {
-    let list = include_str!("data/user_numbers.txt");
-    let mut out = Vec::new();
-    for line in list.lines().map(str::trim) {
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let f: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(f.len(), 3, "tests/data/user_numbers.txt: {line:?}");
-        for v in values(f[2]) {
-            out.push((f[0].to_string(), f[1].to_string(), *v));
-        }
-    }
-    out
-}
 
 /// Longest a run may take before it counts as a hang.
 const RUN_WALL_MAX: Duration = Duration::from_secs(60);
@@ -278,4 +198,42 @@ fn bad_numbers_name_their_file_line_or_set() {
     let (code, err) = sim_set("nvme.toml", &["ssd.page_read=2s"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--set ssd.page_read=2s: "), "{err}");
+}
+
+#[test]
+fn the_option_list_is_well_formed() {
+    use blocksim::scenario::extremes::{options, values, OPTIONS};
+    let mut n = 0;
+    for line in OPTIONS.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(f.len(), 3, "tests/data/user_numbers.txt: {line:?}");
+        assert!(!values(f[2]).is_empty(), "unknown kind: {line:?}");
+        assert!(
+            std::path::Path::new("scenarios").join(f[0]).exists(),
+            "no scenario: {line:?}"
+        );
+        n += 1;
+    }
+    assert!(options().len() > 100 && n >= options().len(), "{n} lines");
+}
+
+/// The `numbers` fuzz target's body on every option and value, in process
+/// (a panic fails the test).
+#[test]
+fn fuzz_body_takes_every_extreme() {
+    let (options, mut n) = (blocksim::scenario::extremes::options(), 0);
+    for (i, (_, kind)) in options.iter().enumerate() {
+        let count = blocksim::scenario::extremes::values(kind).len();
+        for v in 0..count {
+            for base in 0..2u8 {
+                let [a, b] = (i as u16).to_le_bytes();
+                harness::numbers(&[a, b, v as u8, base]);
+                n += 1;
+            }
+        }
+    }
+    assert!(n > 500, "{n} runs");
 }

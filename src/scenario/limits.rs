@@ -162,6 +162,31 @@ fn simulation_and_cpu(file: &ScenarioFile, out: &mut Vec<OutOfRange>) {
         INTERVAL_NS_MAX,
     );
     let mut a = at(out, "cpu", 0, None);
+    // Each count, and their product, at most 4096 logical CPUs (the
+    // models' bound), in u64 so that no product wraps to a small number.
+    let cpu = &file.cpu;
+    let counts = [
+        ("sockets", cpu.sockets),
+        ("cores_per_socket", cpu.cores_per_socket),
+        ("threads_per_core", cpu.threads_per_core),
+    ];
+    let mut product = 1u64;
+    for (key, n) in counts {
+        product = product.saturating_mul(u64::from(n));
+        if !(1..=4096).contains(&n) {
+            a.push(key, n.to_string(), "1 ..= 4096".into());
+        }
+    }
+    if product > 4096 && counts.iter().all(|(_, n)| (1..=4096).contains(n)) {
+        a.push(
+            "sockets",
+            format!(
+                "{} (x cores_per_socket {} x threads_per_core {} = {product} CPUs)",
+                cpu.sockets, cpu.cores_per_socket, cpu.threads_per_core
+            ),
+            "at most 4096 logical CPUs in all".into(),
+        );
+    }
     // 1 MHz .. 100 GHz [limit: converts cycle counts to time; 0 would
     // make every cycle cost infinite time].
     if !(1..=100_000).contains(&file.cpu.clock_mhz) {
@@ -254,30 +279,35 @@ fn bcache(file: &ScenarioFile, out: &mut Vec<OutOfRange>) {
     ] {
         a.ns(key, ns, INTERVAL_NS_MAX);
     }
-    let cache_bytes = b.cache_size.map(|c| c.0).or_else(|| {
-        let bare = b.cache.trim_start_matches("/dev/");
-        let ssd = file
-            .ssd
-            .iter()
-            .find(|d| d.name == bare)
-            .map(|d| d.capacity.0);
-        ssd.or_else(|| {
+    let bare = b.cache.trim_start_matches("/dev/");
+    let device = file
+        .ssd
+        .iter()
+        .find(|d| d.name == bare)
+        .map(|d| d.capacity.0)
+        .or_else(|| {
             file.hdd
                 .iter()
                 .find(|d| d.name == bare)
                 .map(|d| d.capacity.0)
-        })
-    });
-    if let Some(bytes) = cache_bytes {
+        });
+    let cache = match (b.cache_size, device) {
+        (Some(c), _) => Some((c.0, "cache_size".to_string())),
+        (None, Some(d)) => Some((d, format!("{bare}'s capacity"))),
+        (None, None) => None,
+    };
+    if let Some((bytes, what)) = cache {
         let buckets = bytes / b.bucket_size.0.max(1);
         if buckets > BUCKETS_MAX {
             a.push(
                 "bucket_size",
                 format!(
-                    "{} bytes ({buckets} buckets in {bytes} bytes of cache)",
+                    "{} bytes ({buckets} buckets in {what}, {bytes} bytes)",
                     b.bucket_size.0
                 ),
-                format!("at most {BUCKETS_MAX} buckets: raise bucket_size or set cache_size"),
+                format!(
+                    "at most {BUCKETS_MAX} buckets: raise bucket_size or set a smaller cache_size"
+                ),
             );
         }
     }
