@@ -143,7 +143,7 @@ fn regions_and_times_are_checked_not_wrapped() {
     let (code, err) = sim_set("corsair_nova.toml", &["job.size=1000g"]);
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("= 1074815565824 bytes (1001.0 GiB) (the file starts at [filesystem] file_start = 1073741824 on bcache0) exceeds bcache0's 1073741824000 bytes (1000.0 GiB)"),
+        err.contains("[filesystem] file_start + job.offset + job.size = 1073741824 + 0 + 1073741824000 = 1074815565824 bytes (1001.0 GiB) exceeds bcache0's 1073741824000 bytes (1000.0 GiB)"),
         "{err}"
     );
     // runtime=18446744074 (seconds) wrapped to 0.29 s.
@@ -236,4 +236,19 @@ fn fuzz_body_takes_every_extreme() {
         }
     }
     assert!(n > 500, "{n} runs");
+}
+
+#[test]
+fn swarm_draws_extremes() {
+    let (out, err, code) = common::sim(&[
+        "swarm",
+        "--seed",
+        "1",
+        "--count",
+        "12",
+        "--extremes",
+        "--no-save",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("ok: 12 scenarios"), "{out}");
 }

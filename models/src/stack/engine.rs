@@ -241,11 +241,19 @@ pub(in crate::stack) fn job_extent(
     let end = start_bytes.checked_add(region_bytes);
     if end.is_none_or(|e| e > target_bytes) {
         let sum = end.map_or_else(|| "more than 2^64 bytes".to_string(), bytes_text);
+        let terms = match file_start {
+            0 => format!(
+                "job.offset + job.size = {} + {region_bytes}",
+                j.offset_bytes
+            ),
+            f => format!(
+                "[filesystem] file_start + job.offset + job.size = {f} + {} + {region_bytes}",
+                j.offset_bytes
+            ),
+        };
         return Err(cfg_err(format!(
-            "job `{}`: job.offset + job.size = {} + {} = {sum}{on} exceeds {target_name}'s {}; lower size or offset",
+            "job `{}`: {terms} = {sum} exceeds {target_name}'s {}; lower size or offset",
             j.name,
-            j.offset_bytes,
-            region_bytes,
             bytes_text(target_bytes)
         )));
     }
