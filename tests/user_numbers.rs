@@ -168,7 +168,7 @@ fn bad_numbers_name_their_file_line_or_set() {
     let job = common::temp_file(
         "user-numbers",
         "bad.fio",
-        "[global]\nbs=4k\n\n[r]\nrw=read\noffset=4097\nsize=64k\n",
+        "[global]\nbs=4k\ndirect=1\n\n[r]\nrw=read\noffset=4097\nsize=64k\n",
     );
     let (_, err, code) = common::sim(&[
         "run",
@@ -179,7 +179,7 @@ fn bad_numbers_name_their_file_line_or_set() {
         "/dev/nvme0n1",
     ]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("bad.fio:6: job [r]"), "{err}");
+    assert!(err.contains("bad.fio:7: job [r]"), "{err}");
     assert!(err.contains("`offset` = \"4097\""), "{err}");
 
     let text = std::fs::read_to_string("scenarios/nvme.toml").unwrap();
