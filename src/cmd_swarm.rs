@@ -54,6 +54,13 @@ pub struct SwarmArgs {
     /// Run every scenario and list all violations (not only the first).
     #[arg(long = "keep-going")]
     pub keep_going: bool,
+    /// Instead of checking each generated scenario, give it one extreme
+    /// value (0, 1, unaligned, 2^63, 2^64 - 1, ... of an option from
+    /// tests/data/user_numbers.txt, drawn from (seed, "swarm/K/extreme"))
+    /// and require that it is refused as bad input or runs: never a panic
+    /// or a model invariant.
+    #[arg(long)]
+    pub extremes: bool,
     /// Do not save a failing scenario.
     #[arg(long = "no-save")]
     pub no_save: bool,
@@ -88,6 +95,36 @@ fn check_file(path: &Path, fault: Option<Fault>) -> std::result::Result<u64, Vio
     Ok(events)
 }
 
+/// `--extremes`: loads a generated scenario with one extreme `--set`;
+/// the loader refusing it is fine, the run must not panic or break an
+/// invariant.
+fn check_file_extreme(
+    path: &Path,
+    seed: u64,
+    index: u64,
+    toml: &str,
+) -> std::result::Result<u64, Violation> {
+    let Some(set) = crate::swarm::draw_extreme(seed, index, toml) else {
+        return Ok(0);
+    };
+    let sets = [set.clone()];
+    let opts = LoadOptions {
+        sets: &sets,
+        ..LoadOptions::default()
+    };
+    let Ok(loaded) = load(path, &opts) else {
+        return Ok(0);
+    };
+    let mut events = 0;
+    for sc in std::iter::once(&loaded.base).chain(loaded.variants.iter().map(|v| &v.1)) {
+        events += crate::swarm::check_extreme(sc).map_err(|v| Violation {
+            detail: format!("--set {set}: {}", v.detail),
+            ..v
+        })?;
+    }
+    Ok(events)
+}
+
 struct Failure {
     index: u64,
     toml: String,
@@ -109,6 +146,9 @@ fn reproduce_command(args: &SwarmArgs, index: u64) -> String {
     }
     if let Some(f) = &args.inject_fault {
         cmd.push_str(&format!(" --inject-fault {f}"));
+    }
+    if args.extremes {
+        cmd.push_str(" --extremes");
     }
     cmd
 }
@@ -217,7 +257,10 @@ fn run_generated(
         let path = dir.join(format!("swarm-{}-{k}.toml", args.seed));
         std::fs::write(&path, &toml)
             .with_context(|| format!("{}: cannot write", path.display()))?;
-        let r = check_file(&path, fault);
+        let r = match args.extremes {
+            true => check_file_extreme(&path, args.seed, k, &toml),
+            false => check_file(&path, fault),
+        };
         let _ = std::fs::remove_file(&path);
         Ok(r.map_err(|violation| Failure {
             index: k,

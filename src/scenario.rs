@@ -14,6 +14,8 @@ use serde::Deserialize;
 use crate::fiojob::FioJobFile;
 
 mod check;
+pub mod extremes;
+pub mod limits;
 mod presets;
 
 /// Largest scenario or job file accepted (a scenario is a few KiB).
@@ -395,7 +397,25 @@ fn parse_jobs(
             what.join(", ")
         ));
     }
+    notes.extend(jobs.iter().filter_map(rounding_note));
     Ok((jobs, notes))
+}
+
+/// A note for a `size` or `io_size` that is not a whole number of blocks:
+/// blocksim does whole blocks only, rounding down. fio 3.33 rounds down in
+/// random modes and issues one more block in sequential modes (with
+/// direct=1, `size=5000 bs=4k rw=read` reads 0 and 4096; `rw=randread`
+/// reads one block), so a sequential job's count may be one lower here.
+fn rounding_note(j: &JobConfig) -> Option<String> {
+    let bs = j.bs_bytes_min;
+    let (key, bytes) = [("size", j.size_bytes), ("io_size", j.io_size_bytes)]
+        .into_iter()
+        .find_map(|(k, b)| b.filter(|b| *b > bs && b % bs != 0).map(|b| (k, b)))?;
+    Some(format!(
+        "job `{}`: {key} = {bytes} is not a multiple of bs ({bs}): blocksim rounds it down to {} whole blocks, as fio does in random modes (fio's sequential modes issue one more block, past {key})",
+        j.name,
+        bytes / bs
+    ))
 }
 
 fn finish(
@@ -439,19 +459,23 @@ fn deserialize_modified(
     if !extended {
         if let Err(e) = toml::from_str::<ScenarioFile>(text) {
             // (Missing pieces may be what --job or --set supply.)
-            if !e.message().starts_with("missing field") {
+            if !e.message().contains("missing field") {
                 return Err(toml_error(path, text, &e));
             }
         }
     }
-    if let Some(base) =
-        before_sets.filter(|b| ScenarioFile::deserialize(toml::Value::Table((*b).clone())).is_ok())
-    {
+    // The table as it would be run: presets (`model = ...`) filled in.
+    let with_presets = |t: &toml::Table| {
+        let mut t = t.clone();
+        let _ = presets::apply(&mut t);
+        ScenarioFile::deserialize(toml::Value::Table(t))
+    };
+    if let Some(base) = before_sets.filter(|b| with_presets(b).is_ok()) {
         let mut t = base.clone();
         for s in sets {
             let (k, v) = split_set(s)?;
             apply_set(&mut t, k, parse_set_value(v))?;
-            if let Err(e) = ScenarioFile::deserialize(toml::Value::Table(t.clone())) {
+            if let Err(e) = with_presets(&t) {
                 bail!("--set {s}: {}", hint_unknown(e.message()));
             }
         }
@@ -586,6 +610,7 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
         toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))?
     };
     check_graph(path, &text, &file)?;
+    check_ranges(path, (!extended).then_some(text.as_str()), opts.sets, &file)?;
     let source = |text| match &job_file {
         Some(jf) => JobSource::Fio(jf),
         None => JobSource::Toml(text),
@@ -632,6 +657,9 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
                 hint_unknown(e.message())
             )
         })?;
+        if let Some(p) = limits::out_of_range(&f).first() {
+            bail!("{}: [[variant]] {:?}: {p}", path.display(), v.name);
+        }
         let (mut sc, _) = finish(path, source(None), f)?;
         if let Some(seed) = opts.seed {
             sc.simulation.seed = seed;
@@ -643,6 +671,44 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
         variants,
         notes,
     })
+}
+
+/// Every number of the scenario within its limit ([`limits`]); each
+/// problem says where its value came from: the `--set` that gave it, or
+/// the file's line.
+fn check_ranges(
+    path: &Path,
+    text: Option<&str>,
+    sets: &[String],
+    file: &ScenarioFile,
+) -> Result<()> {
+    let problems = limits::out_of_range(file);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = problems
+        .iter()
+        .map(|p| {
+            let option = p.option();
+            let indexed = format!("{}.{}.{}", p.section, p.index, p.key);
+            let set = sets
+                .iter()
+                .rev()
+                .find(|s| split_set(s).is_ok_and(|(k, _)| k == option || k == indexed));
+            if let Some(s) = set {
+                return format!("--set {s}: {p}");
+            }
+            let line = text.and_then(|t| {
+                let header = *check::header_lines(t, p.section).get(p.index)?;
+                check::key_line(t, header, p.key).or(Some(header))
+            });
+            match line {
+                Some(l) => format!("{}:{l}: {p}", path.display()),
+                None => format!("{}: {p}", path.display()),
+            }
+        })
+        .collect();
+    bail!("{}", list_problems(&lines))
 }
 
 /// The scenario's devices must form a graph (names unique, every name below

@@ -1073,6 +1073,38 @@ impl<'a> Results<'a> {
     }
 }
 
+/// One extreme `--set` for scenario `index` (`sim swarm --extremes`),
+/// from its own stream `(seed, "swarm/<index>/extreme")`: an option of
+/// [`crate::scenario::extremes`] whose section the scenario has, at one of
+/// its kind's extreme values (0, 1, unaligned, 2^63, 2^64 - 1, ...).
+pub fn draw_extreme(seed: u64, index: u64, toml: &str) -> Option<String> {
+    use crate::scenario::extremes;
+    let mut rng = component_rng(seed, &format!("swarm/{index}/extreme"));
+    let options: Vec<(&str, &str)> = extremes::options()
+        .into_iter()
+        .filter(|(o, _)| extremes::has_section(toml, o))
+        .collect();
+    if options.is_empty() {
+        return None;
+    }
+    let (option, kind) = *pick(&mut rng, &options);
+    let value = *pick(&mut rng, extremes::values(kind));
+    Some(format!("{option}={value}"))
+}
+
+/// Runs a scenario loaded with an extreme value: refusing it (a
+/// configuration error) or stopping at a bound is fine, and so is a run;
+/// a panic or a model invariant is a violation (a user's number must never
+/// look like a simulator bug).
+pub fn check_extreme(sc: &Scenario) -> Result<u64, Violation> {
+    match run_caught(sc, &RunOptions::default()) {
+        Ok(out) => Ok(out.events_processed),
+        Err(v) if v.invariant.starts_with("invalid scenario") => Ok(0),
+        Err(v) if v.invariant.starts_with("simulation did not finish") => Ok(0),
+        Err(v) => Err(v),
+    }
+}
+
 /// Runs one scenario twice (plain, then with profile and verbose) and
 /// checks every invariant. Returns the events of the first run. `fault` is
 /// a test-only injected fault (proves the checks fire).

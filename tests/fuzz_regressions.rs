@@ -38,6 +38,11 @@ fn replay(target: &str, body: fn(&[u8])) {
 }
 
 #[test]
+fn numbers_inputs() {
+    replay("numbers", harness::numbers);
+}
+
+#[test]
 fn scenario_toml_inputs() {
     replay("scenario_toml", harness::scenario_toml);
 }

@@ -465,6 +465,10 @@ pub const MODELLED_OPTIONS: &[&str] = &[
     "end_fsync",
 ];
 
+/// The logical block size every I/O is aligned to (blocksim's devices all
+/// have 512-byte sectors).
+pub const SECTOR_BYTES: u64 = 512;
+
 /// A scalar option value as written (TOML value or fio INI string).
 #[derive(Debug, Clone, PartialEq)]
 pub enum OptValue {
@@ -547,24 +551,48 @@ fn as_u64(key: &str, v: &OptValue) -> Result<u64, JobError> {
     }
 }
 
+/// A unit-parsing error as a job error (its hint already says "expected").
+fn unit_invalid(key: &str, v: &OptValue, e: &blocksim_sim::units::UnitError) -> JobError {
+    invalid(key, v, e.hint.strip_prefix("expected ").unwrap_or(e.hint))
+}
+
 fn as_size(key: &str, v: &OptValue) -> Result<u64, JobError> {
     match v {
         OptValue::Int(i) if *i >= 0 => Ok(*i as u64),
-        OptValue::Str(s) => parse_size_bytes(s).map_err(|e| invalid(key, v, e.hint)),
+        OptValue::Str(s) => parse_size_bytes(s).map_err(|e| unit_invalid(key, v, &e)),
         _ => Err(invalid(key, v, "a size such as 4096, \"4k\", \"16g\"")),
     }
 }
 
-/// fio times: a bare number is seconds (`runtime=10`).
+/// The longest `runtime` or `ramp_time`: 100 years [limit: simulated time
+/// is a u64 of ns (584 years); this keeps ramp_time + runtime and the
+/// time a run reaches far from it].
+pub const JOB_TIME_NS_MAX: u64 = 100 * 365 * 86_400 * 1_000_000_000;
+
+/// fio times: a bare number is seconds (`runtime=10`), at most
+/// [`JOB_TIME_NS_MAX`].
 fn as_time_s(key: &str, v: &OptValue) -> Result<u64, JobError> {
-    match v {
-        OptValue::Int(i) if *i >= 0 => Ok(*i as u64 * 1_000_000_000),
-        OptValue::Float(f) if *f >= 0.0 && f.is_finite() => Ok((*f * 1e9).round() as u64),
-        OptValue::Str(s) => {
-            parse_duration_ns(s, 1_000_000_000).map_err(|e| invalid(key, v, e.hint))
+    let ns = match v {
+        OptValue::Int(i) if *i >= 0 => (*i as u64).checked_mul(1_000_000_000),
+        OptValue::Float(f) if *f >= 0.0 && f.is_finite() => {
+            let ns = (*f * 1e9).round();
+            (ns < u64::MAX as f64).then_some(ns as u64)
         }
-        _ => Err(invalid(key, v, "a duration such as 10, \"10s\", \"500ms\"")),
-    }
+        OptValue::Str(s) => {
+            Some(parse_duration_ns(s, 1_000_000_000).map_err(|e| unit_invalid(key, v, &e))?)
+        }
+        _ => return Err(invalid(key, v, "a duration such as 10, \"10s\", \"500ms\"")),
+    };
+    ns.filter(|&ns| ns <= JOB_TIME_NS_MAX).ok_or_else(|| {
+        invalid(
+            key,
+            v,
+            &format!(
+                "at most {} s (100 years): the value is too large",
+                JOB_TIME_NS_MAX / 1_000_000_000
+            ),
+        )
+    })
 }
 
 fn as_bool(key: &str, v: &OptValue) -> Result<bool, JobError> {
@@ -844,7 +872,14 @@ impl JobConfig {
             "write_lat_log" => self.logs.lat_prefix = Some(log_prefix(v)),
             "write_bw_log" => self.logs.bw_prefix = Some(log_prefix(v)),
             "write_iops_log" => self.logs.iops_prefix = Some(log_prefix(v)),
-            "log_avg_msec" => self.logs.avg_msec = as_u64(key, v)?,
+            "log_avg_msec" => {
+                // fio's option is an unsigned int (ms); larger fails to parse.
+                let ms = as_u64(key, v)?;
+                if ms > u64::from(u32::MAX) {
+                    return Err(invalid(key, v, "at most 4294967295 (ms), as fio"));
+                }
+                self.logs.avg_msec = ms;
+            }
             "log_max_value" => self.logs.max_value = as_bool(key, v)?,
             "log_offset" => self.logs.offset = as_bool(key, v)?,
             _ => self.logs.per_job = as_bool(key, v)?,
@@ -870,8 +905,8 @@ impl JobConfig {
                 let (a, b) = s
                     .split_once(['-', ':'])
                     .ok_or_else(|| invalid(key, v, "MIN-MAX, e.g. \"4k-64k\""))?;
-                let a = parse_size_bytes(a).map_err(|e| invalid(key, v, e.hint))?;
-                let b = parse_size_bytes(b).map_err(|e| invalid(key, v, e.hint))?;
+                let a = parse_size_bytes(a).map_err(|e| unit_invalid(key, v, &e))?;
+                let b = parse_size_bytes(b).map_err(|e| unit_invalid(key, v, &e))?;
                 if a == 0 || a > b || a % 512 != 0 || b % 512 != 0 {
                     return Err(invalid(
                         key,
@@ -955,7 +990,20 @@ impl JobConfig {
             "buffered" => self.direct = !as_bool(key, v)?,
             "size" => self.size_bytes = Some(as_size(key, v)?),
             "io_size" | "io_limit" => self.io_size_bytes = Some(as_size(key, v)?),
-            "offset" => self.offset_bytes = as_size(key, v)?,
+            "offset" => {
+                let b = as_size(key, v)?;
+                if b % SECTOR_BYTES != 0 {
+                    // fio passes the offset to the first I/O as it is; with
+                    // direct=1 that pread/io_submit fails with EINVAL
+                    // ("io_u error ... Invalid argument", fio 3.33).
+                    return Err(invalid(
+                        key,
+                        v,
+                        "a multiple of 512 bytes: direct I/O starts on a sector boundary (fio's first I/O at an unaligned offset fails with EINVAL)",
+                    ));
+                }
+                self.offset_bytes = b;
+            }
             "runtime" | "timeout" => self.runtime_ns = Some(as_time_s(key, v)?),
             "time_based" => self.time_based = as_bool(key, v)?,
             "ramp_time" => self.ramp_time_ns = as_time_s(key, v)?,

@@ -775,8 +775,13 @@ impl<M: RaidMember> BlockDevice for Raid10<M> {
             return self.submit_flush(req, ctx);
         }
         assert!(req.sectors > 0, "raid10 {}: empty request", self.cfg.name);
+        // Callers keep requests inside the array (jobs' regions are checked
+        // against its size when the stack is built); the sum is checked so
+        // that a request near 2^64 cannot wrap past this assertion.
         assert!(
-            req.sector + req.sectors as u64 <= self.capacity,
+            req.sector
+                .checked_add(u64::from(req.sectors))
+                .is_some_and(|end| end <= self.capacity),
             "raid10 {}: request {}+{} beyond capacity {}",
             self.cfg.name,
             req.sector,

@@ -36,6 +36,10 @@ const TIME_HINT: &str =
     "expected a number with a unit: ns, us, ms, s, m, h (e.g. \"1.5us\", \"2ms\")";
 const SIZE_UNIT_HINT: &str = "write the unit, e.g. \"4096b\", \"4k\" or \"2g\" (b, k/KiB, m/MiB, g/GiB, t/TiB, p/PiB; 1k = 1024 bytes, as fio); only 0 may be written without one";
 const TIME_UNIT_HINT: &str = "write the unit, e.g. \"60us\" or \"2ms\" (ns, us, ms, s, m, h); only 0 may be written without one";
+const SIZE_RANGE_HINT: &str =
+    "expected a size below 2^64 bytes (16 EiB): the number is too large, not the unit";
+const TIME_RANGE_HINT: &str =
+    "expected a duration below 2^64 ns (584 years): the number is too large, not the unit";
 const RATE_HINT: &str = "expected a size per second: \"4k/s\", \"1m/s\", \"100MiB/s\" (1k = 1024 bytes); only 0 may be written without a unit";
 
 fn split_number(text: &str) -> (&str, &str) {
@@ -53,6 +57,30 @@ fn parse_number(num: &str) -> Option<f64> {
     }
     let v: f64 = cleaned.parse().ok()?;
     (v.is_finite() && v >= 0.0).then_some(v)
+}
+
+/// `num` (digits, `_`, at most one `.`) times `mult`, exactly when `num` is
+/// an integer; `Err(true)` when the product does not fit in a u64,
+/// `Err(false)` when `num` is not a number. A fraction is computed in
+/// floating point and rounded to the nearest unit.
+fn scaled(num: &str, mult: u64) -> Result<u64, bool> {
+    let cleaned: String = num.chars().filter(|&c| c != '_').collect();
+    if !cleaned.is_empty() && cleaned.bytes().all(|b| b.is_ascii_digit()) {
+        // Digits only: exact, whatever the length.
+        let v: u128 = match cleaned.trim_start_matches('0') {
+            "" => 0,
+            d if d.len() > 30 => return Err(true),
+            d => d.parse().map_err(|_| false)?,
+        };
+        return u64::try_from(v * u128::from(mult)).map_err(|_| true);
+    }
+    let v = parse_number(num).ok_or(false)?;
+    let x = (v * mult as f64).round();
+    // u64::MAX as f64 is 2^64: a product at or above it does not fit.
+    if x >= u64::MAX as f64 {
+        return Err(true);
+    }
+    Ok(x as u64)
 }
 
 /// Parses a size in bytes.
@@ -73,11 +101,18 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, UnitError> {
         "p" | "pb" | "pib" => 1 << 50,
         _ => return Err(err()),
     };
-    let bytes = v * mult as f64;
-    if bytes > u64::MAX as f64 || bytes.fract() != 0.0 {
+    if (v * mult as f64).fract() != 0.0 {
+        // A fraction of a byte ("1.5b", "0.1k").
         return Err(err());
     }
-    Ok(bytes as u64)
+    scaled(num, mult).map_err(|too_large| UnitError {
+        hint: if too_large {
+            SIZE_RANGE_HINT
+        } else {
+            SIZE_HINT
+        },
+        ..err()
+    })
 }
 
 /// Parses a duration in nanoseconds; a bare number is in `default_unit_ns`.
@@ -88,7 +123,7 @@ pub fn parse_duration_ns(text: &str, default_unit_ns: u64) -> Result<u64, UnitEr
         hint: TIME_HINT,
     };
     let (num, unit) = split_number(text);
-    let v = parse_number(num).ok_or_else(err)?;
+    parse_number(num).ok_or_else(err)?;
     let mult: u64 = match unit {
         "" => default_unit_ns,
         "ns" => 1,
@@ -99,11 +134,14 @@ pub fn parse_duration_ns(text: &str, default_unit_ns: u64) -> Result<u64, UnitEr
         "h" => 3_600_000_000_000,
         _ => return Err(err()),
     };
-    let ns = (v * mult as f64).round();
-    if ns > u64::MAX as f64 {
-        return Err(err());
-    }
-    Ok(ns as u64)
+    scaled(num, mult).map_err(|too_large| UnitError {
+        hint: if too_large {
+            TIME_RANGE_HINT
+        } else {
+            TIME_HINT
+        },
+        ..err()
+    })
 }
 
 /// Parses a scenario size: the unit is required (`"4096b"`, `"4k"`); only
@@ -282,6 +320,33 @@ mod tests {
             10_000_000_000
         );
         assert!(parse_duration_ns("3 parsecs", 1).is_err());
+    }
+
+    #[test]
+    fn too_large_blames_the_number() {
+        // Integers are exact up to u64::MAX, and a product that does not
+        // fit is an error about the size, never a wrapped or rounded value.
+        assert_eq!(parse_size_bytes("18446744073709551615").unwrap(), u64::MAX);
+        assert_eq!(parse_size_bytes("9007199254740993").unwrap(), (1 << 53) + 1);
+        assert_eq!(
+            parse_duration_ns("18446744073", 1_000_000_000).unwrap(),
+            18_446_744_073_000_000_000
+        );
+        for (e, kind) in [
+            (parse_size_bytes("18446744073709551616"), "size"),
+            (parse_size_bytes("16384p"), "size"),
+            (parse_size_bytes("16384.5p"), "size"),
+            (parse_duration_ns("18446744074", 1_000_000_000), "duration"),
+            (parse_duration_ns("99999999999999h", 1), "duration"),
+            (parse_duration_ns("5124096.5h", 1), "duration"),
+        ] {
+            let e = e.unwrap_err();
+            assert!(e.hint.contains("too large, not the unit"), "{kind}: {e}");
+        }
+        assert!(!parse_size_bytes("4q")
+            .unwrap_err()
+            .hint
+            .contains("too large"));
     }
 
     #[test]

@@ -153,7 +153,7 @@ fn join(a: String, b: Option<String>) -> String {
 }
 
 /// 1-based lines of `[name]` (or `[[name]]`) headers, in order.
-fn header_lines(text: &str, name: &str) -> Vec<usize> {
+pub(super) fn header_lines(text: &str, name: &str) -> Vec<usize> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| {
@@ -169,7 +169,7 @@ fn header_lines(text: &str, name: &str) -> Vec<usize> {
 }
 
 /// The line of `key = ...` in the section whose header is on `header`.
-fn key_line(text: &str, header: usize, key: &str) -> Option<usize> {
+pub(super) fn key_line(text: &str, header: usize, key: &str) -> Option<usize> {
     text.lines()
         .enumerate()
         .skip(header)

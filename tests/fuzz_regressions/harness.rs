@@ -110,6 +110,39 @@ pub fn set_expr(data: &[u8]) {
     );
 }
 
+/// Every numeric option at an extreme value (the list of
+/// `blocksim::scenario::extremes`): bytes 0-1 pick the option, byte 2 the
+/// value, byte 3 the base scenario; further lines are more `--set`s. The
+/// models run (capped at [`FUZZ_MAX_EVENTS`]) whatever [`run_models`]
+/// says: an overflow in a model is what this target looks for.
+pub fn numbers(data: &[u8]) {
+    use blocksim::scenario::extremes;
+    let [a, b, v, which, rest @ ..] = data else {
+        return;
+    };
+    let options = extremes::options();
+    let (option, kind) = options[usize::from(u16::from_le_bytes([*a, *b])) % options.len()];
+    let values = extremes::values(kind);
+    let mut sets = vec![format!(
+        "{option}={}",
+        values[usize::from(*v) % values.len()]
+    )];
+    if let Ok(text) = std::str::from_utf8(rest) {
+        sets.extend(text.lines().take(8).map(str::to_string));
+    }
+    let base = base_scenario(usize::from(*which) % 2);
+    let loaded = load(
+        &base,
+        &LoadOptions {
+            sets: &sets,
+            ..LoadOptions::default()
+        },
+    );
+    if let Ok(loaded) = loaded {
+        run_capped(&loaded.base);
+    }
+}
+
 /// Small base scenarios for `--set` and job-file fuzzing.
 const BASES: [&str; 2] = [
     r#"

@@ -172,21 +172,8 @@ fn job_region(
                 .unwrap_or_default()
         ))
     })?;
-    let size_sectors = (targets.size_sectors_of)(target);
-    let start_bytes = file_start + j.offset_bytes;
-    let region_bytes = j
-        .size_bytes
-        .unwrap_or((size_sectors * 512).saturating_sub(start_bytes));
-    if start_bytes + region_bytes > size_sectors * 512 || region_bytes < j.bs_bytes_max {
-        return Err(cfg_err(format!(
-            "job `{}`: region offset {} + size {} does not fit {} ({} bytes) or is smaller than bs",
-            j.name,
-            start_bytes,
-            region_bytes,
-            target_name,
-            size_sectors * 512
-        )));
-    }
+    let target_bytes = (targets.size_sectors_of)(target).saturating_mul(512);
+    let (start_bytes, region_bytes) = job_extent(j, &target_name, file_start, target_bytes)?;
     let (ios_limit, bytes_limit) = match (j.time_based, j.bs_split.is_empty()) {
         (true, _) => (None, None),
         (false, true) => (Some(j.io_limit_bytes(region_bytes) / j.bs_bytes_min), None),
@@ -211,6 +198,72 @@ fn job_region(
         ios_limit,
         bytes_limit,
     })
+}
+
+/// `bytes` for a message: exact, and in GiB when that is shorter to read.
+fn bytes_text(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!(
+            "{bytes} bytes ({:.1} GiB)",
+            bytes as f64 / (1u64 << 30) as f64
+        )
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// A job's region on its target, checked: (start, length) in bytes. Every
+/// sum is checked, so a huge `offset` or `size` is an error naming the
+/// options, their values and the target's size, never a wrapped number.
+pub(in crate::stack) fn job_extent(
+    j: &JobConfig,
+    target_name: &str,
+    file_start: u64,
+    target_bytes: u64,
+) -> Result<(u64, u64), ModelError> {
+    let on = if file_start > 0 {
+        format!(" (the file starts at [filesystem] file_start = {file_start} on {target_name})")
+    } else {
+        String::new()
+    };
+    let start_bytes = file_start
+        .checked_add(j.offset_bytes)
+        .filter(|&s| s < target_bytes)
+        .ok_or_else(|| {
+            cfg_err(format!(
+                "job `{}`: job.offset = {} is not below {target_name}'s size, {}{on}; the region must start inside the device",
+                j.name,
+                j.offset_bytes,
+                bytes_text(target_bytes)
+            ))
+        })?;
+    let region_bytes = j.size_bytes.unwrap_or(target_bytes - start_bytes);
+    let end = start_bytes.checked_add(region_bytes);
+    if end.is_none_or(|e| e > target_bytes) {
+        let sum = end.map_or_else(|| "more than 2^64 bytes".to_string(), bytes_text);
+        let terms = match file_start {
+            0 => format!(
+                "job.offset + job.size = {} + {region_bytes}",
+                j.offset_bytes
+            ),
+            f => format!(
+                "[filesystem] file_start + job.offset + job.size = {f} + {} + {region_bytes}",
+                j.offset_bytes
+            ),
+        };
+        return Err(cfg_err(format!(
+            "job `{}`: {terms} = {sum} exceeds {target_name}'s {}; lower size or offset",
+            j.name,
+            bytes_text(target_bytes)
+        )));
+    }
+    if region_bytes < j.bs_bytes_max {
+        return Err(cfg_err(format!(
+            "job `{}`: job.size = {region_bytes} is smaller than the largest block size, {}; raise size or lower bs",
+            j.name, j.bs_bytes_max
+        )));
+    }
+    Ok((start_bytes, region_bytes))
 }
 
 /// The CPU of clone `clone` of job `j`: its `cpus_allowed` list in order

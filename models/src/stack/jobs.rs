@@ -256,11 +256,12 @@ impl AsyncStack {
                 Dir::Write
             };
             th.issued += 1;
-            (
-                dir,
-                region_sector + offset_bytes / 512,
-                (bytes / 512) as u32,
-            )
+            // The offset lies inside the region, which `job_extent` checked
+            // fits the target: the sum cannot overflow.
+            let sector = region_sector
+                .checked_add(offset_bytes / 512)
+                .expect("job offset inside a region that fits its target");
+            (dir, sector, (bytes / 512) as u32)
         };
         // sync and vsync lseek unless the file is already at the offset
         // (fio_syncio_prep); the call leaves it after the I/O.

@@ -121,6 +121,13 @@ impl GroupBuild<'_> {
         let pmem = match target {
             ProgTarget::Pmem(p) | ProgTarget::Dm(_, p) => p,
         };
+        // The region is checked as a queued job's is, though a program's
+        // I/O costs do not depend on where on the pmem device it lands.
+        let name = match target {
+            ProgTarget::Pmem(p) => p.name.as_str(),
+            ProgTarget::Dm(d, _) => d.name.as_str(),
+        };
+        crate::stack::engine::job_extent(jc, name, 0, pmem.size_bytes)?;
         let bs = jc.bs_bytes_min;
         let ios_limit = if jc.time_based {
             u64::MAX
