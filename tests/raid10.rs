@@ -342,7 +342,7 @@ fn raid10_writes_hit_both_copies_and_complete_after_both() {
     let s = h.dev.disk_stats(h.now);
     assert_eq!(
         (s.ios, s.sectors, s.ticks_ns, s.busy_ns),
-        ([0, 1], [0, 8], [0, 0], 0)
+        ([0, 1, 0, 0], [0, 8, 0, 0], [0; 4], 0)
     );
     assert!(h.dev.full_disk_stats(h.now).ticks_ns[1] > 0);
 }

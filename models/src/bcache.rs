@@ -900,6 +900,12 @@ impl Bcache {
                 self.write(user, task, sector, sectors, bypass, now_ns),
                 LookupCost::default(),
             ),
+            Dir::Discard | Dir::Flush => {
+                unreachable!(
+                    "bcache's layer handles {} before the request path",
+                    dir.op_name()
+                )
+            }
         }
     }
 

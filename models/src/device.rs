@@ -16,11 +16,41 @@ use blocksim_sim::SimTime;
 
 pub use crate::limits::Limits;
 
-/// Direction of a request.
+/// Direction (operation) of a request, in the order of Linux's diskstats
+/// groups (`STAT_READ`, `STAT_WRITE`, `STAT_DISCARD`, `STAT_FLUSH`) and of
+/// fio's data directions (`DDIR_READ`, `DDIR_WRITE`, `DDIR_TRIM`,
+/// `DDIR_SYNC`), so that `dir as usize` indexes both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub enum Dir {
     Read,
     Write,
+    /// `REQ_OP_DISCARD`: the sectors' data is no longer needed (TRIM).
+    Discard,
+    /// `REQ_OP_FLUSH`: an empty flush (no sectors): completes once every
+    /// write the device completed before it is on stable media (the
+    /// device's volatile write cache drained).
+    Flush,
+}
+
+impl Dir {
+    /// Every direction, in index order.
+    pub const ALL: [Dir; 4] = [Dir::Read, Dir::Write, Dir::Discard, Dir::Flush];
+
+    /// Whether the request carries data (a read or a write).
+    #[inline]
+    pub fn is_data(self) -> bool {
+        matches!(self, Dir::Read | Dir::Write)
+    }
+
+    /// Linux's name of the operation, for error messages.
+    pub fn op_name(self) -> &'static str {
+        match self {
+            Dir::Read => "REQ_OP_READ",
+            Dir::Write => "REQ_OP_WRITE",
+            Dir::Discard => "REQ_OP_DISCARD",
+            Dir::Flush => "REQ_OP_FLUSH",
+        }
+    }
 }
 
 /// Identifies a request to the device that received it; the submitter picks
@@ -46,7 +76,8 @@ impl ReqTag {
     }
 }
 
-/// A request as a device sees it: sector-addressed, 512-byte sectors.
+/// A request as a device sees it: sector-addressed, 512-byte sectors. A
+/// flush has `sectors == 0` (and `sector == 0`): it names no data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DevRequest {
     pub tag: ReqTag,
@@ -106,14 +137,17 @@ impl<'a> DevCtx<'a> {
     }
 }
 
-/// Per-device statistics in the shape of /proc/diskstats.
+/// Per-device statistics in the shape of /proc/diskstats, each array
+/// indexed by `Dir as usize` (read, write, discard, flush: Linux's
+/// `STAT_*` groups; the discard fields appeared in 4.18, flush in 5.5, and
+/// a flush moves no sectors and is never merged).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DiskStats {
-    pub ios: [u64; 2],
-    pub merges: [u64; 2],
-    pub sectors: [u64; 2],
+    pub ios: [u64; 4],
+    pub merges: [u64; 4],
+    pub sectors: [u64; 4],
     /// Sum of request service times (submit to complete), per direction.
-    pub ticks_ns: [u64; 2],
+    pub ticks_ns: [u64; 4],
     /// Integral of requests in flight over time (diskstats `time_in_queue`).
     pub in_queue_ns: u64,
     /// Time with at least one request in flight (diskstats `io_ticks`).

@@ -61,6 +61,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats, ReqTag};
+use crate::limits::Limits;
 
 /// `[[hdd]]`: one rotating disk.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -407,6 +408,18 @@ enum ServiceKind {
 const TOKEN_MECH: u32 = 0;
 /// Timer of the front end (a cached write's acknowledgement).
 const TOKEN_ACK: u32 = 1;
+/// Timer of a flush's command overhead.
+const TOKEN_FLUSH: u32 = 2;
+
+/// The flush (ATA FLUSH CACHE EXT) the drive is executing.
+#[derive(Debug, Clone, Copy)]
+struct FlushCmd {
+    slot: SlotId,
+    /// Its overhead timer is set.
+    armed: bool,
+    /// Its overhead has elapsed: it completes once the cache is clean.
+    overhead_done: bool,
+}
 
 #[derive(Debug, Clone, Copy)]
 struct InService {
@@ -445,6 +458,8 @@ pub struct HddCounters {
     pub starved_picks: u64,
     /// Largest number of commands in the drive's queue at once.
     pub max_queued: u64,
+    /// Flushes (FLUSH CACHE EXT) completed.
+    pub flushes: u64,
 }
 
 /// Breakdown of one media command.
@@ -484,6 +499,8 @@ pub struct Hdd {
     acct: DiskAccounting,
     counters: HddCounters,
     overhead_ns: u64,
+    /// The flush in the drive: a non-NCQ command, alone in it.
+    flush: Option<FlushCmd>,
 }
 
 fn invalid(cfg: &HddConfig, key: &'static str, value: String, fix: &'static str) -> HddError {
@@ -521,6 +538,7 @@ impl Hdd {
             acct: DiskAccounting::new(SimTime::ZERO),
             counters: HddCounters::default(),
             overhead_ns: cfg.command_overhead.0,
+            flush: None,
             cfg: cfg.clone(),
         })
     }
@@ -717,12 +735,29 @@ impl Hdd {
         self.acks.push_back(slot);
     }
 
-    /// Moves host commands from the backlog into free NCQ tags.
+    /// Moves host commands from the backlog into free NCQ tags. A flush
+    /// (FLUSH CACHE EXT is not an NCQ command) waits at the head of the
+    /// backlog until the drive holds no host command (libata's
+    /// `ata_std_qc_defer`), then runs alone: nothing enters behind it.
     fn refill(&mut self) {
-        while self.host_in_drive < self.cfg.ncq_depth {
-            let Some(slot) = self.backlog.pop_front() else {
+        while self.host_in_drive < self.cfg.ncq_depth && self.flush.is_none() {
+            let Some(&slot) = self.backlog.front() else {
                 break;
             };
+            if self.cmds.get(slot).dir == Dir::Flush {
+                if self.host_in_drive > 0 {
+                    break;
+                }
+                self.backlog.pop_front();
+                self.host_in_drive = 1;
+                self.flush = Some(FlushCmd {
+                    slot,
+                    armed: false,
+                    overhead_done: false,
+                });
+                break;
+            }
+            self.backlog.pop_front();
             self.host_in_drive += 1;
             if self.fits_cache(self.cmds.get(slot)) {
                 self.take_into_cache(slot);
@@ -746,6 +781,38 @@ impl Hdd {
                 i += 1;
             }
         }
+    }
+
+    /// Sets the overhead timer of a flush that entered the drive.
+    fn start_flush(&mut self, ctx: &mut DevCtx<'_>) {
+        if let Some(f) = self.flush.as_mut().filter(|f| !f.armed) {
+            f.armed = true;
+            ctx.set_timer(self.overhead_ns.max(1), TOKEN_FLUSH);
+        }
+    }
+
+    /// Completes the flush once its overhead elapsed and every cached
+    /// write reached the platter (the destages run meanwhile: the flush
+    /// waits for the write cache to drain).
+    fn try_finish_flush(&mut self, ctx: &mut DevCtx<'_>) {
+        let Some(f) = self
+            .flush
+            .filter(|f| f.overhead_done && self.destage_cmds == 0)
+        else {
+            return;
+        };
+        assert_eq!(
+            self.dirty_sectors, 0,
+            "hdd {}: clean cache with dirty sectors",
+            self.cfg.name
+        );
+        self.flush = None;
+        let cmd = self.cmds.remove(f.slot);
+        let CmdKind::Host(tag) = cmd.kind else {
+            unreachable!("a flush is a host command")
+        };
+        self.counters.flushes += 1;
+        self.finish_host(&cmd, tag, ctx);
     }
 
     /// Starts the front end on the next cached write, if idle.
@@ -1131,7 +1198,12 @@ fn fit_seek_curve(cfg: &HddConfig, cylinders: u32) -> Result<SeekCurve, HddError
 impl BlockDevice for Hdd {
     fn submit(&mut self, req: DevRequest, ctx: &mut DevCtx<'_>) {
         let now = ctx.now();
-        assert!(req.sectors > 0, "hdd {}: empty request", self.cfg.name);
+        assert_eq!(
+            req.sectors == 0,
+            req.dir == Dir::Flush,
+            "hdd {}: an empty request that is not a flush, or a flush with data",
+            self.cfg.name
+        );
         assert!(
             req.sector + req.sectors as u64 <= self.geo.total_sectors,
             "hdd {}: request {}+{} beyond capacity {}",
@@ -1147,6 +1219,12 @@ impl BlockDevice for Hdd {
             self.cfg.backlog_limit
         );
         self.acct.start(now);
+        if req.dir == Dir::Discard {
+            unreachable!(
+                "hdd {}: a discard reached a disk whose limits refuse discards",
+                self.cfg.name
+            );
+        }
         if req.dir == Dir::Write {
             // A write makes overlapping buffered read data stale.
             if let Some(seg) = self.segment {
@@ -1168,24 +1246,37 @@ impl BlockDevice for Hdd {
             .expect("slab bound covers backlog + ncq + destages");
         self.backlog.push_back(slot);
         self.refill();
+        self.start_flush(ctx);
         self.start_ack(ctx);
         self.dispatch(ctx);
     }
 
     fn on_timer(&mut self, token: u32, ctx: &mut DevCtx<'_>) {
         let now = ctx.now();
-        if token == TOKEN_ACK {
-            self.ack_done(now, ctx);
-        } else {
-            assert_eq!(
-                token, TOKEN_MECH,
-                "hdd {}: unknown timer token",
-                self.cfg.name
-            );
-            self.mech_done(now, ctx);
+        match token {
+            TOKEN_ACK => self.ack_done(now, ctx),
+            TOKEN_MECH => self.mech_done(now, ctx),
+            TOKEN_FLUSH => {
+                let f = self.flush.as_mut();
+                let f = f.unwrap_or_else(|| panic!("hdd {}: flush timer, no flush", self.cfg.name));
+                f.overhead_done = true;
+                self.counters.overhead_ns += self.overhead_ns;
+            }
+            _ => panic!("hdd {}: unknown timer token {token}", self.cfg.name),
         }
+        self.try_finish_flush(ctx);
+        self.start_flush(ctx);
         self.start_ack(ctx);
         self.dispatch(ctx);
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            no_discard: Some(
+                "a rotating disk has no TRIM: its IDENTIFY data has no DATA SET MANAGEMENT/TRIM bit, so the driver leaves the queue's max_discard_sectors 0 [src: drivers/ata/libata-scsi.c ata_scsiop_inq_b0, ata_id_has_trim]",
+            ),
+            ..Limits::NONE
+        }
     }
 
     fn in_flight(&self) -> u32 {

@@ -66,6 +66,11 @@ pub struct Limits {
     pub max_clone_bvecs: Option<u32>,
     /// Where the limits come from, for messages.
     pub source: &'static str,
+    /// Why the device takes no discards (its queue's
+    /// `max_discard_sectors` is 0, so the kernel never sends it one and
+    /// `BLKDISCARD` fails with `EOPNOTSUPP`), with the source; `None`: it
+    /// takes them.
+    pub no_discard: Option<&'static str>,
 }
 
 impl Limits {
@@ -76,6 +81,7 @@ impl Limits {
         splits_multi_page: true,
         max_clone_bvecs: None,
         source: "",
+        no_discard: None,
     };
 
     /// md in Linux 3.0-3.2 (raid10 with `chunk_sectors` when its chunks are
@@ -88,6 +94,7 @@ impl Limits {
             splits_multi_page: false,
             max_clone_bvecs: Some(BIO_MAX_PAGES),
             source: "drivers/md/raid10.c make_request, raid10_mergeable_bvec; drivers/md/md.c bio_clone_mddev; fs/bio.c bvec_alloc_bs (Linux 3.0-3.2)",
+            no_discard: None,
         }
     }
 }

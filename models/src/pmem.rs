@@ -13,7 +13,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::{BlockDevice, DevCtx, DevRequest, DiskAccounting, DiskStats, StatsKept};
+use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats, StatsKept};
+use crate::limits::Limits;
 use blocksim_sim::SimTime;
 
 /// `[[pmem]]`.
@@ -111,7 +112,17 @@ const PMEM_NO_STATS: &str =
     "pmem queues do not set QUEUE_FLAG_IO_STAT (iostat = false): the kernel keeps no statistics";
 
 impl BlockDevice for Pmem {
+    /// A flush completes at once (`pmem_submit_bio`'s `REQ_PREFLUSH` path,
+    /// `nvdimm_flush`, is a store fence on a namespace without flush hints:
+    /// its cost is the per-bio `request_ns` the machine charges). Discards
+    /// never reach it (see [`Pmem::limits`]).
     fn submit(&mut self, req: DevRequest, ctx: &mut DevCtx<'_>) {
+        assert_ne!(
+            req.dir,
+            Dir::Discard,
+            "pmem {}: a discard reached a namespace whose limits refuse discards",
+            self.cfg.name
+        );
         if self.cfg.iostat {
             let now = ctx.now();
             self.acct.start(now);
@@ -143,6 +154,15 @@ impl BlockDevice for Pmem {
     }
     fn completes_inline(&self) -> bool {
         true
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            no_discard: Some(
+                "pmem has no discard: pmem_submit_bio copies read and write segments only and the driver never sets max_discard_sectors [src: drivers/nvdimm/pmem.c pmem_submit_bio, pmem_attach_disk]",
+            ),
+            ..Limits::NONE
+        }
     }
 }
 

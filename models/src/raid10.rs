@@ -295,6 +295,10 @@ pub struct Raid10Counters {
     pub reads_per_member: Vec<u64>,
     /// Member writes issued, per raid disk.
     pub writes_per_member: Vec<u64>,
+    /// Member discards issued, per raid disk.
+    pub discards_per_member: Vec<u64>,
+    /// Member flushes issued, per raid disk (md's `submit_flushes`).
+    pub flushes_per_member: Vec<u64>,
     /// Member reads that failed and were retried on another copy.
     pub read_retries: u64,
     /// Members md failed after a write error.
@@ -467,6 +471,8 @@ impl<M: RaidMember> Raid10<M> {
             counters: Raid10Counters {
                 reads_per_member: vec![0; n],
                 writes_per_member: vec![0; n],
+                discards_per_member: vec![0; n],
+                flushes_per_member: vec![0; n],
                 ..Default::default()
             },
         })
@@ -551,6 +557,8 @@ impl<M: RaidMember> Raid10<M> {
         match dir {
             Dir::Read => self.counters.reads_per_member[dev] += 1,
             Dir::Write => self.counters.writes_per_member[dev] += 1,
+            Dir::Discard => self.counters.discards_per_member[dev] += 1,
+            Dir::Flush => self.counters.flushes_per_member[dev] += 1,
         }
         let slot = self
             .children
@@ -577,14 +585,19 @@ impl<M: RaidMember> Raid10<M> {
     fn child_done(&mut self, m: usize, tag: ReqTag, ctx: &mut DevCtx<'_>) {
         let child = self.children.remove(SlotId(tag.tag().0));
         assert_eq!(child.member as usize, m, "completion from the wrong member");
+        let dir = self.parents.get(child.parent).dir;
         let mirror = &mut self.mirrors[m];
-        mirror.head_position = child.addr + child.sectors as u64;
+        if dir.is_data() {
+            mirror.head_position = child.addr + child.sectors as u64;
+        }
         assert!(mirror.nr_pending > 0);
         mirror.nr_pending -= 1;
-        let dir = self.parents.get(child.parent).dir;
         match (dir, tag.failed()) {
             (Dir::Read, true) => return self.retry_read(child, ctx),
-            (Dir::Write, true) => {
+            // md_end_flush: a member's failed flush fails the flush.
+            (Dir::Flush, true) => self.parents.get_mut(child.parent).failed = true,
+            (Dir::Flush, false) => {}
+            (Dir::Write | Dir::Discard, true) => {
                 // raid10_end_write_request: md_error fails the member; the
                 // piece is written if another copy is.
                 if !self.mirrors[m].faulty {
@@ -592,7 +605,9 @@ impl<M: RaidMember> Raid10<M> {
                     self.counters.members_failed += 1;
                 }
             }
-            (Dir::Write, false) => self.parents.get_mut(child.parent).pieces_ok |= 1 << child.piece,
+            (Dir::Write | Dir::Discard, false) => {
+                self.parents.get_mut(child.parent).pieces_ok |= 1 << child.piece
+            }
             (Dir::Read, false) => {}
         }
         self.parent_put(child.parent, ctx);
@@ -654,7 +669,8 @@ impl<M: RaidMember> Raid10<M> {
             let now = ctx.now();
             self.acct.done(now, p.dir, p.sectors, now.since(p.arrival));
             let all_pieces = u64::MAX >> (64 - p.pieces);
-            if p.failed || (p.dir == Dir::Write && p.pieces_ok != all_pieces) {
+            let written = matches!(p.dir, Dir::Write | Dir::Discard);
+            if p.failed || (written && p.pieces_ok != all_pieces) {
                 ctx.fail(p.tag);
             } else {
                 ctx.complete(p.tag);
@@ -662,8 +678,10 @@ impl<M: RaidMember> Raid10<M> {
         }
     }
 
-    /// Issues one piece of a request: a read to one copy, a write to every
-    /// working copy; a piece no copy can take fails the request.
+    /// Issues one piece of a request: a read to one copy, a write or a
+    /// discard to every working copy (raid10's discard path, Linux 3.7+:
+    /// split per chunk like a write, each copy discarded); a piece no copy
+    /// can take fails the request.
     fn issue_piece(&mut self, at: ChildAt, dir: Dir, ctx: &mut DevCtx<'_>) {
         let mut copies = [(0usize, 0u64); MAX_COPIES];
         self.geo.find_phys(at.sector, &mut copies);
@@ -680,7 +698,8 @@ impl<M: RaidMember> Raid10<M> {
                 }
                 None => self.parents.get_mut(at.parent).failed = true,
             },
-            Dir::Write => {
+            Dir::Flush => unreachable!("raid10: a flush has no pieces"),
+            Dir::Write | Dir::Discard => {
                 let mut working = 0u32;
                 for (i, c) in copies[..nc].iter().enumerate() {
                     working |= u32::from(!self.mirrors[c.0].faulty) << i;
@@ -688,11 +707,54 @@ impl<M: RaidMember> Raid10<M> {
                 self.parents.get_mut(at.parent).remaining += working.count_ones();
                 for (i, &copy) in copies[..nc].iter().enumerate() {
                     if working & (1 << i) != 0 {
-                        self.issue_child(at, Dir::Write, copy, ctx);
+                        self.issue_child(at, dir, copy, ctx);
                     }
                 }
             }
         }
+    }
+}
+
+impl<M: RaidMember> Raid10<M> {
+    /// An empty flush: md's `md_flush_request`/`submit_flushes` sends an
+    /// empty flush to every working member and completes the flush when all
+    /// have (failing it if one fails).
+    fn submit_flush(&mut self, req: DevRequest, ctx: &mut DevCtx<'_>) {
+        assert_eq!(
+            req.sectors, 0,
+            "raid10 {}: a flush with data",
+            self.cfg.name
+        );
+        let now = ctx.now();
+        self.acct.start(now);
+        let parent = self
+            .parents
+            .insert(Parent {
+                tag: req.tag,
+                dir: Dir::Flush,
+                sectors: 0,
+                arrival: now,
+                remaining: 1,
+                pieces: 1,
+                pieces_ok: 0,
+                failed: false,
+            })
+            .unwrap_or_else(|e| panic!("raid10 {}: {e}", self.cfg.name));
+        for dev in 0..self.members.len() {
+            if self.mirrors[dev].faulty {
+                continue;
+            }
+            self.parents.get_mut(parent).remaining += 1;
+            let at = ChildAt {
+                parent,
+                sector: 0,
+                sectors: 0,
+                piece: 0,
+                tried: 0,
+            };
+            self.issue_child(at, Dir::Flush, (dev, 0), ctx);
+        }
+        self.parent_put(parent, ctx);
     }
 }
 
@@ -709,6 +771,9 @@ struct ChildAt {
 
 impl<M: RaidMember> BlockDevice for Raid10<M> {
     fn submit(&mut self, req: DevRequest, ctx: &mut DevCtx<'_>) {
+        if req.dir == Dir::Flush {
+            return self.submit_flush(req, ctx);
+        }
         assert!(req.sectors > 0, "raid10 {}: empty request", self.cfg.name);
         assert!(
             req.sector + req.sectors as u64 <= self.capacity,
@@ -801,9 +866,16 @@ impl<M: RaidMember> BlockDevice for Raid10<M> {
     fn limits(&self) -> Limits {
         // make_request checks chunks only when they are striped.
         let striped = self.geo.near_copies < self.geo.raid_disks;
-        Limits::md_2011(
+        let md = Limits::md_2011(
             striped.then(|| u32::try_from(self.geo.chunk_sectors()).unwrap_or(u32::MAX)),
-        )
+        );
+        // raid10 takes discards when every member does (Linux 3.7+
+        // raid10's `run`: QUEUE_FLAG_DISCARD only if a member's queue has
+        // it; 3.0-3.2 md had no discard path).
+        Limits {
+            no_discard: self.members.iter().find_map(|m| m.limits().no_discard),
+            ..md
+        }
     }
 
     fn stats_kept(&self) -> (StatsKept, &'static str) {
@@ -860,6 +932,8 @@ impl<M: RaidMember> BlockDevice for Raid10<M> {
         self.counters = Raid10Counters {
             reads_per_member: vec![0; n],
             writes_per_member: vec![0; n],
+            discards_per_member: vec![0; n],
+            flushes_per_member: vec![0; n],
             ..Default::default()
         };
     }

@@ -182,6 +182,8 @@ impl BlockDevice for RefSsd {
                         self.link_queue.push_back(id);
                         self.start_link(ctx);
                     }
+                    // Placeholder, as in the event-folded model.
+                    Dir::Flush | Dir::Discard => self.finish(id, ctx),
                 }
                 self.start_controller(ctx);
             }

@@ -139,9 +139,13 @@ impl Accounting {
     pub(super) fn call(&mut self, c: Call, profile: &mut CpuProfile, context: ContextId) -> u64 {
         let inst = &self.insts[c.inst as usize];
         inst.design.set_now_jiffies(c.t.as_ns() / self.jiffy_ns);
+        // The kernel indexes in_flight[] by op_is_write: a discard is a
+        // write, and so is an empty flush bio (blkdev_issue_flush builds a
+        // REQ_OP_WRITE | REQ_PREFLUSH bio in the kernels these designs
+        // come from).
         let dir = match c.dir {
             Dir::Read => DDir::Read,
-            Dir::Write => DDir::Write,
+            Dir::Write | Dir::Discard | Dir::Flush => DDir::Write,
         };
         let cpu = c.cpu as u32;
         traced::record(cpu, &mut self.accesses, || {

@@ -21,6 +21,9 @@ pub(super) fn log_io(
             dir: match io.dir {
                 Dir::Read => blocksim_analysis::Dir::Read,
                 Dir::Write => blocksim_analysis::Dir::Write,
+                Dir::Discard => blocksim_analysis::Dir::Trim,
+                // fio logs no sync latencies.
+                Dir::Flush => return,
             },
             bs_bytes: io.sectors * 512,
             offset_bytes: (io.sector * 512).saturating_sub(file_start_bytes),
@@ -274,6 +277,8 @@ impl AsyncStack {
                 let dir = match e.dir {
                     Dir::Read => "read",
                     Dir::Write => "write",
+                    Dir::Discard => "trim",
+                    Dir::Flush => "sync",
                 };
                 notes.push(format!(
                     "fio: io_u error on file {}: Input/output error: {dir} offset={}, buflen={}",
