@@ -22,6 +22,8 @@ use rand::Rng;
 
 pub mod ftl;
 
+pub mod ftl;
+
 #[cfg(test)]
 use crate::device::ReqTag;
 use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats};
