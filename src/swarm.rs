@@ -429,7 +429,7 @@ fn gen_flash(
     let _ = writeln!(
         t,
         "gc_policy = {}",
-        q(pick(rng, &["greedy", "cost-benefit"]))
+        q(*pick(rng, &["greedy", "cost-benefit"]))
     );
     let _ = writeln!(t, "gc_threshold_blocks = {threshold}");
     let _ = writeln!(t, "gc_background_blocks = {background}");

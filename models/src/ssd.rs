@@ -22,8 +22,6 @@ use rand::Rng;
 
 pub mod ftl;
 
-pub mod ftl;
-
 #[cfg(test)]
 use crate::device::ReqTag;
 use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats};
@@ -32,7 +30,7 @@ mod config;
 mod flash;
 pub use config::*;
 
-use flash::{DieState, Flash};
+use flash::{CachedPage, DieState, Flash};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FlashOp {
@@ -61,8 +59,6 @@ struct Command {
     pages_pending: u32,
     /// When the controller hands the command on (computed on arrival).
     leaves: SimTime,
-    /// GC state when a write arrived (see `FlashStats::record_write`).
-    gc_mark: (u64, bool),
 }
 
 const STAGE_CHANNEL: u32 = 1;
@@ -341,10 +337,6 @@ impl Ssd {
         let service = ctx.now().since(cmd.submitted);
         self.acct
             .done(ctx.now(), cmd.req.dir, cmd.req.sectors, service);
-        if cmd.req.dir == Dir::Write {
-            let now_gc = self.flash.gc_mark();
-            self.flash.stats.record_write(service, cmd.gc_mark, now_gc);
-        }
         ctx.complete(cmd.req.tag);
     }
 }
@@ -389,10 +381,18 @@ impl Ssd {
 
     /// A write's data is in DRAM: its pages join the program queue.
     fn write_cached(&mut self, id: SlotId, ctx: &mut DevCtx<'_>) {
-        let req = self.cmds.get(id).req;
-        for page in self.pages_of(&req) {
+        let cmd = *self.cmds.get(id);
+        let latency_ns = ctx.now().since(cmd.submitted);
+        let first = self.pages_of(&cmd.req).start;
+        for page in self.pages_of(&cmd.req) {
             let seq = self.flash.window.enter();
-            self.flash.cache.push_back((page, seq));
+            self.flash.cache.push_back(CachedPage {
+                lpn: page,
+                seq,
+                arrived_ns: cmd.submitted.as_ns(),
+                // The write's latency goes with its first page.
+                latency_ns: (page == first).then_some(latency_ns),
+            });
         }
         self.dispatch_idle_dies(ctx);
     }
@@ -462,11 +462,17 @@ impl Ssd {
         let die = &mut self.flash.dies[d as usize];
         debug_assert!(die.batch.is_empty());
         while die.batch.len() < planes && ftl.has_space(d) {
-            let Some((lpn, seq)) = self.flash.cache.pop_front() else {
+            let Some(p) = self.flash.cache.pop_front() else {
                 break;
             };
-            ftl.write(lpn, d);
-            die.batch.push(seq);
+            ftl.write(p.lpn, d);
+            die.batch.push(p.seq);
+            if let Some(l) = p.latency_ns {
+                // The die that programs the write's data collected after
+                // the write arrived: the write waited while it did.
+                let in_gc = die.gc_end_ns > p.arrived_ns;
+                self.flash.stats.record_write(l, in_gc);
+            }
         }
         die.state = DieState::Transfer;
         let n = die.batch.len() as u32;
@@ -482,9 +488,10 @@ impl Ssd {
     }
 
     /// One GC run on die `d`: the FTL picks a victim, moves its valid pages
-    /// and erases it; the die is busy for moved x (tR + tPROG, plus two
-    /// transfers unless copy-back) + tBERS, and its channel carries the
-    /// moved pages' transfers. Returns false when the die has nothing to
+    /// and erases it; the die is busy for moved x (tR, plus two transfers
+    /// unless copy-back) + ceil(moved / planes_per_die) x tPROG + tBERS,
+    /// and its channel carries the moved pages' transfers (tR =
+    /// page_read - page_transfer). Returns false when the die has nothing to
     /// collect.
     fn start_gc(&mut self, d: u32, ctx: &mut DevCtx<'_>) -> bool {
         let ftl = self.flash.ftl.as_mut().expect("GC needs the FTL");
@@ -495,13 +502,16 @@ impl Ssd {
         }
         let c = &self.cfg;
         let t_r = c.page_read.0 - c.page_transfer.0;
-        let per_page = t_r + c.page_program.0 + if c.copyback { 0 } else { 2 * c.page_transfer.0 };
+        let per_page = t_r + if c.copyback { 0 } else { 2 * c.page_transfer.0 };
+        // Moved pages are programmed planes_per_die at a time, as host
+        // pages are.
+        let moved = run.pages_moved as u64;
+        let programs = moved.div_ceil(c.planes_per_die as u64);
         let erase = if run.block_erased { c.block_erase.0 } else { 0 };
-        let ns = run.pages_moved as u64 * per_page + erase;
+        let ns = moved * per_page + programs * c.page_program.0 + erase;
         self.gc_busy_ns += ns;
         self.flash.dies[d as usize].state = DieState::Gc;
         self.flash.gc_active += 1;
-        self.flash.gc_started += 1;
         ctx.set_timer(ns, token(STAGE_DIE, d));
         if !self.cfg.copyback && run.pages_moved > 0 {
             let ch = self.channel_of_die(d);
@@ -526,7 +536,10 @@ impl Ssd {
                     self.flash.window.programmed(seq);
                 }
             }
-            DieState::Gc => self.flash.gc_active -= 1,
+            DieState::Gc => {
+                self.flash.gc_active -= 1;
+                die.gc_end_ns = ctx.now().as_ns();
+            }
             s => unreachable!("die {d} timer in state {s:?}"),
         }
         let die = &mut self.flash.dies[d as usize];
@@ -587,7 +600,6 @@ impl BlockDevice for Ssd {
                 submitted: now,
                 pages_pending: 0,
                 leaves,
-                gc_mark: self.flash.gc_mark(),
             })
             .unwrap_or_else(|e| panic!("{}: more commands than queue_depth: {e}", self.cfg.name));
         self.acct.start(now);

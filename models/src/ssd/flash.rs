@@ -39,6 +39,20 @@ pub(super) struct Die {
     pub parked: Vec<SlotId>,
     /// In [`Flash::idle`].
     pub in_idle: bool,
+    /// When its last GC run ended.
+    pub gc_end_ns: u64,
+}
+
+/// A written page in DRAM waiting for a die.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CachedPage {
+    pub lpn: u64,
+    /// Write-cache sequence number (see [`FlushWindow`]).
+    pub seq: u64,
+    /// When its write arrived at the drive.
+    pub arrived_ns: u64,
+    /// The write's latency, on its first page only.
+    pub latency_ns: Option<u64>,
 }
 
 /// Write-cache pages not yet programmed, by sequence number: a flush waits
@@ -79,8 +93,8 @@ pub(super) struct Flash {
     /// Idle dies waiting for a page to program, in the order they became
     /// idle (dynamic allocation: the next cached page goes to the first).
     pub idle: VecDeque<u32>,
-    /// Pages in DRAM waiting for a die: (logical page, sequence number).
-    pub cache: VecDeque<(u64, u64)>,
+    /// Pages in DRAM waiting for a die.
+    pub cache: VecDeque<CachedPage>,
     /// Pages reserved in the cache (admitted writes, not yet programmed).
     pub cache_used: u64,
     pub cache_pages: u64,
@@ -89,9 +103,8 @@ pub(super) struct Flash {
     pub window: FlushWindow,
     /// Flushes waiting for the window: (sequence to reach, command).
     pub flushes: VecDeque<(u64, SlotId)>,
-    /// Dies collecting now, and GC runs started so far.
+    /// Dies collecting now.
     pub gc_active: u32,
-    pub gc_started: u64,
     pub stats: FlashStats,
 }
 
@@ -106,6 +119,7 @@ impl Flash {
                     reads_queued: 0,
                     parked: Vec::new(),
                     in_idle: true,
+                    gc_end_ns: 0,
                 })
                 .collect(),
             idle: (0..dies).collect(),
@@ -116,14 +130,8 @@ impl Flash {
             window: FlushWindow::default(),
             flushes: VecDeque::new(),
             gc_active: 0,
-            gc_started: 0,
             stats: FlashStats::default(),
         }
-    }
-
-    /// A GC mark for a write arriving now (see [`FlashStats::record_write`]).
-    pub fn gc_mark(&self) -> (u64, bool) {
-        (self.gc_started, self.gc_active > 0)
     }
 }
 
@@ -161,15 +169,13 @@ pub(super) struct FlashStats {
 pub(super) const SERIES_MAX: usize = 100_000;
 
 impl FlashStats {
-    /// Records a completed write. It counts as "during GC" when a GC run
-    /// was in progress on any die at some instant between its arrival and
-    /// its completion: one was active at arrival (`mark.1`), one started
-    /// since (`mark.0` differs), or one is active now. With dynamic
-    /// allocation a write has no target die while the host waits for it
-    /// (it is acknowledged from DRAM), so "the target die" is every die
-    /// its cache space waited on: any of them.
-    pub fn record_write(&mut self, latency_ns: u64, mark: (u64, bool), now_gc: (u64, bool)) {
-        let in_gc = mark.1 || now_gc.0 != mark.0 || now_gc.1;
+    /// Records a write's latency (submission to completion) when a die
+    /// takes its first page to program it. It counts as "during GC" when
+    /// that die (the write's target: with dynamic allocation the die is
+    /// chosen only then) ran a GC at some instant between the write's
+    /// arrival and this moment: the die's foreground GC held the write's
+    /// cache space.
+    pub fn record_write(&mut self, latency_ns: u64, in_gc: bool) {
         if let Some(l) = &mut self.lat {
             l[in_gc as usize].record(latency_ns);
         }
