@@ -1167,6 +1167,7 @@ mod tests {
             assert!(fresh_wa < 1.001, "a fresh drive moves nothing: {fresh_wa}");
             let (steady, wa) = iops(Some(uniform_precondition(4.0)));
             let want = fresh / wa;
+            eprintln!("op {op}: fresh {fresh:.0} IOPS, steady {steady:.0} IOPS, WA {wa:.3}, fresh / WA {want:.0}");
             assert!(
                 (steady - want).abs() / want < 0.15,
                 "op {op}: steady {steady:.0} IOPS, fresh {fresh:.0} / WA {wa:.2} = {want:.0}"
