@@ -49,10 +49,6 @@ pub(super) struct CachedPage {
     pub lpn: u64,
     /// Write-cache sequence number (see [`FlushWindow`]).
     pub seq: u64,
-    /// When its write arrived at the drive.
-    pub arrived_ns: u64,
-    /// The write's latency, on its first page only.
-    pub latency_ns: Option<u64>,
 }
 
 /// Write-cache pages not yet programmed, by sequence number: a flush waits
@@ -169,12 +165,11 @@ pub(super) struct FlashStats {
 pub(super) const SERIES_MAX: usize = 100_000;
 
 impl FlashStats {
-    /// Records a write's latency (submission to completion) when a die
-    /// takes its first page to program it. It counts as "during GC" when
-    /// that die (the write's target: with dynamic allocation the die is
-    /// chosen only then) ran a GC at some instant between the write's
-    /// arrival and this moment: the die's foreground GC held the write's
-    /// cache space.
+    /// Records a write's latency (submission to completion). It counts as
+    /// "during GC" when it waited for write-cache space and the die whose
+    /// program let it in had collected during that wait: with a shared
+    /// write cache and dynamic allocation, that die is the one the write
+    /// waited on (its target).
     pub fn record_write(&mut self, latency_ns: u64, in_gc: bool) {
         if let Some(l) = &mut self.lat {
             l[in_gc as usize].record(latency_ns);
