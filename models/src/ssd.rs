@@ -158,7 +158,8 @@ enum Next<T> {
 
 /// The SSD model.
 pub struct Ssd {
-    cfg: SsdConfig,
+    /// Boxed, as the write path's state: md's members stay small.
+    cfg: Box<SsdConfig>,
     rng: ComponentRng,
     cmds: Slab<Command>,
     /// When the controller's core finishes the last command it accepted.
@@ -169,8 +170,9 @@ pub struct Ssd {
     link: Stage<SlotId>,
     acct: DiskAccounting,
     link_ns_per_byte: f64,
-    /// Dies, write cache, FTL (see `flash.rs`).
-    flash: Flash,
+    /// Dies, write cache, FTL (see `flash.rs`); boxed, so that md's
+    /// members stay small.
+    flash: Box<Flash>,
     ftl_params: ftl::FtlParams,
     /// Die time spent collecting since the last reset.
     gc_busy_ns: u64,
@@ -194,12 +196,12 @@ impl Ssd {
             channels,
             link: Stage::with_capacity(qd),
             acct: DiskAccounting::new(SimTime::ZERO),
-            flash: Flash::new(cfg.dies(), cfg.write_cache.0 / cfg.page_size.0),
+            flash: Box::new(Flash::new(cfg.dies(), cfg.write_cache.0 / cfg.page_size.0)),
             ftl_params,
             gc_busy_ns: 0,
             controller_done: std::collections::BTreeSet::new(),
             rng,
-            cfg,
+            cfg: Box::new(cfg),
         };
         if let Some(spec) = ssd.cfg.precondition_spec() {
             ssd.ftl();
@@ -1255,7 +1257,8 @@ mod tests {
 
     #[test]
     fn geometry_that_does_not_fit_names_the_parameter() {
-        let cases: [(&str, fn(&mut SsdConfig)); 5] = [
+        type Break = fn(&mut SsdConfig);
+        let cases: [(&str, Break); 5] = [
             ("op", |c| c.op = Some(0.0)),
             ("op", |c| c.op = Some(-0.1)),
             ("pages_per_block", |c| c.pages_per_block = 0),
