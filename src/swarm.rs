@@ -398,18 +398,25 @@ fn gen_flash(
     let background = threshold + rng.random_range(0..=4u32);
     // Blocks per die must leave the GC reserve (background + 2 open) and
     // room: shrink the drawn geometry until they do.
-    let fits = |d: u32, p: u32, b: u32| {
-        let stripe = (channels * d * p) as u64 * b as u64 * page;
-        let per_plane = ((bytes as f64 * (1.0 + op)) as u64).div_ceil(stripe);
-        per_plane * p as u64 >= 4 * (background as u64 + 2)
+    // The FTL's own bound (models/src/ssd/ftl.rs FtlParams::validate):
+    // the user's pages must fit in the blocks left after the reserve.
+    let logical = bytes / page;
+    let fits = |d: u32, p: u32, b: u32, op: f64| {
+        let (dies, p, b) = ((channels * d) as u64, p as u64, b as u64);
+        let per_plane = ((logical as f64 * (1.0 + op)).ceil() as u64).div_ceil(dies * p * b);
+        let usable = (per_plane * p).saturating_sub(background as u64 + 2) * dies * b;
+        logical < usable
     };
-    while !fits(dies_per_channel, planes, ppb) {
+    let mut op = op;
+    while !fits(dies_per_channel, planes, ppb, op) {
         if ppb > 16 {
             ppb /= 2;
         } else if dies_per_channel > 1 {
             dies_per_channel -= 1;
         } else if planes > 1 {
             planes -= 1;
+        } else if op < 0.5 {
+            op = 0.5;
         } else {
             break;
         }
