@@ -143,7 +143,7 @@ fn every_unmodelled_option_in_one_error() {
         "{err}"
     );
     assert!(
-        err.contains("unmodelled.fio:6: [global]: job option `fsync`"),
+        err.contains("unmodelled.fio:6: [global]: job option `sync`"),
         "{err}"
     );
     assert!(
@@ -161,4 +161,137 @@ fn target_must_be_a_device_of_the_stack() {
         err.contains("filename = \"/dev/sdz\" is not a device"),
         "{err}"
     );
+}
+
+const DISKS: &str = "tests/data/fio-jobs/disks_write_cache.toml";
+
+/// `issued rwts: total=R,W,T,S` of the report.
+fn issued4(out: &str) -> [u64; 4] {
+    let l = out
+        .lines()
+        .find(|l| l.contains("issued rwts: total="))
+        .unwrap_or_else(|| panic!("no issued line:\n{out}"));
+    let t = l.split("total=").nth(1).unwrap().split(' ').next().unwrap();
+    let n: Vec<u64> = t.split(',').map(|n| n.parse().unwrap()).collect();
+    [n[0], n[1], n[2], n[3]]
+}
+
+/// The mean of fio's `sync (unit): ... avg=X` line, in ns.
+fn sync_avg_ns(out: &str) -> f64 {
+    let l = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("sync ("))
+        .unwrap_or_else(|| panic!("no sync line:\n{out}"));
+    let scale = match l.split(['(', ')']).nth(1).unwrap() {
+        "nsec" => 1.0,
+        "usec" => 1e3,
+        "msec" => 1e6,
+        u => panic!("unit {u}"),
+    };
+    let avg = l.split("avg=").nth(1).unwrap().split(',').next().unwrap();
+    avg.trim().parse::<f64>().unwrap() * scale
+}
+
+#[test]
+fn randtrim_on_an_ssd_reports_trim_lines() {
+    let (out, err, code) = run("randtrim.fio", &["--target", "nvme0n1"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(issued4(&out), [0, 0, 1024, 0], "{out}");
+    assert!(out.contains("\n  trim: IOPS="), "{out}");
+    assert!(out.contains("rw=randtrim"), "{out}");
+    let (json, err, code) = run(
+        "randtrim.fio",
+        &["--target", "nvme0n1", "--output-format", "json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["jobs"][0]["trim"]["total_ios"], 1024, "{json}");
+    assert_eq!(v["jobs"][0]["trim"]["io_bytes"], 4 << 20, "{json}");
+    assert_eq!(v["jobs"][0]["write"]["total_ios"], 0, "{json}");
+}
+
+#[test]
+fn randtrim_on_a_disk_or_an_array_of_disks_is_refused() {
+    for target in ["sdf", "/dev/md0", "/dev/bcache0"] {
+        let f = job("randtrim.fio");
+        let (out, err, code) = sim(&["run", DISKS, "--job", &f, "--target", target]);
+        assert_eq!(code, 2, "{target}: {out}{err}");
+        assert!(err.contains("[[job]] randtrim: rw = randtrim"), "{err}");
+        assert!(err.contains("no TRIM"), "{err}");
+    }
+}
+
+#[test]
+fn randtrim_through_md_over_ssds() {
+    let f = job("randtrim.fio");
+    let stack = "tests/data/stacks/raid10_over_ssds.toml";
+    let (out, err, code) = sim(&["run", stack, "--job", &f, "--target", "/dev/md0"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(issued4(&out), [0, 0, 1024, 0], "{out}");
+    // md kept ios and sectors of its discards: 1024 of them.
+    assert!(out.contains("\n  trim: IOPS="), "{out}");
+}
+
+/// fsync=4: one sync per four writes (fio issues none after the last
+/// write: 15 for 64, as fio 3.33 does); on a disk with its write cache on,
+/// each waits for the cached writes to reach the platter (milliseconds),
+/// on an SSD it does not.
+#[test]
+fn fsync_on_a_disk_waits_for_its_write_cache() {
+    let f = job("fsync.fio");
+    let (out, err, code) = sim(&["run", DISKS, "--job", &f, "--target", "sdf"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(issued4(&out), [0, 64, 0, 15], "{out}");
+    assert!(
+        out.contains("  fsync/fdatasync/sync_file_range:\n    sync ("),
+        "{out}"
+    );
+    let disk = sync_avg_ns(&out);
+    assert!(disk > 4e6, "sync avg {disk} ns on a disk:\n{out}");
+    let (out, err, code) = run("fsync.fio", &["--target", "nvme0n1"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(issued4(&out), [0, 64, 0, 15], "{out}");
+    let ssd = sync_avg_ns(&out);
+    assert!(
+        ssd * 10.0 < disk,
+        "sync avg {ssd} ns on an SSD, {disk} on a disk"
+    );
+}
+
+/// The syncs pass md (a flush to every member) and dm-linear over bcache
+/// (a flush to bcache's cache and backing devices).
+#[test]
+fn fsync_through_md_and_dm() {
+    let f = job("fsync.fio");
+    let (out, err, code) = sim(&["run", DISKS, "--job", &f, "--target", "/dev/md0"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(issued4(&out), [0, 64, 0, 15], "{out}");
+    assert!(sync_avg_ns(&out) > 4e6, "{out}");
+    let stack = "tests/data/stacks/dm_over_bcache_write_cache.toml";
+    let (out, err, code) = sim(&["run", stack, "--job", &f, "--target", "/dev/mapper/linear"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(issued4(&out), [0, 64, 0, 15], "{out}");
+    assert!(sync_avg_ns(&out) > 4e6, "{out}");
+}
+
+/// psync on pmem or dm over pmem runs as a program without a flush step:
+/// a sync there is refused, not dropped.
+#[test]
+fn fsync_with_psync_on_pmem_is_refused() {
+    let f = job("fsync-timed.fio");
+    for target in ["/dev/pmem0", "/dev/mapper/linear"] {
+        let (out, err, code) = sim(&[
+            "run",
+            "scenarios/dm_inflight.toml",
+            "--job",
+            &f,
+            "--target",
+            target,
+        ]);
+        assert_eq!(code, 2, "{target}: {out}{err}");
+        assert!(
+            err.contains("job `fsync4`: fsync, fdatasync and end_fsync with psync on pmem/dm"),
+            "{err}"
+        );
+    }
 }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use blocksim_analysis::{
     render_json, render_text, DirReport, DiskReport, JobReport, JsonOptions, LatencyHist,
-    RunReport, TextOptions,
+    RunReport, SyncReport, TextOptions,
 };
 use serde_json::{json, Value};
 
@@ -152,6 +152,10 @@ fn report_from_fio(v: &Value, text: &str, raw: &str) -> RunReport {
                 read: dir(&j["read"]),
                 write: dir(&j["write"]),
                 trim: dir(&j["trim"]),
+                sync: SyncReport {
+                    total_ios: u(&j["sync"]["total_ios"]),
+                    lat: hist(&j["sync"]["lat_ns"]),
+                },
                 usr_cpu_pct: f(&j["usr_cpu"]),
                 sys_cpu_pct: f(&j["sys_cpu"]),
                 ctx: u(&j["ctx"]),
@@ -411,6 +415,23 @@ fn compare_json(fio: &Value, fio_raw: &str, report: &RunReport) {
                 }
             }
         }
+        let (fs, os) = (&fj["sync"]["lat_ns"], &oj["sync"]["lat_ns"]);
+        assert_eq!(
+            fj["sync"]["total_ios"], oj["sync"]["total_ios"],
+            "sync.total_ios"
+        );
+        for k in ["min", "max", "N"] {
+            assert_eq!(fs[k], os[k], "sync.lat_ns.{k}");
+        }
+        if let Some(p) = fs.get("percentile") {
+            for (pk, pv) in p.as_object().unwrap() {
+                let (a, b) = (u(pv) as f64, u(&os["percentile"][pk]) as f64);
+                assert!(
+                    (a - b).abs() <= a * 0.001 + 1.0,
+                    "sync p{pk}: fio {a}, ours {b}"
+                );
+            }
+        }
         for k in [
             "iodepth_level",
             "iodepth_submit",
@@ -427,9 +448,12 @@ fn compare_json(fio: &Value, fio_raw: &str, report: &RunReport) {
             assert_eq!(fj[k], oj[k], "{k}");
         }
     }
-    let fd: Vec<&String> = fio["disk_util"][0].as_object().unwrap().keys().collect();
-    let od: Vec<&String> = ours["disk_util"][0].as_object().unwrap().keys().collect();
-    assert_eq!(fd, od, "disk_util keys");
+    // A file on tmpfs has no disk: fio then prints no disk_util.
+    if fio.get("disk_util").is_some() {
+        let fd: Vec<&String> = fio["disk_util"][0].as_object().unwrap().keys().collect();
+        let od: Vec<&String> = ours["disk_util"][0].as_object().unwrap().keys().collect();
+        assert_eq!(fd, od, "disk_util keys");
+    }
 }
 
 #[test]
@@ -445,4 +469,11 @@ fn libaio_randrw_group_reporting_matches_fio() {
 #[test]
 fn three_jobs_two_groups_match_fio() {
     check("fio333_two_groups.txt");
+}
+
+/// fsync=4 on a file: fio's "fsync/fdatasync/sync_file_range" lines, the
+/// sync count in `issued rwts` and the JSON "sync" object.
+#[test]
+fn psync_write_fsync_matches_fio() {
+    check("fio333_psync_write_fsync.txt");
 }

@@ -212,8 +212,8 @@ fn job_value(job: &JobReport, g: &[GroupDir; 3], opts: &JsonOptions) -> JVal {
         o.add(dir.name(), dir_value(d, &g[i], opts));
     }
     let mut sync = JVal::obj();
-    sync.add("total_ios", JVal::int(0));
-    sync.add("lat_ns", lat_value(&LatencyHist::new(), false, opts));
+    sync.add("total_ios", JVal::int(job.sync.total_ios));
+    sync.add("lat_ns", lat_value(&job.sync.lat, true, opts));
     o.add("sync", sync);
     o.add("job_runtime", JVal::int(ms(job.runtime_ns)));
     o.add("usr_cpu", JVal::Float(job.usr_cpu_pct));

@@ -203,6 +203,12 @@ fn write_job(out: &mut String, job: &JobReport, g: &[GroupDir; 3], opts: &TextOp
         }
     }
     write_lat_buckets(out, job);
+    if !job.sync.lat.is_empty() {
+        // fio's show_ddir_status for DDIR_SYNC.
+        out.push_str("  fsync/fdatasync/sync_file_range:\n");
+        write_lat_line(out, "sync", &job.sync.lat);
+        write_percentiles(out, "sync", &job.sync.lat, &opts.percentiles);
+    }
     let _ = writeln!(
         out,
         "  cpu          : usr={:3.2}%, sys={:3.2}%, ctx={}, majf={}, minf={}",
@@ -227,10 +233,11 @@ fn write_job(out: &mut String, job: &JobReport, g: &[GroupDir; 3], opts: &TextOp
     }
     let _ = writeln!(
         out,
-        "     issued rwts: total={},{},{},0 short={},{},{},0 dropped=0,0,0,0",
+        "     issued rwts: total={},{},{},{} short={},{},{},0 dropped=0,0,0,0",
         job.read.total_ios,
         job.write.total_ios,
         job.trim.total_ios,
+        job.sync.total_ios,
         job.read.short_ios,
         job.write.short_ios,
         job.trim.short_ios

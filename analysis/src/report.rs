@@ -59,6 +59,9 @@ pub struct JobReport {
     pub read: DirReport,
     pub write: DirReport,
     pub trim: DirReport,
+    /// fio's syncs (`fsync=N`, `fdatasync=N`, `end_fsync`: DDIR_SYNC).
+    #[serde(default)]
+    pub sync: SyncReport,
     /// Percent of one CPU over `runtime_ns` spent in user mode (fio `usr=`).
     pub usr_cpu_pct: f64,
     /// Percent of one CPU over `runtime_ns` spent in kernel mode (fio `sys=`).
@@ -98,6 +101,7 @@ impl Default for JobReport {
             read: DirReport::default(),
             write: DirReport::default(),
             trim: DirReport::default(),
+            sync: SyncReport::default(),
             usr_cpu_pct: 0.0,
             sys_cpu_pct: 0.0,
             ctx: 0,
@@ -300,6 +304,14 @@ impl Dir {
             Dir::Trim => "trim",
         }
     }
+}
+
+/// fio's sync statistics of one job (`sync_stat`): how many syncs
+/// completed and their latency, issue to completion.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SyncReport {
+    pub total_ios: u64,
+    pub lat: LatencyHist,
 }
 
 /// One direction of one job.

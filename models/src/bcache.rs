@@ -393,6 +393,11 @@ enum Op {
         sectors: u64,
         ptr: Ptr,
     },
+    /// The cache device's half of an empty flush from above (the journal
+    /// flush, `flush_journal`); the backing half is the bio itself.
+    Flush {
+        user: u32,
+    },
 }
 
 /// A cache write of `ext`, the data of backing sectors from `start`.
@@ -785,7 +790,8 @@ impl Bcache {
             dir,
             on_cache: dev == BgDev::Cache,
         });
-        assert!(sectors > 0 && sectors <= u32::MAX as u64);
+        // Every I/O carries data but a flush, which carries none.
+        assert!((sectors > 0) != (dir == Dir::Flush) && sectors <= u32::MAX as u64);
         self.outbox.push(BgIo {
             dev,
             dir,
@@ -875,6 +881,11 @@ impl Bcache {
         now_ns: u64,
     ) -> (Route, LookupCost) {
         self.tick(now_ns);
+        match dir {
+            Dir::Discard => return (self.discard(sector, sectors), LookupCost::default()),
+            Dir::Flush => return (self.flush(user, now_ns), LookupCost::default()),
+            Dir::Read | Dir::Write => {}
+        }
         let bypass = self.should_bypass(dir, task, sector, sectors, now_ns);
         match dir {
             Dir::Read => {
@@ -900,12 +911,7 @@ impl Bcache {
                 self.write(user, task, sector, sectors, bypass, now_ns),
                 LookupCost::default(),
             ),
-            Dir::Discard | Dir::Flush => {
-                unreachable!(
-                    "bcache's layer handles {} before the request path",
-                    dir.op_name()
-                )
-            }
+            Dir::Discard | Dir::Flush => unreachable!("handled above"),
         }
     }
 
@@ -1068,6 +1074,28 @@ impl Bcache {
         Route::Backing
     }
 
+    /// A discard (today's bcache, `cached_dev_write`: a discard is always
+    /// bypassed; `bch_data_invalidate` drops the range from the cache, so
+    /// GC moves none of it; the discard goes on to the backing device).
+    /// The machine refuses a discard job over a backing device that takes
+    /// none (bcache would then end the discard after the invalidation).
+    fn discard(&mut self, sector: u64, sectors: u32) -> Route {
+        self.invalidate(sector, u64::from(sectors));
+        Route::Backing
+    }
+
+    /// An empty flush (today's bcache: `search_alloc` sets `flush_journal`
+    /// for a flush, so the cache device's journal is flushed, and the bio
+    /// goes on to the backing device, `cached_dev_write`): a flush to each
+    /// device, the bio completing when both have. The journal write the
+    /// cache's flush carries is not modelled.
+    fn flush(&mut self, user: u32, now_ns: u64) -> Route {
+        self.issue(BgDev::Cache, Dir::Flush, 0, 0, Op::Flush { user }, now_ns);
+        let prev = self.joins.insert(user, 2);
+        assert!(prev.is_none(), "bcache: two joins of one bio");
+        Route::BackingJoined
+    }
+
     /// `bch_data_invalidate`: a key without pointers over the range.
     fn invalidate(&mut self, sector: u64, sectors: u64) {
         let mut s = sector;
@@ -1152,12 +1180,13 @@ impl Bcache {
             .pending
             .remove(&token)
             .expect("bcache: completion of an unknown background I/O");
-        if p.on_cache {
+        if p.on_cache && p.dir.is_data() {
             self.congestion
                 .io_done(p.dir == Dir::Write, now_ns - p.submitted_ns, now_ns);
         }
         let mut done_user = None;
         match p.op {
+            Op::Flush { user } => done_user = self.join_done(user).then_some(user),
             Op::Fill(fill) => done_user = self.fill_done(fill),
             Op::PrioWrite => {
                 self.alloc.prio_write_done();
@@ -1220,6 +1249,7 @@ impl Bcache {
                 }
             }
             Op::PrioWrite => self.alloc.prio_write_done(),
+            Op::Flush { user } => out = (Some(user), self.join_done(user).then_some(user)),
             Op::Journal | Op::Readahead { .. } => {}
             Op::WbRead { .. } | Op::WbWrite { .. } => self.wb_in_flight -= 1,
         }

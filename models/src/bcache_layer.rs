@@ -277,6 +277,11 @@ impl Layer for BcacheLayer {
         self.bc.check_invariants()
     }
 
+    /// A discard invalidates the range and goes on to the backing device.
+    fn discard_below(&self) -> Option<usize> {
+        Some(BACKING as usize)
+    }
+
     fn stats_kept(&self) -> (StatsKept, &'static str) {
         (StatsKept::None, BCACHE_NO_STATS)
     }
@@ -431,6 +436,60 @@ mod tests {
         // its own write (and the journal) are done.
         assert_eq!(c.serves, None);
         finish(&mut l, &c, 2_000, false);
+        l.check_invariants().unwrap();
+    }
+}
+
+#[cfg(test)]
+mod flush_discard_tests {
+    use super::tests_support::*;
+    use super::*;
+    use crate::layer::Route as R;
+
+    /// A discard of cached data drops it from the cache (a read of it
+    /// then misses) and goes on to the backing device, completing there.
+    #[test]
+    fn a_discard_invalidates_the_range_and_goes_to_the_backing_device() {
+        let mut l = layer("writethrough");
+        let up = Origin::job(4);
+        let discard = LayerReq {
+            dir: Dir::Discard,
+            ..read(0)
+        };
+        let (c, _) = submit(&mut l, up, discard);
+        assert_eq!((c.below, c.route, c.dir), (BACKING, R::Remap, Dir::Discard));
+        assert_eq!((c.sector, c.sectors, c.serves), (0, 8, Some(up)));
+        let (c, _) = submit(&mut l, Origin::job(5), read(0));
+        assert_eq!(c.below, BACKING, "a read of discarded data misses");
+        assert_eq!(l.hits_misses(), Some((0, 1)));
+        l.check_invariants().unwrap();
+    }
+
+    /// A flush goes to both devices and completes once, after both.
+    #[test]
+    fn a_flush_goes_to_cache_and_backing_and_completes_after_both() {
+        let mut l = layer("writeback");
+        let up = Origin::job(6);
+        let flush = LayerReq {
+            dir: Dir::Flush,
+            sector: 0,
+            sectors: 0,
+            task: 0,
+        };
+        let (c, cx) = submit(&mut l, up, flush);
+        assert_eq!((c.below, c.dir, c.sectors), (BACKING, Dir::Flush, 0));
+        let cache: Vec<Child> = cx
+            .children()
+            .iter()
+            .filter(|c| c.below == CACHE)
+            .copied()
+            .collect();
+        assert_eq!(cache.len(), 1, "{:?}", cx.children());
+        assert_eq!((cache[0].dir, cache[0].sectors), (Dir::Flush, 0));
+        let cx = finish(&mut l, &c, 3_000, false);
+        assert!(cx.completed().is_empty(), "done before the cache's flush");
+        let cx = finish(&mut l, &cache[0], 4_000, false);
+        assert_eq!(cx.completed(), &[(up, false)]);
         l.check_invariants().unwrap();
     }
 }

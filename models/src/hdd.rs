@@ -1399,6 +1399,56 @@ mod tests {
         finished
     }
 
+    /// FLUSH CACHE EXT: cached writes are acknowledged at once, the flush
+    /// completes only when the last of them reached the platter; on a clean
+    /// cache it takes the command overhead alone.
+    #[test]
+    fn flush_waits_for_the_write_cache_to_drain() {
+        let w = |tag, sector| DevRequest {
+            tag: ReqTag(tag),
+            dir: Dir::Write,
+            sector,
+            sectors: 8,
+        };
+        let flush = |tag| DevRequest {
+            tag: ReqTag(tag),
+            dir: Dir::Flush,
+            sector: 0,
+            sectors: 0,
+        };
+        let mut cfg = HddConfig::with_name("f");
+        cfg.write_cache = true;
+        let mut h = disk(&cfg);
+        let fifth = h.capacity_sectors() / 5;
+        let reqs: Vec<DevRequest> = (1..=4)
+            .map(|i| w(i - 1, i as u64 * fifth))
+            .chain([flush(4)])
+            .collect();
+        let t = run_batch(&mut h, &reqs);
+        let acked = *t[..4].iter().max().unwrap();
+        assert_eq!(h.counters().write_acks, 4);
+        assert_eq!(h.counters().destages, 4);
+        assert_eq!(h.counters().flushes, 1);
+        // Four destages a fifth of the disk apart: each seeks for > 2 ms.
+        assert!(
+            t[4] > acked + 4 * 2_000_000,
+            "flush at {} ns, writes acked by {acked} ns",
+            t[4]
+        );
+        assert_eq!((h.dirty_sectors, h.destage_cmds), (0, 0));
+        let stats = h.disk_stats(SimTime(t[4]));
+        assert_eq!(
+            (
+                stats.ios[Dir::Flush as usize],
+                stats.ios[Dir::Write as usize]
+            ),
+            (1, 4)
+        );
+        let mut clean = disk(&cfg);
+        let t = run_batch(&mut clean, &[flush(0)]);
+        assert_eq!(t[0], cfg.command_overhead.0);
+    }
+
     #[test]
     fn rotational_latency_is_computed_from_angle() {
         let mut c = HddConfig::with_name("r");

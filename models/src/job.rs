@@ -17,10 +17,15 @@ pub enum RwMode {
     RandWrite,
     ReadWrite,
     RandRw,
+    /// fio's `rw=trim`: sequential discards (DDIR_TRIM).
+    Trim,
+    /// fio's `rw=randtrim`: random discards.
+    RandTrim,
 }
 
 impl RwMode {
-    pub const NAMES: &'static str = "read, write, randread, randwrite, rw (readwrite), randrw";
+    pub const NAMES: &'static str =
+        "read, write, randread, randwrite, rw (readwrite), randrw, trim, randtrim";
 
     pub fn parse(s: &str) -> Option<RwMode> {
         Some(match s {
@@ -30,19 +35,29 @@ impl RwMode {
             "randwrite" => RwMode::RandWrite,
             "rw" | "readwrite" => RwMode::ReadWrite,
             "randrw" => RwMode::RandRw,
+            "trim" => RwMode::Trim,
+            "randtrim" => RwMode::RandTrim,
             _ => return None,
         })
     }
 
     pub fn is_random(self) -> bool {
-        matches!(self, RwMode::RandRead | RwMode::RandWrite | RwMode::RandRw)
+        matches!(
+            self,
+            RwMode::RandRead | RwMode::RandWrite | RwMode::RandRw | RwMode::RandTrim
+        )
+    }
+
+    /// Whether every I/O is a discard (fio's DDIR_TRIM).
+    pub fn trims(self) -> bool {
+        matches!(self, RwMode::Trim | RwMode::RandTrim)
     }
 
     /// Percentage of reads when `rwmixread` is not given.
     pub fn read_pct_default(self) -> u32 {
         match self {
             RwMode::Read | RwMode::RandRead => 100,
-            RwMode::Write | RwMode::RandWrite => 0,
+            RwMode::Write | RwMode::RandWrite | RwMode::Trim | RwMode::RandTrim => 0,
             RwMode::ReadWrite | RwMode::RandRw => 50,
         }
     }
@@ -55,6 +70,8 @@ impl RwMode {
             RwMode::RandWrite => "randwrite",
             RwMode::ReadWrite => "rw",
             RwMode::RandRw => "randrw",
+            RwMode::Trim => "trim",
+            RwMode::RandTrim => "randtrim",
         }
     }
 }
@@ -263,9 +280,25 @@ pub struct JobConfig {
     /// fio `stonewall`: wait for the jobs before this one to finish. Not
     /// modelled on any job but the first (the loader rejects it there).
     pub stonewall: bool,
+    /// fio `fsync=N`: a sync (DDIR_SYNC: an empty flush to the device)
+    /// after every N writes issued; 0: none. `fdatasync=N` is the same on a
+    /// block device (`blkdev_fsync` ignores `datasync`): both land here.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub fsync_blocks: u32,
+    /// fio `end_fsync`: one sync when the job's writes are done.
+    #[serde(skip_serializing_if = "is_false")]
+    pub end_fsync: bool,
     /// Options accepted without effect on the simulation (for a note).
     #[serde(skip)]
     pub ignored_options: Vec<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn no_logs(l: &LogOptions) -> bool {
@@ -427,6 +460,9 @@ pub const MODELLED_OPTIONS: &[&str] = &[
     "per_job_logs",
     "kb_base",
     "stonewall",
+    "fsync",
+    "fdatasync",
+    "end_fsync",
 ];
 
 /// A scalar option value as written (TOML value or fio INI string).
@@ -730,6 +766,8 @@ impl JobConfig {
             rw_sequencer: RwSequencer::Sequential,
             norandommap: false,
             stonewall: false,
+            fsync_blocks: 0,
+            end_fsync: false,
             ignored_options: Vec::new(),
         }
     }
@@ -924,6 +962,18 @@ impl JobConfig {
             "randseed" => self.randseed = Some(as_u64(key, v)?),
             "filename" => self.filename = as_str(key, v)?.to_string(),
             "stonewall" => self.stonewall = as_bool(key, v)?,
+            "fsync" | "fdatasync" => {
+                let n = as_u64(key, v)?;
+                if n > u64::from(u32::MAX) {
+                    return Err(invalid(
+                        key,
+                        v,
+                        "a count of writes 0..=4294967295 (0: no sync)",
+                    ));
+                }
+                self.fsync_blocks = n as u32;
+            }
+            "end_fsync" => self.end_fsync = as_bool(key, v)?,
             "kb_base" => {
                 if as_u64(key, v)? != 1024 {
                     return Err(invalid(
@@ -1083,7 +1133,7 @@ mod tests {
         let e = job(&[
             ("filename", "x"),
             ("verify", "md5"),
-            ("fsync", "1"),
+            ("fsync", "x"),
             ("bs", "4q"),
             ("thinktime", "10"),
         ])

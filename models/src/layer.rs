@@ -267,6 +267,12 @@ pub trait Layer {
     fn child_done(&mut self, done: ChildDone, cx: &mut LayerCx);
     /// The layer's invariants at the end of a run.
     fn check_invariants(&self) -> Result<(), String>;
+    /// Which device below (index into [`Layer::below`]) a discard from
+    /// above goes on to; `None` (the default): the layer takes no
+    /// discards, and the machine refuses a trim job on it.
+    fn discard_below(&self) -> Option<usize> {
+        None
+    }
     /// What the layer keeps of fio's disk statistics, and why.
     fn stats_kept(&self) -> (StatsKept, &'static str) {
         (StatsKept::None, "")

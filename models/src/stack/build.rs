@@ -218,6 +218,13 @@ impl AsyncStack {
             programs,
         };
         check_jobs(&assembled, opts)?;
+        layers::check_discards(
+            sc,
+            &assembled.threads,
+            &assembled.devs,
+            &assembled.layers,
+            &assembled.bio_layers,
+        )?;
         check_programs_apart(&assembled, &acct_index)?;
         Ok(AsyncStack::assemble(sc, assembled))
     }

@@ -312,6 +312,10 @@ pub(super) fn job_threads(
                 errored: false,
                 sync_call: (j.ioengine == IoEngine::Psync).then_some(j.sync_call),
                 pos_sector: None,
+                writes_issued: 0,
+                last_was_sync: false,
+                sync_in_flight: false,
+                end_synced: false,
             });
         }
         out.groups.push(GroupStats::new());

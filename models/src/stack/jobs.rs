@@ -52,7 +52,7 @@ impl AsyncStack {
             g.complete[iodepth_submit_index(count)] += 1;
             self.threads[t].action = Action::Reap { count };
             self.schedule_job(t, now, cost, ctx);
-        } else if !issuing_over && th.in_flight < jc.iodepth {
+        } else if !issuing_over && th.in_flight < jc.iodepth && !th.sync_in_flight {
             self.start_submit(t, now, ctx);
         } else if th.in_flight > 0 {
             let cost = self.run_job_path(t, JobPath::Single(PathId::Sleep));
@@ -61,6 +61,10 @@ impl AsyncStack {
             self.cpus.occupy(cpu, start, cost);
             self.groups[self.threads[t].group].ctx_switches += 1;
             self.threads[t].state = JobState::Sleeping;
+        } else if jc.end_fsync && !th.end_synced && !th.errored {
+            // fio's end_fsync: the file is synced when the job's I/O is done.
+            self.threads[t].end_synced = true;
+            self.start_submit(t, now, ctx);
         } else {
             self.threads[t].state = JobState::Done;
             let g = &mut self.groups[self.threads[t].group];
@@ -92,7 +96,9 @@ impl AsyncStack {
                     // entry, and fio keeps no slat for it (see `engine`).
                     iov.t_submitted = now;
                     let g = &mut self.groups[self.threads[t].group];
-                    g.slat[dir as usize].record(now.since(iov.t_prep));
+                    if dir != Dir::Flush {
+                        g.slat[dir as usize].record(now.since(iov.t_prep));
+                    }
                 }
                 self.block_submit(
                     dev,
@@ -115,11 +121,21 @@ impl AsyncStack {
                     let io = self.ios.remove(id);
                     self.threads[t].in_flight -= 1;
                     self.reaped_total += 1;
+                    if io.dir == Dir::Flush {
+                        self.threads[t].sync_in_flight = false;
+                    }
                     if io.failed {
                         self.io_failed(t, &io);
                         continue;
                     }
                     let g = &mut self.groups[self.threads[t].group];
+                    if io.dir == Dir::Flush {
+                        // fio's sync_stat: issue to completion.
+                        g.sync_lat.record(now.since(io.t_submitted));
+                        g.sync_ios += 1;
+                        self.threads[t].sync_in_flight = false;
+                        continue;
+                    }
                     let d = io.dir as usize;
                     g.clat[d].record(now.since(io.t_submitted));
                     g.lat[d].record(now.since(io.t_prep));
@@ -200,31 +216,59 @@ impl AsyncStack {
         self.schedule_job(t, now, cost, ctx);
     }
 
+    /// Whether job `t`'s next I/O is a sync: fio's `fill_io_u` issues one
+    /// when the writes issued are a non-zero multiple of `fsync` and the
+    /// last I/O was not a sync; `end_fsync` issues one at the end.
+    fn sync_due(&self, t: usize) -> bool {
+        let th = &self.threads[t];
+        let jc = &self.jobs_cfg[th.group];
+        let every = u64::from(jc.fsync_blocks);
+        let periodic =
+            every > 0 && th.writes_issued > 0 && th.writes_issued % every == 0 && !th.last_was_sync;
+        periodic || (th.end_synced && th.in_flight == 0)
+    }
+
     /// Draws job `t`'s next I/O (offset, size, direction), counts it and
-    /// puts it in the slab; also whether a synchronous call must lseek.
+    /// puts it in the slab; also whether a synchronous call must lseek. A
+    /// sync is an empty flush: no offset, no data, not counted against
+    /// the job's size or number of I/Os.
     fn new_io(&mut self, t: usize, now: SimTime) -> (SlotId, bool) {
         let (group, target, region_sector) = {
             let th = &self.threads[t];
             (th.group, th.target, th.region_sector)
         };
-        let read_pct = self.jobs_cfg[group].rwmixread_pct;
+        let sync = self.sync_due(t);
+        let jc = &self.jobs_cfg[group];
+        let (read_pct, trims) = (jc.rwmixread_pct, jc.rw.trims());
         let th = &mut self.threads[t];
-        let (offset_bytes, bytes) = th.offsets.next(&mut th.rng);
-        let dir = if read_pct >= 100 || (read_pct > 0 && th.rng.random_range(0..100) < read_pct) {
-            Dir::Read
+        th.last_was_sync = sync;
+        let (dir, sector, sectors) = if sync {
+            th.sync_in_flight = true;
+            (Dir::Flush, 0, 0)
         } else {
-            Dir::Write
+            let (offset_bytes, bytes) = th.offsets.next(&mut th.rng);
+            let dir = if trims {
+                Dir::Discard
+            } else if read_pct >= 100 || (read_pct > 0 && th.rng.random_range(0..100) < read_pct) {
+                Dir::Read
+            } else {
+                th.writes_issued += 1;
+                Dir::Write
+            };
+            th.issued += 1;
+            (
+                dir,
+                region_sector + offset_bytes / 512,
+                (bytes / 512) as u32,
+            )
         };
-        let sector = region_sector + offset_bytes / 512;
-        let sectors = (bytes / 512) as u32;
         // sync and vsync lseek unless the file is already at the offset
         // (fio_syncio_prep); the call leaves it after the I/O.
         let sync_call = th.sync_call;
-        let seek = sync_call.is_some_and(|c| c.seeks()) && th.pos_sector != Some(sector);
-        if sync_call.is_some() {
+        let seek = !sync && sync_call.is_some_and(|c| c.seeks()) && th.pos_sector != Some(sector);
+        if sync_call.is_some() && !sync {
             th.pos_sector = Some(sector + u64::from(sectors));
         }
-        th.issued += 1;
         th.in_flight += 1;
         let depth = th.in_flight;
         self.submitted_total += 1;

@@ -166,3 +166,49 @@ pub(super) fn resolve(
         }
     }
 }
+
+/// Refuses a trim job (`rw=trim`, `randtrim`) whose discards would reach
+/// a device that takes none (`Limits::no_discard`: an HDD, pmem, an md
+/// array over one) or a layer that passes none on: the kernel would fail
+/// each discard with `EOPNOTSUPP`, so the scenario is refused up front
+/// with the job, the device and why.
+pub(super) fn check_discards(
+    sc: &Scenario,
+    threads: &[JobThread],
+    devs: &[DevNode],
+    layers: &[LayerNode],
+    bio_layers: &[BioLayers],
+) -> Result<(), ModelError> {
+    for t in threads {
+        let jc = &sc.jobs[t.group];
+        if !jc.rw.trims() {
+            continue;
+        }
+        let refuse = |dev: &str, why: &str| {
+            cfg_err(format!(
+                "[[job]] {}: rw = {} sends discards to {}, which takes none: {why}; trim a device that discards (an [[ssd]], or bcache or md over SSDs), or use rw = write",
+                jc.name,
+                jc.rw.as_str(),
+                dev
+            ))
+        };
+        if let Some((p, _, _)) = &bio_layers[t.layers as usize].inline_leaf {
+            let why = crate::pmem::Pmem::new(p.clone()).limits().no_discard;
+            return Err(refuse(&p.dev_path(), why.unwrap_or("no discard path")));
+        }
+        let dev = match t.target {
+            Target::Dev(d) => d,
+            Target::Layer(l) => {
+                let node = &layers[l];
+                let Some(i) = node.layer.discard_below() else {
+                    return Err(refuse(node.layer.name(), "the layer passes no discard on"));
+                };
+                node.below[i]
+            }
+        };
+        if let Some(why) = devs[dev].dev.limits().no_discard {
+            return Err(refuse(&devs[dev].name, why));
+        }
+    }
+    Ok(())
+}

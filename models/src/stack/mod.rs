@@ -26,7 +26,7 @@ use blocksim_analysis::fio_log::{IoLogEntry, LogRecorder};
 use blocksim_analysis::report::{iodepth_level_index, iodepth_submit_index};
 use blocksim_analysis::{
     Cell, DirReport, DiskReport, JobReport, LatencyHist, Profile, QueueRecords, RunReport,
-    StatsKept, Table,
+    StatsKept, SyncReport, Table,
 };
 use blocksim_sim::{
     component_rng, ComponentRng, ContextId, CpuProfile, Ctx, LatencyHistogram, Mode, Model,
@@ -202,15 +202,29 @@ struct JobThread {
     /// Where the last synchronous call left the file position (sector on
     /// the target), for the engines that lseek only when it moves.
     pos_sector: Option<u64>,
+    /// Writes issued (fio's `io_issues[DDIR_WRITE]`, for `fsync=N`).
+    writes_issued: u64,
+    /// The last I/O issued was a sync (fio's `last_was_sync`).
+    last_was_sync: bool,
+    /// A sync is in flight: fio's engines run it as a blocking call
+    /// (libaio's queue does `fsync` inline), so nothing else is issued.
+    sync_in_flight: bool,
+    /// The `end_fsync` sync was issued.
+    end_synced: bool,
 }
 
-/// Statistics of one `[[job]]` (all its clones).
+/// Statistics of one `[[job]]` (all its clones). Per data direction
+/// (fio's read, write, trim: `Dir as usize`), and the syncs apart (fio's
+/// `sync_stat`: a sync has no slat, no bytes and its own latency line).
 struct GroupStats {
-    slat: [LatencyHistogram; 2],
-    clat: [LatencyHistogram; 2],
-    lat: [LatencyHistogram; 2],
-    io_bytes: [u64; 2],
-    ios: [u64; 2],
+    slat: [LatencyHistogram; 3],
+    clat: [LatencyHistogram; 3],
+    lat: [LatencyHistogram; 3],
+    io_bytes: [u64; 3],
+    ios: [u64; 3],
+    /// Syncs (fsync=N, end_fsync) completed, and their latency.
+    sync_ios: u64,
+    sync_lat: LatencyHistogram,
     depth: [u64; 7],
     submit: [u64; 7],
     complete: [u64; 7],
@@ -252,8 +266,8 @@ impl GroupStats {
     /// Running totals for the interval sampler.
     fn totals(&self) -> JobTotals<'_> {
         JobTotals {
-            ios: self.ios,
-            bytes: self.io_bytes,
+            ios: [self.ios[0], self.ios[1]],
+            bytes: [self.io_bytes[0], self.io_bytes[1]],
             clat: [self.clat[0].histogram(), self.clat[1].histogram()],
             end: self.end,
         }
@@ -261,11 +275,13 @@ impl GroupStats {
 
     fn new() -> Self {
         GroupStats {
-            slat: [LatencyHistogram::new(), LatencyHistogram::new()],
-            clat: [LatencyHistogram::new(), LatencyHistogram::new()],
-            lat: [LatencyHistogram::new(), LatencyHistogram::new()],
-            io_bytes: [0; 2],
-            ios: [0; 2],
+            slat: std::array::from_fn(|_| LatencyHistogram::new()),
+            clat: std::array::from_fn(|_| LatencyHistogram::new()),
+            lat: std::array::from_fn(|_| LatencyHistogram::new()),
+            io_bytes: [0; 3],
+            ios: [0; 3],
+            sync_ios: 0,
+            sync_lat: LatencyHistogram::new(),
             depth: [0; 7],
             submit: [0; 7],
             complete: [0; 7],

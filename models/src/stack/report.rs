@@ -184,7 +184,11 @@ impl AsyncStack {
                 pid: 1000 + gi as u32,
                 read: dir_report(0),
                 write: dir_report(1),
-                trim: DirReport::default(),
+                trim: dir_report(2),
+                sync: SyncReport {
+                    total_ios: g.sync_ios,
+                    lat: LatencyHist::from_histogram(g.sync_lat.histogram()),
+                },
                 usr_cpu_pct: g.usr_ns as f64 * 100.0 / per_job_cpu,
                 sys_cpu_pct: g.sys_ns as f64 * 100.0 / per_job_cpu,
                 ctx: g.ctx_switches,

@@ -249,6 +249,12 @@ fn job_dir_runtime(jc: &JobConfig) -> Result<(DDir, u64), ModelError> {
             )))
         }
     };
+    if jc.fsync_blocks > 0 || jc.end_fsync {
+        return Err(cfg_err(format!(
+            "job `{}`: fsync, fdatasync and end_fsync with psync on pmem/dm are not modelled (its program has no flush step); drop them or use ioengine=pvsync",
+            jc.name
+        )));
+    }
     if jc.bs_bytes_min != jc.bs_bytes_max {
         return Err(cfg_err(format!(
             "job `{}`: bsrange and bssplit with psync on pmem/dm are not modelled; give one bs",
