@@ -357,10 +357,13 @@ fn gen_ssd(rng: &mut ComponentRng, t: &mut String, i: u32) -> Dev {
     );
     gen_time(rng, t, "link_cmd_overhead", 0, 3000, "ns");
     gen_time(rng, t, "controller_per_cmd", 0, 10_000, "ns");
-    let _ = writeln!(t, "channels = {}", rng.random_range(1..=16u32));
+    let channels = rng.random_range(1..=16u32);
+    let _ = writeln!(t, "channels = {channels}");
     let _ = writeln!(t, "page_size = {}", size(page));
-    gen_time(rng, t, "page_read", 20, 200, "us");
+    let page_read_us = rng.random_range(20..=200u32);
+    let _ = writeln!(t, "page_read = \"{page_read_us}us\"");
     gen_time(rng, t, "page_program", 200, 2000, "us");
+    gen_flash(rng, t, bytes, page, channels, page_read_us);
     let _ = writeln!(
         t,
         "ftl_map_miss_ratio = {:.3}",
@@ -374,6 +377,78 @@ fn gen_ssd(rng: &mut ComponentRng, t: &mut String, i: u32) -> Dev {
     let _ = writeln!(t, "queue_depth = {queue_depth}");
     gen_accounting(rng, t, 0.3);
     Dev::new(&name, Kind::Ssd, bytes)
+}
+
+/// An SSD's flash geometry, write cache and GC: small blocks and few dies
+/// so that writes reach garbage collection within a short run (a geometry
+/// leaving GC too few blocks per die is redrawn smaller).
+fn gen_flash(
+    rng: &mut ComponentRng,
+    t: &mut String,
+    bytes: u64,
+    page: u64,
+    channels: u32,
+    read_us: u32,
+) {
+    let mut dies_per_channel = rng.random_range(1..=4u32);
+    let mut planes = rng.random_range(1..=2u32);
+    let mut ppb = *pick(rng, &[16u32, 32, 64, 128, 256]);
+    let op = *pick(rng, &[0.07f64, 0.15, 0.28, 0.5]);
+    let threshold = rng.random_range(2..=3u32);
+    let background = threshold + rng.random_range(0..=4u32);
+    // Blocks per die must leave the GC reserve (background + 2 open) and
+    // room: shrink the drawn geometry until they do.
+    // The FTL's own bound (models/src/ssd/ftl.rs FtlParams::validate):
+    // the user's pages must fit in the blocks left after the reserve.
+    let logical = bytes / page;
+    let fits = |d: u32, p: u32, b: u32, op: f64| {
+        let (dies, p, b) = ((channels * d) as u64, p as u64, b as u64);
+        let per_plane = ((logical as f64 * (1.0 + op)).ceil() as u64).div_ceil(dies * p * b);
+        let usable = (per_plane * p).saturating_sub(background as u64 + 2) * dies * b;
+        logical < usable
+    };
+    let mut op = op;
+    while !fits(dies_per_channel, planes, ppb, op) {
+        if ppb > 16 {
+            ppb /= 2;
+        } else if dies_per_channel > 1 {
+            dies_per_channel -= 1;
+        } else if planes > 1 {
+            planes -= 1;
+        } else if op < 0.5 {
+            op = 0.5;
+        } else {
+            break;
+        }
+    }
+    let _ = writeln!(t, "dies_per_channel = {dies_per_channel}");
+    let _ = writeln!(t, "planes_per_die = {planes}");
+    let _ = writeln!(t, "pages_per_block = {ppb}");
+    let _ = writeln!(t, "op = {op}");
+    let _ = writeln!(
+        t,
+        "page_transfer = \"{}us\"",
+        rng.random_range(1..=read_us.min(50))
+    );
+    gen_time(rng, t, "block_erase", 500, 5000, "us");
+    let cache = page * pow2(rng, 2, 12);
+    let _ = writeln!(t, "write_cache = {}", size(cache.min(bytes)));
+    let _ = writeln!(
+        t,
+        "gc_policy = {}",
+        q(*pick(rng, &["greedy", "cost-benefit"]))
+    );
+    let _ = writeln!(t, "gc_threshold_blocks = {threshold}");
+    let _ = writeln!(t, "gc_background_blocks = {background}");
+    let _ = writeln!(t, "copyback = {}", rng.random_bool(0.3));
+    let _ = writeln!(t, "program_suspend = {}", rng.random_bool(0.3));
+    if bytes <= 1 << 30 && rng.random_bool(0.3) {
+        let _ = writeln!(
+            t,
+            "precondition = {{ sequential_fill = true, drive_writes = {:.1}, pattern = \"uniform\" }}",
+            rng.random_range(0.0..2.0f64)
+        );
+    }
 }
 
 /// A rotating disk `hd<i>`.

@@ -117,6 +117,15 @@ impl BlockDevice for QueuedSsd {
     fn in_flight_integral_ns(&self, now: SimTime) -> u64 {
         self.ssd.in_flight_integral_ns(now)
     }
+    fn notes(&self) -> Vec<String> {
+        self.ssd.notes()
+    }
+    fn report_tables(&self, now: SimTime) -> Vec<blocksim_analysis::Table> {
+        self.ssd.report_tables(now)
+    }
+    fn check_invariants(&self) -> Result<(), String> {
+        self.ssd.check_invariants()
+    }
 }
 
 impl RaidMember for Member {

@@ -192,6 +192,17 @@ pub trait BlockDevice {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Tables for the report that describe what the device did inside
+    /// (an SSD's flash: write amplification, GC, free blocks over time);
+    /// empty when it has nothing to say.
+    fn report_tables(&self, _now: SimTime) -> Vec<blocksim_analysis::Table> {
+        Vec::new()
+    }
+    /// The device's own invariants, checked at the end of a run (an SSD's
+    /// FTL mapping and block accounting).
+    fn check_invariants(&self) -> Result<(), String> {
+        Ok(())
+    }
     /// Devices this one is built from, each with its statistics and which
     /// of them its kernel keeps (md's member disks); empty for a plain
     /// device.
@@ -235,6 +246,12 @@ macro_rules! forward_device_description {
         }
         fn notes(&self) -> Vec<String> {
             self.$($inner)+.notes()
+        }
+        fn report_tables(&self, now: blocksim_sim::SimTime) -> Vec<blocksim_analysis::Table> {
+            self.$($inner)+.report_tables(now)
+        }
+        fn check_invariants(&self) -> Result<(), String> {
+            self.$($inner)+.check_invariants()
         }
         fn member_stats(&self, now: blocksim_sim::SimTime) -> Vec<$crate::device::MemberStats> {
             self.$($inner)+.member_stats(now)

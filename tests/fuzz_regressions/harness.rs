@@ -164,6 +164,16 @@ channels = 4
 page_size = "4k"
 page_read = "100us"
 page_program = "900us"
+dies_per_channel = 1
+planes_per_die = 1
+pages_per_block = 64
+op = 0.07
+page_transfer = "25us"
+block_erase = "2ms"
+write_cache = "8m"
+gc_policy = "greedy"
+gc_threshold_blocks = 2
+gc_background_blocks = 4
 ftl_map_miss_ratio = 0.5
 [[hdd]]
 name = "sdb"

@@ -1,14 +1,39 @@
 //! The SSD model as it was first written, with an event per controller
 //! step: the reference the event-free controller of [`super::Ssd`] must
-//! match (test only).
+//! match on reads (test only). Its write path is the first one (writes
+//! acknowledged after the link, programs on an unbounded channel queue);
+//! the live model's writes go through the write cache and the dies, so the
+//! comparison runs read-only streams.
 
 use std::collections::VecDeque;
 
 use blocksim_sim::{ComponentRng, SimTime, Slab, SlotId};
 use rand::Rng;
 
-use super::{token, ChannelOp, Command, FlashOp, SsdConfig, STAGE_CHANNEL, STAGE_LINK};
+use super::{token, SsdConfig, STAGE_CHANNEL, STAGE_LINK};
 use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats};
+
+/// The channel operations of the first model: a program occupied its
+/// channel for `page_program` (no dies, no write cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FlashOp {
+    MapRead,
+    DataRead,
+    Program,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ChannelOp {
+    cmd: Option<SlotId>,
+    op: FlashOp,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Command {
+    req: DevRequest,
+    submitted: SimTime,
+    pages_pending: u32,
+}
 
 /// The controller's own timer (the live model's stages use 1..=4).
 const STAGE_CONTROLLER: u32 = 0;

@@ -86,7 +86,10 @@ pub(super) fn build_devices(
             &mut devs,
             &mut names,
             &s.name,
-            Box::new(Ssd::new(dev_cfg, component_rng(seed, &s.name))),
+            Box::new(
+                Ssd::new(dev_cfg, component_rng(seed, &s.name))
+                    .with_series(sc.simulation.report_interval.0.max(1_000)),
+            ),
             queues,
             opts.fault,
         )?;

@@ -90,6 +90,9 @@ impl AsyncStack {
         for l in &self.layers {
             l.layer.check_invariants().map_err(ModelError::Invariant)?;
         }
+        for d in &self.devs {
+            d.dev.check_invariants().map_err(ModelError::Invariant)?;
+        }
         Ok(())
     }
 
@@ -252,6 +255,10 @@ impl AsyncStack {
             extra_tables.extend(a.lines_table(ios));
         }
         self.queue_tables(&mut extra_tables);
+        // What each SSD's flash did (nothing from a drive that saw no write).
+        for d in &self.devs {
+            extra_tables.extend(d.dev.report_tables(end));
+        }
         let profile = with_profile.then(|| self.build_profile(elapsed));
         RunReport {
             seed: self.seed,
