@@ -326,7 +326,9 @@ impl SsdConfig {
     /// Checks the flash geometry, the write cache and GC's parameters.
     fn validate_flash(&self) -> Result<(), String> {
         let ctx = |m: String| format!("[[ssd]] {}: {m}", self.name);
-        if self.dies_per_channel == 0 || self.channels * self.dies_per_channel > DIES_MAX {
+        if self.dies_per_channel == 0
+            || u64::from(self.channels) * u64::from(self.dies_per_channel) > u64::from(DIES_MAX)
+        {
             return Err(ctx(format!(
                 "dies_per_channel = {} must be at least 1, with channels x dies_per_channel <= {DIES_MAX}",
                 self.dies_per_channel
@@ -344,7 +346,16 @@ impl SsdConfig {
                 self.pages_per_block
             )));
         }
-        let block = self.page_size.0 * self.pages_per_block as u64;
+        let Some(block) = self
+            .page_size
+            .0
+            .checked_mul(u64::from(self.pages_per_block))
+        else {
+            return Err(ctx(format!(
+                "page_size x pages_per_block = {} x {} bytes exceeds 2^64 bytes: lower page_size",
+                self.page_size.0, self.pages_per_block
+            )));
+        };
         if self.capacity.0 % block != 0 {
             return Err(ctx(format!(
                 "capacity = {} bytes is not a multiple of the erase block (page_size x pages_per_block = {block} bytes): round it",
