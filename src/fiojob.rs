@@ -280,14 +280,13 @@ mod tests {
 
     #[test]
     fn every_problem_at_once_global_ones_once() {
-        let text =
-            "[global]\nverify=md5\nfsync=1\n[a]\nfilename=x\nthinktime=10\n[b]\nfilename=x\n";
+        let text = "[global]\nverify=md5\nsync=1\n[a]\nfilename=x\nthinktime=10\n[b]\nfilename=x\n";
         let e = parse_job_text(Path::new("j.fio"), text)
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("3 problems:\n"), "{e}");
         assert!(e.contains("j.fio:2: [global]: job option `verify`"), "{e}");
-        assert!(e.contains("j.fio:3: [global]: job option `fsync`"), "{e}");
+        assert!(e.contains("j.fio:3: [global]: job option `sync`"), "{e}");
         assert!(
             e.contains("j.fio:6: job [a]: job option `thinktime`"),
             "{e}"

@@ -315,6 +315,7 @@ fn fio_job(
 fn toml_job(
     path: &Path,
     text: Option<&str>,
+    sets: &[String],
     i: usize,
     raw: &BTreeMap<String, OptValue>,
 ) -> std::result::Result<JobConfig, Vec<String>> {
@@ -324,6 +325,10 @@ fn toml_job(
             errs.errors
                 .iter()
                 .map(|e| {
+                    // A value given with --set is blamed on the --set.
+                    if let Some(set) = e.key().and_then(|k| job_set_of(sets, k)) {
+                        return format!("--set {set}: [[job]] #{}: {e}", i + 1);
+                    }
                     let loc = e
                         .key()
                         .and_then(|k| text.and_then(|t| find_job_key(t, i, k)));
@@ -339,18 +344,28 @@ fn toml_job(
     )
 }
 
+/// The last `--set job.KEY=...` that gave job option `key`, if any.
+fn job_set_of<'a>(sets: &'a [String], key: &str) -> Option<&'a str> {
+    sets.iter().rev().map(String::as_str).find(|s| {
+        s.split_once('=')
+            .and_then(|(p, _)| p.trim().strip_prefix("job."))
+            .is_some_and(|k| k == key)
+    })
+}
+
 /// Every job of the scenario, all problems in one error; notes name the
 /// options accepted without effect.
 fn parse_jobs(
     path: &Path,
     source: JobSource<'_>,
+    sets: &[String],
     file: &ScenarioFile,
 ) -> Result<(Vec<JobConfig>, Vec<String>)> {
     let mut jobs = Vec::new();
     let mut problems: Vec<String> = Vec::new();
     for (i, raw) in file.jobs.iter().enumerate() {
         let r = match source {
-            JobSource::Toml(text) => toml_job(path, text, i, raw),
+            JobSource::Toml(text) => toml_job(path, text, sets, i, raw),
             JobSource::Fio(jf) => fio_job(jf, i, raw, file),
         };
         match r {
@@ -421,9 +436,10 @@ fn rounding_note(j: &JobConfig) -> Option<String> {
 fn finish(
     path: &Path,
     source: JobSource<'_>,
+    sets: &[String],
     file: ScenarioFile,
 ) -> Result<(Scenario, Vec<String>)> {
-    let (jobs, notes) = parse_jobs(path, source, &file)?;
+    let (jobs, notes) = parse_jobs(path, source, sets, &file)?;
     Ok((file.with_jobs(jobs), notes))
 }
 
@@ -617,7 +633,7 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
     };
     let variants_cfg = file.variants.clone();
     let base_text = (!modified).then_some(text.as_str());
-    let (mut base, notes) = finish(path, source(base_text), file)?;
+    let (mut base, notes) = finish(path, source(base_text), opts.sets, file)?;
     if let Some(seed) = opts.seed {
         base.simulation.seed = seed;
     }
@@ -660,7 +676,7 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
         if let Some(p) = limits::out_of_range(&f).first() {
             bail!("{}: [[variant]] {:?}: {p}", path.display(), v.name);
         }
-        let (mut sc, _) = finish(path, source(None), f)?;
+        let (mut sc, _) = finish(path, source(None), opts.sets, f)?;
         if let Some(seed) = opts.seed {
             sc.simulation.seed = seed;
         }

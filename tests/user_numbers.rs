@@ -198,6 +198,11 @@ fn bad_numbers_name_their_file_line_or_set() {
     let (code, err) = sim_set("nvme.toml", &["ssd.page_read=2s"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--set ssd.page_read=2s: "), "{err}");
+    // A job option given with --set is blamed on the --set, not the file.
+    let (code, err) = sim_set("nvme.toml", &["job.offset=1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--set job.offset=1: [[job]] #1: "), "{err}");
+    assert!(!err.contains("nvme.toml: [[job]]"), "{err}");
 }
 
 #[test]
