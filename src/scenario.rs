@@ -327,7 +327,7 @@ fn toml_job(
                 .map(|e| {
                     // A value given with --set is blamed on the --set.
                     if let Some(set) = e.key().and_then(|k| job_set_of(sets, k)) {
-                        return format!("--set {set}: [[job]] #{}: {e}", i + 1);
+                        return format!("{}: --set {set}: [[job]] #{}: {e}", path.display(), i + 1);
                     }
                     let loc = e
                         .key()

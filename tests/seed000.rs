@@ -299,6 +299,8 @@ fn faster_flash_reaches_the_cost_path_ceiling() {
         "--set",
         "ssd.page_read=15us",
         "--set",
+        "ssd.page_transfer=10us", // page_read includes the transfer
+        "--set",
         "ssd.link_mb_per_s=600",
     ]);
     assert!(
