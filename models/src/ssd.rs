@@ -50,6 +50,10 @@ struct ChannelOp {
     cmd: Option<SlotId>,
     op: FlashOp,
     die: u32,
+    /// A data read queued while the drive had an FTL: it counts in its
+    /// die's `reads_queued` and waits for a busy die. A read queued before
+    /// the first write (no FTL, no busy die) takes the old path alone.
+    tracked: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -268,7 +272,7 @@ impl Ssd {
             match self.channels[ch].next(ctx.now()) {
                 Next::Start(op) => {
                     let ns = match op.op {
-                        FlashOp::DataRead if self.die_blocks_reads(op.die) => {
+                        FlashOp::DataRead if op.tracked && self.die_blocks_reads(op.die) => {
                             // The die is busy: the read waits beside it and
                             // the channel serves the next operation.
                             self.channels[ch].busy = None;
@@ -279,7 +283,7 @@ impl Ssd {
                         }
                         FlashOp::DataRead => {
                             let d = &mut self.flash.dies[op.die as usize];
-                            if d.state == DieState::Idle {
+                            if op.tracked && d.state == DieState::Idle {
                                 d.state = DieState::Reading;
                             }
                             self.cfg.page_read.0
@@ -319,14 +323,23 @@ impl Ssd {
         let pages = self.pages_of(&req);
         self.cmds.get_mut(id).pages_pending = (pages.end - pages.start) as u32;
         let now = ctx.now();
+        let tracked = self.flash.ftl.is_some();
         for page in pages {
-            let die = self.read_die_of(page);
-            let ch = self.channel_of_die(die);
-            self.flash.dies[die as usize].reads_queued += 1;
+            // Without an FTL no die is ever busy: the page's channel is
+            // its static stripe (page % dies % channels = page % channels,
+            // dies being a multiple of channels), as before the write path.
+            let (die, ch) = if tracked {
+                let die = self.read_die_of(page);
+                self.flash.dies[die as usize].reads_queued += 1;
+                (die, self.channel_of_die(die))
+            } else {
+                (0, (page % u64::from(self.cfg.channels)) as usize)
+            };
             let op = ChannelOp {
                 cmd: Some(id),
                 op: FlashOp::DataRead,
                 die,
+                tracked,
             };
             if at > now {
                 self.channels[ch].push_ahead(at, op);
@@ -432,6 +445,7 @@ impl Ssd {
                     cmd: Some(cmd),
                     op: FlashOp::DataRead,
                     die: d,
+                    tracked: true,
                 };
                 self.channels[ch].push_now(now, op);
             }
@@ -481,6 +495,7 @@ impl Ssd {
             cmd: None,
             op: FlashOp::Program(n),
             die: d,
+            tracked: false,
         };
         self.channels[ch].push_now(ctx.now(), op);
         self.start_channel(ch, ctx);
@@ -519,6 +534,7 @@ impl Ssd {
                 cmd: None,
                 op: FlashOp::GcTransfer(run.pages_moved),
                 die: d,
+                tracked: false,
             };
             self.channels[ch].push_now(ctx.now(), op);
             self.start_channel(ch, ctx);
@@ -616,6 +632,7 @@ impl BlockDevice for Ssd {
                             cmd: Some(id),
                             op: FlashOp::MapRead,
                             die: ch as u32,
+                            tracked: false,
                         },
                     );
                     self.start_channel(ch, ctx);
@@ -667,13 +684,15 @@ impl BlockDevice for Ssd {
                 match (op.op, op.cmd) {
                     (FlashOp::MapRead, Some(id)) => self.queue_data_pages(id, now, ctx),
                     (FlashOp::DataRead, Some(id)) => {
-                        let die = &mut self.flash.dies[op.die as usize];
-                        die.reads_queued -= 1;
-                        if die.state == DieState::Reading {
-                            die.state = DieState::Idle;
-                        }
-                        if die.reads_queued == 0 && self.flash.ftl.is_some() {
-                            self.die_free(op.die, ctx);
+                        if op.tracked {
+                            let die = &mut self.flash.dies[op.die as usize];
+                            die.reads_queued -= 1;
+                            if die.state == DieState::Reading {
+                                die.state = DieState::Idle;
+                            }
+                            if die.reads_queued == 0 {
+                                self.die_free(op.die, ctx);
+                            }
                         }
                         let c = self.cmds.get_mut(id);
                         c.pages_pending -= 1;
