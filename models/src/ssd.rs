@@ -282,9 +282,11 @@ impl Ssd {
                             continue;
                         }
                         FlashOp::DataRead => {
-                            let d = &mut self.flash.dies[op.die as usize];
-                            if op.tracked && d.state == DieState::Idle {
-                                d.state = DieState::Reading;
+                            if op.tracked {
+                                let d = &mut self.flash.dies[op.die as usize];
+                                if d.state == DieState::Idle {
+                                    d.state = DieState::Reading;
+                                }
                             }
                             self.cfg.page_read.0
                         }
@@ -932,28 +934,19 @@ mod tests {
         assert_eq!(stats.ios[0], 8);
     }
 
-    /// Runs `n` requests through `dev`, `depth` outstanding: each
-    /// completion submits the next one after a think time. Returns each
+    type TestRng = rand_chacha::ChaCha8Rng;
+
+    /// Runs `n` requests made by `make` through `dev`, `depth` outstanding:
+    /// each completion submits the next one after `think` ns. Returns each
     /// completion's (tag, time) in completion order.
-    fn closed_loop(
+    fn drive_loop(
         dev: &mut dyn BlockDevice,
         n: u32,
         depth: u32,
-        seed: u64,
-        writes: bool,
+        rng: &mut TestRng,
+        make: impl Fn(u32, &mut TestRng) -> DevRequest,
+        think: impl Fn(&mut TestRng) -> u64,
     ) -> Vec<(u32, u64)> {
-        use rand::SeedableRng;
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-        let make = |tag: u32, rng: &mut rand_chacha::ChaCha8Rng| DevRequest {
-            tag: ReqTag(tag),
-            dir: if rng.random_range(0..5) == 0 && writes {
-                Dir::Write
-            } else {
-                Dir::Read
-            },
-            sector: rng.random_range(0..(1u64 << 17)) * 8,
-            sectors: 8 * rng.random_range(1..=3),
-        };
         // (time, seq, what): what = Some(token) for a timer, None to submit.
         let mut q = std::collections::BTreeSet::new();
         let (mut seq, mut next_tag, mut done) = (0u64, 0u32, Vec::new());
@@ -967,7 +960,7 @@ mod tests {
             match what {
                 Some(tok) => dev.on_timer(tok, &mut c),
                 None if next_tag < n => {
-                    dev.submit(make(next_tag, &mut rng), &mut c);
+                    dev.submit(make(next_tag, rng), &mut c);
                     next_tag += 1;
                 }
                 None => {}
@@ -978,13 +971,37 @@ mod tests {
             }
             for ReqTag(tag) in comps.drain(..) {
                 done.push((tag, t));
-                // Odd think times keep completions off each other's instants.
-                let think = 2 * rng.random_range(0..20_000u64) + 1;
-                q.insert((t + think, seq, None));
+                q.insert((t + think(rng), seq, None));
                 seq += 1;
             }
         }
         done
+    }
+
+    /// Mixed 4-12 KiB requests (a fifth of them writes when `writes`),
+    /// `depth` outstanding, odd think times between them.
+    fn closed_loop(
+        dev: &mut dyn BlockDevice,
+        n: u32,
+        depth: u32,
+        seed: u64,
+        writes: bool,
+    ) -> Vec<(u32, u64)> {
+        use rand::SeedableRng;
+        let mut rng = TestRng::seed_from_u64(seed);
+        let make = |tag: u32, rng: &mut TestRng| DevRequest {
+            tag: ReqTag(tag),
+            dir: if rng.random_range(0..5) == 0 && writes {
+                Dir::Write
+            } else {
+                Dir::Read
+            },
+            sector: rng.random_range(0..(1u64 << 17)) * 8,
+            sectors: 8 * rng.random_range(1..=3),
+        };
+        // Odd think times keep completions off each other's instants.
+        let think = |rng: &mut TestRng| 2 * rng.random_range(0..20_000u64) + 1;
+        drive_loop(dev, n, depth, &mut rng, make, think)
     }
 
     #[test]
@@ -1068,42 +1085,16 @@ mod tests {
     /// [`random_writes`] to pages `0..pages` only.
     fn random_writes_below(ssd: &mut Ssd, pages: u64, n: u32, depth: u32, seed: u64) -> Vec<u64> {
         use rand::SeedableRng;
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-        let mut q = std::collections::BTreeSet::new();
-        let (mut seq, mut issued, mut done) = (0u64, 0u32, Vec::new());
-        let (mut timers, mut comps) = (Vec::new(), Vec::new());
-        for _ in 0..depth {
-            q.insert((0u64, seq, None));
-            seq += 1;
-        }
-        while let Some((t, _, what)) = q.pop_first() {
-            let mut c = DevCtx::new(SimTime(t), &mut timers, &mut comps);
-            match what {
-                Some(tok) => ssd.on_timer(tok, &mut c),
-                None if issued < n => {
-                    let req = DevRequest {
-                        tag: ReqTag(issued),
-                        dir: Dir::Write,
-                        sector: rng.random_range(0..pages) * 8,
-                        sectors: 8,
-                    };
-                    ssd.submit(req, &mut c);
-                    issued += 1;
-                }
-                None => {}
-            }
-            for (d, tok) in timers.drain(..) {
-                q.insert((t + d, seq, Some(tok)));
-                seq += 1;
-            }
-            for _ in comps.drain(..) {
-                done.push(t);
-                q.insert((t, seq, None));
-                seq += 1;
-            }
-        }
+        let mut rng = TestRng::seed_from_u64(seed);
+        let make = |tag: u32, rng: &mut TestRng| DevRequest {
+            tag: ReqTag(tag),
+            dir: Dir::Write,
+            sector: rng.random_range(0..pages) * 8,
+            sectors: 8,
+        };
+        let done = drive_loop(ssd, n, depth, &mut rng, make, |_| 0);
         assert_eq!(done.len(), n as usize);
-        done
+        done.into_iter().map(|(_, t)| t).collect()
     }
 
     fn uniform_precondition(drive_writes: f64) -> PreconditionConfig {
