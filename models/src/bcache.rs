@@ -1750,6 +1750,22 @@ impl Bcache {
         self.dirty.sectors()
     }
 
+    /// What background I/O `token` is, for traces: `"fill"`, `"prio"`,
+    /// `"journal"`, `"readahead"`, `"writeback read"`, `"writeback write"`,
+    /// `"flush"`, or `"write"` for a token not (or no longer) pending.
+    pub fn bg_label(&self, token: u32) -> &'static str {
+        match self.pending.get(&token).map(|p| p.op) {
+            Some(Op::Fill(_)) => "fill",
+            Some(Op::PrioWrite) => "prio",
+            Some(Op::Journal) => "journal",
+            Some(Op::Readahead { .. }) => "readahead",
+            Some(Op::WbRead { .. }) => "writeback read",
+            Some(Op::WbWrite { .. }) => "writeback write",
+            Some(Op::Flush { .. }) => "flush",
+            None => "write",
+        }
+    }
+
     pub fn alloc_stats(&self) -> alloc::AllocStats {
         self.alloc.stats
     }

@@ -297,6 +297,25 @@ impl Layer for BcacheLayer {
     fn metrics(&self) -> Vec<(String, Cell)> {
         self.bc.metrics()
     }
+
+    fn token_label(&self, token: u32) -> &'static str {
+        match token >> KIND_SHIFT {
+            HIT => "hit",
+            MISS => "miss",
+            JOIN => "writethrough",
+            _ => {
+                let f = blocksim_sim::SlotId(token & PAYLOAD_MASK);
+                self.bc.bg_label(*self.background.get(f))
+            }
+        }
+    }
+
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("dirty_sectors", self.bc.dirty_sectors() as f64),
+            ("in_use_pct", self.bc.in_use_pct() as f64),
+        ]
+    }
 }
 
 #[cfg(test)]

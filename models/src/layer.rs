@@ -289,6 +289,18 @@ pub trait Layer {
     fn metrics(&self) -> Vec<(String, Cell)> {
         Vec::new()
     }
+    /// What the request this layer issued with token `token` is (`"hit"`,
+    /// `"fill"`, ...), for traces and timelines; asked only while a run is
+    /// observed ([`crate::observe`]).
+    fn token_label(&self, token: u32) -> &'static str {
+        let _ = token;
+        "request"
+    }
+    /// The layer's gauges now (dirty data, space in use), for a timeline's
+    /// counter tracks; asked only while a run is observed.
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ pub mod intervals;
 pub mod job;
 pub mod layer;
 pub mod limits;
+pub mod observe;
 pub mod offsets;
 pub mod pmem;
 pub mod profile;

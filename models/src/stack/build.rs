@@ -269,6 +269,7 @@ impl AsyncStack {
             replay: None,
             acct: a.accounting,
             completing_cpu: 0,
+            obs: None,
             dm_disk: sc.dm.as_ref().map(|d| {
                 (
                     d.name.clone(),

@@ -47,6 +47,10 @@ impl AsyncStack {
         for (delay, tok) in self.scratch_timers.drain(..) {
             ctx.schedule_in(delay, Ev::DevTimer(d as u16, tok));
         }
+        if self.obs.is_some() && !self.scratch_done.is_empty() {
+            self.obs_devs_done(d, ctx.now());
+        }
+        let dev = &mut self.devs[d];
         if dev.inline && !self.scratch_done.is_empty() {
             return self.complete_inline(d, ctx);
         }
@@ -116,7 +120,7 @@ impl AsyncStack {
     /// The CPU a device-level request was submitted on: its job's CPU; for
     /// a replayed request or a layer's own I/O, the CPU that runs them (the
     /// device's IRQ CPU).
-    fn submit_cpu(&self, d: usize, root: u32) -> usize {
+    pub(super) fn submit_cpu(&self, d: usize, root: u32) -> usize {
         if let Some(io) = root_slot(root) {
             let j = self.ios.get(io).job;
             if j != REPLAY_JOB {
@@ -129,6 +133,9 @@ impl AsyncStack {
     /// Hands a request to a device's block queue: the hardware queue of the
     /// submitting CPU; issue now if a tag is free.
     pub(super) fn block_submit(&mut self, d: usize, q: Queued, ctx: &mut Ctx<'_, Ev>) {
+        if self.obs.is_some() {
+            self.obs_block_submit(d, &q, ctx.now());
+        }
         let hwq = if self.devs[d].port.is_multi() {
             let cpu = self.submit_cpu(d, q.root);
             self.devs[d].port.queue_for_cpu(cpu)
@@ -161,6 +168,9 @@ impl AsyncStack {
         let dev_tag = self.devs[d].port.device_tag(hwq, tag);
         self.devs[d].port.stats[hwq].commands += 1;
         self.devs[d].records.dispatch(dev_tag, now);
+        if self.obs.is_some() {
+            self.obs_dispatch(d, hwq, dev_tag, &q, now);
+        }
         let req = DevRequest {
             tag: ReqTag(dev_tag),
             dir: q.dir,
@@ -196,7 +206,7 @@ impl AsyncStack {
 
     /// The CPU queue `q`'s interrupt handler runs on: the CPU its MSI-X
     /// vector targets, or the IRQ CPU for a single-queue device.
-    fn handler_cpu(&self, d: usize, q: usize) -> usize {
+    pub(super) fn handler_cpu(&self, d: usize, q: usize) -> usize {
         self.devs[d]
             .port
             .vector_cpu(q)
@@ -244,6 +254,9 @@ impl AsyncStack {
         st.handler_ns += cost;
         st.handler_cpu = Some(cpu);
         let end = self.cpus.occupy(cpu, start, cost);
+        if self.obs.is_some() {
+            self.obs_cpu(cpu, start, end, CpuWork::Irq(d as u16, q as u16));
+        }
         ctx.schedule_at(end, Ev::IrqDone(d as u16, q as u16));
     }
 
@@ -409,6 +422,9 @@ impl AsyncStack {
         );
         v.t_done = now;
         let v = *v;
+        if self.obs.is_some() {
+            self.obs_io_done(io, now);
+        }
         if v.job == REPLAY_JOB {
             self.replay_done(io, now, ctx);
             return;
@@ -434,6 +450,9 @@ impl AsyncStack {
             }
             cost += self.run_job_path(t, JobPath::Single(PathId::WakeupTarget));
             let end = self.cpus.occupy(cpu, start, cost);
+            if self.obs.is_some() {
+                self.obs_cpu(cpu, start, end, CpuWork::Wake(t as u16));
+            }
             ctx.schedule_at(end, Ev::JobWake(t as u16));
         }
     }

@@ -58,7 +58,10 @@ impl AsyncStack {
             let cost = self.run_job_path(t, JobPath::Single(PathId::Sleep));
             let cpu = self.threads[t].cpu;
             let (start, _) = self.cpus.start(cpu, now);
-            self.cpus.occupy(cpu, start, cost);
+            let end = self.cpus.occupy(cpu, start, cost);
+            if self.obs.is_some() {
+                self.obs_cpu(cpu, start, end, CpuWork::Sleep(t as u16));
+            }
             self.groups[self.threads[t].group].ctx_switches += 1;
             self.threads[t].state = JobState::Sleeping;
         } else if jc.end_fsync && !th.end_synced && !th.errored {
@@ -175,6 +178,9 @@ impl AsyncStack {
         let cpu = self.threads[t].cpu;
         let (start, _) = self.cpus.start(cpu, now);
         let end = self.cpus.occupy(cpu, start, cost);
+        if self.obs.is_some() {
+            self.obs_job_span(t, start, end);
+        }
         ctx.schedule_at(end, Ev::JobWake(t as u16));
     }
 

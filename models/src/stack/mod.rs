@@ -43,6 +43,7 @@ use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskStats, ReqTag};
 use crate::intervals::{IntervalSampler, JobTotals};
 use crate::job::{IoEngine, JobConfig, SyncCall};
 use crate::layer::{Layer, LayerCx, LayerReq, Origin};
+use crate::observe::CpuWork;
 use crate::offsets::Offsets;
 use crate::run::{Fault, ModelError, RunOptions, RunOutput};
 use crate::ssd::Ssd;
@@ -53,6 +54,7 @@ mod dispatch;
 mod engine;
 mod jobs;
 mod layers;
+mod observe;
 mod program;
 mod replay;
 mod report;
@@ -61,7 +63,9 @@ mod route;
 use dispatch::path_of;
 pub use program::runs_as_program;
 use replay::Replay;
-pub use replay::{run_replay, ReplayFeed, ReplayRequest, ReplayStats};
+pub use replay::{
+    run_replay, run_replay_observed, ObservedReplay, ReplayFeed, ReplayRequest, ReplayStats,
+};
 use report::log_io;
 
 /// Events of the stack.
@@ -499,6 +503,8 @@ pub struct AsyncStack {
     completing_cpu: usize,
     /// Jobs that run as programs (psync on pmem or dm-linear over it).
     programs: Option<Box<program::Programs>>,
+    /// An attached observer ([`crate::observe`]); `None`: nothing recorded.
+    obs: Option<Box<observe::ObsState>>,
 }
 
 fn cfg_err(msg: impl Into<String>) -> ModelError {
@@ -599,10 +605,23 @@ fn check_finished(
 
 /// Runs a scenario's jobs on the machine built from it.
 pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, ModelError> {
+    run_observed(sc, opts, None).map(|(out, _)| out)
+}
+
+/// [`run`] with an observer attached ([`crate::observe`]), handed back
+/// after the run; the run's figures are the same with or without it.
+pub fn run_observed(
+    sc: &Scenario,
+    opts: &RunOptions,
+    observer: Option<Box<dyn crate::observe::Observer>>,
+) -> Result<(RunOutput, Option<Box<dyn crate::observe::Observer>>), ModelError> {
     // The count is per thread and cumulative: only this run's escapes are
     // this run's (an earlier run on the thread may have had its own).
     let unrecorded_before = blocksim_designs::traced::unrecorded_count();
     let mut stack = AsyncStack::build(sc, opts)?;
+    if let Some(o) = observer {
+        stack.observe_start(o);
+    }
     let nthreads = stack.threads.len();
     let ramp = sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0);
     let sample = stack.sample_interval_ns;
@@ -649,10 +668,12 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, ModelError> {
         // Only programs ran: the run ends with their runtime.
         end = p_end;
     }
+    let observer = sim.model.observe_finish(end);
     let report = sim.model.report(end, opts.profile);
-    Ok(RunOutput {
+    let out = RunOutput {
         report,
         events_processed: events,
         sim_end: end,
-    })
+    };
+    Ok((out, observer))
 }

@@ -68,6 +68,24 @@ pub fn run_replay(
     opts: &RunOptions,
     feed: ReplayFeed,
 ) -> Result<(RunOutput, ReplayStats), ModelError> {
+    run_replay_observed(sc, opts, feed, None).map(|(out, stats, _)| (out, stats))
+}
+
+/// The result of an observed replay: the run, its replay figures, and the
+/// observer handed back.
+pub type ObservedReplay = (
+    RunOutput,
+    ReplayStats,
+    Option<Box<dyn crate::observe::Observer>>,
+);
+
+/// [`run_replay`] with an observer attached ([`crate::observe`]).
+pub fn run_replay_observed(
+    sc: &Scenario,
+    opts: &RunOptions,
+    feed: ReplayFeed,
+    observer: Option<Box<dyn crate::observe::Observer>>,
+) -> Result<ObservedReplay, ModelError> {
     let mut sc = sc.clone();
     sc.jobs.clear();
     let replay_opts = RunOptions {
@@ -75,6 +93,9 @@ pub fn run_replay(
         ..*opts
     };
     let mut stack = AsyncStack::build(&sc, &replay_opts)?;
+    if let Some(o) = observer {
+        stack.observe_start(o);
+    }
     let depth = feed.depth;
     let closed = feed.closed_loop;
     let mut starts = Vec::new();
@@ -95,6 +116,7 @@ pub fn run_replay(
         sc.simulation.max_events,
         "the replay finished",
     )?;
+    let observer = sim.model.observe_finish(end);
     let mut report = sim.model.report(end, opts.profile);
     let r = sim.model.replay.take().expect("replay state");
     let g = &r.stats;
@@ -134,6 +156,7 @@ pub fn run_replay(
             sim_end: end,
         },
         r.result,
+        observer,
     ))
 }
 

@@ -109,7 +109,10 @@ impl AsyncStack {
             }
         }
         let (start, _) = self.cpus.start(cpu, now);
-        self.cpus.occupy(cpu, start, total);
+        let end = self.cpus.occupy(cpu, start, total);
+        if self.obs.is_some() {
+            self.obs_cpu(cpu, start, end, CpuWork::Kworker(l as u16));
+        }
     }
 
     /// Delivers a completed request to whoever issued it: a job's I/O

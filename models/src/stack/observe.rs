@@ -1,0 +1,391 @@
+//! The machine's side of [`crate::observe`]: turns what the stack already
+//! decided (a request entering a queue, a dispatch, a completion, a CPU
+//! span) into records for an attached observer. Every function here runs
+//! only when an observer is attached (`self.obs.is_some()`), so a run
+//! without one pays a branch per hook and nothing else.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::layer::Owner;
+use crate::observe::{
+    thread_pid, BlockAction, BlockEvent, CounterSample, CpuSpan, CpuWork, DevInfo, DevKind,
+    Machine, Obs, Observer, KWORKER_PID, REPLAY_PID,
+};
+
+/// A dispatched request, kept until its completion (for C's sector).
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    dir: Dir,
+    sector: u64,
+    sectors: u32,
+    pid: u32,
+    what: &'static str,
+    layer_owned: Option<u8>,
+}
+
+/// An attached observer and what it needs remembered between hooks
+/// (bounded by the requests in flight).
+pub(crate) struct ObsState {
+    sink: Box<dyn Observer>,
+    /// Per queueing device, by device tag: the request it holds.
+    held: Vec<Vec<Option<Held>>>,
+    /// Job I/Os that entered their bio-based devices (dm, a layer): the
+    /// device indices they were queued on, completed at `io_done`.
+    top: BTreeMap<u32, (Option<u16>, Option<u16>)>,
+    /// Requests in flight per traced device (the timeline's counter).
+    in_flight: Vec<u32>,
+}
+
+impl ObsState {
+    pub(crate) fn new(sink: Box<dyn Observer>) -> Box<Self> {
+        Box::new(ObsState {
+            sink,
+            held: Vec::new(),
+            top: BTreeMap::new(),
+            in_flight: Vec::new(),
+        })
+    }
+
+    pub(crate) fn into_sink(self) -> Box<dyn Observer> {
+        self.sink
+    }
+
+    fn emit(&mut self, ev: BlockEvent) {
+        let d = ev.dev as usize;
+        let delta: i64 = match ev.action {
+            BlockAction::Queue => 1,
+            BlockAction::Complete => -1,
+            _ => 0,
+        };
+        self.sink.record(Obs::Block(&ev));
+        if delta != 0 {
+            let n = &mut self.in_flight[d];
+            *n = (i64::from(*n) + delta).max(0) as u32;
+            let c = CounterSample {
+                t_ns: ev.t_ns,
+                dev: ev.dev,
+                name: "in_flight",
+                value: f64::from(*n),
+            };
+            self.sink.record(Obs::Counter(&c));
+        }
+    }
+}
+
+fn ev(t_ns: u64, action: BlockAction, dev: usize, cpu: usize, pid: u32) -> BlockEvent {
+    BlockEvent {
+        t_ns,
+        action,
+        dev: dev as u16,
+        cpu: cpu as u16,
+        pid,
+        dir: Dir::Read,
+        sector: 0,
+        sectors: 0,
+        failed: false,
+        remap_from: None,
+        hwq: 0,
+        tag: 0,
+        what: "io",
+    }
+}
+
+impl AsyncStack {
+    /// Attaches `sink` and describes the machine to it.
+    pub(super) fn observe_start(&mut self, sink: Box<dyn Observer>) {
+        let mut st = ObsState::new(sink);
+        let mut devices: Vec<DevInfo> = self
+            .devs
+            .iter()
+            .map(|d| DevInfo {
+                name: d.name.clone(),
+                kind: DevKind::Queued {
+                    hw_queues: d.port.hw.len() as u16,
+                },
+            })
+            .collect();
+        for l in &self.layers {
+            devices.push(DevInfo {
+                name: l.layer.name().to_string(),
+                kind: DevKind::Layer,
+            });
+        }
+        if let Some((name, _)) = &self.dm_disk {
+            devices.push(DevInfo {
+                name: name.clone(),
+                kind: DevKind::Dm,
+            });
+        }
+        st.held = vec![Vec::new(); self.devs.len()];
+        st.in_flight = vec![0; devices.len()];
+        let machine = Machine {
+            devices,
+            cpus: self.cpus.count() as u16,
+            threads: (0..self.threads.len())
+                .map(|t| (thread_pid(t), "fio".to_string()))
+                .collect(),
+        };
+        st.sink.start(&machine);
+        self.obs = Some(st);
+    }
+
+    /// Detaches the observer after the run ends at `end`.
+    pub(super) fn observe_finish(&mut self, end: SimTime) -> Option<Box<dyn Observer>> {
+        let mut st = self.obs.take()?;
+        st.sink.finish(end.as_ns());
+        Some(st.into_sink())
+    }
+
+    fn obs_pid(&self, root: u32) -> u32 {
+        match dispatch::root_slot(root) {
+            Some(io) => match self.ios.get(io).job {
+                REPLAY_JOB => REPLAY_PID,
+                j => thread_pid(j as usize),
+            },
+            None => KWORKER_PID,
+        }
+    }
+
+    fn obs_what(&self, origin: Origin) -> (&'static str, Option<u8>) {
+        match origin.owner() {
+            Owner::Job(_) => ("io", None),
+            Owner::Layer { layer, token } => (
+                self.layers[layer as usize].layer.token_label(token),
+                Some(layer),
+            ),
+        }
+    }
+
+    /// The bio-based devices (dm, a layer) the job I/O `root` passes above
+    /// device `d`: their traced indices.
+    fn obs_tops(&self, root: u32) -> (Option<u16>, Option<u16>) {
+        let Some(io) = dispatch::root_slot(root) else {
+            return (None, None);
+        };
+        let v = self.ios.get(io);
+        let dm = (v.job != REPLAY_JOB
+            && self.bio_layers[self.threads[v.job as usize].layers as usize].dm
+            && self.dm_disk.is_some())
+        .then(|| (self.devs.len() + self.layers.len()) as u16);
+        let layer = (v.layer != NO_LAYER).then(|| (self.devs.len() + v.layer as usize) as u16);
+        (dm, layer)
+    }
+
+    /// A request enters device `d`'s block queue: the job I/O's Q (and A)
+    /// on the bio-based devices above, the first time; A from the device
+    /// above; Q, G, and I when it will wait for a tag.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn obs_block_submit(&mut self, d: usize, q: &Queued, now: SimTime) {
+        let cpu = self.submit_cpu(d, q.root);
+        let pid = self.obs_pid(q.root);
+        let (what, _) = self.obs_what(q.origin);
+        let tops = self.obs_tops(q.root);
+        let t = now.as_ns();
+        let hwq = if self.devs[d].port.is_multi() {
+            self.devs[d].port.queue_for_cpu(cpu)
+        } else {
+            0
+        };
+        let waits = !self.devs[d].port.hw[hwq].can_issue_now();
+        let job_io = dispatch::root_slot(q.root).map(|io| *self.ios.get(io));
+        let Some(st) = self.obs.as_mut() else { return };
+        let mut from = None;
+        if let Some(v) = job_io {
+            let base = BlockEvent {
+                dir: v.dir,
+                sector: v.sector,
+                sectors: v.sectors,
+                ..ev(t, BlockAction::Queue, 0, cpu, pid)
+            };
+            let first = !st.top.contains_key(&q.root) && (tops.0.is_some() || tops.1.is_some());
+            if first {
+                st.top.insert(q.root, tops);
+                let mut above: Option<u16> = None;
+                for dev in [tops.0, tops.1].into_iter().flatten() {
+                    if let Some(a) = above {
+                        st.emit(BlockEvent {
+                            action: BlockAction::Remap,
+                            dev,
+                            remap_from: Some((a, v.sector)),
+                            ..base
+                        });
+                    }
+                    st.emit(BlockEvent { dev, ..base });
+                    above = Some(dev);
+                }
+            }
+            from = tops.1.or(tops.0).map(|a| (a, v.sector));
+        }
+        let base = BlockEvent {
+            dir: q.dir,
+            sector: q.sector,
+            sectors: q.sectors,
+            what,
+            hwq: hwq as u16,
+            ..ev(t, BlockAction::Queue, d, cpu, pid)
+        };
+        if from.is_some() {
+            st.emit(BlockEvent {
+                action: BlockAction::Remap,
+                remap_from: from,
+                ..base
+            });
+        }
+        st.emit(base);
+        st.emit(BlockEvent {
+            action: BlockAction::GetRq,
+            ..base
+        });
+        if waits {
+            st.emit(BlockEvent {
+                action: BlockAction::Insert,
+                ..base
+            });
+        }
+    }
+
+    /// D: a request holding device tag `dev_tag` goes to device `d`.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn obs_dispatch(
+        &mut self,
+        d: usize,
+        hwq: usize,
+        dev_tag: u32,
+        q: &Queued,
+        now: SimTime,
+    ) {
+        let cpu = self.submit_cpu(d, q.root);
+        let pid = self.obs_pid(q.root);
+        let (what, layer_owned) = self.obs_what(q.origin);
+        let Some(st) = self.obs.as_mut() else { return };
+        let held = &mut st.held[d];
+        let i = dev_tag as usize;
+        if i >= held.len() {
+            held.resize(i + 1, None);
+        }
+        held[i] = Some(Held {
+            dir: q.dir,
+            sector: q.sector,
+            sectors: q.sectors,
+            pid,
+            what,
+            layer_owned,
+        });
+        st.emit(BlockEvent {
+            dir: q.dir,
+            sector: q.sector,
+            sectors: q.sectors,
+            what,
+            hwq: hwq as u16,
+            tag: dev_tag,
+            ..ev(now.as_ns(), BlockAction::Issue, d, cpu, pid)
+        });
+    }
+
+    /// C: device `d` completed the requests in `scratch_done` (on the CPU
+    /// their interrupt goes to, or the submitter's for an inline device).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn obs_devs_done(&mut self, d: usize, now: SimTime) {
+        for i in 0..self.scratch_done.len() {
+            let tag = self.scratch_done[i];
+            let raw = tag.tag().0;
+            let (q, t) = self.devs[d].port.split_tag(raw);
+            let cpu = if self.devs[d].inline {
+                let root = self.devs[d].port.hw[q]
+                    .owner_of(t)
+                    .map_or(NO_ROOT, |o| o.root);
+                self.submit_cpu(d, root)
+            } else {
+                self.handler_cpu(d, q)
+            };
+            self.obs_dev_done(d, (raw, tag.failed()), (q, cpu), now);
+        }
+    }
+
+    fn obs_dev_done(
+        &mut self,
+        d: usize,
+        (raw, failed): (u32, bool),
+        (q, cpu): (usize, usize),
+        now: SimTime,
+    ) {
+        let Some(st) = self.obs.as_mut() else { return };
+        let Some(h) = st.held[d].get_mut(raw as usize).and_then(Option::take) else {
+            return;
+        };
+        st.emit(BlockEvent {
+            dir: h.dir,
+            sector: h.sector,
+            sectors: h.sectors,
+            failed,
+            what: h.what,
+            hwq: q as u16,
+            tag: raw,
+            ..ev(now.as_ns(), BlockAction::Complete, d, cpu, h.pid)
+        });
+        let Some(l) = h.layer_owned else { return };
+        let dev = (self.devs.len() + l as usize) as u16;
+        for (name, value) in self.layers[l as usize].layer.gauges() {
+            let c = CounterSample {
+                t_ns: now.as_ns(),
+                dev,
+                name,
+                value,
+            };
+            if let Some(st) = self.obs.as_mut() {
+                st.sink.record(Obs::Counter(&c));
+            }
+        }
+    }
+
+    /// C on the bio-based devices a job I/O passed (its bio completes).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn obs_io_done(&mut self, io: SlotId, now: SimTime) {
+        let v = *self.ios.get(io);
+        let cpu = self.completing_cpu;
+        let pid = self.obs_pid(io.0);
+        let Some(st) = self.obs.as_mut() else { return };
+        let Some((dm, layer)) = st.top.remove(&io.0) else {
+            return;
+        };
+        for dev in [layer, dm].into_iter().flatten() {
+            st.emit(BlockEvent {
+                dir: v.dir,
+                sector: v.sector,
+                sectors: v.sectors,
+                failed: v.failed,
+                ..ev(now.as_ns(), BlockAction::Complete, dev as usize, cpu, pid)
+            });
+        }
+    }
+
+    /// A CPU span.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn obs_cpu(&mut self, cpu: usize, start: SimTime, end: SimTime, work: CpuWork) {
+        if let Some(st) = self.obs.as_mut() {
+            st.sink.record(Obs::Cpu(&CpuSpan {
+                cpu: cpu as u16,
+                start_ns: start.as_ns(),
+                end_ns: end.as_ns(),
+                work,
+            }));
+        }
+    }
+
+    /// The span job `t` runs from `start` to `end`, by its action.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn obs_job_span(&mut self, t: usize, start: SimTime, end: SimTime) {
+        let work = match self.threads[t].action {
+            Action::Submit { .. } => CpuWork::Submit(t as u16),
+            Action::Reap { .. } | Action::None => CpuWork::Reap(t as u16),
+        };
+        self.obs_cpu(self.threads[t].cpu, start, end, work);
+    }
+}
