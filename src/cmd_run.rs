@@ -12,6 +12,7 @@ use blocksim_models::{RunOptions, RunOutput, Scenario};
 use rayon::prelude::*;
 
 use crate::cmd_common::{load_spec, Jobs};
+use crate::observe::Writers;
 use crate::scenario::LoadOptions;
 
 #[derive(clap::Args, Debug)]
@@ -57,6 +58,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
     #[command(flatten)]
+    pub observe: crate::observe::ObserveArgs,
+    #[command(flatten)]
     pub jobs: Jobs,
 }
 
@@ -87,12 +90,22 @@ pub struct InvariantViolation {
 }
 
 pub fn run_one(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput> {
+    run_one_observed(sc, opts, None).map(|(out, _)| out)
+}
+
+/// [`run_one`] with the observation writers attached; they are handed back.
+pub fn run_one_observed(
+    sc: &Scenario,
+    opts: &RunOptions,
+    writers: Option<Writers>,
+) -> Result<(RunOutput, Option<Writers>)> {
     let t0 = Instant::now();
+    let obs = writers.map(|w| Box::new(w) as Box<dyn blocksim_models::observe::Observer>);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        blocksim_models::run(sc, opts)
+        blocksim_models::stack::run_observed(sc, opts, obs)
     }));
-    let out = match result {
-        Ok(Ok(out)) => out,
+    let (out, writers) = match result {
+        Ok(Ok((out, obs))) => (out, crate::observe::take_back(obs)),
         Ok(Err(blocksim_models::ModelError::Invariant(message))) => {
             return Err(InvariantViolation {
                 scenario: sc.simulation.name.clone(),
@@ -123,7 +136,7 @@ pub fn run_one(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput> {
         out.events_processed as f64 / wall.max(1e-9) / 1e6,
         out.sim_end.as_secs_f64()
     );
-    Ok(out)
+    Ok((out, writers))
 }
 
 /// Little's law check per job (closed-loop jobs: iodepth = IOPS x mean latency).
@@ -282,8 +295,17 @@ fn run_args(mut args: RunArgs) -> Result<ExitCode> {
         eprintln!("note: {n}");
     }
     let fault = crate::cmd_common::parse_fault(args.inject_fault.as_deref())?;
+    let writers = args.observe.writers()?;
+    if !loaded.variants.is_empty() && (writers.is_some() || args.observe.wants_profile()) {
+        bail!(
+            "--blktrace, --timeline and --profile-folded/--profile-svg observe one run, and {} has variants: name one, FILE.toml:VARIANT",
+            args.scenario.display()
+        );
+    }
     let opts = RunOptions {
-        profile: args.profile,
+        // Collecting the profile changes no figure; printing it is
+        // `text_opts.profile`.
+        profile: args.profile || args.observe.wants_profile(),
         verbose: args.verbose,
         fault,
         ..RunOptions::default()
@@ -299,8 +321,17 @@ fn run_args(mut args: RunArgs) -> Result<ExitCode> {
     };
 
     if loaded.variants.is_empty() {
-        let out = run_one(&loaded.base, &opts)?;
+        let (out, writers) = run_one_observed(&loaded.base, &opts, writers)?;
+        if let Some(w) = &writers {
+            crate::observe::conclude(w)?;
+        }
+        crate::observe::write_profiles(&args.observe, &out.report, &loaded.base.simulation.name)?;
         let mut report = out.report;
+        if !args.profile {
+            // Collected for the flame graph only: the report stays as it
+            // is without it.
+            report.profile = None;
+        }
         write_io_logs(&report.io_logs, "")?;
         if args.verbose {
             report.notes.extend(littles_law_lines(&report));

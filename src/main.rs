@@ -21,6 +21,7 @@ mod cmd_swarm;
 mod cmd_sweep;
 mod cmd_trace;
 mod experiment;
+mod observe;
 mod swarm;
 
 use blocksim::scenario;

@@ -1750,19 +1750,20 @@ impl Bcache {
         self.dirty.sectors()
     }
 
-    /// What background I/O `token` is, for traces: `"fill"`, `"prio"`,
-    /// `"journal"`, `"readahead"`, `"writeback read"`, `"writeback write"`,
-    /// `"flush"`, or `"write"` for a token not (or no longer) pending.
+    /// What background I/O `token` is, for traces: `"bcache fill"`,
+    /// `"... prio"`, `"... journal"`, `"... readahead"`, `"... writeback
+    /// read"`, `"... writeback write"`, `"... flush"`, or `"bcache write"`
+    /// for a token not (or no longer) pending.
     pub fn bg_label(&self, token: u32) -> &'static str {
         match self.pending.get(&token).map(|p| p.op) {
-            Some(Op::Fill(_)) => "fill",
-            Some(Op::PrioWrite) => "prio",
-            Some(Op::Journal) => "journal",
-            Some(Op::Readahead { .. }) => "readahead",
-            Some(Op::WbRead { .. }) => "writeback read",
-            Some(Op::WbWrite { .. }) => "writeback write",
-            Some(Op::Flush { .. }) => "flush",
-            None => "write",
+            Some(Op::Fill(_)) => "bcache fill",
+            Some(Op::PrioWrite) => "bcache prio",
+            Some(Op::Journal) => "bcache journal",
+            Some(Op::Readahead { .. }) => "bcache readahead",
+            Some(Op::WbRead { .. }) => "bcache writeback read",
+            Some(Op::WbWrite { .. }) => "bcache writeback write",
+            Some(Op::Flush { .. }) => "bcache flush",
+            None => "bcache write",
         }
     }
 

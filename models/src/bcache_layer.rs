@@ -300,9 +300,9 @@ impl Layer for BcacheLayer {
 
     fn token_label(&self, token: u32) -> &'static str {
         match token >> KIND_SHIFT {
-            HIT => "hit",
-            MISS => "miss",
-            JOIN => "writethrough",
+            HIT => "bcache hit",
+            MISS => "bcache miss",
+            JOIN => "bcache writethrough",
             _ => {
                 let f = blocksim_sim::SlotId(token & PAYLOAD_MASK);
                 self.bc.bg_label(*self.background.get(f))

@@ -97,6 +97,12 @@ pub struct BlockEvent {
     /// What the request is: `"io"` for a job's I/O, or the layer's name
     /// for one of its own requests (`"hit"`, `"miss"`, `"fill"`, ...).
     pub what: &'static str,
+    /// On a [`BlockAction::Complete`]: when the machine queued (Q) and
+    /// issued (D) this request, by its own records (the hardware queue's
+    /// FIFO and the tag), so Q2C and D2C need no matching by sector. A
+    /// bio-based device's C has no D (`issued_ns: None`).
+    pub queued_ns: u64,
+    pub issued_ns: Option<u64>,
 }
 
 /// What a CPU is busy with.
@@ -154,4 +160,6 @@ pub trait Observer {
     fn record(&mut self, rec: Obs<'_>);
     /// Once, after the last event, with the run's end.
     fn finish(&mut self, end_ns: u64);
+    /// The observer back as its own type, after the run.
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any>;
 }

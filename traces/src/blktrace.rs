@@ -749,6 +749,65 @@ pub fn encode_record(
     cpu: u32,
     pdu: &[u8],
 ) {
+    let rec = Record {
+        sequence,
+        time_ns,
+        sector,
+        bytes,
+        action_word,
+        pid,
+        device,
+        cpu,
+        error: 0,
+    };
+    encode(out, big_endian, &rec, pdu);
+}
+
+/// The fixed fields of one `struct blk_io_trace` (v7) to write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Record {
+    pub sequence: u32,
+    pub time_ns: u64,
+    pub sector: u64,
+    pub bytes: u32,
+    pub action_word: u32,
+    pub pid: u32,
+    /// `(major << 20) | minor`, the kernel's `dev_t` encoding.
+    pub device: u32,
+    pub cpu: u32,
+    /// errno of a completion (0: none).
+    pub error: u16,
+}
+
+/// The remap payload (`struct blk_io_trace_remap`, big-endian in every
+/// capture): the device and sector the bio came from, the device it went to.
+pub fn remap_payload(device_from: u32, device_to: u32, sector_from: u64) -> [u8; 16] {
+    let mut p = [0u8; 16];
+    p[0..4].copy_from_slice(&device_from.to_be_bytes());
+    p[4..8].copy_from_slice(&device_to.to_be_bytes());
+    p[8..16].copy_from_slice(&sector_from.to_be_bytes());
+    p
+}
+
+/// The action word of a notify record: process name or message.
+pub fn notify_word(message: bool) -> u32 {
+    (u32::from(crate::cat::NOTIFY) << 16) | if message { TN_MESSAGE } else { TN_PROCESS }
+}
+
+/// Encodes `rec` followed by `pdu` (the one writer of the record layout;
+/// `sim run --blktrace` and the synthesisers of tests use it).
+pub fn encode(out: &mut Vec<u8>, big_endian: bool, rec: &Record, pdu: &[u8]) {
+    let Record {
+        sequence,
+        time_ns,
+        sector,
+        bytes,
+        action_word,
+        pid,
+        device,
+        cpu,
+        error: err,
+    } = *rec;
     let put32 = |out: &mut Vec<u8>, v: u32| {
         out.extend_from_slice(&if big_endian {
             v.to_be_bytes()
@@ -772,7 +831,6 @@ pub fn encode_record(
     put32(out, pid);
     put32(out, device);
     put32(out, cpu);
-    let err: u16 = 0;
     out.extend_from_slice(&if big_endian {
         err.to_be_bytes()
     } else {

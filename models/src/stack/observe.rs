@@ -4,7 +4,7 @@
 //! only when an observer is attached (`self.obs.is_some()`), so a run
 //! without one pays a branch per hook and nothing else.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use super::*;
 use crate::layer::Owner;
@@ -22,6 +22,8 @@ struct Held {
     pid: u32,
     what: &'static str,
     layer_owned: Option<u8>,
+    queued_ns: u64,
+    issued_ns: Option<u64>,
 }
 
 /// An attached observer and what it needs remembered between hooks
@@ -32,7 +34,10 @@ pub(crate) struct ObsState {
     held: Vec<Vec<Option<Held>>>,
     /// Job I/Os that entered their bio-based devices (dm, a layer): the
     /// device indices they were queued on, completed at `io_done`.
-    top: BTreeMap<u32, (Option<u16>, Option<u16>)>,
+    top: BTreeMap<u32, (Option<u16>, Option<u16>, u64)>,
+    /// Per queueing device and hardware queue: when each request not yet
+    /// dispatched was queued (requests leave a queue in FIFO order).
+    queued: Vec<Vec<VecDeque<u64>>>,
     /// Requests in flight per traced device (the timeline's counter).
     in_flight: Vec<u32>,
 }
@@ -43,6 +48,7 @@ impl ObsState {
             sink,
             held: Vec::new(),
             top: BTreeMap::new(),
+            queued: Vec::new(),
             in_flight: Vec::new(),
         })
     }
@@ -88,6 +94,8 @@ fn ev(t_ns: u64, action: BlockAction, dev: usize, cpu: usize, pid: u32) -> Block
         hwq: 0,
         tag: 0,
         what: "io",
+        queued_ns: 0,
+        issued_ns: None,
     }
 }
 
@@ -118,6 +126,11 @@ impl AsyncStack {
             });
         }
         st.held = vec![Vec::new(); self.devs.len()];
+        st.queued = self
+            .devs
+            .iter()
+            .map(|d| vec![VecDeque::new(); d.port.hw.len()])
+            .collect();
         st.in_flight = vec![0; devices.len()];
         let machine = Machine {
             devices,
@@ -201,7 +214,7 @@ impl AsyncStack {
             };
             let first = !st.top.contains_key(&q.root) && (tops.0.is_some() || tops.1.is_some());
             if first {
-                st.top.insert(q.root, tops);
+                st.top.insert(q.root, (tops.0, tops.1, t));
                 let mut above: Option<u16> = None;
                 for dev in [tops.0, tops.1].into_iter().flatten() {
                     if let Some(a) = above {
@@ -234,6 +247,7 @@ impl AsyncStack {
             });
         }
         st.emit(base);
+        st.queued[d][hwq].push_back(t);
         st.emit(BlockEvent {
             action: BlockAction::GetRq,
             ..base
@@ -261,6 +275,7 @@ impl AsyncStack {
         let pid = self.obs_pid(q.root);
         let (what, layer_owned) = self.obs_what(q.origin);
         let Some(st) = self.obs.as_mut() else { return };
+        let queued_ns = st.queued[d][hwq].pop_front().unwrap_or(now.as_ns());
         let held = &mut st.held[d];
         let i = dev_tag as usize;
         if i >= held.len() {
@@ -273,6 +288,8 @@ impl AsyncStack {
             pid,
             what,
             layer_owned,
+            queued_ns,
+            issued_ns: Some(now.as_ns()),
         });
         st.emit(BlockEvent {
             dir: q.dir,
@@ -325,6 +342,8 @@ impl AsyncStack {
             what: h.what,
             hwq: q as u16,
             tag: raw,
+            queued_ns: h.queued_ns,
+            issued_ns: h.issued_ns,
             ..ev(now.as_ns(), BlockAction::Complete, d, cpu, h.pid)
         });
         let Some(l) = h.layer_owned else { return };
@@ -350,7 +369,7 @@ impl AsyncStack {
         let cpu = self.completing_cpu;
         let pid = self.obs_pid(io.0);
         let Some(st) = self.obs.as_mut() else { return };
-        let Some((dm, layer)) = st.top.remove(&io.0) else {
+        let Some((dm, layer, queued_ns)) = st.top.remove(&io.0) else {
             return;
         };
         for dev in [layer, dm].into_iter().flatten() {
@@ -359,6 +378,7 @@ impl AsyncStack {
                 sector: v.sector,
                 sectors: v.sectors,
                 failed: v.failed,
+                queued_ns,
                 ..ev(now.as_ns(), BlockAction::Complete, dev as usize, cpu, pid)
             });
         }
