@@ -11,7 +11,7 @@ use blocksim_analysis::{
     render_json, render_text, Cell, JsonOptions, RunReport, Table, TextOptions,
 };
 use blocksim_models::device::Dir;
-use blocksim_models::stack::{run_replay, ReplayFeed, ReplayRequest, ReplayStats};
+use blocksim_models::stack::{run_replay_observed, ReplayFeed, ReplayRequest, ReplayStats};
 use blocksim_models::RunOptions;
 use blocksim_traces::replay::{d2c_demerit, parse_map_entry, ReplayOptions, ReplaySource, Timing};
 use blocksim_traces::{
@@ -66,6 +66,8 @@ pub struct ReplayArgs {
     /// `fail:0.01@sda` to replay onto a device that returns I/O errors.
     #[arg(long = "inject-fault", hide = true)]
     pub inject_fault: Option<String>,
+    #[command(flatten)]
+    pub observe: crate::observe::ObserveArgs,
 }
 
 /// Traced D2C latencies: D and C events paired by (device, sector).
@@ -317,11 +319,18 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
     let counts = Arc::new(FeedCounts::default());
     let feed = open_feed(&args, &topts, &ropts, &counts)?;
     let fault = crate::cmd_common::parse_fault(args.inject_fault.as_deref())?;
+    let writers = args.observe.writers()?;
     let opts = RunOptions {
         fault,
+        profile: args.observe.wants_profile(),
         ..RunOptions::default()
     };
-    let (out, stats) = run_replay(&loaded.base, &opts, feed)?;
+    let obs = writers.map(|w| Box::new(w) as Box<dyn blocksim_models::observe::Observer>);
+    let (out, stats, obs) = run_replay_observed(&loaded.base, &opts, feed, obs)?;
+    if let Some(w) = crate::observe::take_back(obs) {
+        crate::observe::conclude(&w)?;
+    }
+    crate::observe::write_profiles(&args.observe, &out.report, &loaded.base.simulation.name)?;
     if let Some(e) = counts.error.lock().expect("error slot").take() {
         return Err(e)
             .context("replay stopped at a bad trace record (use --lenient to skip such records)");
@@ -333,6 +342,8 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
         args.input.lenient,
     )?;
     let mut report = out.report;
+    // Collected for the flame graph only: the report stays as it is.
+    report.profile = None;
     let trims = counts.trims.load(Relaxed);
     if trims > 0 {
         report.notes.push(format!(
