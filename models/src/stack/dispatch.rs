@@ -47,10 +47,6 @@ impl AsyncStack {
         for (delay, tok) in self.scratch_timers.drain(..) {
             ctx.schedule_in(delay, Ev::DevTimer(d as u16, tok));
         }
-        if self.obs.is_some() && !self.scratch_done.is_empty() {
-            self.obs_devs_done(d, ctx.now());
-        }
-        let dev = &mut self.devs[d];
         if dev.inline && !self.scratch_done.is_empty() {
             return self.complete_inline(d, ctx);
         }
@@ -74,6 +70,9 @@ impl AsyncStack {
                     let (q, _) = self.devs[d].port.split_tag(self.scratch_done[i].tag().0);
                     self.irq_arm(d, q, self.irq_delivery_ns, ctx);
                 }
+            }
+            if self.obs.is_some() {
+                self.obs_devs_done(d, now);
             }
             self.scratch_done.clear();
         }
@@ -134,7 +133,7 @@ impl AsyncStack {
     /// submitting CPU; issue now if a tag is free.
     pub(super) fn block_submit(&mut self, d: usize, q: Queued, ctx: &mut Ctx<'_, Ev>) {
         if self.obs.is_some() {
-            self.obs_block_submit(d, &q, ctx.now());
+            self.obs_block_submit(d, q, ctx.now());
         }
         let hwq = if self.devs[d].port.is_multi() {
             let cpu = self.submit_cpu(d, q.root);
@@ -169,7 +168,7 @@ impl AsyncStack {
         self.devs[d].port.stats[hwq].commands += 1;
         self.devs[d].records.dispatch(dev_tag, now);
         if self.obs.is_some() {
-            self.obs_dispatch(d, hwq, dev_tag, &q, now);
+            self.obs_dispatch(d, hwq, dev_tag, q, now);
         }
         let req = DevRequest {
             tag: ReqTag(dev_tag),
@@ -349,6 +348,9 @@ impl AsyncStack {
     /// interrupt; delivered now, in the submitter's context.
     fn complete_inline(&mut self, d: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
+        if self.obs.is_some() {
+            self.obs_devs_done(d, now);
+        }
         let mut done = std::mem::take(&mut self.scratch_done);
         for tag in &done {
             self.devs[d].records.complete(tag.tag().0, now);

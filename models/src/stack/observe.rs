@@ -190,7 +190,7 @@ impl AsyncStack {
     /// above; Q, G, and I when it will wait for a tag.
     #[cold]
     #[inline(never)]
-    pub(super) fn obs_block_submit(&mut self, d: usize, q: &Queued, now: SimTime) {
+    pub(super) fn obs_block_submit(&mut self, d: usize, q: Queued, now: SimTime) {
         let cpu = self.submit_cpu(d, q.root);
         let pid = self.obs_pid(q.root);
         let (what, _) = self.obs_what(q.origin);
@@ -268,7 +268,7 @@ impl AsyncStack {
         d: usize,
         hwq: usize,
         dev_tag: u32,
-        q: &Queued,
+        q: Queued,
         now: SimTime,
     ) {
         let cpu = self.submit_cpu(d, q.root);
