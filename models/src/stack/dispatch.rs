@@ -133,8 +133,13 @@ impl AsyncStack {
     /// submitting CPU; issue now if a tag is free.
     pub(super) fn block_submit(&mut self, d: usize, q: Queued, ctx: &mut Ctx<'_, Ev>) {
         if self.obs.is_some() {
-            self.obs_block_submit(d, q, ctx.now());
+            return self.obs_block_submit(d, q, ctx);
         }
+        self.block_submit_now(d, q, ctx);
+    }
+
+    #[inline(always)]
+    pub(super) fn block_submit_now(&mut self, d: usize, q: Queued, ctx: &mut Ctx<'_, Ev>) {
         let hwq = if self.devs[d].port.is_multi() {
             let cpu = self.submit_cpu(d, q.root);
             self.devs[d].port.queue_for_cpu(cpu)
@@ -214,6 +219,14 @@ impl AsyncStack {
 
     #[inline(never)]
     pub(super) fn irq_start(&mut self, d: usize, q: usize, ctx: &mut Ctx<'_, Ev>) {
+        if self.obs.is_some() {
+            return self.obs_irq_start(d, q, ctx);
+        }
+        self.irq_start_now(d, q, ctx);
+    }
+
+    #[inline(always)]
+    pub(super) fn irq_start_now(&mut self, d: usize, q: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
         let cpu = self.handler_cpu(d, q);
         if self.cpus.busy_until(cpu) > now {
@@ -253,9 +266,6 @@ impl AsyncStack {
         st.handler_ns += cost;
         st.handler_cpu = Some(cpu);
         let end = self.cpus.occupy(cpu, start, cost);
-        if self.obs.is_some() {
-            self.obs_cpu(cpu, start, end, CpuWork::Irq(d as u16, q as u16));
-        }
         ctx.schedule_at(end, Ev::IrqDone(d as u16, q as u16));
     }
 
@@ -414,6 +424,14 @@ impl AsyncStack {
     }
 
     pub(super) fn io_done(&mut self, io: SlotId, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        if self.obs.is_some() {
+            return self.obs_io_done(io, now, ctx);
+        }
+        self.io_done_now(io, now, ctx);
+    }
+
+    #[inline(always)]
+    pub(super) fn io_done_now(&mut self, io: SlotId, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
         let v = self.ios.get_mut(io);
         assert!(
             v.t_done == v.t_prep,
@@ -424,9 +442,6 @@ impl AsyncStack {
         );
         v.t_done = now;
         let v = *v;
-        if self.obs.is_some() {
-            self.obs_io_done(io, now);
-        }
         if v.job == REPLAY_JOB {
             self.replay_done(io, now, ctx);
             return;
@@ -452,9 +467,6 @@ impl AsyncStack {
             }
             cost += self.run_job_path(t, JobPath::Single(PathId::WakeupTarget));
             let end = self.cpus.occupy(cpu, start, cost);
-            if self.obs.is_some() {
-                self.obs_cpu(cpu, start, end, CpuWork::Wake(t as u16));
-            }
             ctx.schedule_at(end, Ev::JobWake(t as u16));
         }
     }

@@ -175,13 +175,20 @@ impl AsyncStack {
         cost: u64,
         ctx: &mut Ctx<'_, Ev>,
     ) {
+        if self.obs.is_some() {
+            return self.obs_schedule_job(t, now, cost, ctx);
+        }
+        let end = self.occupy_job(t, now, cost).1;
+        ctx.schedule_at(end, Ev::JobWake(t as u16));
+    }
+
+    /// Job `t`'s CPU runs `cost` ns from `now` (or when it is free):
+    /// (start, end).
+    #[inline(always)]
+    pub(super) fn occupy_job(&mut self, t: usize, now: SimTime, cost: u64) -> (SimTime, SimTime) {
         let cpu = self.threads[t].cpu;
         let (start, _) = self.cpus.start(cpu, now);
-        let end = self.cpus.occupy(cpu, start, cost);
-        if self.obs.is_some() {
-            self.obs_job_span(t, start, end);
-        }
-        ctx.schedule_at(end, Ev::JobWake(t as u16));
+        (start, self.cpus.occupy(cpu, start, cost))
     }
 
     /// Starts a job's next submission: draws the I/O, runs it down the

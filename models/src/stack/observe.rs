@@ -190,7 +190,12 @@ impl AsyncStack {
     /// above; Q, G, and I when it will wait for a tag.
     #[cold]
     #[inline(never)]
-    pub(super) fn obs_block_submit(&mut self, d: usize, q: Queued, now: SimTime) {
+    pub(super) fn obs_block_submit(&mut self, d: usize, q: Queued, ctx: &mut Ctx<'_, Ev>) {
+        self.obs_queue(d, q, ctx.now());
+        self.block_submit_now(d, q, ctx);
+    }
+
+    fn obs_queue(&mut self, d: usize, q: Queued, now: SimTime) {
         let cpu = self.submit_cpu(d, q.root);
         let pid = self.obs_pid(q.root);
         let (what, _) = self.obs_what(q.origin);
@@ -361,10 +366,27 @@ impl AsyncStack {
         }
     }
 
-    /// C on the bio-based devices a job I/O passed (its bio completes).
+    /// `io_done`, observed: C on the bio-based devices the job I/O passed
+    /// (its bio completes), then the completion, and the span of the
+    /// wake-up it caused.
     #[cold]
     #[inline(never)]
-    pub(super) fn obs_io_done(&mut self, io: SlotId, now: SimTime) {
+    pub(super) fn obs_io_done(&mut self, io: SlotId, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        self.obs_top_done(io, now);
+        let job = self.ios.get(io).job;
+        let woken = (job != REPLAY_JOB)
+            .then_some(job as usize)
+            .filter(|&t| self.threads[t].state == JobState::Sleeping);
+        let before = woken.map(|t| self.cpus.busy_until(self.threads[t].cpu));
+        self.io_done_now(io, now, ctx);
+        if let (Some(t), Some(before)) = (woken, before) {
+            let cpu = self.threads[t].cpu;
+            let end = self.cpus.busy_until(cpu);
+            self.obs_cpu(cpu, before.max(now), end, CpuWork::Wake(t as u16));
+        }
+    }
+
+    fn obs_top_done(&mut self, io: SlotId, now: SimTime) {
         let v = *self.ios.get(io);
         let cpu = self.completing_cpu;
         let pid = self.obs_pid(io.0);
@@ -382,6 +404,35 @@ impl AsyncStack {
                 ..ev(now.as_ns(), BlockAction::Complete, dev as usize, cpu, pid)
             });
         }
+    }
+
+    /// `irq_start`, observed: the handler's span on its CPU.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn obs_irq_start(&mut self, d: usize, q: usize, ctx: &mut Ctx<'_, Ev>) {
+        let now = ctx.now();
+        let cpu = self.handler_cpu(d, q);
+        let before = self.cpus.busy_until(cpu);
+        self.irq_start_now(d, q, ctx);
+        let end = self.cpus.busy_until(cpu);
+        if before <= now && end > now {
+            self.obs_cpu(cpu, now, end, CpuWork::Irq(d as u16, q as u16));
+        }
+    }
+
+    /// `schedule_job`, observed: the span of the job's next action.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn obs_schedule_job(
+        &mut self,
+        t: usize,
+        now: SimTime,
+        cost: u64,
+        ctx: &mut Ctx<'_, Ev>,
+    ) {
+        let (start, end) = self.occupy_job(t, now, cost);
+        self.obs_job_span(t, start, end);
+        ctx.schedule_at(end, Ev::JobWake(t as u16));
     }
 
     /// A CPU span.
