@@ -219,14 +219,6 @@ impl AsyncStack {
 
     #[inline(never)]
     pub(super) fn irq_start(&mut self, d: usize, q: usize, ctx: &mut Ctx<'_, Ev>) {
-        if self.obs.is_some() {
-            return self.obs_irq_start(d, q, ctx);
-        }
-        self.irq_start_now(d, q, ctx);
-    }
-
-    #[inline(always)]
-    pub(super) fn irq_start_now(&mut self, d: usize, q: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
         let cpu = self.handler_cpu(d, q);
         if self.cpus.busy_until(cpu) > now {
@@ -300,6 +292,9 @@ impl AsyncStack {
     #[inline(never)]
     pub(super) fn irq_done(&mut self, d: usize, q: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
+        if self.obs.is_some() {
+            self.obs_irq_span(d, q, now);
+        }
         self.completing_cpu = self.handler_cpu(d, q);
         let retiring = std::mem::take(&mut self.devs[d].port.hw[q].retiring);
         for &tag in &retiring {
