@@ -585,6 +585,18 @@ fn observing_changes_no_figure_and_files_do_not_depend_on_threads() {
     }
     assert!(files[0].len() >= 8);
     assert!(files[0] == files[1], "files differ between 1 and 2 threads");
+    // The JSON report too: the profile collected for a flame graph is not
+    // added to it.
+    let json_args = |extra: &[&str]| {
+        let mut a = vec!["run", nova.as_str(), "--set", SHORT, "--output-format", "json"];
+        a.extend_from_slice(extra);
+        ok(&sim(&a, &[])).0
+    };
+    let folded = dir.join("j.folded");
+    assert!(
+        json_args(&[]) == json_args(&["--profile-folded", folded.to_str().unwrap()]),
+        "the JSON report changed with --profile-folded"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 

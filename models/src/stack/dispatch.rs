@@ -292,9 +292,6 @@ impl AsyncStack {
     #[inline(never)]
     pub(super) fn irq_done(&mut self, d: usize, q: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
-        if self.obs.is_some() {
-            self.obs_irq_span(d, q, now);
-        }
         self.completing_cpu = self.handler_cpu(d, q);
         let retiring = std::mem::take(&mut self.devs[d].port.hw[q].retiring);
         for &tag in &retiring {
@@ -319,6 +316,9 @@ impl AsyncStack {
         // Completions posted while the handler ran: handled again at once
         // (or when coalescing says).
         self.devs[d].port.hw[q].irq_active = false;
+        if self.obs.is_some() {
+            self.obs_irq_span(d, q, now);
+        }
         self.irq_arm(d, q, 0, ctx);
     }
 
