@@ -588,7 +588,14 @@ fn observing_changes_no_figure_and_files_do_not_depend_on_threads() {
     // The JSON report too: the profile collected for a flame graph is not
     // added to it.
     let json_args = |extra: &[&str]| {
-        let mut a = vec!["run", nova.as_str(), "--set", SHORT, "--output-format", "json"];
+        let mut a = vec![
+            "run",
+            nova.as_str(),
+            "--set",
+            SHORT,
+            "--output-format",
+            "json",
+        ];
         a.extend_from_slice(extra);
         ok(&sim(&a, &[])).0
     };

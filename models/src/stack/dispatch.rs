@@ -258,6 +258,9 @@ impl AsyncStack {
         st.handler_ns += cost;
         st.handler_cpu = Some(cpu);
         let end = self.cpus.occupy(cpu, start, cost);
+        if self.obs.is_some() {
+            self.obs_cpu(cpu, start, end, CpuWork::Irq(d as u16, q as u16));
+        }
         ctx.schedule_at(end, Ev::IrqDone(d as u16, q as u16));
     }
 
@@ -316,9 +319,6 @@ impl AsyncStack {
         // Completions posted while the handler ran: handled again at once
         // (or when coalescing says).
         self.devs[d].port.hw[q].irq_active = false;
-        if self.obs.is_some() {
-            self.obs_irq_span(d, q, now);
-        }
         self.irq_arm(d, q, 0, ctx);
     }
 

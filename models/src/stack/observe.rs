@@ -40,9 +40,6 @@ pub(crate) struct ObsState {
     queued: Vec<Vec<VecDeque<u64>>>,
     /// Requests in flight per traced device (the timeline's counter).
     in_flight: Vec<u32>,
-    /// Per queueing device and hardware queue: its handler time so far, as
-    /// last seen (an interrupt's span is what it grew by).
-    handler_ns: Vec<Vec<u64>>,
 }
 
 impl ObsState {
@@ -52,7 +49,6 @@ impl ObsState {
             held: Vec::new(),
             top: BTreeMap::new(),
             queued: Vec::new(),
-            handler_ns: Vec::new(),
             in_flight: Vec::new(),
         })
     }
@@ -135,11 +131,7 @@ impl AsyncStack {
             .iter()
             .map(|d| vec![VecDeque::new(); d.port.hw.len()])
             .collect();
-        st.handler_ns = self
-            .devs
-            .iter()
-            .map(|d| d.port.stats.iter().map(|s| s.handler_ns).collect())
-            .collect();
+
         st.in_flight = vec![0; devices.len()];
         let machine = Machine {
             devices,
@@ -413,21 +405,6 @@ impl AsyncStack {
                 ..ev(now.as_ns(), BlockAction::Complete, dev as usize, cpu, pid)
             });
         }
-    }
-
-    /// The span of the interrupt handler of (`d`, `q`) ending `now`: its
-    /// length is what the queue's handler time grew by since the last.
-    #[cold]
-    #[inline(never)]
-    pub(super) fn obs_irq_span(&mut self, d: usize, q: usize, now: SimTime) {
-        let cpu = self.handler_cpu(d, q);
-        let total = self.devs[d].port.stats[q].handler_ns;
-        let Some(st) = self.obs.as_mut() else { return };
-        let seen = &mut st.handler_ns[d][q];
-        let ns = total - *seen;
-        *seen = total;
-        let start = SimTime(now.as_ns() - ns);
-        self.obs_cpu(cpu, start, now, CpuWork::Irq(d as u16, q as u16));
     }
 
     /// `schedule_job`, observed: the span of the job's next action.
