@@ -280,6 +280,11 @@ fn run_args(mut args: RunArgs) -> Result<ExitCode> {
         args.set.insert(0, format!("job.filename={quoted}"));
     }
     if let Some(n) = args.replications {
+        if args.observe.observes() || args.observe.wants_profile() {
+            bail!(
+                "--blktrace, --timeline and --profile-folded/--profile-svg observe one run, not --replications {n}: drop one"
+            );
+        }
         return crate::experiment::run_replications(&args, n);
     }
     let format = parse_format(&args.output_format)?;

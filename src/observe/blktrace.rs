@@ -12,7 +12,6 @@
 //! Not modelled, so never emitted: M/F (merges), P/U/UT (plugging), X
 //! (splits), S (sleep for a request), R (requeue), B (bounce).
 
-use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -45,7 +44,10 @@ pub const LETTERS: [&str; 6] = ["Q", "G", "I", "D", "C", "A"];
 struct CpuFile {
     out: BufWriter<File>,
     sequence: u32,
-    named: BTreeSet<u32>,
+    /// The pids whose process note this file has (few: the job threads,
+    /// the kworker, the replay), and the last one written.
+    named: Vec<u32>,
+    last_pid: Option<u32>,
 }
 
 struct DevOut {
@@ -157,7 +159,8 @@ impl BlktraceWriter {
                     self.devs[d].files[cpu] = Some(CpuFile {
                         out: BufWriter::with_capacity(1 << 16, f),
                         sequence: 0,
-                        named: BTreeSet::new(),
+                        named: Vec::new(),
+                        last_pid: None,
                     })
                 }
                 Err(e) => {
@@ -186,7 +189,10 @@ impl BlktraceWriter {
         let Some(f) = self.file(d, cpu) else {
             return;
         };
-        if f.named.insert(rec.pid) {
+        let new_pid = f.last_pid != Some(rec.pid) && !f.named.contains(&rec.pid);
+        f.last_pid = Some(rec.pid);
+        if new_pid {
+            f.named.push(rec.pid);
             f.sequence += 1;
             let name: &[u8] = if rec.pid == KWORKER_PID {
                 b"kworker"

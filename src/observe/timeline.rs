@@ -185,7 +185,7 @@ impl TimelineWriter {
     }
 
     fn block(&mut self, e: &BlockEvent) {
-        if e.action != BlockAction::Complete {
+        if e.action != BlockAction::Complete || self.clip(e.queued_ns, e.t_ns).is_none() {
             return;
         }
         let args = format!(

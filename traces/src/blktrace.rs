@@ -797,51 +797,40 @@ pub fn notify_word(message: bool) -> u32 {
 /// Encodes `rec` followed by `pdu` (the one writer of the record layout;
 /// `sim run --blktrace` and the synthesisers of tests use it).
 pub fn encode(out: &mut Vec<u8>, big_endian: bool, rec: &Record, pdu: &[u8]) {
-    let Record {
-        sequence,
-        time_ns,
-        sector,
-        bytes,
-        action_word,
-        pid,
-        device,
-        cpu,
-        error: err,
-    } = *rec;
-    let put32 = |out: &mut Vec<u8>, v: u32| {
-        out.extend_from_slice(&if big_endian {
-            v.to_be_bytes()
-        } else {
-            v.to_le_bytes()
-        })
+    let mut r = [0u8; RECORD_BYTES];
+    let mut at = 0;
+    let mut put = |bytes: &[u8]| {
+        r[at..at + bytes.len()].copy_from_slice(bytes);
+        at += bytes.len();
     };
-    let put64 = |out: &mut Vec<u8>, v: u64| {
-        out.extend_from_slice(&if big_endian {
-            v.to_be_bytes()
-        } else {
-            v.to_le_bytes()
-        })
-    };
-    put32(out, MAGIC | VERSION);
-    put32(out, sequence);
-    put64(out, time_ns);
-    put64(out, sector);
-    put32(out, bytes);
-    put32(out, action_word);
-    put32(out, pid);
-    put32(out, device);
-    put32(out, cpu);
-    out.extend_from_slice(&if big_endian {
-        err.to_be_bytes()
-    } else {
-        err.to_le_bytes()
-    });
     let len = u16::try_from(pdu.len()).expect("payload fits u16");
-    out.extend_from_slice(&if big_endian {
-        len.to_be_bytes()
+    if big_endian {
+        put(&(MAGIC | VERSION).to_be_bytes());
+        put(&rec.sequence.to_be_bytes());
+        put(&rec.time_ns.to_be_bytes());
+        put(&rec.sector.to_be_bytes());
+        put(&rec.bytes.to_be_bytes());
+        put(&rec.action_word.to_be_bytes());
+        put(&rec.pid.to_be_bytes());
+        put(&rec.device.to_be_bytes());
+        put(&rec.cpu.to_be_bytes());
+        put(&rec.error.to_be_bytes());
+        put(&len.to_be_bytes());
     } else {
-        len.to_le_bytes()
-    });
+        put(&(MAGIC | VERSION).to_le_bytes());
+        put(&rec.sequence.to_le_bytes());
+        put(&rec.time_ns.to_le_bytes());
+        put(&rec.sector.to_le_bytes());
+        put(&rec.bytes.to_le_bytes());
+        put(&rec.action_word.to_le_bytes());
+        put(&rec.pid.to_le_bytes());
+        put(&rec.device.to_le_bytes());
+        put(&rec.cpu.to_le_bytes());
+        put(&rec.error.to_le_bytes());
+        put(&len.to_le_bytes());
+    }
+    debug_assert_eq!(at, RECORD_BYTES);
+    out.extend_from_slice(&r);
     out.extend_from_slice(pdu);
 }
 
