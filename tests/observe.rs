@@ -704,5 +704,18 @@ fn bad_output_and_windows_exit_2_with_the_fix() {
         !Path::new(tl).exists(),
         "a timeline over its bound is removed"
     );
+    fails_with(
+        &[
+            "run",
+            &nova,
+            "--set",
+            SHORT,
+            "--replications",
+            "2",
+            "--timeline",
+            tl,
+        ],
+        "observe one run",
+    );
     let _ = std::fs::remove_dir_all(dir);
 }

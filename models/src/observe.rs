@@ -160,6 +160,15 @@ pub trait Observer {
     fn record(&mut self, rec: Obs<'_>);
     /// Once, after the last event, with the run's end.
     fn finish(&mut self, end_ns: u64);
+    /// Whether it wants CPU spans ([`Obs::Cpu`]); asked once, after
+    /// `start`. Without, the machine does not build them.
+    fn wants_cpu(&self) -> bool {
+        true
+    }
+    /// Whether it wants counter samples ([`Obs::Counter`]); as `wants_cpu`.
+    fn wants_counters(&self) -> bool {
+        true
+    }
     /// The observer back as its own type, after the run.
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any>;
 }

@@ -146,6 +146,14 @@ impl Observer for Writers {
         }
     }
 
+    fn wants_cpu(&self) -> bool {
+        self.timeline.is_some()
+    }
+
+    fn wants_counters(&self) -> bool {
+        self.timeline.is_some()
+    }
+
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
         self
     }

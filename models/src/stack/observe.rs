@@ -4,7 +4,7 @@
 //! only when an observer is attached (`self.obs.is_some()`), so a run
 //! without one pays a branch per hook and nothing else.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use super::*;
 use crate::layer::Owner;
@@ -34,12 +34,15 @@ pub(crate) struct ObsState {
     held: Vec<Vec<Option<Held>>>,
     /// Job I/Os that entered their bio-based devices (dm, a layer): the
     /// device indices they were queued on, completed at `io_done`.
-    top: BTreeMap<u32, (Option<u16>, Option<u16>, u64)>,
+    top: Vec<Option<(Option<u16>, Option<u16>, u64)>>,
     /// Per queueing device and hardware queue: when each request not yet
     /// dispatched was queued (requests leave a queue in FIFO order).
     queued: Vec<Vec<VecDeque<u64>>>,
     /// Requests in flight per traced device (the timeline's counter).
     in_flight: Vec<u32>,
+    /// What the observer asked for besides block events.
+    wants_cpu: bool,
+    wants_counters: bool,
 }
 
 impl ObsState {
@@ -47,9 +50,11 @@ impl ObsState {
         Box::new(ObsState {
             sink,
             held: Vec::new(),
-            top: BTreeMap::new(),
+            top: Vec::new(),
             queued: Vec::new(),
             in_flight: Vec::new(),
+            wants_cpu: true,
+            wants_counters: true,
         })
     }
 
@@ -65,7 +70,7 @@ impl ObsState {
             _ => 0,
         };
         self.sink.record(Obs::Block(&ev));
-        if delta != 0 {
+        if delta != 0 && self.wants_counters {
             let n = &mut self.in_flight[d];
             *n = (i64::from(*n) + delta).max(0) as u32;
             let c = CounterSample {
@@ -141,6 +146,8 @@ impl AsyncStack {
                 .collect(),
         };
         st.sink.start(&machine);
+        st.wants_cpu = st.sink.wants_cpu();
+        st.wants_counters = st.sink.wants_counters();
         self.obs = Some(st);
     }
 
@@ -218,9 +225,13 @@ impl AsyncStack {
                 sectors: v.sectors,
                 ..ev(t, BlockAction::Queue, 0, cpu, pid)
             };
-            let first = !st.top.contains_key(&q.root) && (tops.0.is_some() || tops.1.is_some());
+            let slot = q.root as usize;
+            if slot >= st.top.len() {
+                st.top.resize(slot + 1, None);
+            }
+            let first = st.top[slot].is_none() && (tops.0.is_some() || tops.1.is_some());
             if first {
-                st.top.insert(q.root, (tops.0, tops.1, t));
+                st.top[slot] = Some((tops.0, tops.1, t));
                 let mut above: Option<u16> = None;
                 for dev in [tops.0, tops.1].into_iter().flatten() {
                     if let Some(a) = above {
@@ -352,7 +363,9 @@ impl AsyncStack {
             issued_ns: h.issued_ns,
             ..ev(now.as_ns(), BlockAction::Complete, d, cpu, h.pid)
         });
-        let Some(l) = h.layer_owned else { return };
+        let Some(l) = h.layer_owned.filter(|_| st.wants_counters) else {
+            return;
+        };
         let dev = (self.devs.len() + l as usize) as u16;
         for (name, value) in self.layers[l as usize].layer.gauges() {
             let c = CounterSample {
@@ -392,7 +405,8 @@ impl AsyncStack {
         let cpu = self.completing_cpu;
         let pid = self.obs_pid(io.0);
         let Some(st) = self.obs.as_mut() else { return };
-        let Some((dm, layer, queued_ns)) = st.top.remove(&io.0) else {
+        let Some((dm, layer, queued_ns)) = st.top.get_mut(io.0 as usize).and_then(Option::take)
+        else {
             return;
         };
         for dev in [layer, dm].into_iter().flatten() {
@@ -426,7 +440,7 @@ impl AsyncStack {
     #[cold]
     #[inline(never)]
     pub(super) fn obs_cpu(&mut self, cpu: usize, start: SimTime, end: SimTime, work: CpuWork) {
-        if let Some(st) = self.obs.as_mut() {
+        if let Some(st) = self.obs.as_mut().filter(|st| st.wants_cpu) {
             st.sink.record(Obs::Cpu(&CpuSpan {
                 cpu: cpu as u16,
                 start_ns: start.as_ns(),
