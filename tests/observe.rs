@@ -122,7 +122,13 @@ fn btt_means(dir: &Path, dev: &str) -> BTreeMap<String, (f64, u64)> {
         .status()
         .unwrap();
     assert!(st.success());
-    let out = Command::new("btt").arg("-i").arg(&bin).output().unwrap();
+    // btt leaves per-device *_fp.dat files in its working directory.
+    let out = Command::new("btt")
+        .arg("-i")
+        .arg(&bin)
+        .current_dir(dir)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "btt failed on {dev}");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let all = text
