@@ -41,8 +41,17 @@ pub struct TimelineWriter {
     error: Option<String>,
 }
 
-fn us(ns: u64) -> String {
-    format!("{}.{:03}", ns / 1000, ns % 1000)
+/// Nanoseconds printed as microseconds with three decimals.
+struct Us(u64);
+
+impl std::fmt::Display for Us {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
+    }
+}
+
+fn us(ns: u64) -> Us {
+    Us(ns)
 }
 
 fn ms(ns: u64) -> String {
@@ -108,7 +117,7 @@ impl TimelineWriter {
     }
 
     /// Writes one event object (the text between braces).
-    fn put(&mut self, body: &str) {
+    fn put(&mut self, body: std::fmt::Arguments<'_>) {
         if self.error.is_some() {
             return;
         }
@@ -123,7 +132,11 @@ impl TimelineWriter {
         let sep = if self.events == 0 { "" } else { ",\n" };
         self.events += 1;
         let r = match self.out.as_mut() {
-            Some(out) => write!(out, "{sep}{{{body}}}"),
+            Some(out) => out
+                .write_all(sep.as_bytes())
+                .and_then(|()| out.write_all(b"{"))
+                .and_then(|()| out.write_fmt(body))
+                .and_then(|()| out.write_all(b"}")),
             None => return,
         };
         if let Err(e) = r {
@@ -141,7 +154,7 @@ impl TimelineWriter {
             r#""ph":"M","name":"{kind}","pid":{pid},"tid":{tid},"args":{{"name":{}}}"#,
             quoted(name)
         );
-        self.put(&body);
+        self.put(format_args!("{body}"));
     }
 
     /// The part of [start, end] inside the window, if any.
@@ -156,11 +169,11 @@ impl TimelineWriter {
         };
         let name = quoted(&work_name(s.work, &self.devices));
         let (pid, tid) = (CPU_PID, s.cpu);
-        self.put(&format!(
+        self.put(format_args!(
             r#""ph":"B","name":{name},"cat":"cpu","pid":{pid},"tid":{tid},"ts":{}"#,
             us(a)
         ));
-        self.put(&format!(
+        self.put(format_args!(
             r#""ph":"E","pid":{pid},"tid":{tid},"ts":{}"#,
             us(b)
         ));
@@ -174,11 +187,11 @@ impl TimelineWriter {
         self.next_id += 1;
         let (pid, id) = (DEV_PID0 + u32::from(dev), self.next_id);
         let name = quoted(name);
-        self.put(&format!(
+        self.put(format_args!(
             r#""ph":"b","name":{name},"cat":"{cat}","id":{id},"pid":{pid},"tid":0,"ts":{},"args":{{{args}}}"#,
             us(a)
         ));
-        self.put(&format!(
+        self.put(format_args!(
             r#""ph":"e","name":{name},"cat":"{cat}","id":{id},"pid":{pid},"tid":0,"ts":{}"#,
             us(b)
         ));
@@ -215,7 +228,7 @@ impl TimelineWriter {
             return;
         }
         let pid = DEV_PID0 + u32::from(c.dev);
-        self.put(&format!(
+        self.put(format_args!(
             r#""ph":"C","name":"{}","pid":{pid},"tid":0,"ts":{},"args":{{"value":{}}}"#,
             c.name,
             us(c.t_ns),
