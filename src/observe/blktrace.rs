@@ -70,9 +70,8 @@ fn major_of(name: &str) -> (u32, u32) {
         (8, 16)
     } else if name.starts_with("md") {
         (9, 1)
-    } else if name.starts_with("nvme") {
-        (259, 1)
-    } else if name.starts_with("pmem") {
+    } else if name.starts_with("nvme") || name.starts_with("pmem") {
+        // blkext: NVMe namespaces and pmem.
         (259, 1)
     } else if name.starts_with("bcache") {
         (252, 1)

@@ -26,6 +26,10 @@ struct Held {
     issued_ns: Option<u64>,
 }
 
+/// A job I/O on its bio-based devices: dm's and the layer's traced
+/// indices (if it passes them) and when it was queued there.
+type TopIo = (Option<u16>, Option<u16>, u64);
+
 /// An attached observer and what it needs remembered between hooks
 /// (bounded by the requests in flight).
 pub(crate) struct ObsState {
@@ -34,7 +38,7 @@ pub(crate) struct ObsState {
     held: Vec<Vec<Option<Held>>>,
     /// Job I/Os that entered their bio-based devices (dm, a layer): the
     /// device indices they were queued on, completed at `io_done`.
-    top: Vec<Option<(Option<u16>, Option<u16>, u64)>>,
+    top: Vec<Option<TopIo>>,
     /// Per queueing device and hardware queue: when each request not yet
     /// dispatched was queued (requests leave a queue in FIFO order).
     queued: Vec<Vec<VecDeque<u64>>>,
