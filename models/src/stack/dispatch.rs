@@ -419,14 +419,6 @@ impl AsyncStack {
     }
 
     pub(super) fn io_done(&mut self, io: SlotId, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
-        if self.obs.is_some() {
-            return self.obs_io_done(io, now, ctx);
-        }
-        self.io_done_now(io, now, ctx);
-    }
-
-    #[inline(always)]
-    pub(super) fn io_done_now(&mut self, io: SlotId, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
         let v = self.ios.get_mut(io);
         assert!(
             v.t_done == v.t_prep,
@@ -437,6 +429,9 @@ impl AsyncStack {
         );
         v.t_done = now;
         let v = *v;
+        if self.obs.is_some() {
+            self.obs_top_done(io, now);
+        }
         if v.job == REPLAY_JOB {
             self.replay_done(io, now, ctx);
             return;
@@ -462,6 +457,9 @@ impl AsyncStack {
             }
             cost += self.run_job_path(t, JobPath::Single(PathId::WakeupTarget));
             let end = self.cpus.occupy(cpu, start, cost);
+            if self.obs.is_some() {
+                self.obs_cpu(cpu, start, end, CpuWork::Wake(t as u16));
+            }
             ctx.schedule_at(end, Ev::JobWake(t as u16));
         }
     }

@@ -384,27 +384,10 @@ impl AsyncStack {
         }
     }
 
-    /// `io_done`, observed: C on the bio-based devices the job I/O passed
-    /// (its bio completes), then the completion, and the span of the
-    /// wake-up it caused.
+    /// C on the bio-based devices the job I/O passed (its bio completes).
     #[cold]
     #[inline(never)]
-    pub(super) fn obs_io_done(&mut self, io: SlotId, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
-        self.obs_top_done(io, now);
-        let job = self.ios.get(io).job;
-        let woken = (job != REPLAY_JOB)
-            .then_some(job as usize)
-            .filter(|&t| self.threads[t].state == JobState::Sleeping);
-        let before = woken.map(|t| self.cpus.busy_until(self.threads[t].cpu));
-        self.io_done_now(io, now, ctx);
-        if let (Some(t), Some(before)) = (woken, before) {
-            let cpu = self.threads[t].cpu;
-            let end = self.cpus.busy_until(cpu);
-            self.obs_cpu(cpu, before.max(now), end, CpuWork::Wake(t as u16));
-        }
-    }
-
-    fn obs_top_done(&mut self, io: SlotId, now: SimTime) {
+    pub(super) fn obs_top_done(&mut self, io: SlotId, now: SimTime) {
         let v = *self.ios.get(io);
         let cpu = self.completing_cpu;
         let pid = self.obs_pid(io.0);
