@@ -45,15 +45,65 @@ enum FlashOp {
     GcTransfer(u32),
 }
 
+/// One operation queued on a channel, packed into 16 bytes (the channel
+/// queues hold one per page; see `ChannelOp::new` for the fields).
 #[derive(Debug, Clone, Copy)]
 struct ChannelOp {
-    cmd: Option<SlotId>,
-    op: FlashOp,
+    /// The command's slot, or `NO_CMD` (programs and GC transfers).
+    cmd: u32,
+    /// `FlashOp`'s page count (0 for reads).
+    pages: u32,
     die: u32,
+    kind: OpKind,
     /// A data read queued while the drive had an FTL: it counts in its
     /// die's `reads_queued` and waits for a busy die. A read queued before
     /// the first write (no FTL, no busy die) takes the old path alone.
     tracked: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpKind {
+    MapRead,
+    DataRead,
+    Program,
+    GcTransfer,
+}
+
+const NO_CMD: u32 = u32::MAX;
+
+impl ChannelOp {
+    fn new(cmd: Option<SlotId>, op: FlashOp, die: u32, tracked: bool) -> ChannelOp {
+        let (kind, pages) = match op {
+            FlashOp::MapRead => (OpKind::MapRead, 0),
+            FlashOp::DataRead => (OpKind::DataRead, 0),
+            FlashOp::Program(n) => (OpKind::Program, n),
+            FlashOp::GcTransfer(n) => (OpKind::GcTransfer, n),
+        };
+        let cmd = cmd.map_or(NO_CMD, |c| c.0);
+        debug_assert!(cmd != NO_CMD || !matches!(kind, OpKind::MapRead | OpKind::DataRead));
+        ChannelOp {
+            cmd,
+            pages,
+            die,
+            kind,
+            tracked,
+        }
+    }
+
+    #[inline]
+    fn op(&self) -> FlashOp {
+        match self.kind {
+            OpKind::MapRead => FlashOp::MapRead,
+            OpKind::DataRead => FlashOp::DataRead,
+            OpKind::Program => FlashOp::Program(self.pages),
+            OpKind::GcTransfer => FlashOp::GcTransfer(self.pages),
+        }
+    }
+
+    #[inline]
+    fn cmd(&self) -> Option<SlotId> {
+        (self.cmd != NO_CMD).then_some(SlotId(self.cmd))
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -119,6 +169,7 @@ impl<T: Copy> Stage<T> {
     }
 
     /// An arrival now: after every arrival up to now, before later ones.
+    #[inline(always)]
     fn push_now(&mut self, now: SimTime, item: T) {
         if self.queue.back().is_none_or(|b| b.0 <= now) {
             self.queue.push_back((now, item));
@@ -134,6 +185,7 @@ impl<T: Copy> Stage<T> {
     /// If idle, takes the first arrival that has arrived by `now` and
     /// returns it (the caller starts its service); if the first arrival is
     /// still ahead, returns the time to arm a start timer for, once.
+    #[inline]
     fn next(&mut self, now: SimTime) -> Next<T> {
         if self.busy.is_some() {
             return Next::Wait;
@@ -267,44 +319,48 @@ impl Ssd {
             )
     }
 
+    /// Starts channel `ch`'s next operation if it is idle. The read path
+    /// of a drive without an FTL stays inline; a read tracked by its die
+    /// takes `start_tracked_read`.
+    #[inline]
     fn start_channel(&mut self, ch: usize, ctx: &mut DevCtx<'_>) {
-        loop {
-            match self.channels[ch].next(ctx.now()) {
-                Next::Start(op) => {
-                    let ns = match op.op {
-                        FlashOp::DataRead if op.tracked && self.die_blocks_reads(op.die) => {
-                            // The die is busy: the read waits beside it and
-                            // the channel serves the next operation.
-                            self.channels[ch].busy = None;
-                            let d = &mut self.flash.dies[op.die as usize];
-                            d.parked.push(op.cmd.expect("a read has a command"));
-                            self.flash.stats.reads_parked += 1;
-                            continue;
-                        }
-                        FlashOp::DataRead => {
-                            if op.tracked {
-                                let d = &mut self.flash.dies[op.die as usize];
-                                if d.state == DieState::Idle {
-                                    d.state = DieState::Reading;
-                                }
-                            }
-                            self.cfg.page_read.0
-                        }
-                        FlashOp::MapRead => self.cfg.page_read.0,
-                        FlashOp::Program(n) => n as u64 * self.cfg.page_transfer.0,
-                        FlashOp::GcTransfer(n) => 2 * n as u64 * self.cfg.page_transfer.0,
-                    };
-                    ctx.set_timer(ns, token(STAGE_CHANNEL, ch as u32));
-                }
-                Next::ArmAt(at) => {
-                    ctx.set_timer(at.since(ctx.now()), token(STAGE_CHANNEL_START, ch as u32))
-                }
-                Next::Wait => {}
+        match self.channels[ch].next(ctx.now()) {
+            Next::Start(op) => {
+                let ns = match op.op() {
+                    FlashOp::DataRead if op.tracked => return self.start_tracked_read(ch, op, ctx),
+                    FlashOp::DataRead | FlashOp::MapRead => self.cfg.page_read.0,
+                    FlashOp::Program(n) => n as u64 * self.cfg.page_transfer.0,
+                    FlashOp::GcTransfer(n) => 2 * n as u64 * self.cfg.page_transfer.0,
+                };
+                ctx.set_timer(ns, token(STAGE_CHANNEL, ch as u32));
             }
-            return;
+            Next::ArmAt(at) => {
+                ctx.set_timer(at.since(ctx.now()), token(STAGE_CHANNEL_START, ch as u32))
+            }
+            Next::Wait => {}
         }
     }
 
+    /// A read queued while the drive had an FTL reaches its channel: if its
+    /// die is busy the read waits beside it and the channel serves its next
+    /// operation; else the die reads.
+    #[inline(never)]
+    fn start_tracked_read(&mut self, ch: usize, op: ChannelOp, ctx: &mut DevCtx<'_>) {
+        if self.die_blocks_reads(op.die) {
+            self.channels[ch].busy = None;
+            let d = &mut self.flash.dies[op.die as usize];
+            d.parked.push(op.cmd().expect("a read has a command"));
+            self.flash.stats.reads_parked += 1;
+            return self.start_channel(ch, ctx);
+        }
+        let d = &mut self.flash.dies[op.die as usize];
+        if d.state == DieState::Idle {
+            d.state = DieState::Reading;
+        }
+        ctx.set_timer(self.cfg.page_read.0, token(STAGE_CHANNEL, ch as u32));
+    }
+
+    #[inline]
     fn start_link(&mut self, ctx: &mut DevCtx<'_>) {
         match self.link.next(ctx.now()) {
             Next::Start(id) => {
@@ -337,12 +393,7 @@ impl Ssd {
             } else {
                 (0, (page % u64::from(self.cfg.channels)) as usize)
             };
-            let op = ChannelOp {
-                cmd: Some(id),
-                op: FlashOp::DataRead,
-                die,
-                tracked,
-            };
+            let op = ChannelOp::new(Some(id), FlashOp::DataRead, die, tracked);
             if at > now {
                 self.channels[ch].push_ahead(at, op);
             } else {
@@ -352,6 +403,7 @@ impl Ssd {
         }
     }
 
+    #[inline(always)]
     fn finish(&mut self, id: SlotId, ctx: &mut DevCtx<'_>) {
         let cmd = self.cmds.remove(id);
         let service = ctx.now().since(cmd.submitted);
@@ -443,12 +495,7 @@ impl Ssd {
             let ch = self.channel_of_die(d);
             let now = ctx.now();
             for cmd in std::mem::take(&mut self.flash.dies[d as usize].parked) {
-                let op = ChannelOp {
-                    cmd: Some(cmd),
-                    op: FlashOp::DataRead,
-                    die: d,
-                    tracked: true,
-                };
+                let op = ChannelOp::new(Some(cmd), FlashOp::DataRead, d, true);
                 self.channels[ch].push_now(now, op);
             }
             self.start_channel(ch, ctx);
@@ -493,12 +540,7 @@ impl Ssd {
         die.state = DieState::Transfer;
         let n = die.batch.len() as u32;
         let ch = self.channel_of_die(d);
-        let op = ChannelOp {
-            cmd: None,
-            op: FlashOp::Program(n),
-            die: d,
-            tracked: false,
-        };
+        let op = ChannelOp::new(None, FlashOp::Program(n), d, false);
         self.channels[ch].push_now(ctx.now(), op);
         self.start_channel(ch, ctx);
         true
@@ -532,12 +574,7 @@ impl Ssd {
         ctx.set_timer(ns, token(STAGE_DIE, d));
         if !self.cfg.copyback && run.pages_moved > 0 {
             let ch = self.channel_of_die(d);
-            let op = ChannelOp {
-                cmd: None,
-                op: FlashOp::GcTransfer(run.pages_moved),
-                die: d,
-                tracked: false,
-            };
+            let op = ChannelOp::new(None, FlashOp::GcTransfer(run.pages_moved), d, false);
             self.channels[ch].push_now(ctx.now(), op);
             self.start_channel(ch, ctx);
         }
@@ -630,12 +667,7 @@ impl BlockDevice for Ssd {
                     let ch = self.rng.random_range(0..self.cfg.channels) as usize;
                     self.channels[ch].push_ahead(
                         leaves,
-                        ChannelOp {
-                            cmd: Some(id),
-                            op: FlashOp::MapRead,
-                            die: ch as u32,
-                            tracked: false,
-                        },
+                        ChannelOp::new(Some(id), FlashOp::MapRead, ch as u32, false),
                     );
                     self.start_channel(ch, ctx);
                 } else {
@@ -683,18 +715,11 @@ impl BlockDevice for Ssd {
         match stage {
             STAGE_CHANNEL => {
                 let op = self.channels[index].busy.take().expect("channel was busy");
-                match (op.op, op.cmd) {
+                match (op.op(), op.cmd()) {
                     (FlashOp::MapRead, Some(id)) => self.queue_data_pages(id, now, ctx),
                     (FlashOp::DataRead, Some(id)) => {
                         if op.tracked {
-                            let die = &mut self.flash.dies[op.die as usize];
-                            die.reads_queued -= 1;
-                            if die.state == DieState::Reading {
-                                die.state = DieState::Idle;
-                            }
-                            if die.reads_queued == 0 {
-                                self.die_free(op.die, ctx);
-                            }
+                            self.tracked_read_done(op.die, ctx);
                         }
                         let c = self.cmds.get_mut(id);
                         c.pages_pending -= 1;
@@ -812,7 +837,21 @@ impl BlockDevice for Ssd {
 }
 
 impl Ssd {
+    /// A read tracked by its die (`ChannelOp::tracked`) is done with it.
+    #[inline(never)]
+    fn tracked_read_done(&mut self, d: u32, ctx: &mut DevCtx<'_>) {
+        let die = &mut self.flash.dies[d as usize];
+        die.reads_queued -= 1;
+        if die.state == DieState::Reading {
+            die.state = DieState::Idle;
+        }
+        if die.reads_queued == 0 {
+            self.die_free(d, ctx);
+        }
+    }
+
     /// The free-blocks series up to `now` (before the event at `now`).
+    #[inline(always)]
     fn sample(&mut self, now: SimTime) {
         if let Some(ftl) = &self.flash.ftl {
             if self.flash.stats.next_sample_ns <= now.as_ns() {
