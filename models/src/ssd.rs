@@ -344,6 +344,7 @@ impl Ssd {
     /// A read queued while the drive had an FTL reaches its channel: if its
     /// die is busy the read waits beside it and the channel serves its next
     /// operation; else the die reads.
+    #[cold]
     #[inline(never)]
     fn start_tracked_read(&mut self, ch: usize, op: ChannelOp, ctx: &mut DevCtx<'_>) {
         if self.die_blocks_reads(op.die) {
@@ -434,6 +435,8 @@ impl Ssd {
     /// `freed_by`: the die whose program just freed cache space. A write
     /// that waited for space and is let in by a die that collected during
     /// its wait counts as a write "during GC" (see `FlashStats`).
+    #[cold]
+    #[inline(never)]
     fn admit_writes(&mut self, freed_by: Option<u32>, ctx: &mut DevCtx<'_>) {
         let now = ctx.now();
         while let Some(&id) = self.flash.waiting.front() {
@@ -461,6 +464,8 @@ impl Ssd {
     }
 
     /// A write's data is in DRAM: its pages join the program queue.
+    #[cold]
+    #[inline(never)]
     fn write_cached(&mut self, id: SlotId, ctx: &mut DevCtx<'_>) {
         let req = self.cmds.get(id).req;
         for page in self.pages_of(&req) {
@@ -472,6 +477,8 @@ impl Ssd {
 
     /// Offers the cached pages to the idle dies, in the order they became
     /// idle.
+    #[cold]
+    #[inline(never)]
     fn dispatch_idle_dies(&mut self, ctx: &mut DevCtx<'_>) {
         let mut tries = self.flash.idle.len();
         while tries > 0 && !self.flash.cache.is_empty() {
@@ -486,6 +493,8 @@ impl Ssd {
 
     /// Die `d` has nothing running: parked reads go back on its channel
     /// first; else it takes work, or waits in the idle queue.
+    #[cold]
+    #[inline(never)]
     fn die_free(&mut self, d: u32, ctx: &mut DevCtx<'_>) {
         let die = &mut self.flash.dies[d as usize];
         if die.state != DieState::Idle {
@@ -509,6 +518,8 @@ impl Ssd {
 
     /// Starts a program or a GC run on idle die `d` if it has work;
     /// returns whether it did.
+    #[cold]
+    #[inline(never)]
     fn try_die(&mut self, d: u32, ctx: &mut DevCtx<'_>) -> bool {
         let die = &self.flash.dies[d as usize];
         if die.state != DieState::Idle || (!self.cfg.program_suspend && die.reads_queued > 0) {
@@ -552,6 +563,8 @@ impl Ssd {
     /// and its channel carries the moved pages' transfers (tR =
     /// page_read - page_transfer). Returns false when the die has nothing to
     /// collect.
+    #[cold]
+    #[inline(never)]
     fn start_gc(&mut self, d: u32, ctx: &mut DevCtx<'_>) -> bool {
         let ftl = self.flash.ftl.as_mut().expect("GC needs the FTL");
         // (Debug builds check the die's invariants inside `collect`.)
@@ -582,6 +595,8 @@ impl Ssd {
     }
 
     /// Die `d`'s program or GC run ended.
+    #[cold]
+    #[inline(never)]
     fn die_done(&mut self, d: u32, ctx: &mut DevCtx<'_>) {
         let die = &mut self.flash.dies[d as usize];
         match die.state {
@@ -606,12 +621,16 @@ impl Ssd {
     }
 
     /// Completes command `id` at `leaves` (a timer; no later than that).
+    #[cold]
+    #[inline(never)]
     fn end_in_controller(&mut self, id: SlotId, leaves: SimTime, ctx: &mut DevCtx<'_>) {
         self.controller_done.insert((leaves.as_ns(), id.0));
         ctx.set_timer(leaves.since(ctx.now()), token(STAGE_CONTROLLER_DONE, 0));
     }
 
     /// Completes the flushes whose pages are all programmed.
+    #[cold]
+    #[inline(never)]
     fn serve_flushes(&mut self, ctx: &mut DevCtx<'_>) {
         while let Some(&(target, id)) = self.flash.flushes.front() {
             if self.flash.window.base < target {
@@ -628,6 +647,8 @@ impl Ssd {
     }
 
     /// The program's data crossed the channel: the die programs it.
+    #[cold]
+    #[inline(never)]
     fn program_transferred(&mut self, d: u32, ctx: &mut DevCtx<'_>) {
         let die = &mut self.flash.dies[d as usize];
         assert_eq!(die.state, DieState::Transfer);
@@ -674,33 +695,9 @@ impl BlockDevice for Ssd {
                     self.queue_data_pages(id, leaves, ctx);
                 }
             }
-            Dir::Write => {
-                // Space in the write cache first, then the data comes over
-                // the link into DRAM.
-                self.ftl();
-                self.sample(now);
-                self.flash.waiting.push_back(id);
-                self.admit_writes(None, ctx);
-            }
-            // A discard unmaps its pages at once (GC will not move them)
-            // and completes when the controller is done with it.
-            Dir::Discard => {
-                self.sample(now);
-                let pages = self.pages_of(&req);
-                let ftl = self.ftl();
-                for page in pages {
-                    ftl.trim(page);
-                }
-                self.end_in_controller(id, leaves, ctx);
-            }
-            // A flush completes once every page the write cache held when
-            // it arrived is programmed (and not before the controller is
-            // done with it).
-            Dir::Flush => {
-                let target = self.flash.window.entered;
-                self.flash.flushes.push_back((target, id));
-                self.serve_flushes(ctx);
-            }
+            Dir::Write => self.submit_write(id, ctx),
+            Dir::Discard => self.submit_discard(id, leaves, ctx),
+            Dir::Flush => self.submit_flush(id, ctx),
         }
     }
 
@@ -752,11 +749,7 @@ impl BlockDevice for Ssd {
                 self.start_link(ctx);
             }
             STAGE_DIE => self.die_done(index as u32, ctx),
-            STAGE_CONTROLLER_DONE => {
-                let (at, id) = self.controller_done.pop_first().expect("a command ends");
-                debug_assert!(at <= now.as_ns());
-                self.finish(SlotId(id), ctx);
-            }
+            STAGE_CONTROLLER_DONE => self.controller_done_fire(ctx),
             _ => unreachable!("bad ssd timer token {tok:#x}"),
         }
     }
@@ -837,7 +830,45 @@ impl BlockDevice for Ssd {
 }
 
 impl Ssd {
+    /// A write past the controller: space in the write cache first, then
+    /// the data comes over the link into DRAM. (Writes, discards and
+    /// flushes are out of line: the read path stays small.)
+    #[cold]
+    #[inline(never)]
+    fn submit_write(&mut self, id: SlotId, ctx: &mut DevCtx<'_>) {
+        self.ftl();
+        self.sample(ctx.now());
+        self.flash.waiting.push_back(id);
+        self.admit_writes(None, ctx);
+    }
+
+    /// A discard unmaps its pages at once (GC will not move them) and
+    /// completes when the controller is done with it.
+    #[cold]
+    #[inline(never)]
+    fn submit_discard(&mut self, id: SlotId, leaves: SimTime, ctx: &mut DevCtx<'_>) {
+        self.sample(ctx.now());
+        let pages = self.pages_of(&self.cmds.get(id).req);
+        let ftl = self.ftl();
+        for page in pages {
+            ftl.trim(page);
+        }
+        self.end_in_controller(id, leaves, ctx);
+    }
+
+    /// A flush completes once every page the write cache held when it
+    /// arrived is programmed (and not before the controller is done with
+    /// it).
+    #[cold]
+    #[inline(never)]
+    fn submit_flush(&mut self, id: SlotId, ctx: &mut DevCtx<'_>) {
+        let target = self.flash.window.entered;
+        self.flash.flushes.push_back((target, id));
+        self.serve_flushes(ctx);
+    }
+
     /// A read tracked by its die (`ChannelOp::tracked`) is done with it.
+    #[cold]
     #[inline(never)]
     fn tracked_read_done(&mut self, d: u32, ctx: &mut DevCtx<'_>) {
         let die = &mut self.flash.dies[d as usize];
@@ -848,6 +879,15 @@ impl Ssd {
         if die.reads_queued == 0 {
             self.die_free(d, ctx);
         }
+    }
+
+    /// The first command that ends in the controller leaves it.
+    #[cold]
+    #[inline(never)]
+    fn controller_done_fire(&mut self, ctx: &mut DevCtx<'_>) {
+        let (at, id) = self.controller_done.pop_first().expect("a command ends");
+        debug_assert!(at <= ctx.now().as_ns());
+        self.finish(SlotId(id), ctx);
     }
 
     /// The free-blocks series up to `now` (before the event at `now`).

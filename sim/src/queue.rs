@@ -93,7 +93,7 @@ impl<E: Copy> EventQueue<E> {
     /// Schedules `event` at `time`. The common case (a sorted queue below
     /// both `SORTED_MAX` and the bound) is inlined into the caller; the
     /// heap, and the bound check, are out of line.
-    #[inline(always)]
+    #[inline]
     pub fn push(&mut self, time: SimTime, event: E) -> Result<(), QueueFull> {
         let key = ((time.0 as u128) << 64) | self.sequence_next as u128;
         let entry = Entry { key, event };

@@ -145,6 +145,7 @@ impl AsyncStack {
 
     /// Reaps a sync (fio's `sync_stat`: issue to completion) or a failed
     /// I/O.
+    #[cold]
     #[inline(never)]
     fn reap_failed_or_sync(&mut self, t: usize, io: &Io, now: SimTime) {
         if io.dir == Dir::Flush {
