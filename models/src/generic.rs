@@ -14,6 +14,10 @@
 //! * **Latency growth with queue depth**: a request that starts while `k`
 //!   others are in service takes `1 + queue_growth_ratio * k` times its
 //!   drawn service time (shared back-end bandwidth).
+//! * **Bandwidth** (optional, `bandwidth_bytes_per_s > 0`): a shared link
+//!   whose backlog of transfer work (bytes / bandwidth per request) drains
+//!   in real time; a request completes at the later of its service time
+//!   and the moment the backlog including its own transfer is through.
 //! * **Write-back cache** (optional, `write_cache_bytes > 0`): a write that
 //!   fits completes after `cache_write_ns` and is destaged in the
 //!   background through the same servers (a write service time each); a
@@ -78,6 +82,11 @@ pub struct GenericConfig {
     /// Write service times, by size (at least one).
     #[serde(default)]
     pub write: Vec<ServicePoint>,
+    /// Transfer limit shared by every request (a link or back-end
+    /// bandwidth): a request completes no earlier than its bytes can pass
+    /// after the transfer work queued before it; 0 for none.
+    #[serde(default)]
+    pub bandwidth_bytes_per_s: u64,
     /// Time of an empty flush once nothing is dirty.
     #[serde(default)]
     pub flush_ns: u64,
@@ -242,6 +251,9 @@ pub struct Generic {
     free: Vec<u32>,
     dirty_bytes: u64,
     flush_waiters: Vec<Work>,
+    /// Transfer work queued at the shared link (ns) as of `link_at_ns`.
+    link_backlog_ns: u64,
+    link_at_ns: u64,
 }
 
 impl Generic {
@@ -256,6 +268,8 @@ impl Generic {
             free: Vec::new(),
             dirty_bytes: 0,
             flush_waiters: Vec::new(),
+            link_backlog_ns: 0,
+            link_at_ns: 0,
         }
     }
 
@@ -286,8 +300,22 @@ impl Generic {
             let u: f64 = self.rng.random();
             let base = self.cfg.service_ns_at(w.dir, w.sectors as u64 * 512, u);
             let growth = 1.0 + self.cfg.queue_growth_ratio * self.in_service as f64;
+            let mut delay = (base * growth).round() as u64;
+            if self.cfg.bandwidth_bytes_per_s > 0 && w.dir.is_data() {
+                // The link's backlog of transfer work drains at one ns per
+                // ns; this request's transfer joins it, and the request
+                // completes no earlier than the backlog is through.
+                let now = ctx.now().0;
+                let bytes = w.sectors as u128 * 512;
+                let transfer =
+                    (bytes * 1_000_000_000 / self.cfg.bandwidth_bytes_per_s as u128) as u64;
+                let drained = now.saturating_sub(self.link_at_ns);
+                self.link_backlog_ns = self.link_backlog_ns.saturating_sub(drained) + transfer;
+                self.link_at_ns = now;
+                delay = delay.max(self.link_backlog_ns);
+            }
             self.in_service += 1;
-            self.timer(Pending::Service(w), (base * growth).round() as u64, ctx);
+            self.timer(Pending::Service(w), delay, ctx);
         }
     }
 
@@ -551,6 +579,21 @@ mod tests {
         let mean =
             one.latencies_ns[100..].iter().sum::<u64>() / (one.latencies_ns.len() as u64 - 100);
         assert!((mean as i64 - 800_000).abs() < 1000, "{mean}");
+    }
+
+    #[test]
+    fn bandwidth_caps_large_transfers_only() {
+        // 128 KiB reads take 400 us; four servers would give 10k IOPS
+        // (1.3 GB/s); a 655.36 MB/s link gives 5000.
+        let mut c = cfg(4, 0.0);
+        let free = closed_loop(&c, 1, 8, 100, 131072, 4000);
+        assert!((free.iops - 10_000.0).abs() < 50.0, "{}", free.iops);
+        c.bandwidth_bytes_per_s = 655_360_000;
+        let capped = closed_loop(&c, 1, 8, 100, 131072, 4000);
+        assert!((capped.iops - 5_000.0).abs() < 50.0, "{}", capped.iops);
+        // 4 KiB at 40k IOPS is 164 MB/s: the link does not bind.
+        let small = closed_loop(&c, 1, 8, 100, 4096, 4000);
+        assert!((small.iops - 40_000.0).abs() < 200.0, "{}", small.iops);
     }
 
     #[test]
