@@ -531,6 +531,7 @@ mod tests {
                 bytes: 4096,
                 service_ns: flat(200_000),
             }],
+            bandwidth_bytes_per_s: 0,
             flush_ns: 0,
             write_cache_bytes: 0,
             cache_write_ns: 0,
