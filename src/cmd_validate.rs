@@ -219,7 +219,7 @@ fn num(v: f64, decimals: u8) -> Cell {
 
 fn table(rows: &[Row]) -> Result<Table> {
     let mut t = Table::new(
-        "held-out error: simulated vs measured (err = (sim - meas) / meas)",
+        "error per job: simulated vs measured (err = (sim - meas) / meas)",
         COLUMNS,
     );
     for r in rows {
