@@ -664,6 +664,9 @@ fn toml_value(v: &str) -> String {
 /// service distribution.
 pub const MIN_TRACE_SAMPLES: usize = 50;
 
+/// A dispatched request: D time, direction, bytes, device idle at D.
+type Dispatch = (u64, usize, u64, bool);
+
 /// D2C times of requests dispatched while the device had nothing else in
 /// flight, per (direction 0 read / 1 write, bytes).
 fn idle_d2c(
@@ -672,7 +675,8 @@ fn idle_d2c(
 ) -> Result<BTreeMap<(usize, u64), Vec<u64>>> {
     use blocksim_traces::{cat, Action};
     let reader = blocksim_traces::open_many(paths, opts)?;
-    let mut issued: BTreeMap<((u32, u32), u64), (u64, usize, u64, bool)> = BTreeMap::new();
+    // (device, sector) -> (D time, direction, bytes, device idle at D).
+    let mut issued: BTreeMap<((u32, u32), u64), Dispatch> = BTreeMap::new();
     let mut in_flight: BTreeMap<(u32, u32), u32> = BTreeMap::new();
     let mut out: BTreeMap<(usize, u64), Vec<u64>> = BTreeMap::new();
     for ev in reader {

@@ -341,8 +341,16 @@ fn plot(scenario: &str, rows: &[Row], path: &Path) -> Result<()> {
         path.file_stem()
             .map_or_else(|| "validate".into(), |s| s.to_string_lossy())
     ));
-    let mut by_kind: std::collections::BTreeMap<String, (Vec<(f64, f64)>, Vec<(f64, f64)>)> =
-        std::collections::BTreeMap::new();
+    plot_iops(scenario, rows, &iops_path)
+}
+
+/// (iodepth, IOPS) points of one workload: measured, simulated.
+type DepthPoints = (Vec<(f64, f64)>, Vec<(f64, f64)>);
+
+/// IOPS against iodepth, one measured and one simulated line per workload
+/// (rw and block size).
+fn plot_iops(scenario: &str, rows: &[Row], path: &Path) -> Result<()> {
+    let mut by_kind: std::collections::BTreeMap<String, DepthPoints> = Default::default();
     for r in rows.iter().filter(|r| r.depth > 0) {
         let kind = r
             .what
@@ -367,21 +375,18 @@ fn plot(scenario: &str, rows: &[Row], path: &Path) -> Result<()> {
             points: sim,
         });
     }
-    plot_lines(
-        &LinePlot {
-            title: format!("{scenario}: IOPS against iodepth"),
-            subtitle: "fio on the real device vs blocksim".into(),
-            x_label: "iodepth x numjobs".into(),
-            y_label: "IOPS".into(),
-            x_unit: Unit::Plain,
-            y_unit: Unit::Plain,
-            series: s,
-            log_x: true,
-            log_y: false,
-        },
-        &iops_path,
-    )
-    .with_context(|| format!("--plot {}", iops_path.display()))?;
-    eprintln!("wrote {}", iops_path.display());
+    let p = LinePlot {
+        title: format!("{scenario}: IOPS against iodepth"),
+        subtitle: "fio on the real device vs blocksim".into(),
+        x_label: "iodepth x numjobs".into(),
+        y_label: "IOPS".into(),
+        x_unit: Unit::Plain,
+        y_unit: Unit::Plain,
+        series: s,
+        log_x: true,
+        log_y: false,
+    };
+    plot_lines(&p, path).with_context(|| format!("--plot {}", path.display()))?;
+    eprintln!("wrote {}", path.display());
     Ok(())
 }

@@ -262,21 +262,7 @@ fn parse_job(
     } else {
         disks.join("+")
     };
-    let mut dirs = [None, None];
-    let mut source = LatencySource::Clat;
-    for (i, key) in ["read", "write"].into_iter().enumerate() {
-        let Some(d) = j.get(key) else { continue };
-        let ios = d.get("total_ios").and_then(Value::as_u64).unwrap_or(0);
-        if ios == 0 {
-            continue;
-        }
-        let (m, s) = parse_dir(&at, version, key, d)?;
-        source = s;
-        dirs[i] = Some(m);
-    }
-    if dirs.iter().all(Option::is_none) {
-        bail!("{at}: the run completed no reads or writes; measure a run that does I/O");
-    }
+    let (dirs, source) = parse_dirs(&at, version, j)?;
     let runtime_ms = j.get("job_runtime").and_then(Value::as_u64).unwrap_or(0);
     Ok(FioRun {
         file: path.to_path_buf(),
@@ -298,6 +284,30 @@ fn parse_job(
         dirs,
         options,
     })
+}
+
+/// Both directions of a job (`None` where it did no I/O) and the latency
+/// they give.
+fn parse_dirs(
+    at: &str,
+    version: &str,
+    j: &Value,
+) -> Result<([Option<MeasuredDir>; 2], LatencySource)> {
+    let mut dirs = [None, None];
+    let mut source = LatencySource::Clat;
+    for (i, key) in ["read", "write"].into_iter().enumerate() {
+        let Some(d) = j.get(key) else { continue };
+        if d.get("total_ios").and_then(Value::as_u64).unwrap_or(0) == 0 {
+            continue;
+        }
+        let (m, s) = parse_dir(at, version, key, d)?;
+        source = s;
+        dirs[i] = Some(m);
+    }
+    if dirs.iter().all(Option::is_none) {
+        bail!("{at}: the run completed no reads or writes; measure a run that does I/O");
+    }
+    Ok((dirs, source))
 }
 
 /// A latency block's mean and distribution: its json+ `bins`, else its

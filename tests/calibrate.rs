@@ -323,7 +323,7 @@ fn generic_device_sits_under_bcache_and_in_md() {
     let section = &device[start..end];
     let two = format!(
         "{}\n{}",
-        section.replace("name = \"vda\"", "name = \"vda\""),
+        section,
         section.replace("name = \"vda\"", "name = \"vdb\"")
     );
     let md = format!(
@@ -360,7 +360,7 @@ fn generic_device_sits_under_bcache_and_in_md() {
 fn idle_reads_capture(n: u64, d2c_ns: u64) -> Vec<u8> {
     use blocksim_traces::{blktrace, cat, Action};
     let mut cap = Vec::new();
-    let dev = (253 << 20) | 0;
+    let dev = 253 << 20; // 253,0
     let q = blktrace::action_word(Action::Queue, cat::READ | cat::QUEUE);
     let d = blktrace::action_word(Action::Issue, cat::READ | cat::ISSUE);
     let c = blktrace::action_word(Action::Complete, cat::READ | cat::COMPLETE);

@@ -621,7 +621,7 @@ mod tests {
             sectors: 0,
         };
         d.submit(f, &mut DevCtx::new(SimTime(0), &mut t, &mut done));
-        let mut heap: Vec<(u64, u32)> = t.drain(..).collect();
+        let mut heap: Vec<(u64, u32)> = std::mem::take(&mut t);
         let mut order = Vec::new();
         while !heap.is_empty() {
             heap.sort();
