@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use blocksim::calibrate::{self, Options, FIT_SEED};
 use blocksim::fioresult;
+use blocksim_models::generic::quantile_index;
 
 use crate::cmd_common::TraceInput;
 
@@ -72,14 +73,17 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
             println!(
                 "  {dir} {}: service p50 {:.1} us, p99 {:.1} us",
                 fioresult::fmt_bytes(p.bytes),
-                p.service_ns[7] as f64 / 1e3,
-                p.service_ns[14] as f64 / 1e3
+                p.service_ns[quantile_index(0.5)] as f64 / 1e3,
+                p.service_ns[quantile_index(0.99)] as f64 / 1e3
             );
         }
     }
     println!(
-        "  parallelism {}, queue_growth_ratio {} (residual {:.3})",
-        d.parallelism, d.queue_growth_ratio, cal.loss
+        "  parallelism {}, queue_growth_ratio {}, write_queue_growth_ratio {} (residual {:.3})",
+        d.parallelism,
+        d.queue_growth_ratio,
+        d.write_queue_growth_ratio.unwrap_or(d.queue_growth_ratio),
+        cal.loss
     );
     println!(
         "  write-back cache: {}",

@@ -13,7 +13,8 @@
 //!   the rest wait in the device, first come first served.
 //! * **Latency growth with queue depth**: a request that starts while `k`
 //!   others are in service takes `1 + queue_growth_ratio * k` times its
-//!   drawn service time (shared back-end bandwidth).
+//!   drawn service time (a shared back end); writes may grow by their own
+//!   `write_queue_growth_ratio`.
 //! * **Bandwidth** (optional, `bandwidth_bytes_per_s > 0`): a shared link
 //!   whose backlog of transfer work (bytes / bandwidth per request) drains
 //!   in real time; a request completes at the later of its service time
@@ -39,10 +40,18 @@ use blocksim_sim::{ComponentRng, SimTime};
 
 /// The probabilities at which a [`ServicePoint`] gives the service time:
 /// the fitted service-time distribution's quantiles.
-pub const SERVICE_QUANTILES: [f64; 19] = [
+pub const SERVICE_QUANTILES: [f64; 21] = [
     0.0, 0.01, 0.05, 0.10, 0.20, 0.30, 0.40, 0.50, 0.60, 0.70, 0.80, 0.90, 0.95, 0.98, 0.99, 0.995,
-    0.999, 0.9999, 1.0,
+    0.998, 0.999, 0.9995, 0.9999, 1.0,
 ];
+
+/// The index of quantile `q` in [`SERVICE_QUANTILES`] (`q` must be one).
+pub fn quantile_index(q: f64) -> usize {
+    SERVICE_QUANTILES
+        .iter()
+        .position(|&x| x == q)
+        .expect("a quantile of SERVICE_QUANTILES")
+}
 
 /// Most requests a generic device serves at once (a stated bound).
 pub const MAX_PARALLELISM: u32 = 4096;
@@ -76,6 +85,9 @@ pub struct GenericConfig {
     /// Service-time growth per other request in service.
     #[serde(default)]
     pub queue_growth_ratio: f64,
+    /// The same for writes, when they grow otherwise (default: as reads).
+    #[serde(default)]
+    pub write_queue_growth_ratio: Option<f64>,
     /// Read service times, by size (at least one).
     #[serde(default)]
     pub read: Vec<ServicePoint>,
@@ -115,8 +127,15 @@ impl GenericConfig {
         if self.queue_depth == 0 || self.queue_depth > 1 << 16 {
             return err("queue_depth must be 1..=65536".into());
         }
-        if !(0.0..=100.0).contains(&self.queue_growth_ratio) {
-            return err("queue_growth_ratio must be within 0..=100".into());
+        for g in [Some(self.queue_growth_ratio), self.write_queue_growth_ratio]
+            .into_iter()
+            .flatten()
+        {
+            if !(0.0..=100.0).contains(&g) {
+                return err(
+                    "queue_growth_ratio and write_queue_growth_ratio must be within 0..=100".into(),
+                );
+            }
         }
         for (dir, pts) in [("read", &self.read), ("write", &self.write)] {
             if pts.is_empty() {
@@ -218,7 +237,15 @@ pub fn quantile_at(service_ns: &[u64], u: f64) -> f64 {
     let i = q.partition_point(|&p| p <= u).clamp(1, q.len() - 1);
     let (p0, p1) = (q[i - 1], q[i]);
     let w = ((u - p0) / (p1 - p0)).clamp(0.0, 1.0);
-    service_ns[i - 1] as f64 * (1.0 - w) + service_ns[i] as f64 * w
+    let (a, b) = (service_ns[i - 1] as f64, service_ns[i] as f64);
+    if a > 0.0 {
+        // Geometric between the points: a latency tail's quantile function
+        // is convex, and a straight line over its sparse upper points would
+        // put too much mass high (the mean too).
+        a * (b / a).powf(w)
+    } else {
+        a * (1.0 - w) + b * w
+    }
 }
 
 /// A request waiting for or in service (`tag` is `None` for a destage).
@@ -299,7 +326,14 @@ impl Generic {
             };
             let u: f64 = self.rng.random();
             let base = self.cfg.service_ns_at(w.dir, w.sectors as u64 * 512, u);
-            let growth = 1.0 + self.cfg.queue_growth_ratio * self.in_service as f64;
+            let ratio = match w.dir {
+                Dir::Write => self
+                    .cfg
+                    .write_queue_growth_ratio
+                    .unwrap_or(self.cfg.queue_growth_ratio),
+                _ => self.cfg.queue_growth_ratio,
+            };
+            let growth = 1.0 + ratio * self.in_service as f64;
             let mut delay = (base * growth).round() as u64;
             if self.cfg.bandwidth_bytes_per_s > 0 && w.dir.is_data() {
                 // The link's backlog of transfer work drains at one ns per
@@ -517,6 +551,7 @@ mod tests {
             queue_depth: 128,
             parallelism,
             queue_growth_ratio: growth,
+            write_queue_growth_ratio: None,
             read: vec![
                 ServicePoint {
                     bytes: 4096,
