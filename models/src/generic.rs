@@ -594,11 +594,15 @@ mod tests {
     fn quantiles_sample_the_table() {
         let mut s = flat(0);
         for (i, v) in s.iter_mut().enumerate() {
-            *v = (SERVICE_QUANTILES[i] * 1000.0) as u64;
+            *v = (SERVICE_QUANTILES[i] * 1000.0).round() as u64;
         }
         assert!((quantile_at(&s, 0.5) - 500.0).abs() < 1e-9);
         assert!((quantile_at(&s, 0.995) - 995.0).abs() < 1e-9);
         assert_eq!(quantile_at(&s, 1.0), 1000.0);
+        // Geometric between points: halfway from 500 to 600 is sqrt(500 * 600).
+        assert!((quantile_at(&s, 0.55) - (500.0f64 * 600.0).sqrt()).abs() < 1e-9);
+        // Linear from a zero point (0 to 10 between 0 and 1%).
+        assert!((quantile_at(&s, 0.005) - 5.0).abs() < 1e-9);
     }
 
     #[test]
