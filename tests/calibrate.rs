@@ -555,3 +555,91 @@ fn real_fio_calibrate_then_validate_held_out() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A fixture as JSON, changed by `f`, written to the scratch dir.
+fn rewritten(fixture: &str, name: &str, f: impl FnOnce(&mut serde_json::Value)) -> String {
+    let text = std::fs::read_to_string(Path::new(DATA).join(fixture)).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    f(&mut v);
+    temp_file("calibrate-rewritten", name, &v.to_string())
+        .display()
+        .to_string()
+}
+
+/// Every latency value of a job's `write` (bins, percentiles, mean) times `k`.
+fn scale_write_latency(v: &mut serde_json::Value, k: f64) {
+    let w = &mut v["jobs"][0]["write"];
+    for block in ["lat_ns", "clat_ns", "slat_ns"] {
+        let b = &mut w[block];
+        if let Some(bins) = b.get("bins").and_then(|x| x.as_object()).cloned() {
+            let scaled: serde_json::Map<String, serde_json::Value> = bins
+                .into_iter()
+                .map(|(ns, c)| (((ns.parse::<f64>().unwrap() * k) as u64).to_string(), c))
+                .collect();
+            b["bins"] = scaled.into();
+        }
+        if let Some(p) = b.get_mut("percentile").and_then(|x| x.as_object_mut()) {
+            for x in p.values_mut() {
+                *x = ((x.as_f64().unwrap() * k) as u64).into();
+            }
+        }
+        for key in ["mean", "min", "max"] {
+            if let Some(x) = b.get(key).and_then(|x| x.as_f64()) {
+                b[key] = (x * k).into();
+            }
+        }
+    }
+}
+
+#[test]
+fn writes_much_faster_than_reads_show_a_write_back_cache() {
+    let fast = rewritten("fit/randwrite-4k-qd1.json", "randwrite-4k-qd1.json", |v| {
+        scale_write_latency(v, 0.2)
+    });
+    let mut runs: Vec<String> = fixtures("fit")
+        .into_iter()
+        .filter(|p| !p.ends_with("randwrite-4k-qd1.json"))
+        .collect();
+    runs.push(fast);
+    let (toml, _) = calibrate(&runs, &scratch("cache"));
+    let cache = key_line(&toml, "write_cache_bytes");
+    assert!(
+        number(cache) > 0.0 && cache.contains("[estimate]") && cache.contains("a cache detected"),
+        "{cache}"
+    );
+    let ack = key_line(&toml, "cache_write_ns");
+    // The write p50 at iodepth 1, now ~12 us.
+    assert!(
+        (5e3..2e4).contains(&number(ack)) && ack.contains("fitted to"),
+        "{ack}"
+    );
+    // Without the cache (the recorded runs): none, and why.
+    let (plain, _) = calibrate(&fixtures("fit"), &scratch("nocache"));
+    assert!(key_line(&plain, "write_cache_bytes").contains("no write-back cache visible"));
+}
+
+#[test]
+fn plain_json_without_bins_reads_percentiles() {
+    let plain = rewritten("fit/randread-4k-qd1.json", "plain.json", |v| {
+        for block in ["lat_ns", "clat_ns"] {
+            v["jobs"][0]["read"][block]
+                .as_object_mut()
+                .unwrap()
+                .remove("bins");
+        }
+    });
+    let runs = read_fio_json(Path::new(&plain)).unwrap();
+    let with_bins = read_fio_json(&Path::new(DATA).join("fit/randread-4k-qd1.json")).unwrap();
+    assert_eq!(runs[0].source, LatencySource::Lat);
+    let (a, b) = (
+        &runs[0].dirs[0].as_ref().unwrap().latency,
+        &with_bins[0].dirs[0].as_ref().unwrap().latency,
+    );
+    for p in [50.0, 90.0, 99.0] {
+        let (x, y) = (a.percentile_ns(p) as f64, b.percentile_ns(p) as f64);
+        assert!(
+            (x - y).abs() / y < 0.02,
+            "p{p}: {x} from percentiles vs {y} from bins"
+        );
+    }
+}
