@@ -601,6 +601,12 @@ pub struct LoadOptions<'a> {
 /// Loads a scenario file with overrides.
 pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
     let text = read_text(path)?;
+    load_text(path, text, opts)
+}
+
+/// Loads scenario `text` as if read from `path` (`sim calibrate` checks the
+/// scenario it is about to write; `path` locates errors and `extends`).
+pub fn load_text(path: &Path, text: String, opts: &LoadOptions<'_>) -> Result<Loaded> {
     let mut table: toml::Table = toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))?;
     let extended = resolve_extends(path, &mut table, 0)?;
     let job_file = opts
