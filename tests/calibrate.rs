@@ -27,10 +27,32 @@ fn fixtures(sub: &str) -> Vec<String> {
     v
 }
 
-fn scratch(tag: &str) -> PathBuf {
+/// A scratch directory removed when the test is done with it.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(tag: &str) -> Scratch {
     let d = std::env::temp_dir().join(format!("blocksim-calibrate-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Scratch(d)
 }
 
 /// `sim calibrate RUNS --out DIR/device.toml`: the scenario text.
@@ -240,7 +262,8 @@ fn expect_exit_2(args: &[&str], wants: &[&str]) {
 #[test]
 fn bad_input_is_named_with_its_fix_and_exits_2() {
     let fit = fixtures("fit");
-    let out = scratch("bad").join("x.toml");
+    let bad_dir = scratch("bad");
+    let out = bad_dir.join("x.toml");
     let out = out.to_str().unwrap();
     let not_json = temp_file(
         "calibrate-bad",
