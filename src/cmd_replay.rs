@@ -289,8 +289,44 @@ fn add_d2c_comparison(report: &mut RunReport, simulated: &[u64], mut tr: Vec<u64
     Ok(())
 }
 
-pub fn run(args: ReplayArgs) -> Result<ExitCode> {
-    let format_out = parse_format(&args.output_format)?;
+/// A replay's report with the simulated and traced D2C times, and the
+/// scenario it ran through.
+struct Replayed {
+    report: RunReport,
+    loaded: crate::scenario::Loaded,
+    simulated_d2c_ns: Vec<u64>,
+    traced_d2c_ns: Vec<u64>,
+    issued: u64,
+}
+
+/// Replays `trace` through `scenario` as `sim replay --stack SCENARIO
+/// TRACE` does (open loop at the traced times): simulated D2C, traced D2C,
+/// requests replayed. `sim validate --replay` makes them one row.
+pub fn replay_d2c(
+    scenario: &std::path::Path,
+    trace: &std::path::Path,
+    input: &crate::cmd_common::TraceInput,
+    seed: Option<u64>,
+) -> Result<(Vec<u64>, Vec<u64>, u64)> {
+    let args = ReplayArgs {
+        trace: vec![trace.to_path_buf()],
+        stack: scenario.to_path_buf(),
+        timing: "open".into(),
+        depth: 32,
+        speed: 1.0,
+        map: Vec::new(),
+        input: input.clone(),
+        format: None,
+        set: Vec::new(),
+        seed,
+        output_format: "normal".into(),
+        inject_fault: None,
+    };
+    let r = replay(&args)?;
+    Ok((r.simulated_d2c_ns, r.traced_d2c_ns, r.issued))
+}
+
+fn replay(args: &ReplayArgs) -> Result<Replayed> {
     let timing: Timing = args
         .timing
         .parse()
@@ -317,7 +353,7 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
     )?;
 
     let counts = Arc::new(FeedCounts::default());
-    let feed = open_feed(&args, &topts, &ropts, &counts)?;
+    let feed = open_feed(args, &topts, &ropts, &counts)?;
     let fault = crate::cmd_common::parse_fault(args.inject_fault.as_deref())?;
     let writers = args.observe.writers()?;
     let opts = RunOptions {
@@ -336,7 +372,7 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
             .context("replay stopped at a bad trace record (use --lenient to skip such records)");
     }
     let names: Vec<String> = args.trace.iter().map(|t| t.display().to_string()).collect();
-    replay_outcome(&args, &counts, &stats).check(
+    replay_outcome(args, &counts, &stats).check(
         &names.join(", "),
         "replayed",
         args.input.lenient,
@@ -359,7 +395,25 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
 
     // Simulated vs traced D2C, where the trace has D and C events.
     let traced = traced_d2c(&args.trace, &topts)?;
-    add_d2c_comparison(&mut report, &stats.d2c_ns, traced)?;
+    Ok(Replayed {
+        report,
+        loaded,
+        simulated_d2c_ns: stats.d2c_ns,
+        traced_d2c_ns: traced,
+        issued: stats.issued,
+    })
+}
+
+pub fn run(args: ReplayArgs) -> Result<ExitCode> {
+    let format_out = parse_format(&args.output_format)?;
+    let Replayed {
+        mut report,
+        loaded,
+        simulated_d2c_ns,
+        traced_d2c_ns,
+        ..
+    } = replay(&args)?;
+    add_d2c_comparison(&mut report, &simulated_d2c_ns, traced_d2c_ns)?;
     match format_out {
         Format::Normal => {
             println!(

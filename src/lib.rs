@@ -18,5 +18,7 @@
 //! assert_eq!(jobs[0]["rw"], "randread");
 //! ```
 
+pub mod calibrate;
 pub mod fiojob;
+pub mod fioresult;
 pub mod scenario;

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd_cachesim;
+mod cmd_calibrate;
 mod cmd_check;
 mod cmd_common;
 mod cmd_compare;
@@ -20,6 +21,7 @@ mod cmd_run;
 mod cmd_swarm;
 mod cmd_sweep;
 mod cmd_trace;
+mod cmd_validate;
 mod experiment;
 mod observe;
 mod swarm;
@@ -57,6 +59,10 @@ enum Command {
     Compare(cmd_compare::CompareArgs),
     /// Join the CSVs of a sharded sweep.
     Merge(cmd_merge::MergeArgs),
+    /// Fit a generic device to fio runs measured on a real device; write its scenario.
+    Calibrate(cmd_calibrate::CalibrateArgs),
+    /// Run fio runs' jobs against a scenario; error table vs the measurement.
+    Validate(cmd_validate::ValidateArgs),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +84,8 @@ fn main() -> ExitCode {
         Command::Sweep(args) => cmd_sweep::run(args),
         Command::Compare(args) => cmd_compare::run(args),
         Command::Merge(args) => cmd_merge::run(args),
+        Command::Calibrate(args) => cmd_calibrate::run(args),
+        Command::Validate(args) => cmd_validate::run(args),
     };
     match result {
         Ok(code) => code,

@@ -502,9 +502,19 @@ fn deserialize_modified(
 /// Every section checked on its own: all missing fields (and the problems
 /// of several sections) in one error. A single other problem is left to
 /// the whole-file pass, which gives its line and column.
-fn check_sections(path: &Path, table: &toml::Table, text: Option<&str>) -> Result<()> {
+fn check_sections(
+    path: &Path,
+    table: &toml::Table,
+    text: Option<&str>,
+    presets_filled: bool,
+) -> Result<()> {
     let problems = check::scenario_problems(table, text);
-    if problems.len() < 2 && !problems.iter().any(|p| p.missing) {
+    // (Once presets filled a table, the whole-file pass no longer sees the
+    // file as written: a single problem is reported here, with its line.)
+    let single_here = presets_filled && text.is_some();
+    if problems.is_empty()
+        || (problems.len() < 2 && !problems.iter().any(|p| p.missing) && !single_here)
+    {
         return Ok(());
     }
     let lines: Vec<String> = problems
@@ -591,6 +601,12 @@ pub struct LoadOptions<'a> {
 /// Loads a scenario file with overrides.
 pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
     let text = read_text(path)?;
+    load_text(path, text, opts)
+}
+
+/// Loads scenario `text` as if read from `path` (`sim calibrate` checks the
+/// scenario it is about to write; `path` locates errors and `extends`).
+pub fn load_text(path: &Path, text: String, opts: &LoadOptions<'_>) -> Result<Loaded> {
     let mut table: toml::Table = toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))?;
     let extended = resolve_extends(path, &mut table, 0)?;
     let job_file = opts
@@ -608,7 +624,12 @@ pub fn load(path: &Path, opts: &LoadOptions<'_>) -> Result<Loaded> {
     let preset_filled =
         presets::apply(&mut table).map_err(|e| anyhow!("{}: {e}", path.display()))?;
     let as_written = !extended && opts.sets.is_empty();
-    check_sections(path, &table, as_written.then_some(text.as_str()))?;
+    check_sections(
+        path,
+        &table,
+        as_written.then_some(text.as_str()),
+        preset_filled,
+    )?;
     // `--seed` is applied after deserialising: TOML integers are signed, a
     // u64 seed above i64::MAX would not survive the table.
     let modified = extended || preset_filled || job_file.is_some() || !opts.sets.is_empty();

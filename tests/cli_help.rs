@@ -23,6 +23,8 @@ const COMMANDS: &[&str] = &[
     "sweep",
     "compare",
     "merge",
+    "calibrate",
+    "validate",
 ];
 
 /// The subcommand names of a `--help` text (its `Commands:` section).

@@ -40,10 +40,32 @@ fn ok(args: &[&str]) -> Out {
     o
 }
 
-fn temp_dir(name: &str) -> PathBuf {
+/// A scratch directory removed when the test is done with it.
+struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TempDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp_dir(name: &str) -> TempDir {
     let d = std::env::temp_dir().join(format!("blocksim-exp-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TempDir(d)
 }
 
 fn s(p: &Path) -> &str {

@@ -122,3 +122,31 @@ fn presets_make_a_minimal_section() {
         "{err}"
     );
 }
+
+#[test]
+fn a_typo_beside_a_preset_is_named_with_its_own_line() {
+    // With `model = ...` filling the [[ssd]], a typo in another section was
+    // reported without a line ("after --set/--seed/--job", although none
+    // was given).
+    let base = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/corsair_nova.toml"),
+    )
+    .unwrap();
+    let i = base.find("[[ssd]]").unwrap();
+    let j = i + base[i + 7..].find("\n[").unwrap() + 7;
+    let text = format!(
+        "{}[[ssd]]\nname = \"sda\"\nmodel = \"generic-sata-ssd-2011\"\n{}",
+        &base[..i],
+        &base[j..]
+    )
+    .replacen("members", "memebrs", 1);
+    let p = temp_file("input", "preset_typo.toml", &text);
+    let err = fails(&["run", p.to_str().unwrap()]);
+    let line = line_of(&text, "memebrs");
+    assert!(
+        err.contains(&format!("preset_typo.toml:{line}: [[raid10]]")),
+        "{err}"
+    );
+    assert!(err.contains("did you mean `members`?"), "{err}");
+    assert!(!err.contains("--set"), "{err}");
+}

@@ -150,6 +150,10 @@ impl LatencyHist {
     /// are within the histogram's precision (0.1%), not exact.
     pub fn from_histogram(h: &Histogram<u64>) -> Self {
         let mut out = LatencyHist::new();
+        if h.is_empty() {
+            // (Nothing recorded: skip the walk over every bucket.)
+            return out;
+        }
         for it in h.iter_recorded() {
             out.record_n(
                 h.median_equivalent(it.value_iterated_to()),

@@ -1,5 +1,6 @@
 //! Builds the backing devices of a scenario: `[[raid10]]` arrays over
-//! `[[hdd]]` or `[[ssd]]` members, and stand-alone disks.
+//! `[[hdd]]`, `[[ssd]]` or `[[generic]]` members, and stand-alone disks and
+//! generic devices.
 //!
 //! md's member disks are owned by the array (md issues their I/O itself);
 //! the array appears as one device with an unbounded port (md is bio-based,
@@ -12,6 +13,7 @@ use crate::config::Scenario;
 use std::collections::VecDeque;
 
 use crate::device::{BlockDevice, DevCtx, DevRequest, DiskStats, ReqTag};
+use crate::generic::Generic;
 use crate::hdd::Hdd;
 use crate::raid10::{build_raid10, Raid10, RaidMember};
 use crate::run::{Fault, ModelError};
@@ -211,7 +213,8 @@ fn build_array(
     seed: u64,
     fault: Option<Fault>,
 ) -> Result<Box<dyn BlockDevice>, ModelError> {
-    let is_ssd = |m: &String| sc.ssd.iter().any(|s| &s.name == m);
+    let is_ssd =
+        |m: &String| sc.ssd.iter().any(|s| &s.name == m) || sc.generic.iter().any(|g| &g.name == m);
     if !r.members.iter().any(is_ssd) && fault.is_none() {
         return Ok(Box::new(
             build_raid10(r, &sc.hdd, seed).map_err(config_err)?,
@@ -227,9 +230,16 @@ fn build_array(
         } else if let Some(h) = sc.hdd.iter().find(|h| &h.name == name) {
             let m = Member::Hdd(Hdd::new(h, rng).map_err(config_err)?);
             members.push(m.wrapped(name, fault));
+        } else if let Some(g) = sc.generic.iter().find(|g| &g.name == name) {
+            g.validate().map_err(config_err)?;
+            // It queues internally (md issues without tags); md's read
+            // balancing treats it as non-rotational (fewest pending wins).
+            let dev = Box::new(Generic::new(g.clone(), rng));
+            let m = Member::Wrapped { dev, nonrot: true };
+            members.push(m.wrapped(name, fault));
         } else {
             return Err(config_err(format!(
-                "[[raid10]] {:?}: member {name:?} is neither an [[hdd]] nor an [[ssd]]",
+                "[[raid10]] {:?}: member {name:?} is neither an [[hdd]], an [[ssd]] nor a [[generic]]",
                 r.name
             )));
         }
@@ -262,6 +272,15 @@ pub fn add_backing_devices(
         let disk = Hdd::new(h, blocksim_sim::component_rng(seed, &h.name)).map_err(config_err)?;
         let tags = ncq_tags.min(h.ncq_depth.max(1));
         add(&h.name, Box::new(disk), tags)?;
+    }
+    for g in sc.generic.iter().filter(|g| !in_array.contains(&g.name)) {
+        g.validate().map_err(config_err)?;
+        let rng = blocksim_sim::component_rng(seed, &g.name);
+        add(
+            &g.name,
+            Box::new(Generic::new(g.clone(), rng)),
+            g.queue_depth,
+        )?;
     }
     Ok(())
 }

@@ -75,6 +75,8 @@ pub struct ScenarioT<J> {
     #[serde(default)]
     pub hdd: Vec<crate::hdd::HddConfig>,
     #[serde(default)]
+    pub generic: Vec<crate::generic::GenericConfig>,
+    #[serde(default)]
     pub raid10: Vec<crate::raid10::Raid10Config>,
     #[serde(default)]
     pub coherence: Option<crate::coherence::CoherenceConfig>,
@@ -104,6 +106,7 @@ pub const SECTION_NAMES: &[&str] = &[
     "ahci",
     "ssd",
     "hdd",
+    "generic",
     "raid10",
     "coherence",
     "pmem",
@@ -121,6 +124,7 @@ impl<J> ScenarioT<J> {
             .iter()
             .map(|d| &d.name)
             .chain(self.hdd.iter().map(|d| &d.name))
+            .chain(self.generic.iter().map(|d| &d.name))
             .chain(self.raid10.iter().map(|d| &d.name))
             .chain(self.bcache.iter().map(|d| &d.name))
             .map(|n| format!("/dev/{n}"));
@@ -143,6 +147,7 @@ impl<J> ScenarioT<J> {
         let bare = filename.trim_start_matches("/dev/");
         self.ssd.iter().any(|d| d.name == bare)
             || self.hdd.iter().any(|d| d.name == bare)
+            || self.generic.iter().any(|d| d.name == bare)
             || self.raid10.iter().any(|d| d.name == bare)
             || self.bcache.as_ref().is_some_and(|b| b.name == bare)
     }
@@ -159,6 +164,7 @@ impl<J> ScenarioT<J> {
             ahci: self.ahci,
             ssd: self.ssd,
             hdd: self.hdd,
+            generic: self.generic,
             raid10: self.raid10,
             coherence: self.coherence,
             pmem: self.pmem,

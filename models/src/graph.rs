@@ -46,6 +46,7 @@ use crate::config::ScenarioT;
 pub enum Kind {
     Ssd,
     Hdd,
+    Generic,
     Pmem,
     Raid10,
     Bcache,
@@ -58,6 +59,7 @@ impl Kind {
         match self {
             Kind::Ssd => "ssd",
             Kind::Hdd => "hdd",
+            Kind::Generic => "generic",
             Kind::Pmem => "pmem",
             Kind::Raid10 => "raid10",
             Kind::Bcache => "bcache",
@@ -68,7 +70,10 @@ impl Kind {
     /// Whether the section is an array of tables (`[[ssd]]`) rather than a
     /// single table (`[bcache]`).
     pub fn is_array(self) -> bool {
-        matches!(self, Kind::Ssd | Kind::Hdd | Kind::Pmem | Kind::Raid10)
+        matches!(
+            self,
+            Kind::Ssd | Kind::Hdd | Kind::Generic | Kind::Pmem | Kind::Raid10
+        )
     }
 }
 
@@ -99,6 +104,7 @@ fn section_header(s: &str) -> String {
     let k = [
         Kind::Ssd,
         Kind::Hdd,
+        Kind::Generic,
         Kind::Pmem,
         Kind::Raid10,
         Kind::Bcache,
@@ -143,6 +149,9 @@ fn collect<J>(sc: &ScenarioT<J>) -> Vec<Node> {
     }
     for (i, h) in sc.hdd.iter().enumerate() {
         v.push(node(&h.name, Kind::Hdd, i, vec![]));
+    }
+    for (i, g) in sc.generic.iter().enumerate() {
+        v.push(node(&g.name, Kind::Generic, i, vec![]));
     }
     for (i, p) in sc.pmem.iter().enumerate() {
         v.push(node(&p.name, Kind::Pmem, i, vec![]));

@@ -23,6 +23,7 @@ pub mod device;
 pub mod dm;
 pub mod faults;
 pub mod fs;
+pub mod generic;
 pub mod graph;
 pub mod hdd;
 pub mod index;

@@ -45,15 +45,65 @@ enum FlashOp {
     GcTransfer(u32),
 }
 
+/// One operation queued on a channel, packed into 16 bytes (the channel
+/// queues hold one per page; see `ChannelOp::new` for the fields).
 #[derive(Debug, Clone, Copy)]
 struct ChannelOp {
-    cmd: Option<SlotId>,
-    op: FlashOp,
+    /// The command's slot, or `NO_CMD` (programs and GC transfers).
+    cmd: u32,
+    /// `FlashOp`'s page count (0 for reads).
+    pages: u32,
     die: u32,
+    kind: OpKind,
     /// A data read queued while the drive had an FTL: it counts in its
     /// die's `reads_queued` and waits for a busy die. A read queued before
     /// the first write (no FTL, no busy die) takes the old path alone.
     tracked: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpKind {
+    MapRead,
+    DataRead,
+    Program,
+    GcTransfer,
+}
+
+const NO_CMD: u32 = u32::MAX;
+
+impl ChannelOp {
+    fn new(cmd: Option<SlotId>, op: FlashOp, die: u32, tracked: bool) -> ChannelOp {
+        let (kind, pages) = match op {
+            FlashOp::MapRead => (OpKind::MapRead, 0),
+            FlashOp::DataRead => (OpKind::DataRead, 0),
+            FlashOp::Program(n) => (OpKind::Program, n),
+            FlashOp::GcTransfer(n) => (OpKind::GcTransfer, n),
+        };
+        let cmd = cmd.map_or(NO_CMD, |c| c.0);
+        debug_assert!(cmd != NO_CMD || !matches!(kind, OpKind::MapRead | OpKind::DataRead));
+        ChannelOp {
+            cmd,
+            pages,
+            die,
+            kind,
+            tracked,
+        }
+    }
+
+    #[inline]
+    fn op(&self) -> FlashOp {
+        match self.kind {
+            OpKind::MapRead => FlashOp::MapRead,
+            OpKind::DataRead => FlashOp::DataRead,
+            OpKind::Program => FlashOp::Program(self.pages),
+            OpKind::GcTransfer => FlashOp::GcTransfer(self.pages),
+        }
+    }
+
+    #[inline]
+    fn cmd(&self) -> Option<SlotId> {
+        (self.cmd != NO_CMD).then_some(SlotId(self.cmd))
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -119,6 +169,7 @@ impl<T: Copy> Stage<T> {
     }
 
     /// An arrival now: after every arrival up to now, before later ones.
+    #[inline(always)]
     fn push_now(&mut self, now: SimTime, item: T) {
         if self.queue.back().is_none_or(|b| b.0 <= now) {
             self.queue.push_back((now, item));
@@ -134,6 +185,7 @@ impl<T: Copy> Stage<T> {
     /// If idle, takes the first arrival that has arrived by `now` and
     /// returns it (the caller starts its service); if the first arrival is
     /// still ahead, returns the time to arm a start timer for, once.
+    #[inline]
     fn next(&mut self, now: SimTime) -> Next<T> {
         if self.busy.is_some() {
             return Next::Wait;
@@ -267,44 +319,49 @@ impl Ssd {
             )
     }
 
+    /// Starts channel `ch`'s next operation if it is idle. The read path
+    /// of a drive without an FTL stays inline; a read tracked by its die
+    /// takes `start_tracked_read`.
+    #[inline]
     fn start_channel(&mut self, ch: usize, ctx: &mut DevCtx<'_>) {
-        loop {
-            match self.channels[ch].next(ctx.now()) {
-                Next::Start(op) => {
-                    let ns = match op.op {
-                        FlashOp::DataRead if op.tracked && self.die_blocks_reads(op.die) => {
-                            // The die is busy: the read waits beside it and
-                            // the channel serves the next operation.
-                            self.channels[ch].busy = None;
-                            let d = &mut self.flash.dies[op.die as usize];
-                            d.parked.push(op.cmd.expect("a read has a command"));
-                            self.flash.stats.reads_parked += 1;
-                            continue;
-                        }
-                        FlashOp::DataRead => {
-                            if op.tracked {
-                                let d = &mut self.flash.dies[op.die as usize];
-                                if d.state == DieState::Idle {
-                                    d.state = DieState::Reading;
-                                }
-                            }
-                            self.cfg.page_read.0
-                        }
-                        FlashOp::MapRead => self.cfg.page_read.0,
-                        FlashOp::Program(n) => n as u64 * self.cfg.page_transfer.0,
-                        FlashOp::GcTransfer(n) => 2 * n as u64 * self.cfg.page_transfer.0,
-                    };
-                    ctx.set_timer(ns, token(STAGE_CHANNEL, ch as u32));
-                }
-                Next::ArmAt(at) => {
-                    ctx.set_timer(at.since(ctx.now()), token(STAGE_CHANNEL_START, ch as u32))
-                }
-                Next::Wait => {}
+        match self.channels[ch].next(ctx.now()) {
+            Next::Start(op) => {
+                let ns = match op.op() {
+                    FlashOp::DataRead if op.tracked => return self.start_tracked_read(ch, op, ctx),
+                    FlashOp::DataRead | FlashOp::MapRead => self.cfg.page_read.0,
+                    FlashOp::Program(n) => n as u64 * self.cfg.page_transfer.0,
+                    FlashOp::GcTransfer(n) => 2 * n as u64 * self.cfg.page_transfer.0,
+                };
+                ctx.set_timer(ns, token(STAGE_CHANNEL, ch as u32));
             }
-            return;
+            Next::ArmAt(at) => {
+                ctx.set_timer(at.since(ctx.now()), token(STAGE_CHANNEL_START, ch as u32))
+            }
+            Next::Wait => {}
         }
     }
 
+    /// A read queued while the drive had an FTL reaches its channel: if its
+    /// die is busy the read waits beside it and the channel serves its next
+    /// operation; else the die reads.
+    #[cold]
+    #[inline(never)]
+    fn start_tracked_read(&mut self, ch: usize, op: ChannelOp, ctx: &mut DevCtx<'_>) {
+        if self.die_blocks_reads(op.die) {
+            self.channels[ch].busy = None;
+            let d = &mut self.flash.dies[op.die as usize];
+            d.parked.push(op.cmd().expect("a read has a command"));
+            self.flash.stats.reads_parked += 1;
+            return self.start_channel(ch, ctx);
+        }
+        let d = &mut self.flash.dies[op.die as usize];
+        if d.state == DieState::Idle {
+            d.state = DieState::Reading;
+        }
+        ctx.set_timer(self.cfg.page_read.0, token(STAGE_CHANNEL, ch as u32));
+    }
+
+    #[inline]
     fn start_link(&mut self, ctx: &mut DevCtx<'_>) {
         match self.link.next(ctx.now()) {
             Next::Start(id) => {
@@ -337,12 +394,7 @@ impl Ssd {
             } else {
                 (0, (page % u64::from(self.cfg.channels)) as usize)
             };
-            let op = ChannelOp {
-                cmd: Some(id),
-                op: FlashOp::DataRead,
-                die,
-                tracked,
-            };
+            let op = ChannelOp::new(Some(id), FlashOp::DataRead, die, tracked);
             if at > now {
                 self.channels[ch].push_ahead(at, op);
             } else {
@@ -352,6 +404,7 @@ impl Ssd {
         }
     }
 
+    #[inline(always)]
     fn finish(&mut self, id: SlotId, ctx: &mut DevCtx<'_>) {
         let cmd = self.cmds.remove(id);
         let service = ctx.now().since(cmd.submitted);
@@ -382,6 +435,8 @@ impl Ssd {
     /// `freed_by`: the die whose program just freed cache space. A write
     /// that waited for space and is let in by a die that collected during
     /// its wait counts as a write "during GC" (see `FlashStats`).
+    #[cold]
+    #[inline(never)]
     fn admit_writes(&mut self, freed_by: Option<u32>, ctx: &mut DevCtx<'_>) {
         let now = ctx.now();
         while let Some(&id) = self.flash.waiting.front() {
@@ -409,6 +464,8 @@ impl Ssd {
     }
 
     /// A write's data is in DRAM: its pages join the program queue.
+    #[cold]
+    #[inline(never)]
     fn write_cached(&mut self, id: SlotId, ctx: &mut DevCtx<'_>) {
         let req = self.cmds.get(id).req;
         for page in self.pages_of(&req) {
@@ -420,6 +477,8 @@ impl Ssd {
 
     /// Offers the cached pages to the idle dies, in the order they became
     /// idle.
+    #[cold]
+    #[inline(never)]
     fn dispatch_idle_dies(&mut self, ctx: &mut DevCtx<'_>) {
         let mut tries = self.flash.idle.len();
         while tries > 0 && !self.flash.cache.is_empty() {
@@ -434,6 +493,8 @@ impl Ssd {
 
     /// Die `d` has nothing running: parked reads go back on its channel
     /// first; else it takes work, or waits in the idle queue.
+    #[cold]
+    #[inline(never)]
     fn die_free(&mut self, d: u32, ctx: &mut DevCtx<'_>) {
         let die = &mut self.flash.dies[d as usize];
         if die.state != DieState::Idle {
@@ -443,12 +504,7 @@ impl Ssd {
             let ch = self.channel_of_die(d);
             let now = ctx.now();
             for cmd in std::mem::take(&mut self.flash.dies[d as usize].parked) {
-                let op = ChannelOp {
-                    cmd: Some(cmd),
-                    op: FlashOp::DataRead,
-                    die: d,
-                    tracked: true,
-                };
+                let op = ChannelOp::new(Some(cmd), FlashOp::DataRead, d, true);
                 self.channels[ch].push_now(now, op);
             }
             self.start_channel(ch, ctx);
@@ -462,6 +518,8 @@ impl Ssd {
 
     /// Starts a program or a GC run on idle die `d` if it has work;
     /// returns whether it did.
+    #[cold]
+    #[inline(never)]
     fn try_die(&mut self, d: u32, ctx: &mut DevCtx<'_>) -> bool {
         let die = &self.flash.dies[d as usize];
         if die.state != DieState::Idle || (!self.cfg.program_suspend && die.reads_queued > 0) {
@@ -493,12 +551,7 @@ impl Ssd {
         die.state = DieState::Transfer;
         let n = die.batch.len() as u32;
         let ch = self.channel_of_die(d);
-        let op = ChannelOp {
-            cmd: None,
-            op: FlashOp::Program(n),
-            die: d,
-            tracked: false,
-        };
+        let op = ChannelOp::new(None, FlashOp::Program(n), d, false);
         self.channels[ch].push_now(ctx.now(), op);
         self.start_channel(ch, ctx);
         true
@@ -510,6 +563,8 @@ impl Ssd {
     /// and its channel carries the moved pages' transfers (tR =
     /// page_read - page_transfer). Returns false when the die has nothing to
     /// collect.
+    #[cold]
+    #[inline(never)]
     fn start_gc(&mut self, d: u32, ctx: &mut DevCtx<'_>) -> bool {
         let ftl = self.flash.ftl.as_mut().expect("GC needs the FTL");
         // (Debug builds check the die's invariants inside `collect`.)
@@ -532,12 +587,7 @@ impl Ssd {
         ctx.set_timer(ns, token(STAGE_DIE, d));
         if !self.cfg.copyback && run.pages_moved > 0 {
             let ch = self.channel_of_die(d);
-            let op = ChannelOp {
-                cmd: None,
-                op: FlashOp::GcTransfer(run.pages_moved),
-                die: d,
-                tracked: false,
-            };
+            let op = ChannelOp::new(None, FlashOp::GcTransfer(run.pages_moved), d, false);
             self.channels[ch].push_now(ctx.now(), op);
             self.start_channel(ch, ctx);
         }
@@ -545,6 +595,8 @@ impl Ssd {
     }
 
     /// Die `d`'s program or GC run ended.
+    #[cold]
+    #[inline(never)]
     fn die_done(&mut self, d: u32, ctx: &mut DevCtx<'_>) {
         let die = &mut self.flash.dies[d as usize];
         match die.state {
@@ -569,12 +621,16 @@ impl Ssd {
     }
 
     /// Completes command `id` at `leaves` (a timer; no later than that).
+    #[cold]
+    #[inline(never)]
     fn end_in_controller(&mut self, id: SlotId, leaves: SimTime, ctx: &mut DevCtx<'_>) {
         self.controller_done.insert((leaves.as_ns(), id.0));
         ctx.set_timer(leaves.since(ctx.now()), token(STAGE_CONTROLLER_DONE, 0));
     }
 
     /// Completes the flushes whose pages are all programmed.
+    #[cold]
+    #[inline(never)]
     fn serve_flushes(&mut self, ctx: &mut DevCtx<'_>) {
         while let Some(&(target, id)) = self.flash.flushes.front() {
             if self.flash.window.base < target {
@@ -591,6 +647,8 @@ impl Ssd {
     }
 
     /// The program's data crossed the channel: the die programs it.
+    #[cold]
+    #[inline(never)]
     fn program_transferred(&mut self, d: u32, ctx: &mut DevCtx<'_>) {
         let die = &mut self.flash.dies[d as usize];
         assert_eq!(die.state, DieState::Transfer);
@@ -630,45 +688,16 @@ impl BlockDevice for Ssd {
                     let ch = self.rng.random_range(0..self.cfg.channels) as usize;
                     self.channels[ch].push_ahead(
                         leaves,
-                        ChannelOp {
-                            cmd: Some(id),
-                            op: FlashOp::MapRead,
-                            die: ch as u32,
-                            tracked: false,
-                        },
+                        ChannelOp::new(Some(id), FlashOp::MapRead, ch as u32, false),
                     );
                     self.start_channel(ch, ctx);
                 } else {
                     self.queue_data_pages(id, leaves, ctx);
                 }
             }
-            Dir::Write => {
-                // Space in the write cache first, then the data comes over
-                // the link into DRAM.
-                self.ftl();
-                self.sample(now);
-                self.flash.waiting.push_back(id);
-                self.admit_writes(None, ctx);
-            }
-            // A discard unmaps its pages at once (GC will not move them)
-            // and completes when the controller is done with it.
-            Dir::Discard => {
-                self.sample(now);
-                let pages = self.pages_of(&req);
-                let ftl = self.ftl();
-                for page in pages {
-                    ftl.trim(page);
-                }
-                self.end_in_controller(id, leaves, ctx);
-            }
-            // A flush completes once every page the write cache held when
-            // it arrived is programmed (and not before the controller is
-            // done with it).
-            Dir::Flush => {
-                let target = self.flash.window.entered;
-                self.flash.flushes.push_back((target, id));
-                self.serve_flushes(ctx);
-            }
+            Dir::Write => self.submit_write(id, ctx),
+            Dir::Discard => self.submit_discard(id, leaves, ctx),
+            Dir::Flush => self.submit_flush(id, ctx),
         }
     }
 
@@ -683,18 +712,11 @@ impl BlockDevice for Ssd {
         match stage {
             STAGE_CHANNEL => {
                 let op = self.channels[index].busy.take().expect("channel was busy");
-                match (op.op, op.cmd) {
+                match (op.op(), op.cmd()) {
                     (FlashOp::MapRead, Some(id)) => self.queue_data_pages(id, now, ctx),
                     (FlashOp::DataRead, Some(id)) => {
                         if op.tracked {
-                            let die = &mut self.flash.dies[op.die as usize];
-                            die.reads_queued -= 1;
-                            if die.state == DieState::Reading {
-                                die.state = DieState::Idle;
-                            }
-                            if die.reads_queued == 0 {
-                                self.die_free(op.die, ctx);
-                            }
+                            self.tracked_read_done(op.die, ctx);
                         }
                         let c = self.cmds.get_mut(id);
                         c.pages_pending -= 1;
@@ -727,11 +749,7 @@ impl BlockDevice for Ssd {
                 self.start_link(ctx);
             }
             STAGE_DIE => self.die_done(index as u32, ctx),
-            STAGE_CONTROLLER_DONE => {
-                let (at, id) = self.controller_done.pop_first().expect("a command ends");
-                debug_assert!(at <= now.as_ns());
-                self.finish(SlotId(id), ctx);
-            }
+            STAGE_CONTROLLER_DONE => self.controller_done_fire(ctx),
             _ => unreachable!("bad ssd timer token {tok:#x}"),
         }
     }
@@ -812,7 +830,68 @@ impl BlockDevice for Ssd {
 }
 
 impl Ssd {
+    /// A write past the controller: space in the write cache first, then
+    /// the data comes over the link into DRAM. (Writes, discards and
+    /// flushes are out of line: the read path stays small.)
+    #[cold]
+    #[inline(never)]
+    fn submit_write(&mut self, id: SlotId, ctx: &mut DevCtx<'_>) {
+        self.ftl();
+        self.sample(ctx.now());
+        self.flash.waiting.push_back(id);
+        self.admit_writes(None, ctx);
+    }
+
+    /// A discard unmaps its pages at once (GC will not move them) and
+    /// completes when the controller is done with it.
+    #[cold]
+    #[inline(never)]
+    fn submit_discard(&mut self, id: SlotId, leaves: SimTime, ctx: &mut DevCtx<'_>) {
+        self.sample(ctx.now());
+        let pages = self.pages_of(&self.cmds.get(id).req);
+        let ftl = self.ftl();
+        for page in pages {
+            ftl.trim(page);
+        }
+        self.end_in_controller(id, leaves, ctx);
+    }
+
+    /// A flush completes once every page the write cache held when it
+    /// arrived is programmed (and not before the controller is done with
+    /// it).
+    #[cold]
+    #[inline(never)]
+    fn submit_flush(&mut self, id: SlotId, ctx: &mut DevCtx<'_>) {
+        let target = self.flash.window.entered;
+        self.flash.flushes.push_back((target, id));
+        self.serve_flushes(ctx);
+    }
+
+    /// A read tracked by its die (`ChannelOp::tracked`) is done with it.
+    #[cold]
+    #[inline(never)]
+    fn tracked_read_done(&mut self, d: u32, ctx: &mut DevCtx<'_>) {
+        let die = &mut self.flash.dies[d as usize];
+        die.reads_queued -= 1;
+        if die.state == DieState::Reading {
+            die.state = DieState::Idle;
+        }
+        if die.reads_queued == 0 {
+            self.die_free(d, ctx);
+        }
+    }
+
+    /// The first command that ends in the controller leaves it.
+    #[cold]
+    #[inline(never)]
+    fn controller_done_fire(&mut self, ctx: &mut DevCtx<'_>) {
+        let (at, id) = self.controller_done.pop_first().expect("a command ends");
+        debug_assert!(at <= ctx.now().as_ns());
+        self.finish(SlotId(id), ctx);
+    }
+
     /// The free-blocks series up to `now` (before the event at `now`).
+    #[inline(always)]
     fn sample(&mut self, now: SimTime) {
         if let Some(ftl) = &self.flash.ftl {
             if self.flash.stats.next_sample_ns <= now.as_ns() {

@@ -141,32 +141,41 @@ impl<M: Model> Simulation<M> {
         let mut stop = false;
         let mut overflow = None;
         let mut handled = 0u64;
+        // One context for the whole loop (the model and the queue are
+        // disjoint fields); only its time changes per event.
+        let mut ctx = Ctx {
+            now: self.now,
+            queue: &mut self.queue,
+            stop_requested: &mut stop,
+            overflow: &mut overflow,
+        };
         let reason = loop {
             if handled >= max_events {
                 break StopReason::EventLimit;
             }
-            let Some((t, event)) = self.queue.pop_due(until) else {
-                if self.queue.is_empty() {
+            // (A run without an end time skips the due check.)
+            let next = if until == SimTime::MAX {
+                ctx.queue.pop()
+            } else {
+                ctx.queue.pop_due(until)
+            };
+            let Some((t, event)) = next else {
+                if ctx.queue.is_empty() {
                     break StopReason::Drained;
                 }
-                self.now = until;
+                ctx.now = until;
                 break StopReason::TimeLimit;
             };
             // Architecture invariant: time never goes backwards.
-            assert!(t >= self.now, "time went backwards: {t} < {}", self.now);
-            self.now = t;
-            let mut ctx = Ctx {
-                now: t,
-                queue: &mut self.queue,
-                stop_requested: &mut stop,
-                overflow: &mut overflow,
-            };
+            assert!(t >= ctx.now, "time went backwards: {t} < {}", ctx.now);
+            ctx.now = t;
             self.model.handle(event, &mut ctx);
             handled += 1;
-            if stop {
+            if *ctx.stop_requested {
                 break StopReason::Requested;
             }
         };
+        self.now = ctx.now;
         self.events_processed += handled;
         if let Some(e) = overflow {
             return Err(e.into());

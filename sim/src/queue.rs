@@ -29,6 +29,9 @@ pub struct EventQueue<E> {
     /// earliest last), else a 4-ary min-heap.
     rest: Vec<Entry<E>>,
     sorted: bool,
+    /// `min(SORTED_MAX, capacity_max)`: below it a push needs no bound
+    /// check and stays sorted.
+    sorted_len_max: usize,
     sequence_next: u64,
     capacity_max: usize,
 }
@@ -54,6 +57,7 @@ impl<E: Copy> EventQueue<E> {
         EventQueue {
             rest: Vec::with_capacity(capacity_max.min(1 << 16)),
             sorted: true,
+            sorted_len_max: SORTED_MAX.min(capacity_max),
             sequence_next: 0,
             capacity_max,
         }
@@ -86,17 +90,20 @@ impl<E: Copy> EventQueue<E> {
         self.rest_min().map(|e| SimTime((e.key >> 64) as u64))
     }
 
+    /// Schedules `event` at `time`. The common case (a sorted queue below
+    /// both `SORTED_MAX` and the bound) is inlined into the caller; the
+    /// heap, and the bound check, are out of line.
+    #[inline]
     pub fn push(&mut self, time: SimTime, event: E) -> Result<(), QueueFull> {
-        if self.len() >= self.capacity_max {
-            return Err(QueueFull {
-                bound: self.capacity_max,
-            });
-        }
         let key = ((time.0 as u128) << 64) | self.sequence_next as u128;
-        self.sequence_next += 1;
         let entry = Entry { key, event };
-        self.rest_push(entry);
-        Ok(())
+        if self.sorted && self.rest.len() < self.sorted_len_max {
+            self.sequence_next += 1;
+            self.sorted_push(entry, time.0);
+            Ok(())
+        } else {
+            self.heap_push(entry)
+        }
     }
 
     /// Pops the earliest event if it is due at or before `until`.
@@ -109,36 +116,45 @@ impl<E: Copy> EventQueue<E> {
         }
     }
 
+    #[inline]
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
         let top = self.rest_pop()?;
         Some((SimTime((top.key >> 64) as u64), top.event))
     }
 
+    /// One insertion-sort step from the end: new events are usually among
+    /// the earliest, so the scan is short. The new key has the largest
+    /// sequence number, so it goes past every entry whose time is not
+    /// later: comparing the times (the key's high half) decides.
     #[inline]
-    fn rest_push(&mut self, entry: Entry<E>) {
+    fn sorted_push(&mut self, entry: Entry<E>, time: u64) {
+        self.rest.push(entry);
+        let rest = self.rest.as_mut_slice();
+        let mut i = rest.len() - 1;
+        while i > 0 && (rest[i - 1].key >> 64) as u64 <= time {
+            rest[i] = rest[i - 1];
+            i -= 1;
+        }
+        rest[i] = entry;
+    }
+
+    /// Pushes onto the heap, turning a full sorted queue into one first
+    /// (ascending order is a valid min-heap).
+    #[inline(never)]
+    fn heap_push(&mut self, entry: Entry<E>) -> Result<(), QueueFull> {
+        if self.rest.len() >= self.capacity_max {
+            return Err(QueueFull {
+                bound: self.capacity_max,
+            });
+        }
+        self.sequence_next += 1;
         if self.sorted {
-            if self.rest.len() < SORTED_MAX {
-                // One insertion-sort step from the end: new events are
-                // usually among the earliest, so the scan is short.
-                // The new key has the largest sequence number, so it goes
-                // past every entry whose time is not later: comparing the
-                // times (the key's high half) decides.
-                let time = (entry.key >> 64) as u64;
-                self.rest.push(entry);
-                let mut i = self.rest.len() - 1;
-                while i > 0 && (self.rest[i - 1].key >> 64) as u64 <= time {
-                    self.rest[i] = self.rest[i - 1];
-                    i -= 1;
-                }
-                self.rest[i] = entry;
-                return;
-            }
-            // Ascending order is a valid min-heap.
             self.rest.reverse();
             self.sorted = false;
         }
         self.rest.push(entry);
         self.sift_up(self.rest.len() - 1);
+        Ok(())
     }
 
     #[inline]

@@ -10,6 +10,7 @@ use blocksim_models::config::{CpuConfig, SimulationConfig, VariantConfig};
 use blocksim_models::costs::CostsConfig;
 use blocksim_models::dm::DmConfig;
 use blocksim_models::fs::FsConfig;
+use blocksim_models::generic::GenericConfig;
 use blocksim_models::hdd::HddConfig;
 use blocksim_models::pmem::PmemConfig;
 use blocksim_models::raid10::Raid10Config;
@@ -34,6 +35,7 @@ const SECTIONS: &[(&str, bool, Check)] = &[
     ("ahci", false, check::<AhciConfig>),
     ("ssd", true, check::<SsdConfig>),
     ("hdd", true, check::<HddConfig>),
+    ("generic", true, check::<GenericConfig>),
     ("raid10", true, check::<Raid10Config>),
     ("coherence", false, check::<CoherenceConfig>),
     ("pmem", true, check::<PmemConfig>),

@@ -17,6 +17,10 @@ pub const OP_NS_MAX: u64 = 1_000_000_000;
 /// congestion thresholds): 1 hour [limit: bcache's and the reports'
 /// settings are seconds to minutes].
 pub const INTERVAL_NS_MAX: u64 = 3_600_000_000_000;
+/// Longest fitted service time of a `[[generic]]` device: 60 s [limit:
+/// fio's latency histogram ends at 17 s; ten million such still end
+/// below simulated time's 2^64 ns].
+pub const SERVICE_NS_MAX: u64 = 60_000_000_000;
 /// Largest device or region: 1 PiB [limit: ten times the largest drives
 /// made; sector numbers stay far below 2^64].
 pub const DEVICE_BYTES_MAX: u64 = 1 << 50;
@@ -319,7 +323,42 @@ fn bcache(file: &ScenarioFile, out: &mut Vec<OutOfRange>) {
     }
 }
 
+/// A `[[generic]]` device's ranges (its own `validate` checks
+/// parallelism, queue depth, growth and the service tables' shape).
+fn generics(file: &ScenarioFile, out: &mut Vec<OutOfRange>) {
+    for (i, g) in file.generic.iter().enumerate() {
+        let mut a = at(out, "generic", i, Some(&g.name));
+        a.bytes("size_bytes", g.size_bytes, 512, DEVICE_BYTES_MAX, 512);
+        a.ns("flush_ns", g.flush_ns, OP_NS_MAX);
+        a.ns("cache_write_ns", g.cache_write_ns, OP_NS_MAX);
+        a.bytes("write_cache_bytes", g.write_cache_bytes, 0, 1 << 40, 512);
+        // MB_PER_S_RANGE in bytes per second; 0 is "no limit".
+        let bw = g.bandwidth_bytes_per_s;
+        if bw != 0 && !(1_000..=1_000_000_000_000).contains(&bw) {
+            a.push(
+                "bandwidth_bytes_per_s",
+                bw.to_string(),
+                "0 (none) or 1000 ..= 10^12".into(),
+            );
+        }
+        let longest = g
+            .read
+            .iter()
+            .chain(&g.write)
+            .flat_map(|p| p.service_ns.iter().copied())
+            .max();
+        if longest.is_some_and(|ns| ns > SERVICE_NS_MAX) {
+            a.push(
+                "service_ns",
+                format!("{}ns", longest.unwrap_or(0)),
+                "at most 60s (a fitted service time)".into(),
+            );
+        }
+    }
+}
+
 fn others(file: &ScenarioFile, out: &mut Vec<OutOfRange>) {
+    generics(file, out);
     for (i, p) in file.pmem.iter().enumerate() {
         let mut a = at(out, "pmem", i, Some(&p.name));
         a.bytes("size_bytes", p.size_bytes, 512, DEVICE_BYTES_MAX, 512);

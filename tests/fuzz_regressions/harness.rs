@@ -19,8 +19,17 @@ use blocksim_models::{RunOptions, Scenario};
 /// Events one fuzz execution may simulate per scenario.
 const FUZZ_MAX_EVENTS: u64 = 2_000;
 
+/// A thread's scratch directory, removed when the thread ends.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 thread_local! {
-    static DIR: RefCell<Option<PathBuf>> = const { RefCell::new(None) };
+    static DIR: RefCell<Option<Scratch>> = const { RefCell::new(None) };
 }
 
 /// A per-process, per-thread scratch directory (the loaders read files).
@@ -34,9 +43,9 @@ fn scratch(name: &str) -> PathBuf {
                 std::thread::current().id()
             ));
             std::fs::create_dir_all(&dir).expect("create the fuzz scratch directory");
-            dir
+            Scratch(dir)
         });
-        dir.join(name)
+        dir.0.join(name)
     })
 }
 

@@ -638,7 +638,7 @@ fn build_jobs(
 /// Why bcache cannot sit on `name`.
 fn not_a_queue(key: &str, name: &str) -> String {
     format!(
-        "[bcache] {key} = {name:?} is not a device with a queue ([[ssd]], [[hdd]], [[raid10]]): \
+        "[bcache] {key} = {name:?} is not a device with a queue ([[ssd]], [[hdd]], [[generic]], [[raid10]]): \
          bcache over dm-linear or over another bcache is not modelled"
     )
 }

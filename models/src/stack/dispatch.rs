@@ -44,9 +44,10 @@ impl AsyncStack {
             let mut dctx = DevCtx::new(ctx.now(), &mut self.scratch_timers, &mut self.scratch_done);
             f(dev.dev.as_mut(), &mut dctx);
         }
-        for (delay, tok) in self.scratch_timers.drain(..) {
+        for &(delay, tok) in &self.scratch_timers {
             ctx.schedule_in(delay, Ev::DevTimer(d as u16, tok));
         }
+        self.scratch_timers.clear();
         if dev.inline && !self.scratch_done.is_empty() {
             return self.complete_inline(d, ctx);
         }

@@ -29,12 +29,15 @@ impl AsyncStack {
         // 2. Pick the next action.
         let th = &self.threads[t];
         let jc = &self.jobs_cfg[th.group];
-        let issuing_over = th.ios_limit.is_some_and(|l| th.issued >= l)
-            || th
-                .bytes_limit
-                .is_some_and(|l| th.offsets.issued_bytes() >= l)
-            || th.stop_issue_at.is_some_and(|s| now >= s)
-            || th.errored;
+        // (Evaluated only when no reaped I/O is waiting: a closure.)
+        let issuing_over = || {
+            th.ios_limit.is_some_and(|l| th.issued >= l)
+                || th
+                    .bytes_limit
+                    .is_some_and(|l| th.offsets.issued_bytes() >= l)
+                || th.stop_issue_at.is_some_and(|s| now >= s)
+                || th.errored
+        };
         if !th.ready.is_empty() && th.sync_call.is_some() {
             // The synchronous call returns its one I/O to fio.
             let cost = self.run_job_path(t, JobPath::Complete);
@@ -52,7 +55,7 @@ impl AsyncStack {
             g.complete[iodepth_submit_index(count)] += 1;
             self.threads[t].action = Action::Reap { count };
             self.schedule_job(t, now, cost, ctx);
-        } else if !issuing_over && th.in_flight < jc.iodepth && !th.sync_in_flight {
+        } else if th.in_flight < jc.iodepth && !th.sync_in_flight && !issuing_over() {
             self.start_submit(t, now, ctx);
         } else if th.in_flight > 0 {
             let cost = self.run_job_path(t, JobPath::Single(PathId::Sleep));
@@ -124,21 +127,11 @@ impl AsyncStack {
                     let io = self.ios.remove(id);
                     self.threads[t].in_flight -= 1;
                     self.reaped_total += 1;
-                    if io.dir == Dir::Flush {
-                        self.threads[t].sync_in_flight = false;
-                    }
-                    if io.failed {
-                        self.io_failed(t, &io);
+                    if io.failed || io.dir == Dir::Flush {
+                        self.reap_failed_or_sync(t, &io, now);
                         continue;
                     }
                     let g = &mut self.groups[self.threads[t].group];
-                    if io.dir == Dir::Flush {
-                        // fio's sync_stat: issue to completion.
-                        g.sync_lat.record(now.since(io.t_submitted));
-                        g.sync_ios += 1;
-                        self.threads[t].sync_in_flight = false;
-                        continue;
-                    }
                     let d = io.dir as usize;
                     g.clat[d].record(now.since(io.t_submitted));
                     g.lat[d].record(now.since(io.t_prep));
@@ -151,6 +144,22 @@ impl AsyncStack {
                 }
             }
         }
+    }
+
+    /// Reaps a sync (fio's `sync_stat`: issue to completion) or a failed
+    /// I/O.
+    #[cold]
+    #[inline(never)]
+    fn reap_failed_or_sync(&mut self, t: usize, io: &Io, now: SimTime) {
+        if io.dir == Dir::Flush {
+            self.threads[t].sync_in_flight = false;
+        }
+        if io.failed {
+            return self.io_failed(t, io);
+        }
+        let g = &mut self.groups[self.threads[t].group];
+        g.sync_lat.record(now.since(io.t_submitted));
+        g.sync_ios += 1;
     }
 
     /// fio reaped a failed I/O (`io_completed` sees `io_u->error`): it is
