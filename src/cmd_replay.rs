@@ -321,6 +321,7 @@ pub fn replay_d2c(
         seed,
         output_format: "normal".into(),
         inject_fault: None,
+        observe: Default::default(),
     };
     let r = replay(&args)?;
     Ok((r.simulated_d2c_ns, r.traced_d2c_ns, r.issued))

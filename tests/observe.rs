@@ -494,6 +494,96 @@ fn timeline_is_a_well_formed_trace_event_file() {
     );
     assert!(has("b", "io read"), "bcache0's bios");
     assert!(has("C", "in_flight"), "counters");
+    assert!(
+        has("B", "read") && has("B", "read data"),
+        "sda's channel reads and link transfers"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The SSD's resource threads of a timeline: per thread name ("die 3",
+/// "channel 0", "link"), its slices' names in order; checks that no
+/// resource runs two slices at once.
+fn flash_threads(events: &[serde_json::Value]) -> BTreeMap<String, Vec<String>> {
+    let mut names = BTreeMap::new();
+    let mut open: BTreeMap<(u64, u64), String> = BTreeMap::new();
+    let mut slices: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for e in events {
+        let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        match e["ph"].as_str().unwrap() {
+            "M" if e["name"] == "thread_name" => {
+                names.insert(key, e["args"]["name"].as_str().unwrap().to_string());
+            }
+            "B" if e["cat"] == "flash" => {
+                let name = e["name"].as_str().unwrap().to_string();
+                let prev = open.insert(key, name.clone());
+                assert!(prev.is_none(), "{key:?}: {name} while {prev:?} runs");
+                let thread = names.get(&key).expect("thread named first").clone();
+                slices.entry(thread).or_default().push(name);
+            }
+            "E" => {
+                open.remove(&key);
+            }
+            _ => {}
+        }
+    }
+    slices
+}
+
+#[test]
+fn timeline_has_the_ssd_dies_channels_and_link() {
+    let dir = tmpdir("timeline-ssd");
+    let tl = dir.join("t.json");
+    let o = sim(
+        &[
+            "run",
+            &scenario("scenarios/ssd_steady_state.toml:greedy-op7"),
+            "--set",
+            "ssd.capacity=2g",
+            "--set",
+            "job.runtime=20ms",
+            "--set",
+            "job.ramp_time=0",
+            "--timeline",
+            tl.to_str().unwrap(),
+        ],
+        &[],
+    );
+    ok(&o);
+    let text = std::fs::read_to_string(&tl).unwrap();
+    let threads = flash_threads(&check_timeline(&text, (0.0, f64::MAX)));
+    let count = |prefix: &str, slice: &str| {
+        threads
+            .iter()
+            .filter(|(t, _)| t.starts_with(prefix))
+            .map(|(_, s)| s.iter().filter(|n| *n == slice).count())
+            .sum::<usize>()
+    };
+    for (prefix, slice) in [
+        ("die ", "program"),
+        ("die ", "GC move"),
+        ("die ", "GC erase"),
+        ("channel ", "program transfer"),
+        ("channel ", "GC transfer"),
+        ("link", "write data"),
+    ] {
+        assert!(
+            count(prefix, slice) > 0,
+            "no {slice} on {prefix}: {threads:?}"
+        );
+    }
+    // A GC run is its moves then its erase, on one die.
+    for (t, s) in threads.iter().filter(|(t, _)| t.starts_with("die ")) {
+        for (i, n) in s.iter().enumerate() {
+            if n == "GC move" {
+                assert_eq!(
+                    s.get(i + 1).map(String::as_str),
+                    Some("GC erase"),
+                    "{t}: {s:?}"
+                );
+            }
+        }
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 

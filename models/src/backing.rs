@@ -107,6 +107,15 @@ impl BlockDevice for QueuedSsd {
     fn in_flight(&self) -> u32 {
         self.ssd.in_flight() + self.waiting.len() as u32
     }
+    fn timer_spans(
+        &self,
+        token: u32,
+        start_ns: u64,
+        end_ns: u64,
+        out: &mut Vec<crate::observe::DevSpan>,
+    ) {
+        self.ssd.timer_spans(token, start_ns, end_ns, out)
+    }
     fn capacity_sectors(&self) -> u64 {
         self.ssd.capacity_sectors()
     }

@@ -162,6 +162,19 @@ pub trait BlockDevice {
     fn on_timer(&mut self, token: u32, ctx: &mut DevCtx<'_>);
     /// Requests accepted and not yet completed.
     fn in_flight(&self) -> u32;
+    /// What the timer `token` it just set (firing at `end_ns`, set at
+    /// `start_ns`) stands for on its own resources, appended to `out`
+    /// (`dev` left 0): called only on a run with an observer, right after
+    /// the call that set the timer, so the device's state still says what
+    /// the timer ends. Nothing by default.
+    fn timer_spans(
+        &self,
+        _token: u32,
+        _start_ns: u64,
+        _end_ns: u64,
+        _out: &mut Vec<crate::observe::DevSpan>,
+    ) {
+    }
     /// The most requests the device holds at once (accepted and not
     /// completed), if it states a bound; `None`: bounded only by what sits
     /// in front of it (md is bio-based and queues without limit). The invariant harness (`faults::Checked`) checks it.

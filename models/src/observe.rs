@@ -142,12 +142,35 @@ pub struct CounterSample {
     pub value: f64,
 }
 
+/// A resource inside a device that a [`DevSpan`] occupies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DevTrack {
+    /// The host link (PCIe): a command's data crossing it.
+    Link,
+    /// A flash channel: page transfers and reads.
+    Channel(u16),
+    /// A flash die: reads, programs, GC runs and their erases.
+    Die(u32),
+}
+
+/// A device's resource busy over `[start_ns, end_ns]` (the SSD's
+/// channels, dies and link), from `BlockDevice::timer_spans`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DevSpan {
+    pub dev: u16,
+    pub track: DevTrack,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub what: &'static str,
+}
+
 /// One record for an observer.
 #[derive(Debug, Clone, Copy)]
 pub enum Obs<'a> {
     Block(&'a BlockEvent),
     Cpu(&'a CpuSpan),
     Counter(&'a CounterSample),
+    Dev(&'a DevSpan),
 }
 
 /// Receives a run's records in simulated-time order of the instants they
@@ -160,8 +183,9 @@ pub trait Observer {
     fn record(&mut self, rec: Obs<'_>);
     /// Once, after the last event, with the run's end.
     fn finish(&mut self, end_ns: u64);
-    /// Whether it wants CPU spans ([`Obs::Cpu`]); asked once, after
-    /// `start`. Without, the machine does not build them.
+    /// Whether it wants CPU spans ([`Obs::Cpu`]) and device spans
+    /// ([`Obs::Dev`]); asked once, after `start`. Without, the machine
+    /// does not build them.
     fn wants_cpu(&self) -> bool {
         true
     }

@@ -25,6 +25,7 @@ pub mod ftl;
 #[cfg(test)]
 use crate::device::ReqTag;
 use crate::device::{BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats};
+use crate::observe::{DevSpan, DevTrack};
 
 mod config;
 mod flash;
@@ -583,6 +584,7 @@ impl Ssd {
         let ns = moved * per_page + programs * c.page_program.0 + erase;
         self.gc_busy_ns += ns;
         self.flash.dies[d as usize].state = DieState::Gc;
+        self.flash.dies[d as usize].gc_erase_ns = erase;
         self.flash.gc_active += 1;
         ctx.set_timer(ns, token(STAGE_DIE, d));
         if !self.cfg.copyback && run.pages_moved > 0 {
@@ -756,6 +758,67 @@ impl BlockDevice for Ssd {
 
     fn in_flight(&self) -> u32 {
         self.cmds.len() as u32
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn timer_spans(&self, tok: u32, start_ns: u64, end_ns: u64, out: &mut Vec<DevSpan>) {
+        let (stage, index) = (tok >> 16, tok & 0xffff);
+        let mut push = |track, what, (start_ns, end_ns)| {
+            out.push(DevSpan {
+                dev: 0,
+                track,
+                start_ns,
+                end_ns,
+                what,
+            })
+        };
+        let span = (start_ns, end_ns);
+        match stage {
+            STAGE_CHANNEL => {
+                let Some(op) = self.channels[index as usize].busy else {
+                    return;
+                };
+                let what = match op.kind {
+                    OpKind::MapRead => "map read",
+                    OpKind::DataRead => "read",
+                    OpKind::Program => "program transfer",
+                    OpKind::GcTransfer => "GC transfer",
+                };
+                push(DevTrack::Channel(index as u16), what, span);
+                if op.kind == OpKind::DataRead && op.tracked {
+                    push(DevTrack::Die(op.die), "read", span);
+                }
+            }
+            STAGE_LINK => {
+                let Some(id) = self.link.busy else { return };
+                let what = match self.cmds.get(id).req.dir {
+                    Dir::Write => "write data",
+                    _ => "read data",
+                };
+                push(DevTrack::Link, what, span);
+            }
+            STAGE_DIE => {
+                let die = &self.flash.dies[index as usize];
+                match die.state {
+                    DieState::Program => push(DevTrack::Die(index), "program", span),
+                    DieState::Gc => {
+                        // A GC run: the valid pages moved, then the
+                        // victim block erased (two slices, one after the
+                        // other).
+                        let erase_at = end_ns - die.gc_erase_ns.min(end_ns - start_ns);
+                        if erase_at > start_ns {
+                            push(DevTrack::Die(index), "GC move", (start_ns, erase_at));
+                        }
+                        if erase_at < end_ns {
+                            push(DevTrack::Die(index), "GC erase", (erase_at, end_ns));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
     }
 
     fn capacity_sectors(&self) -> u64 {

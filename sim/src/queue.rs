@@ -157,7 +157,10 @@ impl<E: Copy> EventQueue<E> {
         Ok(())
     }
 
-    #[inline]
+    // Always: a model run in two instantiations (the stack with and
+    // without an observer's hooks) calls it from two places, and it must
+    // stay inlined in each, as it is with one.
+    #[inline(always)]
     fn rest_pop(&mut self) -> Option<Entry<E>> {
         if self.sorted {
             return self.rest.pop();

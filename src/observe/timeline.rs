@@ -9,7 +9,9 @@
 //! per request (queue wait Q..D on its hardware queue, service D..C on the
 //! device; on a bio-based device such as bcache0 or dm, Q..C of each job
 //! I/O) and counter tracks (requests in flight; a layer's gauges such as
-//! bcache's dirty sectors and space in use). Times are microseconds with
+//! bcache's dirty sectors and space in use); an SSD's process also has a
+//! thread per resource (link, channel N, die N: B/E slices of its
+//! transfers, reads, programs and GC runs, moves then erase). Times are microseconds with
 //! nanosecond decimals. Events stream to the file; at most `max_events`
 //! are written (the writer then fails and removes the file).
 
@@ -19,7 +21,8 @@ use std::path::{Path, PathBuf};
 
 use blocksim_models::device::Dir;
 use blocksim_models::observe::{
-    BlockAction, BlockEvent, CounterSample, CpuSpan, CpuWork, DevKind, Machine, Obs, Observer,
+    BlockAction, BlockEvent, CounterSample, CpuSpan, CpuWork, DevKind, DevSpan, DevTrack, Machine,
+    Obs, Observer,
 };
 
 /// Default bound on the events of one timeline (~100 bytes each).
@@ -38,6 +41,8 @@ pub struct TimelineWriter {
     events: u64,
     next_id: u64,
     devices: Vec<String>,
+    /// Device resources whose thread is named already.
+    named: std::collections::BTreeSet<(u16, DevTrack)>,
     error: Option<String>,
 }
 
@@ -83,6 +88,15 @@ fn work_name(w: CpuWork, devices: &[String]) -> String {
     }
 }
 
+/// A device resource's thread in its device's process: (tid, name).
+fn dev_thread(t: DevTrack) -> (u32, String) {
+    match t {
+        DevTrack::Link => (1, "link".into()),
+        DevTrack::Channel(c) => (100 + u32::from(c), format!("channel {c}")),
+        DevTrack::Die(d) => (10_000 + d, format!("die {d}")),
+    }
+}
+
 impl TimelineWriter {
     /// A writer of `path` keeping events in `window` (ns, end exclusive)
     /// and at most `max_events`.
@@ -95,6 +109,7 @@ impl TimelineWriter {
             events: 0,
             next_id: 0,
             devices: Vec::new(),
+            named: std::collections::BTreeSet::new(),
             error: None,
         }
     }
@@ -222,6 +237,26 @@ impl TimelineWriter {
         self.slice(e.dev, "device", &name, (issued, e.t_ns), &args);
     }
 
+    /// A device resource's span, on its own thread of the device's process.
+    fn dev_span(&mut self, s: &DevSpan) {
+        let Some((a, b)) = self.clip(s.start_ns, s.end_ns) else {
+            return;
+        };
+        let (pid, (tid, track)) = (DEV_PID0 + u32::from(s.dev), dev_thread(s.track));
+        if self.named.insert((s.dev, s.track)) {
+            self.meta(pid, Some(tid), &track);
+        }
+        self.put(format_args!(
+            r#""ph":"B","name":"{}","cat":"flash","pid":{pid},"tid":{tid},"ts":{}"#,
+            s.what,
+            us(a)
+        ));
+        self.put(format_args!(
+            r#""ph":"E","pid":{pid},"tid":{tid},"ts":{}"#,
+            us(b)
+        ));
+    }
+
     fn counter(&mut self, c: &CounterSample) {
         let (a, b) = self.window;
         if c.t_ns < a || c.t_ns >= b {
@@ -270,6 +305,7 @@ impl Observer for TimelineWriter {
             Obs::Block(e) => self.block(e),
             Obs::Cpu(s) => self.cpu(s),
             Obs::Counter(c) => self.counter(c),
+            Obs::Dev(s) => self.dev_span(s),
         }
     }
 

@@ -41,6 +41,9 @@ pub(super) struct Die {
     pub in_idle: bool,
     /// When its last GC run ended.
     pub gc_end_ns: u64,
+    /// The erase time at the end of its current (or last) GC run (0: no
+    /// block erased); for an observer's GC slices.
+    pub gc_erase_ns: u64,
 }
 
 /// A written page in DRAM waiting for a die.
@@ -116,6 +119,7 @@ impl Flash {
                     parked: Vec::new(),
                     in_idle: true,
                     gc_end_ns: 0,
+                    gc_erase_ns: 0,
                 })
                 .collect(),
             idle: (0..dies).collect(),

@@ -340,7 +340,7 @@ pub(super) fn index_by_name(wanted: &[Wanted]) -> BTreeMap<String, u8> {
         .collect()
 }
 
-impl AsyncStack {
+impl<const OBS: bool> AsyncStack<OBS> {
     /// Runs accounting instance `inst` (nothing for [`NO_ACCT`]) for an
     /// I/O in direction `dir` on `cpu` at `t`, charged in `context`;
     /// returns its time.

@@ -134,9 +134,9 @@ fn md_over_nvme_queues(sc: &Scenario, name: &str, cpus: u32) -> Option<u32> {
         .min()
 }
 
-impl AsyncStack {
+impl<const OBS: bool> AsyncStack<OBS> {
     /// Builds the stack for a scenario whose jobs use an asynchronous engine.
-    pub fn build(sc: &Scenario, opts: &RunOptions) -> Result<AsyncStack, ModelError> {
+    pub fn build(sc: &Scenario, opts: &RunOptions) -> Result<Self, ModelError> {
         let (ncpu, irq_cpu) = machine_cpus(sc)?;
         let mut profile = CpuProfile::new(ncpu);
         let ctxs = Contexts {
@@ -226,11 +226,11 @@ impl AsyncStack {
             &assembled.bio_layers,
         )?;
         check_programs_apart(&assembled, &acct_index)?;
-        Ok(AsyncStack::assemble(sc, assembled))
+        Ok(Self::assemble(sc, assembled))
     }
 
     /// The machine from its built parts, at time zero.
-    fn assemble(sc: &Scenario, a: Assembled) -> AsyncStack {
+    fn assemble(sc: &Scenario, a: Assembled) -> Self {
         let threads_running = a.threads.len();
         AsyncStack {
             seed: sc.simulation.seed,

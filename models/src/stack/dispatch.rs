@@ -31,7 +31,7 @@ pub(super) fn path_of(p: &Paths, id: PathId) -> &Path {
     }
 }
 
-impl AsyncStack {
+impl<const OBS: bool> AsyncStack<OBS> {
     /// Calls a device and turns its timers and completions into events.
     pub(super) fn with_dev(
         &mut self,
@@ -43,6 +43,12 @@ impl AsyncStack {
         {
             let mut dctx = DevCtx::new(ctx.now(), &mut self.scratch_timers, &mut self.scratch_done);
             f(dev.dev.as_mut(), &mut dctx);
+        }
+        if OBS {
+            // Fields apart from `dev`, which stays as it is.
+            if let Some(st) = self.obs.as_mut() {
+                observe::dev_timers(st, d, dev.dev.as_ref(), &self.scratch_timers, ctx.now());
+            }
         }
         for &(delay, tok) in &self.scratch_timers {
             ctx.schedule_in(delay, Ev::DevTimer(d as u16, tok));
@@ -72,7 +78,7 @@ impl AsyncStack {
                     self.irq_arm(d, q, self.irq_delivery_ns, ctx);
                 }
             }
-            if self.obs.is_some() {
+            if OBS && self.obs.is_some() {
                 self.obs_devs_done(d, now);
             }
             self.scratch_done.clear();
@@ -133,7 +139,7 @@ impl AsyncStack {
     /// Hands a request to a device's block queue: the hardware queue of the
     /// submitting CPU; issue now if a tag is free.
     pub(super) fn block_submit(&mut self, d: usize, q: Queued, ctx: &mut Ctx<'_, Ev>) {
-        if self.obs.is_some() {
+        if OBS && self.obs.is_some() {
             return self.obs_block_submit(d, q, ctx);
         }
         self.block_submit_now(d, q, ctx);
@@ -173,7 +179,7 @@ impl AsyncStack {
         let dev_tag = self.devs[d].port.device_tag(hwq, tag);
         self.devs[d].port.stats[hwq].commands += 1;
         self.devs[d].records.dispatch(dev_tag, now);
-        if self.obs.is_some() {
+        if OBS && self.obs.is_some() {
             self.obs_dispatch(d, hwq, dev_tag, q, now);
         }
         let req = DevRequest {
@@ -259,7 +265,7 @@ impl AsyncStack {
         st.handler_ns += cost;
         st.handler_cpu = Some(cpu);
         let end = self.cpus.occupy(cpu, start, cost);
-        if self.obs.is_some() {
+        if OBS && self.obs.is_some() {
             self.obs_cpu(cpu, start, end, CpuWork::Irq(d as u16, q as u16));
         }
         ctx.schedule_at(end, Ev::IrqDone(d as u16, q as u16));
@@ -354,7 +360,7 @@ impl AsyncStack {
     /// interrupt; delivered now, in the submitter's context.
     fn complete_inline(&mut self, d: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
-        if self.obs.is_some() {
+        if OBS && self.obs.is_some() {
             self.obs_devs_done(d, now);
         }
         let mut done = std::mem::take(&mut self.scratch_done);
@@ -430,7 +436,7 @@ impl AsyncStack {
         );
         v.t_done = now;
         let v = *v;
-        if self.obs.is_some() {
+        if OBS && self.obs.is_some() {
             self.obs_top_done(io, now);
         }
         if v.job == REPLAY_JOB {
@@ -458,7 +464,7 @@ impl AsyncStack {
             }
             cost += self.run_job_path(t, JobPath::Single(PathId::WakeupTarget));
             let end = self.cpus.occupy(cpu, start, cost);
-            if self.obs.is_some() {
+            if OBS && self.obs.is_some() {
                 self.obs_cpu(cpu, start, end, CpuWork::Wake(t as u16));
             }
             ctx.schedule_at(end, Ev::JobWake(t as u16));

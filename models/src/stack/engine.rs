@@ -376,7 +376,7 @@ pub(super) fn job_threads(
     Ok(out)
 }
 
-impl AsyncStack {
+impl<const OBS: bool> AsyncStack<OBS> {
     /// The logical CPU of each job thread, in job and clone order.
     pub fn job_cpus(&self) -> Vec<usize> {
         self.threads.iter().map(|t| t.cpu).collect()

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl AsyncStack {
+impl<const OBS: bool> AsyncStack<OBS> {
     /// Runs one path (a single one or a bundle) in a job's context; returns
     /// its ns.
     pub(super) fn run_job_path(&mut self, t: usize, path: JobPath) -> u64 {
@@ -62,7 +62,7 @@ impl AsyncStack {
             let cpu = self.threads[t].cpu;
             let (start, _) = self.cpus.start(cpu, now);
             let end = self.cpus.occupy(cpu, start, cost);
-            if self.obs.is_some() {
+            if OBS && self.obs.is_some() {
                 self.obs_cpu(cpu, start, end, CpuWork::Sleep(t as u16));
             }
             self.groups[self.threads[t].group].ctx_switches += 1;
@@ -184,7 +184,7 @@ impl AsyncStack {
         cost: u64,
         ctx: &mut Ctx<'_, Ev>,
     ) {
-        if self.obs.is_some() {
+        if OBS && self.obs.is_some() {
             return self.obs_schedule_job(t, now, cost, ctx);
         }
         let end = self.occupy_job(t, now, cost).1;

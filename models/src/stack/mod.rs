@@ -454,8 +454,11 @@ struct Contexts {
     kworker: ContextId,
 }
 
-/// The simulated machine for an asynchronous-I/O scenario.
-pub struct AsyncStack {
+/// The simulated machine for an asynchronous-I/O scenario. `OBS`: built
+/// with the observer's hooks (`run_observed` with an observer); the
+/// unobserved instantiation has none compiled in, so a run without an
+/// observer runs exactly the code it would without the feature.
+pub struct AsyncStack<const OBS: bool = false> {
     seed: u64,
     name: String,
     jobs_cfg: Vec<JobConfig>,
@@ -525,7 +528,7 @@ enum PathId {
     IdleExit,
 }
 
-impl Model for AsyncStack {
+impl<const OBS: bool> Model for AsyncStack<OBS> {
     type Event = Ev;
 
     fn handle(&mut self, ev: Ev, ctx: &mut Ctx<'_, Ev>) {
@@ -567,8 +570,8 @@ impl Model for AsyncStack {
 
 /// Starts the periodic sample, runs until the model stops and checks that
 /// it finished; returns the end time and the events processed.
-fn run_to_stop(
-    sim: &mut Simulation<AsyncStack>,
+fn run_to_stop<const OBS: bool>(
+    sim: &mut Simulation<AsyncStack<OBS>>,
     sample_ns: u64,
     max_events: u64,
     before: &str,
@@ -583,8 +586,8 @@ fn run_to_stop(
 /// run. Hitting `max_events` is a bound error (`before` says what had not
 /// happened yet); a queue that drains (or a time limit) with work left means
 /// a lost completion. A finished run must also hold the caches' invariants.
-fn check_finished(
-    sim: &Simulation<AsyncStack>,
+fn check_finished<const OBS: bool>(
+    sim: &Simulation<AsyncStack<OBS>>,
     reason: StopReason,
     max_events: u64,
     before: &str,
@@ -615,10 +618,23 @@ pub fn run_observed(
     opts: &RunOptions,
     observer: Option<Box<dyn crate::observe::Observer>>,
 ) -> Result<(RunOutput, Option<Box<dyn crate::observe::Observer>>), ModelError> {
+    match observer {
+        Some(o) => run_with::<true>(sc, opts, Some(o)),
+        None => run_with::<false>(sc, opts, None),
+    }
+}
+
+/// [`run_observed`] on the stack instantiated with (`OBS`) or without the
+/// observer's hooks.
+fn run_with<const OBS: bool>(
+    sc: &Scenario,
+    opts: &RunOptions,
+    observer: Option<Box<dyn crate::observe::Observer>>,
+) -> Result<(RunOutput, Option<Box<dyn crate::observe::Observer>>), ModelError> {
     // The count is per thread and cumulative: only this run's escapes are
     // this run's (an earlier run on the thread may have had its own).
     let unrecorded_before = blocksim_designs::traced::unrecorded_count();
-    let mut stack = AsyncStack::build(sc, opts)?;
+    let mut stack = AsyncStack::<OBS>::build(sc, opts)?;
     if let Some(o) = observer {
         stack.observe_start(o);
     }

@@ -44,7 +44,10 @@ pub(crate) struct ObsState {
     queued: Vec<Vec<VecDeque<u64>>>,
     /// Requests in flight per traced device (the timeline's counter).
     in_flight: Vec<u32>,
-    /// What the observer asked for besides block events.
+    /// Scratch for a device's spans (`obs_dev_timers`).
+    dev_spans: Vec<crate::observe::DevSpan>,
+    /// What the observer asked for besides block events (CPU and device
+    /// spans; counters).
     wants_cpu: bool,
     wants_counters: bool,
 }
@@ -57,6 +60,7 @@ impl ObsState {
             top: Vec::new(),
             queued: Vec::new(),
             in_flight: Vec::new(),
+            dev_spans: Vec::new(),
             wants_cpu: true,
             wants_counters: true,
         })
@@ -108,7 +112,7 @@ fn ev(t_ns: u64, action: BlockAction, dev: usize, cpu: usize, pid: u32) -> Block
     }
 }
 
-impl AsyncStack {
+impl<const OBS: bool> AsyncStack<OBS> {
     /// Attaches `sink` and describes the machine to it.
     pub(super) fn observe_start(&mut self, sink: Box<dyn Observer>) {
         let mut st = ObsState::new(sink);
@@ -446,5 +450,29 @@ impl AsyncStack {
             Action::Reap { .. } | Action::None => CpuWork::Reap(t as u16),
         };
         self.obs_cpu(self.threads[t].cpu, start, end, work);
+    }
+}
+
+/// The spans of device `d`'s resources that the timers it just set (at
+/// `now`) stand for, to the observer.
+#[cold]
+#[inline(never)]
+pub(super) fn dev_timers(
+    st: &mut ObsState,
+    d: usize,
+    dev: &dyn BlockDevice,
+    timers: &[(u64, u32)],
+    now: SimTime,
+) {
+    if !st.wants_cpu {
+        return;
+    }
+    let t0 = now.as_ns();
+    for &(delay, tok) in timers {
+        dev.timer_spans(tok, t0, t0 + delay, &mut st.dev_spans);
+    }
+    for mut span in st.dev_spans.drain(..) {
+        span.dev = d as u16;
+        st.sink.record(Obs::Dev(&span));
     }
 }

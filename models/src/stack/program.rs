@@ -473,7 +473,7 @@ impl Programs {
     }
 }
 
-impl AsyncStack {
+impl<const OBS: bool> AsyncStack<OBS> {
     /// `Ev::Program`: program job `j` runs on.
     #[inline]
     pub(super) fn program_step(&mut self, j: usize, ctx: &mut Ctx<'_, Ev>) {

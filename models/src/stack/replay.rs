@@ -86,13 +86,27 @@ pub fn run_replay_observed(
     feed: ReplayFeed,
     observer: Option<Box<dyn crate::observe::Observer>>,
 ) -> Result<ObservedReplay, ModelError> {
+    match observer {
+        Some(o) => replay_with::<true>(sc, opts, feed, Some(o)),
+        None => replay_with::<false>(sc, opts, feed, None),
+    }
+}
+
+/// [`run_replay_observed`] on the stack instantiated with (`OBS`) or
+/// without the observer's hooks.
+fn replay_with<const OBS: bool>(
+    sc: &Scenario,
+    opts: &RunOptions,
+    feed: ReplayFeed,
+    observer: Option<Box<dyn crate::observe::Observer>>,
+) -> Result<ObservedReplay, ModelError> {
     let mut sc = sc.clone();
     sc.jobs.clear();
     let replay_opts = RunOptions {
         replay: true,
         ..*opts
     };
-    let mut stack = AsyncStack::build(&sc, &replay_opts)?;
+    let mut stack = AsyncStack::<OBS>::build(&sc, &replay_opts)?;
     if let Some(o) = observer {
         stack.observe_start(o);
     }
@@ -160,7 +174,7 @@ pub fn run_replay_observed(
     ))
 }
 
-impl AsyncStack {
+impl<const OBS: bool> AsyncStack<OBS> {
     /// Resolves replay targets and starts the replay.
     pub(super) fn start_replay(
         &mut self,

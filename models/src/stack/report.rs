@@ -57,7 +57,7 @@ pub(super) fn disk_report(
     }
 }
 
-impl AsyncStack {
+impl<const OBS: bool> AsyncStack<OBS> {
     /// Describes which jobs still have I/O in flight when no event is left:
     /// a completion was lost somewhere below them.
     pub(super) fn conservation_report(&self, now: SimTime) -> String {

@@ -18,7 +18,7 @@ pub(super) struct HandedDown {
     pub(super) submitter_ns: u64,
 }
 
-impl AsyncStack {
+impl<const OBS: bool> AsyncStack<OBS> {
     /// Submits `req` (whose completion goes to `up`) to layer `l`. The bio
     /// handed down is returned (it enters its queue when the submitting
     /// path ends); the layer's own I/O is issued now. The layer's CPU time
@@ -110,7 +110,7 @@ impl AsyncStack {
         }
         let (start, _) = self.cpus.start(cpu, now);
         let end = self.cpus.occupy(cpu, start, total);
-        if self.obs.is_some() {
+        if OBS && self.obs.is_some() {
             self.obs_cpu(cpu, start, end, CpuWork::Kworker(l as u16));
         }
     }
