@@ -207,7 +207,7 @@ fn a_missing_call_path_is_named() {
 
 fn cpus(file: &str, sets: &[&str]) -> Vec<usize> {
     let sc = scenario(file, sets);
-    AsyncStack::build(&sc, &RunOptions::default())
+    <AsyncStack>::build(&sc, &RunOptions::default())
         .unwrap_or_else(|e| panic!("{e}"))
         .job_cpus()
 }

@@ -546,6 +546,8 @@ fn timeline_has_the_ssd_dies_channels_and_link() {
             "job.ramp_time=0",
             "--timeline",
             tl.to_str().unwrap(),
+            "--timeline-window",
+            "0ms..",
         ],
         &[],
     );

@@ -24,7 +24,8 @@ pub struct ObserveArgs {
     #[arg(long, value_name = "FILE.json")]
     pub timeline: Option<PathBuf>,
     /// Keep only this part of the run in the timeline (A..B, with units:
-    /// 10ms..12ms; A.. runs to the end).
+    /// 10ms..12ms; A.. runs to the end; 0ms.. the whole run). Default:
+    /// 0ms..100ms.
     #[arg(long = "timeline-window", value_name = "A..B", requires = "timeline")]
     pub timeline_window: Option<String>,
     /// The timeline's bound on events (~100 bytes each); a run that would
@@ -189,7 +190,7 @@ impl ObserveArgs {
         }
         let window = match &self.timeline_window {
             Some(w) => parse_window(w)?,
-            None => (0, u64::MAX),
+            None => timeline::DEFAULT_WINDOW_NS,
         };
         if self.timeline_max_events == 0 {
             bail!("--timeline-max-events 0: give a bound of at least 1 event");
@@ -249,7 +250,22 @@ pub fn conclude(w: &Writers) -> Result<()> {
         }
     }
     if let Some(t) = &w.timeline {
-        eprintln!("timeline: {} events", t.events());
+        let (a, b) = t.window();
+        let to = if b == u64::MAX {
+            String::new()
+        } else {
+            timeline::ms(b)
+        };
+        let default = if (a, b) == timeline::DEFAULT_WINDOW_NS {
+            " (the default window; --timeline-window 0ms.. for the whole run)"
+        } else {
+            ""
+        };
+        eprintln!(
+            "timeline: {} events in {}..{to}{default}",
+            t.events(),
+            timeline::ms(a)
+        );
     }
     Ok(())
 }

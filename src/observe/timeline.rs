@@ -28,6 +28,11 @@ use blocksim_models::observe::{
 /// Default bound on the events of one timeline (~100 bytes each).
 pub const DEFAULT_MAX_EVENTS: u64 = 2_000_000;
 
+/// The window without `--timeline-window`: the run's first 100 ms (a
+/// whole-run timeline of a long run costs many times the run; see the
+/// README).
+pub const DEFAULT_WINDOW_NS: (u64, u64) = (0, 100_000_000);
+
 /// pid of the CPUs' process; device `d` is process `DEV_PID0 + d`.
 const CPU_PID: u32 = 1;
 const DEV_PID0: u32 = 100;
@@ -59,7 +64,7 @@ fn us(ns: u64) -> Us {
     Us(ns)
 }
 
-fn ms(ns: u64) -> String {
+pub(super) fn ms(ns: u64) -> String {
     format!("{:.3}ms", ns as f64 / 1e6)
 }
 
@@ -122,6 +127,11 @@ impl TimelineWriter {
     /// Events written.
     pub fn events(&self) -> u64 {
         self.events
+    }
+
+    /// The window kept (ns, end exclusive).
+    pub fn window(&self) -> (u64, u64) {
+        self.window
     }
 
     fn fail(&mut self, msg: String) {

@@ -1,8 +1,9 @@
 //! The machine's side of [`crate::observe`]: turns what the stack already
 //! decided (a request entering a queue, a dispatch, a completion, a CPU
-//! span) into records for an attached observer. Every function here runs
-//! only when an observer is attached (`self.obs.is_some()`), so a run
-//! without one pays a branch per hook and nothing else.
+//! span, a device's timers) into records for an attached observer. Every
+//! hook is `if OBS && self.obs.is_some()`: the stack is compiled twice
+//! (`AsyncStack<OBS>`), and a run without an observer uses the
+//! instantiation with `OBS = false`, which has no hooks at all.
 
 use std::collections::VecDeque;
 
