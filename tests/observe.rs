@@ -553,7 +553,18 @@ fn timeline_has_the_ssd_dies_channels_and_link() {
     );
     ok(&o);
     let text = std::fs::read_to_string(&tl).unwrap();
-    let threads = flash_threads(&check_timeline(&text, (0.0, f64::MAX)));
+    let events = check_timeline(&text, (0.0, f64::MAX));
+    let free: Vec<f64> = events
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"] == "free_blocks")
+        .map(|e| e["args"]["value"].as_f64().unwrap())
+        .collect();
+    assert!(
+        free.windows(2).any(|w| w[1] != w[0]),
+        "the SSD's free blocks counter moves: {} samples",
+        free.len()
+    );
+    let threads = flash_threads(&events);
     let count = |prefix: &str, slice: &str| {
         threads
             .iter()

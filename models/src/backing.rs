@@ -116,6 +116,9 @@ impl BlockDevice for QueuedSsd {
     ) {
         self.ssd.timer_spans(token, start_ns, end_ns, out)
     }
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        self.ssd.gauges()
+    }
     fn capacity_sectors(&self) -> u64 {
         self.ssd.capacity_sectors()
     }

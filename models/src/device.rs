@@ -175,6 +175,12 @@ pub trait BlockDevice {
         _out: &mut Vec<crate::observe::DevSpan>,
     ) {
     }
+    /// Its own state as (name, value) for an observer's counter tracks,
+    /// asked on a run with an observer after each call whose timers drew
+    /// spans. Nothing by default.
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
     /// The most requests the device holds at once (accepted and not
     /// completed), if it states a bound; `None`: bounded only by what sits
     /// in front of it (md is bio-based and queues without limit). The invariant harness (`faults::Checked`) checks it.

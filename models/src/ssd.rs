@@ -760,6 +760,24 @@ impl BlockDevice for Ssd {
         self.cmds.len() as u32
     }
 
+    /// With an FTL: its free blocks (as the FTL counts them: a GC run's
+    /// victim is free from the run's start) and the write cache's pages
+    /// in use (data not yet programmed).
+    #[cold]
+    #[inline(never)]
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        let Some(ftl) = self.flash.ftl.as_ref() else {
+            return Vec::new();
+        };
+        let free: u64 = (0..self.cfg.dies())
+            .map(|d| u64::from(ftl.free_blocks(d)))
+            .sum();
+        vec![
+            ("free_blocks", free as f64),
+            ("write_cache_pages", self.flash.cache_used as f64),
+        ]
+    }
+
     #[cold]
     #[inline(never)]
     fn timer_spans(&self, tok: u32, start_ns: u64, end_ns: u64, out: &mut Vec<DevSpan>) {

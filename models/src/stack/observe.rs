@@ -472,8 +472,20 @@ pub(super) fn dev_timers(
     for &(delay, tok) in timers {
         dev.timer_spans(tok, t0, t0 + delay, &mut st.dev_spans);
     }
+    let drew = !st.dev_spans.is_empty();
     for mut span in st.dev_spans.drain(..) {
         span.dev = d as u16;
         st.sink.record(Obs::Dev(&span));
+    }
+    if drew && st.wants_counters {
+        for (name, value) in dev.gauges() {
+            let c = CounterSample {
+                t_ns: t0,
+                dev: d as u16,
+                name,
+                value,
+            };
+            st.sink.record(Obs::Counter(&c));
+        }
     }
 }
