@@ -725,7 +725,7 @@ fn fails_with(args: &[&str], needle: &str) {
 }
 
 #[test]
-fn bad_output_and_windows_exit_2_with_the_fix() {
+fn bad_output_paths_exit_2_with_the_fix() {
     let dir = tmpdir("bad");
     let nova = scenario("scenarios/corsair_nova.toml");
     let file = dir.join("a-file");
@@ -754,6 +754,13 @@ fn bad_output_and_windows_exit_2_with_the_fix() {
         ],
         "does not exist",
     );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn bad_windows_and_bounds_exit_2_with_the_fix() {
+    let dir = tmpdir("bad-window");
+    let nova = scenario("scenarios/corsair_nova.toml");
     let tl = dir.join("t.json");
     let tl = tl.to_str().unwrap();
     fails_with(
