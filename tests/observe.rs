@@ -501,6 +501,45 @@ fn timeline_is_a_well_formed_trace_event_file() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+#[test]
+fn timeline_without_a_window_holds_the_first_100_ms() {
+    let dir = tmpdir("timeline-default");
+    let tl = dir.join("t.json");
+    let o = sim(
+        &[
+            "run",
+            &scenario("scenarios/corsair_nova.toml"),
+            "--set",
+            "job.io_size=16m",
+            "--timeline",
+            tl.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let (_, err) = ok(&o);
+    assert!(
+        err.contains("(the default window; --timeline-window 0ms.. for the whole run)"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&tl).unwrap();
+    let events = check_timeline(&text, (0.0, 100_000.0));
+    let last = events
+        .iter()
+        .filter_map(|e| e["ts"].as_f64())
+        .fold(0.0, f64::max);
+    assert!(
+        last > 90_000.0,
+        "the window is used to its end: last ts {last}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let end = doc["otherData"]["run_end_ns"].as_u64().unwrap();
+    assert!(
+        end > 100_000_000,
+        "the run is longer than the window: {end} ns"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// The SSD's resource threads of a timeline: per thread name ("die 3",
 /// "channel 0", "link"), its slices' names in order; checks that no
 /// resource runs two slices at once.
