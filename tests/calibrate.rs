@@ -27,32 +27,8 @@ fn fixtures(sub: &str) -> Vec<String> {
     v
 }
 
-/// A scratch directory removed when the test is done with it.
-struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = PathBuf;
-    fn deref(&self) -> &PathBuf {
-        &self.0
-    }
-}
-
-impl AsRef<Path> for Scratch {
-    fn as_ref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn scratch(tag: &str) -> Scratch {
-    let d = std::env::temp_dir().join(format!("blocksim-calibrate-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    Scratch(d)
+fn scratch(tag: &str) -> common::TempDir {
+    common::TempDir::new(&format!("calibrate-{tag}"))
 }
 
 /// `sim calibrate RUNS --out DIR/device.toml`: the scenario text.

@@ -4,6 +4,8 @@
 //! Runs are kept small (`job.size=8m`, `job.runtime=5ms`) so the suite
 //! stays fast; the documented acceptance sweep is the full job in release.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -40,32 +42,8 @@ fn ok(args: &[&str]) -> Out {
     o
 }
 
-/// A scratch directory removed when the test is done with it.
-struct TempDir(PathBuf);
-
-impl std::ops::Deref for TempDir {
-    type Target = PathBuf;
-    fn deref(&self) -> &PathBuf {
-        &self.0
-    }
-}
-
-impl AsRef<Path> for TempDir {
-    fn as_ref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn temp_dir(name: &str) -> TempDir {
-    let d = std::env::temp_dir().join(format!("blocksim-exp-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    TempDir(d)
+fn temp_dir(name: &str) -> common::TempDir {
+    common::TempDir::new(&format!("exp-{name}"))
 }
 
 fn s(p: &Path) -> &str {

@@ -7,6 +7,8 @@
 //! blkparse and btt come from the distribution's blktrace package; without
 //! them the tests that need them skip with a note, and fail under CI=true.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -19,11 +21,8 @@ fn scenario(p: &str) -> String {
     format!("{ROOT}/{p}")
 }
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("blocksim-observe-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tmpdir(name: &str) -> common::TempDir {
+    common::TempDir::new(&format!("observe-{name}"))
 }
 
 fn sim(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -184,7 +183,7 @@ fn report_ios(report: &serde_json::Value) -> u64 {
 /// Q2C/D2C against the report and blocksim's summary; `top` is the
 /// bio-based devices the job's I/O enters first (top first), `leaves` the
 /// queueing devices below.
-fn check_blktrace(name: &str, scen: &str, top: &[&str], leaves: &[&str]) -> PathBuf {
+fn check_blktrace(name: &str, scen: &str, top: &[&str], leaves: &[&str]) -> common::TempDir {
     let dir = tmpdir(name);
     let bt = dir.join("bt");
     let o = sim(

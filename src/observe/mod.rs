@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use blocksim_models::observe::{Machine, Obs, Observer};
 
 /// The observation flags `sim run` and `sim replay` share.
-#[derive(clap::Args, Debug, Clone, Default)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct ObserveArgs {
     /// Write the run's block-layer events as blktrace files,
     /// DIR/<device>.blktrace.<cpu>, for blkparse and btt.
@@ -39,6 +39,21 @@ pub struct ObserveArgs {
     /// Write the CPU profile as an SVG flame graph (rendered by inferno).
     #[arg(long = "profile-svg", value_name = "FILE.svg")]
     pub profile_svg: Option<PathBuf>,
+}
+
+/// No observation (what the flags give when none is set; the bound is
+/// clap's default, not 0).
+impl Default for ObserveArgs {
+    fn default() -> Self {
+        ObserveArgs {
+            blktrace: None,
+            timeline: None,
+            timeline_window: None,
+            timeline_max_events: timeline::DEFAULT_MAX_EVENTS,
+            profile_folded: None,
+            profile_svg: None,
+        }
+    }
 }
 
 /// Parses a window `A..B` (durations with units; `A..`: to the end).
@@ -192,7 +207,7 @@ impl ObserveArgs {
             Some(w) => parse_window(w)?,
             None => timeline::DEFAULT_WINDOW_NS,
         };
-        if self.timeline_max_events == 0 {
+        if self.timeline.is_some() && self.timeline_max_events == 0 {
             bail!("--timeline-max-events 0: give a bound of at least 1 event");
         }
         if let Some(d) = &self.blktrace {
