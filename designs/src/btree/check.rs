@@ -608,21 +608,10 @@ impl BtreeModel {
             );
             Arc::new(tree)
         });
-        let w = spawn_writer(&tree, graph, "writer", key_n());
-        let readers: Vec<_> = (0..self.readers)
-            .map(|i| {
-                // Reader 0 looks for n then b; others b then n.
-                let (n, b) = (Expect::Inserted(key_n()), Expect::Always(key_b()));
-                let plan = if i % 2 == 0 { vec![n, b] } else { vec![b, n] };
-                spawn_reader(&tree, graph, i, plan)
-            })
-            .collect();
-        w.join();
-        for r in readers {
-            r.join();
-        }
-        let mut tr = ModelTracer::new("main", graph);
-        check_final(&tree, &[key_a(), key_n(), key_b(), key_c()], &mut tr);
+        // Even readers look for n then b; odd ones b then n.
+        let looks = [Expect::Inserted(key_n()), Expect::Always(key_b())];
+        let all = [key_a(), key_n(), key_b(), key_c()];
+        self.race(&tree, graph, &[("writer".into(), key_n())], looks, &all);
     }
 
     fn run_split<B: Backend>(&self, writers: usize, graph: &Arc<StdMutex<LockGraph>>) {
@@ -640,14 +629,36 @@ impl BtreeModel {
             Arc::new(tree)
         });
         let inserted = [key_f(), key_g()];
-        let ws: Vec<_> = (0..writers)
-            .map(|i| spawn_writer(&tree, graph, &format!("writer{i}"), inserted[i]))
+        let looks = [Expect::Always(key_e()), Expect::Inserted(key_f())];
+        let mut all = vec![key_a(), key_b(), key_c(), key_d(), key_e()];
+        all.extend_from_slice(&inserted[..writers]);
+        let inserts: Vec<_> = (0..writers)
+            .map(|i| (format!("writer{i}"), inserted[i]))
+            .collect();
+        self.race(&tree, graph, &inserts, looks, &all);
+    }
+
+    /// The threads of a scenario: one writer per (name, key) of
+    /// `inserts`, then `self.readers` readers, even ones looking up `looks` in order
+    /// and odd ones in reverse; joins the writers, then the readers, and
+    /// checks that the tree holds `all`.
+    fn race<B: Backend>(
+        &self,
+        tree: &Arc<BTree<B>>,
+        graph: &Arc<StdMutex<LockGraph>>,
+        inserts: &[(String, Bkey)],
+        looks: [Expect; 2],
+        all: &[Bkey],
+    ) {
+        let ws: Vec<_> = inserts
+            .iter()
+            .map(|(name, k)| spawn_writer(tree, graph, name, *k))
             .collect();
         let readers: Vec<_> = (0..self.readers)
             .map(|i| {
-                let (e, f) = (Expect::Always(key_e()), Expect::Inserted(key_f()));
-                let plan = if i % 2 == 0 { vec![e, f] } else { vec![f, e] };
-                spawn_reader(&tree, graph, i, plan)
+                let [a, b] = looks;
+                let plan = if i % 2 == 0 { vec![a, b] } else { vec![b, a] };
+                spawn_reader(tree, graph, i, plan)
             })
             .collect();
         for w in ws {
@@ -657,9 +668,7 @@ impl BtreeModel {
             r.join();
         }
         let mut tr = ModelTracer::new("main", graph);
-        let mut all = vec![key_a(), key_b(), key_c(), key_d(), key_e()];
-        all.extend_from_slice(&inserted[..writers]);
-        check_final(&tree, &all, &mut tr);
+        check_final(tree, all, &mut tr);
     }
 }
 
@@ -682,20 +691,9 @@ impl BtreeModel {
             );
             Arc::new(tree)
         });
-        let w = spawn_writer(&tree, graph, "writer", key_f());
-        let readers: Vec<_> = (0..self.readers)
-            .map(|i| {
-                let (e, f) = (Expect::Always(key_e()), Expect::Inserted(key_f()));
-                let plan = if i % 2 == 0 { vec![e, f] } else { vec![f, e] };
-                spawn_reader(&tree, graph, i, plan)
-            })
-            .collect();
-        w.join();
-        for r in readers {
-            r.join();
-        }
-        let mut tr = ModelTracer::new("main", graph);
-        check_final(&tree, &[key_c(), key_d(), key_e(), key_f()], &mut tr);
+        let looks = [Expect::Always(key_e()), Expect::Inserted(key_f())];
+        let all = [key_c(), key_d(), key_e(), key_f()];
+        self.race(&tree, graph, &[("writer".into(), key_f())], looks, &all);
     }
 }
 
