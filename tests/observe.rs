@@ -795,6 +795,37 @@ fn bad_output_paths_exit_2_with_the_fix() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A disk that fills during the run: the writing thread's error reaches
+/// the user once, as exit 2 naming the file, after the run.
+#[test]
+fn a_blktrace_file_that_cannot_be_written_is_exit_2_naming_it() {
+    if !Path::new("/dev/full").exists() {
+        eprintln!("note: no /dev/full here; skipped");
+        return;
+    }
+    let dir = tmpdir("full");
+    let nova = scenario("scenarios/corsair_nova.toml");
+    std::os::unix::fs::symlink("/dev/full", dir.join("sda.blktrace.1")).unwrap();
+    let o = sim(
+        &[
+            "run",
+            &nova,
+            "--set",
+            SHORT,
+            "--blktrace",
+            dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "exit 2 expected: {err}");
+    let needle = "--blktrace: writing ";
+    assert_eq!(err.matches(needle).count(), 1, "one error: {err}");
+    assert!(err.contains("sda.blktrace.1: No space left"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn bad_windows_and_bounds_exit_2_with_the_fix() {
     let dir = tmpdir("bad-window");

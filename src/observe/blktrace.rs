@@ -2,8 +2,12 @@
 //! would have written them, one file per traced device and CPU
 //! (`DIR/<dev>.blktrace.<cpu>`, `struct blk_io_trace` v7, little-endian,
 //! encoded by `blocksim_traces::blktrace::encode`, the one place that
-//! states the format). Records stream to the files through a buffer: memory
-//! does not grow with the run.
+//! states the format). Records are encoded on the run's thread into a
+//! 64 KiB chunk per file; full chunks go, in order, through a bounded
+//! channel to one writing thread (as blktrace's relay buffers hand records
+//! to its writer), so the files' bytes never depend on thread timing and
+//! memory does not grow with the run: at most [`CHUNK_BYTES`] per open
+//! file plus [`IN_FLIGHT_CHUNKS`] chunks.
 //!
 //! Emitted: Q, G, I (the request waits for a tag), D, C (with EIO on a
 //! failed completion), A (dm's and bcache's remaps, with the device and
@@ -13,16 +17,24 @@
 //! (splits), S (sleep for a request), R (requeue), B (bounce).
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::thread::JoinHandle;
 
 use blocksim_models::device::Dir;
 use blocksim_models::observe::{BlockAction, BlockEvent, Machine, Obs, Observer, KWORKER_PID};
-use blocksim_traces::blktrace::{self, Record};
+use blocksim_traces::blktrace::{self, Record, RECORD_BYTES};
 use blocksim_traces::{cat, Action};
 
 /// Bound on the files written (devices x CPUs): file descriptors.
 pub const MAX_FILES: usize = 4096;
+
+/// Bytes a file's chunk holds before it goes to the writing thread.
+pub const CHUNK_BYTES: usize = 64 << 10;
+
+/// Full chunks waiting for the writing thread; the run waits beyond this.
+pub const IN_FLIGHT_CHUNKS: usize = 64;
 
 /// Per traced device: what `sim run --blktrace` prints about it.
 #[derive(Debug, Clone, Default)]
@@ -42,7 +54,10 @@ pub struct DevSummary {
 pub const LETTERS: [&str; 6] = ["Q", "G", "I", "D", "C", "A"];
 
 struct CpuFile {
-    out: BufWriter<File>,
+    /// The writing thread's index of this file.
+    id: usize,
+    /// Encoded records not yet handed to the writing thread.
+    chunk: Vec<u8>,
     sequence: u32,
     /// The pids whose process note this file has (few: the job threads,
     /// the kworker, the replay), and the last one written.
@@ -55,11 +70,117 @@ struct DevOut {
     summary: DevSummary,
 }
 
+impl CpuFile {
+    /// Writes the process note for `rec.pid` the first time the file
+    /// sees it (blkparse names the pid from it).
+    #[cold]
+    #[inline(never)]
+    fn name_pid(&mut self, rec: &Record) {
+        self.last_pid = Some(rec.pid);
+        if self.named.contains(&rec.pid) {
+            return;
+        }
+        self.named.push(rec.pid);
+        self.sequence += 1;
+        let name: &[u8] = if rec.pid == KWORKER_PID {
+            b"kworker"
+        } else {
+            b"fio"
+        };
+        let mut comm = [0u8; 16];
+        comm[..name.len()].copy_from_slice(name);
+        let note = Record {
+            sequence: self.sequence,
+            action_word: blktrace::notify_word(false),
+            ..*rec
+        };
+        blktrace::encode(&mut self.chunk, false, &note, &comm);
+    }
+}
+
+/// What the run's thread hands the writing thread.
+enum Msg {
+    /// File `id` is open at this path (its name for errors).
+    Open(usize, PathBuf, File),
+    /// The next bytes of file `id`.
+    Data(usize, Vec<u8>),
+}
+
+/// The writing thread: the only one that writes the files.
+struct Sink {
+    tx: SyncSender<Msg>,
+    /// Written chunks handed back for reuse.
+    spare: Receiver<Vec<u8>>,
+    thread: JoinHandle<Option<String>>,
+    opened: usize,
+}
+
+impl Sink {
+    fn start() -> Sink {
+        let (tx, rx) = mpsc::sync_channel(IN_FLIGHT_CHUNKS);
+        let (spare_tx, spare) = mpsc::sync_channel(IN_FLIGHT_CHUNKS);
+        let thread = std::thread::Builder::new()
+            .name("blktrace-writer".into())
+            .spawn(move || write_loop(&rx, &spare_tx))
+            .expect("spawning the blktrace writing thread");
+        Sink {
+            tx,
+            spare,
+            thread,
+            opened: 0,
+        }
+    }
+
+    /// An empty chunk: a written one back from the thread, or a new one.
+    fn fresh_chunk(&self) -> Vec<u8> {
+        self.spare
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(CHUNK_BYTES + 2 * RECORD_MAX))
+    }
+
+    /// Waits for every chunk to be written; the first error, if any.
+    fn close(self) -> Option<String> {
+        drop(self.tx);
+        match self.thread.join() {
+            Ok(e) => e,
+            Err(_) => Some("the writing thread stopped".into()),
+        }
+    }
+}
+
+/// One record with the longest payload written (a remap's 16 bytes or a
+/// note's text): a chunk's slack beyond [`CHUNK_BYTES`].
+const RECORD_MAX: usize = RECORD_BYTES + 256;
+
+fn write_loop(rx: &Receiver<Msg>, spare: &SyncSender<Vec<u8>>) -> Option<String> {
+    let mut files: Vec<(PathBuf, File)> = Vec::new();
+    let mut error = None;
+    for m in rx {
+        match m {
+            Msg::Open(id, path, f) => {
+                assert_eq!(id, files.len(), "files are opened in id order");
+                files.push((path, f));
+            }
+            Msg::Data(id, mut chunk) => {
+                let (path, f) = &mut files[id];
+                if error.is_none() {
+                    if let Err(e) = f.write_all(&chunk) {
+                        error = Some(format!("writing {}: {e}", path.display()));
+                    }
+                }
+                chunk.clear();
+                let _ = spare.try_send(chunk);
+            }
+        }
+    }
+    error
+}
+
 /// The blktrace writer (an [`Observer`]).
 pub struct BlktraceWriter {
     dir: PathBuf,
     devs: Vec<DevOut>,
-    buf: Vec<u8>,
+    sink: Option<Sink>,
     error: Option<String>,
 }
 
@@ -130,7 +251,7 @@ impl BlktraceWriter {
         BlktraceWriter {
             dir: dir.to_path_buf(),
             devs: Vec::new(),
-            buf: Vec::with_capacity(256),
+            sink: None,
             error: None,
         }
     }
@@ -150,25 +271,43 @@ impl BlktraceWriter {
             .join(format!("{}.blktrace.{cpu}", self.devs[d].summary.name))
     }
 
+    #[inline]
     fn file(&mut self, d: usize, cpu: usize) -> Option<&mut CpuFile> {
-        if self.devs[d].files[cpu].is_none() {
-            let path = self.path(d, cpu);
-            match File::create(&path) {
-                Ok(f) => {
-                    self.devs[d].files[cpu] = Some(CpuFile {
-                        out: BufWriter::with_capacity(1 << 16, f),
-                        sequence: 0,
-                        named: Vec::new(),
-                        last_pid: None,
-                    })
-                }
-                Err(e) => {
-                    self.fail(format!("creating {}: {e}", path.display()));
-                    return None;
-                }
-            }
+        if self.devs[d].files[cpu].is_none() && !self.open(d, cpu) {
+            return None;
         }
         self.devs[d].files[cpu].as_mut()
+    }
+
+    /// Creates file (d, cpu) and hands it to the writing thread; false
+    /// (and the error kept) if that fails.
+    #[cold]
+    #[inline(never)]
+    fn open(&mut self, d: usize, cpu: usize) -> bool {
+        let path = self.path(d, cpu);
+        let f = match File::create(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                self.fail(format!("creating {}: {e}", path.display()));
+                return false;
+            }
+        };
+        let sink = self.sink.get_or_insert_with(Sink::start);
+        let id = sink.opened;
+        sink.opened += 1;
+        let chunk = sink.fresh_chunk();
+        if sink.tx.send(Msg::Open(id, path, f)).is_err() {
+            self.fail("the blktrace writing thread stopped".into());
+            return false;
+        }
+        self.devs[d].files[cpu] = Some(CpuFile {
+            id,
+            chunk,
+            sequence: 0,
+            named: Vec::new(),
+            last_pid: None,
+        });
+        true
     }
 
     fn fail(&mut self, msg: String) {
@@ -182,46 +321,34 @@ impl BlktraceWriter {
         if self.error.is_some() {
             return;
         }
-        let cpu = rec.cpu as usize;
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.clear();
-        let Some(f) = self.file(d, cpu) else {
+        debug_assert!(pdu.len() <= RECORD_MAX - RECORD_BYTES);
+        let Some(f) = self.file(d, rec.cpu as usize) else {
             return;
         };
-        let new_pid = f.last_pid != Some(rec.pid) && !f.named.contains(&rec.pid);
-        f.last_pid = Some(rec.pid);
-        if new_pid {
-            f.named.push(rec.pid);
-            f.sequence += 1;
-            let name: &[u8] = if rec.pid == KWORKER_PID {
-                b"kworker"
-            } else {
-                b"fio"
-            };
-            let mut comm = [0u8; 16];
-            comm[..name.len()].copy_from_slice(name);
-            let note = Record {
-                sequence: f.sequence,
-                action_word: blktrace::notify_word(false),
-                ..rec
-            };
-            blktrace::encode(&mut buf, false, &note, &comm);
+        if f.last_pid != Some(rec.pid) {
+            f.name_pid(&rec);
         }
         f.sequence += 1;
-        blktrace::encode(
-            &mut buf,
-            false,
-            &Record {
-                sequence: f.sequence,
-                ..rec
-            },
-            pdu,
-        );
-        let r = f.out.write_all(&buf);
-        self.buf = buf;
-        if let Err(e) = r {
-            let p = self.path(d, cpu);
-            self.fail(format!("writing {}: {e}", p.display()));
+        let rec = Record {
+            sequence: f.sequence,
+            ..rec
+        };
+        blktrace::encode(&mut f.chunk, false, &rec, pdu);
+        if f.chunk.len() >= CHUNK_BYTES {
+            self.hand_over(d, rec.cpu as usize);
+        }
+    }
+
+    /// Sends file (d, cpu)'s chunk to the writing thread.
+    #[cold]
+    #[inline(never)]
+    fn hand_over(&mut self, d: usize, cpu: usize) {
+        let (Some(sink), Some(f)) = (&self.sink, &mut self.devs[d].files[cpu]) else {
+            return;
+        };
+        let full = std::mem::replace(&mut f.chunk, sink.fresh_chunk());
+        if sink.tx.send(Msg::Data(f.id, full)).is_err() {
+            self.fail("the blktrace writing thread stopped".into());
         }
     }
 
@@ -310,21 +437,22 @@ impl Observer for BlktraceWriter {
 
     fn finish(&mut self, _end_ns: u64) {
         // Every device that saw an event gets a file per CPU (empty where
-        // none ran on it), as blktrace leaves them; flushed and closed.
-        for d in 0..self.devs.len() {
+        // none ran on it), as blktrace leaves them; the last chunks are
+        // handed over and the writing thread finishes the files.
+        'devices: for d in 0..self.devs.len() {
             if self.devs[d].files.iter().all(Option::is_none) {
                 continue;
             }
             for cpu in 0..self.devs[d].files.len() {
                 if self.file(d, cpu).is_none() {
-                    return;
+                    break 'devices;
                 }
-                let r = self.devs[d].files[cpu].take().map(|mut f| f.out.flush());
-                if let Some(Err(e)) = r {
-                    let p = self.path(d, cpu);
-                    self.fail(format!("writing {}: {e}", p.display()));
-                }
+                self.hand_over(d, cpu);
+                self.devs[d].files[cpu] = None;
             }
+        }
+        if let Some(e) = self.sink.take().and_then(Sink::close) {
+            self.fail(e);
         }
     }
 }
