@@ -213,8 +213,41 @@ enum Next<T> {
     Wait,
 }
 
+/// The read path's parameters, copied out of the boxed configuration so
+/// that a read touches only the model's own lines (the boxed
+/// configuration and the write path's state stay cold on a read-only run).
+#[derive(Debug, Clone, Copy)]
+struct ReadPath {
+    capacity_sectors: u64,
+    page_sectors: u64,
+    page_read_ns: u64,
+    controller_per_cmd_ns: u64,
+    link_cmd_overhead_ns: u64,
+    map_miss_ratio: f64,
+    channels: u32,
+    /// The FTL exists (a write, a discard or preconditioning made it):
+    /// reads are tracked per die and the flash series is sampled.
+    ftl: bool,
+}
+
+impl ReadPath {
+    fn of(cfg: &SsdConfig) -> ReadPath {
+        ReadPath {
+            capacity_sectors: cfg.capacity.0 / 512,
+            page_sectors: cfg.page_size.0 / 512,
+            page_read_ns: cfg.page_read.0,
+            controller_per_cmd_ns: cfg.controller_per_cmd.0,
+            link_cmd_overhead_ns: cfg.link_cmd_overhead.0,
+            map_miss_ratio: cfg.ftl_map_miss_ratio,
+            channels: cfg.channels,
+            ftl: false,
+        }
+    }
+}
+
 /// The SSD model.
 pub struct Ssd {
+    read: ReadPath,
     /// Boxed, as the write path's state: md's members stay small.
     cfg: Box<SsdConfig>,
     rng: ComponentRng,
@@ -247,6 +280,7 @@ impl Ssd {
             .ftl_params()
             .unwrap_or_else(|e| panic!("validate the configuration first: {e}"));
         let mut ssd = Ssd {
+            read: ReadPath::of(&cfg),
             link_ns_per_byte: 1000.0 / cfg.link_mb_per_s,
             cmds: Slab::with_bound(qd),
             controller_free: SimTime::ZERO,
@@ -286,12 +320,13 @@ impl Ssd {
         if self.flash.ftl.is_none() {
             self.flash.ftl = Some(ftl::Ftl::new(self.ftl_params.clone()));
             self.flash.stats.lat = Some(Box::default());
+            self.read.ftl = true;
         }
         self.flash.ftl.as_mut().expect("just created")
     }
 
     fn pages_of(&self, req: &DevRequest) -> std::ops::Range<u64> {
-        let page_sectors = self.cfg.page_size.0 / 512;
+        let page_sectors = self.read.page_sectors;
         let first = req.sector / page_sectors;
         let last = (req.sector + req.sectors as u64 - 1) / page_sectors;
         first..last + 1
@@ -329,7 +364,7 @@ impl Ssd {
             Next::Start(op) => {
                 let ns = match op.op() {
                     FlashOp::DataRead if op.tracked => return self.start_tracked_read(ch, op, ctx),
-                    FlashOp::DataRead | FlashOp::MapRead => self.cfg.page_read.0,
+                    FlashOp::DataRead | FlashOp::MapRead => self.read.page_read_ns,
                     FlashOp::Program(n) => n as u64 * self.cfg.page_transfer.0,
                     FlashOp::GcTransfer(n) => 2 * n as u64 * self.cfg.page_transfer.0,
                 };
@@ -359,7 +394,7 @@ impl Ssd {
         if d.state == DieState::Idle {
             d.state = DieState::Reading;
         }
-        ctx.set_timer(self.cfg.page_read.0, token(STAGE_CHANNEL, ch as u32));
+        ctx.set_timer(self.read.page_read_ns, token(STAGE_CHANNEL, ch as u32));
     }
 
     #[inline]
@@ -368,7 +403,7 @@ impl Ssd {
             Next::Start(id) => {
                 let bytes = self.cmds.get(id).req.bytes();
                 let ns =
-                    self.cfg.link_cmd_overhead.0 + round_ns(bytes as f64 * self.link_ns_per_byte);
+                    self.read.link_cmd_overhead_ns + round_ns(bytes as f64 * self.link_ns_per_byte);
                 ctx.set_timer(ns, token(STAGE_LINK, 0));
             }
             Next::ArmAt(at) => ctx.set_timer(at.since(ctx.now()), token(STAGE_LINK_START, 0)),
@@ -383,7 +418,8 @@ impl Ssd {
         let pages = self.pages_of(&req);
         self.cmds.get_mut(id).pages_pending = (pages.end - pages.start) as u32;
         let now = ctx.now();
-        let tracked = self.flash.ftl.is_some();
+        let tracked = self.read.ftl;
+        debug_assert_eq!(tracked, self.flash.ftl.is_some());
         for page in pages {
             // Without an FTL no die is ever busy: the page's channel is
             // its static stripe (page % dies % channels = page % channels,
@@ -393,7 +429,7 @@ impl Ssd {
                 self.flash.dies[die as usize].reads_queued += 1;
                 (die, self.channel_of_die(die))
             } else {
-                (0, (page % u64::from(self.cfg.channels)) as usize)
+                (0, (page % u64::from(self.read.channels)) as usize)
             };
             let op = ChannelOp::new(Some(id), FlashOp::DataRead, die, tracked);
             if at > now {
@@ -669,7 +705,7 @@ impl BlockDevice for Ssd {
         let now = ctx.now();
         // The controller's firmware handles commands one at a time, in
         // arrival order.
-        let leaves = self.controller_free.max(now) + self.cfg.controller_per_cmd.0;
+        let leaves = self.controller_free.max(now) + self.read.controller_per_cmd_ns;
         self.controller_free = leaves;
         let id = self
             .cmds
@@ -684,10 +720,10 @@ impl BlockDevice for Ssd {
         self.acct.start(now);
         match req.dir {
             Dir::Read => {
-                if self.rng.random::<f64>() < self.cfg.ftl_map_miss_ratio {
+                if self.rng.random::<f64>() < self.read.map_miss_ratio {
                     // The mapping page lives on a channel chosen by its own
                     // address; model it as uniformly spread.
-                    let ch = self.rng.random_range(0..self.cfg.channels) as usize;
+                    let ch = self.rng.random_range(0..self.read.channels) as usize;
                     self.channels[ch].push_ahead(
                         leaves,
                         ChannelOp::new(Some(id), FlashOp::MapRead, ch as u32, false),
@@ -710,7 +746,9 @@ impl BlockDevice for Ssd {
     fn on_timer(&mut self, tok: u32, ctx: &mut DevCtx<'_>) {
         let (stage, index) = (tok >> 16, (tok & 0xffff) as usize);
         let now = ctx.now();
-        self.sample(now);
+        if self.read.ftl {
+            self.sample(now);
+        }
         match stage {
             STAGE_CHANNEL => {
                 let op = self.channels[index].busy.take().expect("channel was busy");
@@ -840,7 +878,7 @@ impl BlockDevice for Ssd {
     }
 
     fn capacity_sectors(&self) -> u64 {
-        self.cfg.capacity.0 / 512
+        self.read.capacity_sectors
     }
 
     fn disk_stats(&self, now: SimTime) -> DiskStats {
