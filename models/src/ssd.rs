@@ -19,6 +19,7 @@ use std::collections::VecDeque;
 use blocksim_sim::units::round_ns;
 use blocksim_sim::{ComponentRng, SimTime, Slab, SlotId};
 use rand::Rng;
+use rand_distr::{Distribution, LogNormal};
 
 pub mod ftl;
 
@@ -128,6 +129,10 @@ const STAGE_DIE: u32 = 5;
 /// A command that ends in the controller (a discard, a flush with nothing
 /// to wait for) leaves it (`Ssd::controller_done`'s first entry).
 const STAGE_CONTROLLER_DONE: u32 = 6;
+/// `read_parallelism = "die"`: a die's tR ends (index: the die).
+const STAGE_DIE_READ: u32 = 7;
+/// `read_parallelism = "die"`: a read queued ahead reaches its idle die.
+const STAGE_DIE_READ_START: u32 = 8;
 
 /// A timer token: the stage in bits 16.., the channel in bits 0..16 (at
 /// most 1024 channels). Tokens stay below 2^24 so that md can multiplex its
@@ -225,6 +230,14 @@ struct ReadPath {
     link_cmd_overhead_ns: u64,
     map_miss_ratio: f64,
     channels: u32,
+    /// `read_parallelism = "die"`: tR holds the die, the transfer the
+    /// channel.
+    die_reads: bool,
+    /// tR (`page_read - page_transfer`) and the transfer.
+    t_r_ns: u64,
+    transfer_ns: u64,
+    /// `page_read_spread > 0`: tR's distribution (mean `t_r_ns`).
+    t_r_spread: Option<LogNormal<f64>>,
     /// The FTL exists (a write, a discard or preconditioning made it):
     /// reads are tracked per die and the flash series is sampled.
     ftl: bool,
@@ -240,6 +253,14 @@ impl ReadPath {
             link_cmd_overhead_ns: cfg.link_cmd_overhead.0,
             map_miss_ratio: cfg.ftl_map_miss_ratio,
             channels: cfg.channels,
+            die_reads: cfg.read_parallelism == "die",
+            t_r_ns: cfg.page_read.0 - cfg.page_transfer.0,
+            transfer_ns: cfg.page_transfer.0,
+            t_r_spread: (cfg.page_read_spread > 0.0).then(|| {
+                let mean = (cfg.page_read.0 - cfg.page_transfer.0).max(1) as f64;
+                LogNormal::from_mean_cv(mean, cfg.page_read_spread)
+                    .expect("a validated spread gives a log-normal")
+            }),
             ftl: false,
         }
     }
@@ -257,6 +278,8 @@ pub struct Ssd {
     /// command's departure is known when it arrives: it needs no event.
     controller_free: SimTime,
     channels: Vec<Stage<ChannelOp>>,
+    /// `read_parallelism = "die"`: each die's host reads (empty otherwise).
+    die_reads: Vec<Stage<ChannelOp>>,
     link: Stage<SlotId>,
     acct: DiskAccounting,
     link_ns_per_byte: f64,
@@ -279,8 +302,14 @@ impl Ssd {
         let ftl_params = cfg
             .ftl_params()
             .unwrap_or_else(|e| panic!("validate the configuration first: {e}"));
+        let die_reads = if cfg.read_parallelism == "die" {
+            (0..cfg.dies()).map(|_| Stage::with_capacity(2)).collect()
+        } else {
+            Vec::new()
+        };
         let mut ssd = Ssd {
             read: ReadPath::of(&cfg),
+            die_reads,
             link_ns_per_byte: 1000.0 / cfg.link_mb_per_s,
             cmds: Slab::with_bound(qd),
             controller_free: SimTime::ZERO,
@@ -363,8 +392,9 @@ impl Ssd {
         match self.channels[ch].next(ctx.now()) {
             Next::Start(op) => {
                 let ns = match op.op() {
+                    FlashOp::DataRead if self.read.die_reads => self.read.transfer_ns,
                     FlashOp::DataRead if op.tracked => return self.start_tracked_read(ch, op, ctx),
-                    FlashOp::DataRead | FlashOp::MapRead => self.read.page_read_ns,
+                    FlashOp::DataRead | FlashOp::MapRead => self.channel_read_ns(),
                     FlashOp::Program(n) => n as u64 * self.cfg.page_transfer.0,
                     FlashOp::GcTransfer(n) => 2 * n as u64 * self.cfg.page_transfer.0,
                 };
@@ -394,7 +424,26 @@ impl Ssd {
         if d.state == DieState::Idle {
             d.state = DieState::Reading;
         }
-        ctx.set_timer(self.read.page_read_ns, token(STAGE_CHANNEL, ch as u32));
+        let ns = self.channel_read_ns();
+        ctx.set_timer(ns, token(STAGE_CHANNEL, ch as u32));
+    }
+
+    /// A read's time on its channel when tR is spent there: `page_read`,
+    /// or a drawn tR plus the transfer when tR has a spread.
+    #[inline]
+    fn channel_read_ns(&mut self) -> u64 {
+        match self.read.t_r_spread {
+            None => self.read.page_read_ns,
+            Some(_) => self.draw_t_r() + self.read.transfer_ns,
+        }
+    }
+
+    /// One read's tR: the mean, or a draw from its spread.
+    fn draw_t_r(&mut self) -> u64 {
+        match self.read.t_r_spread {
+            None => self.read.t_r_ns,
+            Some(d) => round_ns(d.sample(&mut self.rng)),
+        }
     }
 
     #[inline]
@@ -420,6 +469,9 @@ impl Ssd {
         let now = ctx.now();
         let tracked = self.read.ftl;
         debug_assert_eq!(tracked, self.flash.ftl.is_some());
+        if self.read.die_reads {
+            return self.queue_die_reads(id, pages, at, ctx);
+        }
         for page in pages {
             // Without an FTL no die is ever busy: the page's channel is
             // its static stripe (page % dies % channels = page % channels,
@@ -439,6 +491,79 @@ impl Ssd {
             }
             self.start_channel(ch, ctx);
         }
+    }
+
+    /// `read_parallelism = "die"`: a read's pages queue on their dies.
+    fn queue_die_reads(
+        &mut self,
+        id: SlotId,
+        pages: std::ops::Range<u64>,
+        at: SimTime,
+        ctx: &mut DevCtx<'_>,
+    ) {
+        let now = ctx.now();
+        let tracked = self.read.ftl;
+        for page in pages {
+            let die = self.read_die_of(page);
+            if tracked {
+                self.flash.dies[die as usize].reads_queued += 1;
+            }
+            let op = ChannelOp::new(Some(id), FlashOp::DataRead, die, tracked);
+            let stage = &mut self.die_reads[die as usize];
+            if at > now {
+                stage.push_ahead(at, op);
+            } else {
+                stage.push_now(now, op);
+            }
+            self.start_die_read(die, ctx);
+        }
+    }
+
+    /// `read_parallelism = "die"`: die `d` starts its next read's tR if
+    /// it is free (a die that programs, erases or collects without
+    /// suspension keeps its reads until `die_free`).
+    fn start_die_read(&mut self, d: u32, ctx: &mut DevCtx<'_>) {
+        if self.read.ftl && self.die_blocks_reads(d) {
+            return;
+        }
+        let now = ctx.now();
+        match self.die_reads[d as usize].next(now) {
+            Next::Start(op) => {
+                if op.tracked {
+                    let die = &mut self.flash.dies[d as usize];
+                    if die.state == DieState::Idle {
+                        die.state = DieState::Reading;
+                    }
+                }
+                let ns = self.draw_t_r();
+                ctx.set_timer(ns, token(STAGE_DIE_READ, d));
+            }
+            Next::ArmAt(at) => ctx.set_timer(at.since(now), token(STAGE_DIE_READ_START, d)),
+            Next::Wait => {}
+        }
+    }
+
+    /// `read_parallelism = "die"`: die `d`'s tR ended; the page waits in
+    /// its register for the channel (the die stays held until then).
+    fn die_read_done(&mut self, d: u32, ctx: &mut DevCtx<'_>) {
+        let op = self.die_reads[d as usize]
+            .busy
+            .expect("the die was reading");
+        let ch = self.channel_of_die(d);
+        self.channels[ch].push_now(ctx.now(), op);
+        self.start_channel(ch, ctx);
+    }
+
+    /// `read_parallelism = "die"`: the channel took die `d`'s page; the die
+    /// reads its next page or turns to its other work.
+    fn die_read_transferred(&mut self, op: ChannelOp, ctx: &mut DevCtx<'_>) {
+        let d = op.die;
+        debug_assert!(self.die_reads[d as usize].busy.is_some());
+        self.die_reads[d as usize].busy = None;
+        if op.tracked {
+            self.tracked_read_done(d, ctx);
+        }
+        self.start_die_read(d, ctx);
     }
 
     #[inline(always)]
@@ -537,6 +662,16 @@ impl Ssd {
         if die.state != DieState::Idle {
             return; // it comes back here when what it runs ends
         }
+        if self.read.die_reads && self.die_reads[d as usize].busy.is_none() {
+            let waiting = !self.die_reads[d as usize].queue.is_empty();
+            if waiting {
+                self.start_die_read(d, ctx);
+            }
+            if self.flash.dies[d as usize].reads_queued > 0 || waiting {
+                return;
+            }
+        }
+        let die = &mut self.flash.dies[d as usize];
         if !die.parked.is_empty() {
             let ch = self.channel_of_die(d);
             let now = ctx.now();
@@ -755,7 +890,9 @@ impl BlockDevice for Ssd {
                 match (op.op(), op.cmd()) {
                     (FlashOp::MapRead, Some(id)) => self.queue_data_pages(id, now, ctx),
                     (FlashOp::DataRead, Some(id)) => {
-                        if op.tracked {
+                        if self.read.die_reads {
+                            self.die_read_transferred(op, ctx);
+                        } else if op.tracked {
                             self.tracked_read_done(op.die, ctx);
                         }
                         let c = self.cmds.get_mut(id);
@@ -789,6 +926,11 @@ impl BlockDevice for Ssd {
                 self.start_link(ctx);
             }
             STAGE_DIE => self.die_done(index as u32, ctx),
+            STAGE_DIE_READ => self.die_read_done(index as u32, ctx),
+            STAGE_DIE_READ_START => {
+                self.die_reads[index].start_armed = false;
+                self.start_die_read(index as u32, ctx);
+            }
             STAGE_CONTROLLER_DONE => self.controller_done_fire(ctx),
             _ => unreachable!("bad ssd timer token {tok:#x}"),
         }
@@ -841,8 +983,13 @@ impl BlockDevice for Ssd {
                     OpKind::Program => "program transfer",
                     OpKind::GcTransfer => "GC transfer",
                 };
+                let what = if op.kind == OpKind::DataRead && self.read.die_reads {
+                    "read transfer"
+                } else {
+                    what
+                };
                 push(DevTrack::Channel(index as u16), what, span);
-                if op.kind == OpKind::DataRead && op.tracked {
+                if op.kind == OpKind::DataRead && op.tracked && !self.read.die_reads {
                     push(DevTrack::Die(op.die), "read", span);
                 }
             }
@@ -854,6 +1001,7 @@ impl BlockDevice for Ssd {
                 };
                 push(DevTrack::Link, what, span);
             }
+            STAGE_DIE_READ => push(DevTrack::Die(index), "read (tR)", span),
             STAGE_DIE => {
                 let die = &self.flash.dies[index as usize];
                 match die.state {
@@ -1053,6 +1201,8 @@ mod tests {
             gc_background_blocks: 4,
             copyback: false,
             program_suspend: false,
+            read_parallelism: "channel".into(),
+            page_read_spread: 0.0,
             precondition: None,
             ftl_map_miss_ratio: 0.0,
             queue_depth: 32,
@@ -1107,6 +1257,130 @@ mod tests {
         let link = 1000 + (4096.0 * 1000.0 / 300.0f64).round() as u64;
         assert_eq!(done, vec![(ReqTag(7), 5000 + 100_000 + link)]);
         assert_eq!(ssd.in_flight(), 0);
+    }
+
+    fn die_cfg() -> SsdConfig {
+        SsdConfig {
+            read_parallelism: "die".into(),
+            ..cfg()
+        }
+    }
+
+    fn read(tag: u32, page: u64) -> DevRequest {
+        DevRequest {
+            tag: ReqTag(tag),
+            dir: Dir::Read,
+            sector: page * 8,
+            sectors: 8,
+        }
+    }
+
+    #[test]
+    fn die_reads_take_the_same_time_alone_and_overlap_on_one_channel() {
+        let link = 1000 + (4096.0 * 1000.0 / 300.0f64).round() as u64;
+        // Alone: controller, tR on the die, the transfer, the link; the
+        // same sum as the channel model's.
+        let mut ssd = Ssd::new(die_cfg(), component_rng(1, "ssd"));
+        let done = drive(&mut ssd, &[read(7, 1)]);
+        assert_eq!(done, vec![(ReqTag(7), 5000 + 75_000 + 25_000 + link)]);
+        // Pages 0 and 4 are dies 0 and 4, both on channel 0 (4 channels, 8
+        // dies): their tR overlap and only the transfers queue, where the
+        // channel model holds the channel for both whole reads.
+        let reqs = [read(1, 0), read(2, 4)];
+        let die_last = drive(&mut Ssd::new(die_cfg(), component_rng(1, "ssd")), &reqs)
+            .iter()
+            .map(|d| d.1)
+            .max()
+            .unwrap();
+        let ch_last = drive(&mut Ssd::new(cfg(), component_rng(1, "ssd")), &reqs)
+            .iter()
+            .map(|d| d.1)
+            .max()
+            .unwrap();
+        // The commands leave the controller at 5 and 10 us; in the channel
+        // model the second read waits for the whole first one, in the die
+        // model only for its transfer.
+        assert_eq!(ch_last, 5000 + 2 * 100_000 + link);
+        assert_eq!(die_last, 5000 + 75_000 + 2 * 25_000 + link);
+        // Pages 0 and 8 share die 0: one tR after the other, the second
+        // while the first's data crosses the channel (the register is held
+        // until then).
+        let same = drive(
+            &mut Ssd::new(die_cfg(), component_rng(1, "ssd")),
+            &[read(1, 0), read(2, 8)],
+        );
+        let last = same.iter().map(|d| d.1).max().unwrap();
+        assert_eq!(last, 5000 + 2 * (75_000 + 25_000) + link);
+    }
+
+    #[test]
+    fn die_reads_with_writes_keep_the_ftl_consistent_and_complete_everything() {
+        for suspend in [false, true] {
+            let mut c = die_cfg();
+            c.program_suspend = suspend;
+            let mut ssd = Ssd::new(c, component_rng(3, "ssd"));
+            let make_in = |tag: u32, rng: &mut TestRng| DevRequest {
+                tag: ReqTag(tag),
+                dir: if rng.random_range(0..3) == 0 {
+                    Dir::Write
+                } else {
+                    Dir::Read
+                },
+                sector: rng.random_range(0..(1u64 << 14)) * 8,
+                sectors: 8 * rng.random_range(1..=3),
+            };
+            use rand::SeedableRng;
+            let mut rng = TestRng::seed_from_u64(9);
+            let done = drive_loop(&mut ssd, 20_000, 16, &mut rng, make_in, |_| 1);
+            assert_eq!(done.len(), 20_000, "suspend {suspend}");
+            assert_eq!(ssd.in_flight(), 0);
+            ssd.check_invariants().unwrap();
+            assert!(ssd
+                .die_reads
+                .iter()
+                .all(|d| d.busy.is_none() && d.queue.is_empty()));
+            assert!(ssd.flash.dies.iter().all(|d| d.reads_queued == 0));
+        }
+    }
+
+    #[test]
+    fn a_read_spread_varies_tr_around_its_mean_and_none_keeps_it_exact() {
+        for (mode, spread) in [("channel", 0.3), ("die", 0.3), ("die", 0.0)] {
+            let mut c = cfg();
+            c.read_parallelism = mode.into();
+            c.page_read_spread = spread;
+            let mut ssd = Ssd::new(c, component_rng(5, "ssd"));
+            // One read at a time (depth 1) over many pages.
+            use rand::SeedableRng;
+            let mut rng = TestRng::seed_from_u64(1);
+            let make = |tag: u32, rng: &mut TestRng| read(tag, rng.random_range(0..4096));
+            let done = drive_loop(&mut ssd, 4000, 1, &mut rng, make, |_| 1);
+            let mut lat: Vec<u64> = done.windows(2).map(|w| w[1].1 - w[0].1 - 1).collect();
+            lat.sort_unstable();
+            let mean = lat.iter().sum::<u64>() as f64 / lat.len() as f64;
+            let (p50, p99) = (lat[lat.len() / 2], lat[lat.len() * 99 / 100]);
+            let link = 1000 + (4096.0 * 1000.0 / 300.0f64).round() as u64;
+            let exact = 5000 + 100_000 + link;
+            if spread == 0.0 {
+                assert_eq!((lat[0], p99), (exact, exact), "{mode}");
+            } else {
+                // tR's mean is kept (within 3% of 75 us over 4000 draws);
+                // the quantiles spread.
+                let t_r_mean = mean - (exact - 75_000) as f64;
+                assert!(
+                    (t_r_mean / 75_000.0 - 1.0).abs() < 0.03,
+                    "{mode}: {t_r_mean}"
+                );
+                assert!(
+                    p99 as f64 > 1.4 * p50 as f64 - 40_000.0,
+                    "{mode}: {p50} {p99}"
+                );
+                assert!(
+                    p50 < exact,
+                    "{mode}: a log-normal's median is below its mean"
+                );
+            }
+        }
     }
 
     #[test]

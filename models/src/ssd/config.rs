@@ -71,6 +71,19 @@ pub struct SsdConfig {
     /// A host read suspends a die's program or erase instead of waiting for
     /// it (modelled as free: the read proceeds at once).
     pub program_suspend: bool,
+    /// Where a host read's time is spent: `channel` (the page's channel is
+    /// held for all of `page_read`, tR and transfer lumped, one read per
+    /// channel at a time: the 2011 drive's fitted model) or `die` (the die
+    /// is held for tR = `page_read - page_transfer`, then the channel for
+    /// `page_transfer`; one read per die at a time, its page register held
+    /// until the channel has taken the data).
+    #[serde(skip_serializing_if = "is_channel")]
+    pub read_parallelism: String,
+    /// Coefficient of variation of tR (`page_read - page_transfer`): each
+    /// read's tR is drawn from a log-normal of that mean and this spread
+    /// (0: every read takes exactly tR, as before).
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub page_read_spread: f64,
     /// `[ssd.precondition]`: the drive's state before the run, applied to
     /// the mapping and GC state alone (no time passes).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -123,6 +136,21 @@ fn is_zero(v: &u8) -> bool {
     *v == 0
 }
 
+fn is_zero_f64(v: &f64) -> bool {
+    *v == 0.0
+}
+
+fn is_channel(v: &str) -> bool {
+    v == "channel"
+}
+
+/// Values of `[[ssd]] read_parallelism`.
+pub const READ_PARALLELISM: &[&str] = &["channel", "die"];
+
+/// Largest `page_read_spread` accepted (a coefficient of variation of 4
+/// already puts the median at a quarter of the mean).
+pub const PAGE_READ_SPREAD_MAX: f64 = 4.0;
+
 /// An `[[ssd]]` section as written: every field but `name` may come from
 /// the `model` preset instead.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -152,6 +180,8 @@ pub struct SsdSection {
     pub gc_background_blocks: Option<u32>,
     pub copyback: Option<bool>,
     pub program_suspend: Option<bool>,
+    pub read_parallelism: Option<String>,
+    pub page_read_spread: Option<f64>,
     pub precondition: Option<PreconditionConfig>,
     pub ftl_map_miss_ratio: Option<f64>,
     pub queue_depth: Option<u32>,
@@ -218,6 +248,9 @@ impl TryFrom<SsdSection> for SsdConfig {
             // SandForce, Marvell), whose figures this model starts from.
             copyback: s.copyback.unwrap_or(false),
             program_suspend: s.program_suspend.unwrap_or(false),
+            // Absent: the model the seeds were fitted with.
+            read_parallelism: s.read_parallelism.unwrap_or_else(|| "channel".into()),
+            page_read_spread: s.page_read_spread.unwrap_or(0.0),
             precondition: s.precondition,
             ftl_map_miss_ratio: take!(ftl_map_miss_ratio),
             queue_depth: s.queue_depth.unwrap_or(32), // [src: SATA NCQ]
@@ -363,6 +396,18 @@ impl SsdConfig {
             )));
         }
         self.ftl_params()?;
+        if !READ_PARALLELISM.contains(&self.read_parallelism.as_str()) {
+            return Err(ctx(format!(
+                "read_parallelism = {:?}: use \"channel\" or \"die\"",
+                self.read_parallelism
+            )));
+        }
+        if !(0.0..=PAGE_READ_SPREAD_MAX).contains(&self.page_read_spread) {
+            return Err(ctx(format!(
+                "page_read_spread = {} must be within 0..={PAGE_READ_SPREAD_MAX} (a coefficient of variation: 0.1 = 10%)",
+                self.page_read_spread
+            )));
+        }
         if self.page_transfer > self.page_read {
             return Err(ctx(format!(
                 "page_transfer = {}ns exceeds page_read = {}ns, which includes it (tR + transfer)",
