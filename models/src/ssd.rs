@@ -266,6 +266,20 @@ impl ReadPath {
     }
 }
 
+/// `read_parallelism = "die"`: one die's host reads.
+#[derive(Debug)]
+struct DieReads {
+    /// Reads waiting for the die, in arrival order (`busy` stays empty:
+    /// `batch` says whether the die reads).
+    stage: Stage<ChannelOp>,
+    /// The reads one tR serves (a multi-plane read: up to
+    /// `planes_per_die` that have arrived), held in the die's registers
+    /// until the channel has taken each.
+    batch: Vec<ChannelOp>,
+    /// Pages of `batch` still to cross the channel.
+    in_transfer: u32,
+}
+
 /// The SSD model.
 pub struct Ssd {
     read: ReadPath,
@@ -279,7 +293,7 @@ pub struct Ssd {
     controller_free: SimTime,
     channels: Vec<Stage<ChannelOp>>,
     /// `read_parallelism = "die"`: each die's host reads (empty otherwise).
-    die_reads: Vec<Stage<ChannelOp>>,
+    die_reads: Vec<DieReads>,
     link: Stage<SlotId>,
     acct: DiskAccounting,
     link_ns_per_byte: f64,
@@ -303,7 +317,13 @@ impl Ssd {
             .ftl_params()
             .unwrap_or_else(|e| panic!("validate the configuration first: {e}"));
         let die_reads = if cfg.read_parallelism == "die" {
-            (0..cfg.dies()).map(|_| Stage::with_capacity(2)).collect()
+            (0..cfg.dies())
+                .map(|_| DieReads {
+                    stage: Stage::with_capacity(2),
+                    batch: Vec::with_capacity(cfg.planes_per_die as usize),
+                    in_transfer: 0,
+                })
+                .collect()
         } else {
             Vec::new()
         };
@@ -509,7 +529,7 @@ impl Ssd {
                 self.flash.dies[die as usize].reads_queued += 1;
             }
             let op = ChannelOp::new(Some(id), FlashOp::DataRead, die, tracked);
-            let stage = &mut self.die_reads[die as usize];
+            let stage = &mut self.die_reads[die as usize].stage;
             if at > now {
                 stage.push_ahead(at, op);
             } else {
@@ -519,16 +539,32 @@ impl Ssd {
         }
     }
 
-    /// `read_parallelism = "die"`: die `d` starts its next read's tR if
-    /// it is free (a die that programs, erases or collects without
-    /// suspension keeps its reads until `die_free`).
+    /// `read_parallelism = "die"`: die `d` starts its next tR if it is free
+    /// (a die that programs, erases or collects without suspension keeps
+    /// its reads until `die_free`). One tR reads up to `planes_per_die`
+    /// pages that have arrived (a multi-plane read).
     fn start_die_read(&mut self, d: u32, ctx: &mut DevCtx<'_>) {
-        if self.read.ftl && self.die_blocks_reads(d) {
+        if !self.die_reads[d as usize].batch.is_empty()
+            || (self.read.ftl && self.die_blocks_reads(d))
+        {
             return;
         }
         let now = ctx.now();
-        match self.die_reads[d as usize].next(now) {
+        let planes = self.cfg.planes_per_die as usize;
+        let dr = &mut self.die_reads[d as usize];
+        match dr.stage.next(now) {
             Next::Start(op) => {
+                dr.stage.busy = None;
+                dr.batch.push(op);
+                while dr.batch.len() < planes {
+                    match dr.stage.queue.front() {
+                        Some(&(at, more)) if at <= now => {
+                            dr.stage.queue.pop_front();
+                            dr.batch.push(more);
+                        }
+                        _ => break,
+                    }
+                }
                 if op.tracked {
                     let die = &mut self.flash.dies[d as usize];
                     if die.state == DieState::Idle {
@@ -543,24 +579,33 @@ impl Ssd {
         }
     }
 
-    /// `read_parallelism = "die"`: die `d`'s tR ended; the page waits in
-    /// its register for the channel (the die stays held until then).
+    /// `read_parallelism = "die"`: die `d`'s tR ended; its pages wait in
+    /// the registers for the channel (the die stays held until then).
     fn die_read_done(&mut self, d: u32, ctx: &mut DevCtx<'_>) {
-        let op = self.die_reads[d as usize]
-            .busy
-            .expect("the die was reading");
         let ch = self.channel_of_die(d);
-        self.channels[ch].push_now(ctx.now(), op);
+        let now = ctx.now();
+        let dr = &mut self.die_reads[d as usize];
+        assert!(!dr.batch.is_empty(), "die {d} was reading");
+        dr.in_transfer = dr.batch.len() as u32;
+        for &op in &dr.batch {
+            self.channels[ch].push_now(now, op);
+        }
         self.start_channel(ch, ctx);
     }
 
-    /// `read_parallelism = "die"`: the channel took die `d`'s page; the die
-    /// reads its next page or turns to its other work.
+    /// `read_parallelism = "die"`: the channel took one of die `d`'s pages;
+    /// after the last, the die reads again or turns to its other work.
     fn die_read_transferred(&mut self, op: ChannelOp, ctx: &mut DevCtx<'_>) {
         let d = op.die;
-        debug_assert!(self.die_reads[d as usize].busy.is_some());
-        self.die_reads[d as usize].busy = None;
-        if op.tracked {
+        let dr = &mut self.die_reads[d as usize];
+        debug_assert!(dr.in_transfer > 0);
+        dr.in_transfer -= 1;
+        if dr.in_transfer > 0 {
+            return;
+        }
+        let tracked = dr.batch.iter().filter(|o| o.tracked).count();
+        dr.batch.clear();
+        for _ in 0..tracked {
             self.tracked_read_done(d, ctx);
         }
         self.start_die_read(d, ctx);
@@ -662,8 +707,8 @@ impl Ssd {
         if die.state != DieState::Idle {
             return; // it comes back here when what it runs ends
         }
-        if self.read.die_reads && self.die_reads[d as usize].busy.is_none() {
-            let waiting = !self.die_reads[d as usize].queue.is_empty();
+        if self.read.die_reads && self.die_reads[d as usize].batch.is_empty() {
+            let waiting = !self.die_reads[d as usize].stage.queue.is_empty();
             if waiting {
                 self.start_die_read(d, ctx);
             }
@@ -928,7 +973,7 @@ impl BlockDevice for Ssd {
             STAGE_DIE => self.die_done(index as u32, ctx),
             STAGE_DIE_READ => self.die_read_done(index as u32, ctx),
             STAGE_DIE_READ_START => {
-                self.die_reads[index].start_armed = false;
+                self.die_reads[index].stage.start_armed = false;
                 self.start_die_read(index as u32, ctx);
             }
             STAGE_CONTROLLER_DONE => self.controller_done_fire(ctx),
@@ -1314,6 +1359,26 @@ mod tests {
     }
 
     #[test]
+    fn one_tr_serves_up_to_planes_per_die_pages_of_one_die() {
+        let link = 1000 + (4096.0 * 1000.0 / 300.0f64).round() as u64;
+        // Pages 0, 8 and 16 share die 0 (8 dies).
+        let reqs = [0u64, 8, 16].map(|p| read(p as u32, p));
+        let ends = |planes: u32| {
+            let mut c = die_cfg();
+            c.planes_per_die = planes;
+            let done = drive(&mut Ssd::new(c, component_rng(1, "ssd")), &reqs);
+            done.iter().map(|d| d.1).max().unwrap()
+        };
+        // The commands leave the controller at 5, 10 and 15 us. One plane:
+        // three tR, each after the last page's transfer. Two planes: page
+        // 0's tR starts alone (the others have not arrived); pages 8 and 16
+        // then share the second tR and cross the channel one after the
+        // other.
+        assert_eq!(ends(1), 5000 + 3 * (75_000 + 25_000) + link);
+        assert_eq!(ends(2), 5000 + 2 * (75_000 + 25_000) + 25_000 + link);
+    }
+
+    #[test]
     fn die_reads_with_writes_keep_the_ftl_consistent_and_complete_everything() {
         for suspend in [false, true] {
             let mut c = die_cfg();
@@ -1338,7 +1403,7 @@ mod tests {
             assert!(ssd
                 .die_reads
                 .iter()
-                .all(|d| d.busy.is_none() && d.queue.is_empty()));
+                .all(|d| d.batch.is_empty() && d.stage.queue.is_empty()));
             assert!(ssd.flash.dies.iter().all(|d| d.reads_queued == 0));
         }
     }
