@@ -38,6 +38,9 @@ pub struct ReplayStats {
     pub skipped_out_of_range: u64,
     /// Requests a device completed with an I/O error (injected faults).
     pub failed: u64,
+    /// The stack devices requests were sent to, by the feed's target index
+    /// (without a map: the one device at the top of the stack).
+    pub targets: Vec<String>,
 }
 
 /// Replay state inside the stack.
@@ -227,7 +230,10 @@ impl<const OBS: bool> AsyncStack<OBS> {
             pending: None,
             exhausted: false,
             stats: GroupStats::new(),
-            result: ReplayStats::default(),
+            result: ReplayStats {
+                targets: names,
+                ..ReplayStats::default()
+            },
             end: SimTime::ZERO,
         });
         ctx_start.push((SimTime::ZERO, Ev::ReplayIssue));
