@@ -135,6 +135,12 @@ fn replay_with<const OBS: bool>(
     )?;
     let observer = sim.model.observe_finish(end);
     let mut report = sim.model.report(end, opts.profile);
+    let cpu_modelled = sim.model.cpu_charged(&[]);
+    if !cpu_modelled {
+        report
+            .notes
+            .push(blocksim_analysis::CPU_NOT_MODELLED_NOTE.to_string());
+    }
     let r = sim.model.replay.take().expect("replay state");
     let g = &r.stats;
     let runtime_ns = end.as_ns().max(1);
@@ -154,6 +160,7 @@ fn replay_with<const OBS: bool>(
         read: dir_report(0),
         write: dir_report(1),
         runtime_ns,
+        cpu_modelled,
         ..Default::default()
     });
     report.notes.push(format!(
