@@ -146,7 +146,7 @@ fn write_intervals(out: &mut String, report: &RunReport) {
     };
     if iv.show_in_text && !iv.rows.is_empty() {
         out.push('\n');
-        match crate::intervals::interval_table(iv).to_text_rows() {
+        match crate::intervals::interval_table(iv).to_text() {
             Ok(s) => out.push_str(&s),
             Err(e) => {
                 let _ = writeln!(out, "[per-interval table not printed: {e}]");
@@ -188,6 +188,24 @@ fn write_header(out: &mut String, report: &RunReport) {
     );
 }
 
+/// fio's `cpu` line; "not modelled" for usr and sys when the run charged
+/// no CPU time.
+fn write_cpu(out: &mut String, job: &JobReport) {
+    if job.cpu_modelled {
+        let _ = writeln!(
+            out,
+            "  cpu          : usr={:3.2}%, sys={:3.2}%, ctx={}, majf={}, minf={}",
+            job.usr_cpu_pct, job.sys_cpu_pct, job.ctx, job.majf, job.minf
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "  cpu          : usr=not modelled, sys=not modelled, ctx={}, majf={}, minf={}",
+            job.ctx, job.majf, job.minf
+        );
+    }
+}
+
 fn write_job(out: &mut String, job: &JobReport, g: &[GroupDir; 3], opts: &TextOptions) {
     // A job that did no I/O is not printed, unless an error ended it.
     if !job.dirs().iter().any(|(_, d)| dir_active(d)) && job.error == 0 {
@@ -215,19 +233,7 @@ fn write_job(out: &mut String, job: &JobReport, g: &[GroupDir; 3], opts: &TextOp
         write_lat_line(out, "sync", &job.sync.lat);
         write_percentiles(out, "sync", &job.sync.lat, &opts.percentiles);
     }
-    if job.cpu_modelled {
-        let _ = writeln!(
-            out,
-            "  cpu          : usr={:3.2}%, sys={:3.2}%, ctx={}, majf={}, minf={}",
-            job.usr_cpu_pct, job.sys_cpu_pct, job.ctx, job.majf, job.minf
-        );
-    } else {
-        let _ = writeln!(
-            out,
-            "  cpu          : usr=not modelled, sys=not modelled, ctx={}, majf={}, minf={}",
-            job.ctx, job.majf, job.minf
-        );
-    }
+    write_cpu(out, job);
     let l = depth_dist(&job.iodepth_level);
     let _ = writeln!(
         out,

@@ -98,8 +98,8 @@ pub(crate) fn fmt_float(v: f64, decimals: u8) -> String {
     }
 }
 
-/// The widest text table [`Table::to_text`] prints as given; a wider one is
-/// printed transposed when that fits.
+/// The widest text table [`Table::to_text_fit`] prints as given; a wider
+/// one is printed transposed when that fits.
 pub const TEXT_WIDTH: usize = 100;
 
 /// A titled table. Column names carry units (`latency_us_p99`, `iops`).
@@ -176,11 +176,16 @@ impl Table {
     /// Aligned text: the title, a header, a dashed rule, then rows. Numbers
     /// are right-aligned, text left-aligned; columns are two spaces apart.
     /// Rows named by [`Table::fold_zero_rows`] fold into one line per run.
-    /// A table wider than [`TEXT_WIDTH`] is printed transposed (one line
-    /// per column, one column per row) when that fits.
     pub fn to_text(&self) -> Result<String, AnalysisError> {
         self.check()?;
-        let text = self.aligned();
+        Ok(self.aligned())
+    }
+
+    /// [`Table::to_text`], but a table wider than [`TEXT_WIDTH`] is printed
+    /// transposed (one line per column, one column per row) when that fits:
+    /// for comparisons whose columns are many metrics of a few rows.
+    pub fn to_text_fit(&self) -> Result<String, AnalysisError> {
+        let text = self.to_text()?;
         let width = |s: &str| s.lines().map(|l| l.chars().count()).max().unwrap_or(0);
         if width(&text) > TEXT_WIDTH {
             if let Some(t) = self.transposed() {
@@ -191,13 +196,6 @@ impl Table {
             }
         }
         Ok(text)
-    }
-
-    /// [`Table::to_text`] without the transposition: one line per row
-    /// whatever the width (time series, whose rows are the point).
-    pub fn to_text_rows(&self) -> Result<String, AnalysisError> {
-        self.check()?;
-        Ok(self.aligned())
     }
 
     /// The table turned a quarter: its first column's name, then each row's
@@ -433,12 +431,8 @@ linear, \"percpu\"   4321000         2.60\n";
             row.extend((0..20u64).map(Cell::UInt));
             t.push_row(row).unwrap();
         }
-        assert!(t
-            .to_text_rows()
-            .unwrap()
-            .lines()
-            .any(|l| l.len() > TEXT_WIDTH));
-        let text = t.to_text().unwrap();
+        assert!(t.to_text().unwrap().lines().any(|l| l.len() > TEXT_WIDTH));
+        let text = t.to_text_fit().unwrap();
         assert!(text.lines().all(|l| l.len() <= TEXT_WIDTH), "{text}");
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "variants");
@@ -453,7 +447,7 @@ linear, \"percpu\"   4321000         2.60\n";
         assert_eq!(lines.len(), 3 + 20);
         // A narrow table is left as it is.
         let narrow = sample();
-        assert_eq!(narrow.to_text().unwrap(), narrow.to_text_rows().unwrap());
+        assert_eq!(narrow.to_text_fit().unwrap(), narrow.to_text().unwrap());
     }
 
     /// Runs of two or more all-zero rows fold into one line; a single zero

@@ -217,12 +217,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let (intervals, io_logs) = self.finish_series(end);
         let mut extra_tables = Vec::new();
         let mut notes = self.error_notes();
-        if !jobs.is_empty() && !self.cpu_charged(&jobs) {
-            for j in &mut jobs {
-                j.cpu_modelled = false;
-            }
-            notes.push(blocksim_analysis::CPU_NOT_MODELLED_NOTE.to_string());
-        }
+        self.mark_cpu_not_modelled(&mut jobs, &mut notes);
         if let (Some(p), Some(a)) = (&self.programs, &self.acct) {
             extra_tables.extend(p.tables(a));
             notes.extend(p.notes());
@@ -277,6 +272,17 @@ impl<const OBS: bool> AsyncStack<OBS> {
             notes,
             intervals,
             io_logs,
+        }
+    }
+
+    /// A run that charged no CPU time: its jobs' CPU figures and slat are
+    /// not modelled, and a note says so.
+    fn mark_cpu_not_modelled(&self, jobs: &mut [JobReport], notes: &mut Vec<String>) {
+        if !jobs.is_empty() && !self.cpu_charged(jobs) {
+            for j in jobs.iter_mut() {
+                j.cpu_modelled = false;
+            }
+            notes.push(blocksim_analysis::CPU_NOT_MODELLED_NOTE.to_string());
         }
     }
 
