@@ -107,6 +107,8 @@ fn percentile(sorted: &[u64], q: f64) -> u64 {
 struct FeedCounts {
     /// Requests the trace reader yielded.
     read: AtomicU64,
+    /// The same, by traced device (major, minor).
+    read_by_dev: Mutex<BTreeMap<(u32, u32), u64>>,
     /// Records the reader skipped, and its notes (set at the end).
     reader_skipped: AtomicU64,
     notes: Mutex<Vec<String>>,
@@ -131,8 +133,10 @@ impl Iterator for CountedRequests {
     fn next(&mut self) -> Option<Self::Item> {
         let item = self.inner.next();
         match &item {
-            Some(Ok(_)) => {
+            Some(Ok(req)) => {
                 self.counts.read.fetch_add(1, Relaxed);
+                let mut by_dev = self.counts.read_by_dev.lock().expect("device counts");
+                *by_dev.entry(req.dev).or_default() += 1;
             }
             Some(Err(_)) => {}
             None => {
@@ -237,6 +241,43 @@ fn replay_outcome(args: &ReplayArgs, counts: &FeedCounts, stats: &ReplayStats) -
         ),
     );
     p
+}
+
+/// The note naming the stack device each traced device's requests went
+/// to: the `--map` entries, or without a map the one target (the top of
+/// the stack) that took every request.
+fn routing_note(
+    map: &BTreeMap<(u32, u32), String>,
+    by_dev: &BTreeMap<(u32, u32), u64>,
+    targets: &[String],
+) -> String {
+    let plural = |n: u64| if n == 1 { "" } else { "s" };
+    let routes: Vec<String> = by_dev
+        .iter()
+        .map(
+            |(&(maj, min), &n)| match (map.is_empty(), map.get(&(maj, min))) {
+                (true, _) => format!("{maj},{min} ({n} request{})", plural(n)),
+                (false, Some(to)) => format!("{maj},{min} -> {to} ({n} request{})", plural(n)),
+                (false, None) => format!(
+                    "{maj},{min} -> not in --map ({n} request{} skipped)",
+                    plural(n)
+                ),
+            },
+        )
+        .collect();
+    let routes = if routes.is_empty() {
+        "no requests read".to_string()
+    } else {
+        routes.join(", ")
+    };
+    match map.is_empty() {
+        true => format!(
+            "replay: no --map: every traced device's requests go to {}, the top of the stack \
+             (traced devices: {routes}); route devices elsewhere with --map MAJ,MIN=DEVICE",
+            targets.first().map_or("(none)", String::as_str)
+        ),
+        false => format!("replay: devices by --map: {routes}"),
+    }
 }
 
 /// Adds simulated vs traced D2C percentiles and DiskSim's demerit figure.
@@ -381,6 +422,11 @@ fn replay(args: &ReplayArgs) -> Result<Replayed> {
     let mut report = out.report;
     // Collected for the flame graph only: the report stays as it is.
     report.profile = None;
+    report.notes.push(routing_note(
+        &ropts.map,
+        &counts.read_by_dev.lock().expect("device counts"),
+        &stats.targets,
+    ));
     let trims = counts.trims.load(Relaxed);
     if trims > 0 {
         report.notes.push(format!(

@@ -412,7 +412,8 @@ fn run_args(mut args: RunArgs) -> Result<ExitCode> {
                 );
             }
             println!();
-            print!("{}", table.to_text()?);
+            // Many metrics (bcache's) make it wide: transposed to fit.
+            print!("{}", table.to_text_fit()?);
         }
         Format::Json | Format::JsonPlus => {
             let mut variants = Vec::new();

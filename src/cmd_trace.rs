@@ -117,8 +117,8 @@ fn dump(a: DumpArgs) -> anyhow::Result<ExitCode> {
         // (`sim trace dump X | head`) ends the dump quietly.
         let sum = match blocksim_traces::dump::write_csv_counted(&mut counted, &mut out) {
             Ok(sum) => sum,
-            Err(blocksim_traces::TraceError::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::BrokenPipe =>
+            Err(blocksim_traces::TraceError::Io { error, .. })
+                if error.kind() == std::io::ErrorKind::BrokenPipe =>
             {
                 return Ok(ExitCode::SUCCESS);
             }

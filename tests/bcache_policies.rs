@@ -339,26 +339,29 @@ fn scenario_shows_the_three_policies_side_by_side() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The variants table is printed transposed (it is too wide for 100
+    // columns): one line per metric, one column per variant.
     let table: Vec<&str> = stdout
         .lines()
         .skip_while(|l| !l.starts_with("variants"))
         .collect();
+    assert!(table.iter().all(|l| l.len() <= 100), "{stdout}");
     let header: Vec<&str> = table[1].split_whitespace().collect();
-    let col = |name: &str| {
+    let col = |v: &str| {
         header
             .iter()
-            .position(|h| *h == name)
-            .unwrap_or_else(|| panic!("{name} in {header:?}"))
+            .position(|h| *h == v)
+            .unwrap_or_else(|| panic!("{v} in {header:?}"))
     };
-    let row = |v: &str| -> Vec<&str> {
+    let row = |metric: &str| -> Vec<&str> {
         table
             .iter()
-            .find(|l| l.split_whitespace().next() == Some(v))
-            .unwrap_or_else(|| panic!("row {v}\n{stdout}"))
+            .find(|l| l.split_whitespace().next() == Some(metric))
+            .unwrap_or_else(|| panic!("row {metric}\n{stdout}"))
             .split_whitespace()
             .collect()
     };
-    let num = |v: &str, c: &str| -> f64 { row(v)[col(c)].parse().unwrap() };
+    let num = |v: &str, c: &str| -> f64 { row(c)[col(v)].parse().unwrap() };
     for v in ["lru", "fifo", "random"] {
         assert!(num(v, "evictions") > 0.0, "{v} evicts");
         assert!(num(v, "cache_write_ios") > 0.0);

@@ -1,6 +1,6 @@
 //! Seed 003 (dm per-CPU in_flight counters): regression guard on the five rows
 //! (rows 3 and 4 set by the accounting designs' cache-line traffic, row 5 mostly
-//! by the dm path-cost estimates, rows 1 and 2 by the pmem path: see README).
+//! by the dm path-cost estimates, rows 1 and 2 by the pmem path: see docs/seeds.md).
 //!
 //! Seed figures (Mike Snitzer, dm-devel 2018-11-30, 12 psync jobs, 512 B
 //! reads, 2 x 6-core Xeons with HT):
@@ -152,7 +152,7 @@ fn seed_rows_fit_predictions_and_ordering() {
 /// times per I/O; the `atomic_set` after `atomic_inc_return(&md->pending)`
 /// needs its own hand-off because the CPU stalled on the other contended
 /// line meanwhile. Four FIFO hand-offs at ~107 ns cap the row near 2.3M, where
-/// the seed has 4736k, 3% above row 4. See README, "Seed 003".
+/// the seed has 4736k, 3% above row 4. See docs/seeds.md, "Seed 003".
 #[test]
 #[ignore = "known gap: row 3 (4.20 shared) comes out ~2.3M, seed 4736k"]
 fn seed_row3_shared_dm() {

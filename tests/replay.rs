@@ -253,3 +253,98 @@ fn replay_counts_failed_requests() {
     assert!(clean.contains("err= 0:"), "{clean}");
     assert!(!clean.contains("I/O error"), "{clean}");
 }
+
+/// Without --map the report names the stack device the trace went to (and
+/// the traced devices); with --map it lists each mapping.
+#[test]
+fn replay_names_the_device_requests_land_on() {
+    let trace = "tests/data/traces/blktrace/sample.blktrace.0";
+    let (out, err, code) = sim(&["replay", trace, "--stack", "scenarios/nvme.toml"]);
+    assert_eq!(code, 0, "{err}");
+    let note = out
+        .lines()
+        .find(|l| l.starts_with("note: replay: no --map"))
+        .unwrap_or_else(|| panic!("no routing note:\n{out}"));
+    assert!(
+        note.contains("go to nvme0n1, the top of the stack")
+            && note.contains("259,0 (963 requests)"),
+        "{note}"
+    );
+    let (out, err, code) = sim(&[
+        "replay",
+        trace,
+        "--stack",
+        "scenarios/nvme.toml",
+        "--map",
+        "259,0=nvme0n1",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("note: replay: devices by --map: 259,0 -> nvme0n1 (963 requests)"),
+        "{out}"
+    );
+}
+
+/// A trace file that does not exist: one error line, the OS reason once.
+#[test]
+fn missing_trace_errors_once() {
+    let (_, err, code) = sim(&[
+        "replay",
+        "tests/data/traces/no-such-trace.blktrace",
+        "--stack",
+        "scenarios/nvme.toml",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no-such-trace.blktrace"), "{err}");
+}
+
+/// Binary bytes of an unrecognised file are escaped in the error, never
+/// written to the terminal raw (no control characters, no U+FFFD from
+/// invalid UTF-8).
+#[test]
+fn garbage_trace_is_escaped_in_errors() {
+    let p = temp_file("replay-garbage", "garbage.bin", "");
+    std::fs::write(
+        &p,
+        b"\xff\xfe\x1b[2J\x07bin\x80\x81\xc3(\x00\x01junk\nmore\n",
+    )
+    .unwrap();
+    let (_, err, code) = sim(&[
+        "replay",
+        p.to_str().unwrap(),
+        "--stack",
+        "scenarios/nvme.toml",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot detect the trace format"), "{err}");
+    assert!(
+        err.contains(r"\xff\xfe\u{1b}[2J\u{7}bin\x80\x81\xc3("),
+        "{err}"
+    );
+    let raw: Vec<char> = err
+        .chars()
+        .filter(|&c| (c.is_control() && c != '\n') || c == '\u{fffd}')
+        .collect();
+    assert!(raw.is_empty(), "raw bytes {raw:?} in {err:?}");
+}
+
+/// blkparse's `[fio]` process names reach `trace stats`' per-process table.
+#[test]
+fn blkparse_process_names_are_kept() {
+    let text = std::fs::read_to_string("tests/data/traces/blktrace/sample.blkparse.txt").unwrap();
+    let p = temp_file(
+        "replay-comm",
+        "fio.blkparse.txt",
+        &text.replace("[(null)]", "[fio]"),
+    );
+    let (out, err, code) = sim(&["trace", "stats", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let row = out
+        .lines()
+        .skip_while(|l| !l.starts_with("per process"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no per-process table:\n{out}"));
+    assert!(row.starts_with("fio "), "{row}");
+}

@@ -174,6 +174,7 @@ fn report_from_fio(v: &Value, text: &str, raw: &str) -> RunReport {
                     ["0", "4", "8", "16", "32", "64", ">=64"],
                 ),
                 runtime_ns: u(&j["job_runtime"]) * 1_000_000,
+                cpu_modelled: true,
             }
         })
         .collect();

@@ -59,7 +59,13 @@ pub fn render_text(report: &RunReport, opts: &TextOptions) -> String {
     if opts.profile {
         if let Some(p) = &report.profile {
             out.push('\n');
-            out.push_str(&crate::profile::render_profile(p));
+            if report.jobs.iter().all(|j| !j.cpu_modelled) && !report.jobs.is_empty() {
+                out.push_str(
+                    "# CPU profile: not modelled (the run charged no CPU time; see the note)\n",
+                );
+            } else {
+                out.push_str(&crate::profile::render_profile(p));
+            }
         }
     }
     if opts.extras {
@@ -182,6 +188,24 @@ fn write_header(out: &mut String, report: &RunReport) {
     );
 }
 
+/// fio's `cpu` line; "not modelled" for usr and sys when the run charged
+/// no CPU time.
+fn write_cpu(out: &mut String, job: &JobReport) {
+    if job.cpu_modelled {
+        let _ = writeln!(
+            out,
+            "  cpu          : usr={:3.2}%, sys={:3.2}%, ctx={}, majf={}, minf={}",
+            job.usr_cpu_pct, job.sys_cpu_pct, job.ctx, job.majf, job.minf
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "  cpu          : usr=not modelled, sys=not modelled, ctx={}, majf={}, minf={}",
+            job.ctx, job.majf, job.minf
+        );
+    }
+}
+
 fn write_job(out: &mut String, job: &JobReport, g: &[GroupDir; 3], opts: &TextOptions) {
     // A job that did no I/O is not printed, unless an error ended it.
     if !job.dirs().iter().any(|(_, d)| dir_active(d)) && job.error == 0 {
@@ -199,7 +223,7 @@ fn write_job(out: &mut String, job: &JobReport, g: &[GroupDir; 3], opts: &TextOp
     );
     for (i, (dir, d)) in job.dirs().iter().enumerate() {
         if d.io_bytes > 0 {
-            write_dir(out, *dir, d, &g[i], opts);
+            write_dir(out, (*dir, job.cpu_modelled), d, &g[i], opts);
         }
     }
     write_lat_buckets(out, job);
@@ -209,11 +233,7 @@ fn write_job(out: &mut String, job: &JobReport, g: &[GroupDir; 3], opts: &TextOp
         write_lat_line(out, "sync", &job.sync.lat);
         write_percentiles(out, "sync", &job.sync.lat, &opts.percentiles);
     }
-    let _ = writeln!(
-        out,
-        "  cpu          : usr={:3.2}%, sys={:3.2}%, ctx={}, majf={}, minf={}",
-        job.usr_cpu_pct, job.sys_cpu_pct, job.ctx, job.majf, job.minf
-    );
+    write_cpu(out, job);
     let l = depth_dist(&job.iodepth_level);
     let _ = writeln!(
         out,
@@ -249,7 +269,15 @@ fn write_job(out: &mut String, job: &JobReport, g: &[GroupDir; 3], opts: &TextOp
     );
 }
 
-fn write_dir(out: &mut String, dir: Dir, d: &DirReport, g: &GroupDir, opts: &TextOptions) {
+/// One direction of a job; `cpu_modelled` false prints its slat as not
+/// modelled.
+fn write_dir(
+    out: &mut String,
+    (dir, cpu_modelled): (Dir, bool),
+    d: &DirReport,
+    g: &GroupDir,
+    opts: &TextOptions,
+) {
     let bw = bw_bytes(d);
     let post = if dir == Dir::Write {
         "; 0 zone resets"
@@ -267,7 +295,9 @@ fn write_dir(out: &mut String, dir: Dir, d: &DirReport, g: &GroupDir, opts: &Tex
         ms(d.runtime_ns)
     );
     for (name, h) in [("slat", &d.slat), ("clat", &d.clat), (" lat", &d.lat)] {
-        if !h.is_empty() {
+        if name == "slat" && !cpu_modelled && !h.is_empty() {
+            out.push_str("    slat        : not modelled\n");
+        } else if !h.is_empty() {
             write_lat_line(out, name, h);
         }
     }

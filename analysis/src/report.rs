@@ -84,7 +84,21 @@ pub struct JobReport {
     pub iodepth_complete: [f64; 7],
     /// Job run time (fio's `job_runtime`, the CPU percentages' denominator).
     pub runtime_ns: u64,
+    /// False when the run charged no CPU time (the scenario models no CPU
+    /// costs): `usr_cpu_pct`, `sys_cpu_pct` and slat are then not
+    /// measurements, and the text report prints "not modelled".
+    #[serde(default = "cpu_modelled_default")]
+    pub cpu_modelled: bool,
 }
+
+fn cpu_modelled_default() -> bool {
+    true
+}
+
+/// The note a report carries when its run charged no CPU time.
+pub const CPU_NOT_MODELLED_NOTE: &str = "CPU time is not modelled: the scenario charges no CPU \
+     (no [costs.paths] and no layer with CPU costs), so usr/sys, slat and the --profile table \
+     are not measurements; give [costs.paths] (README, \"[costs]\") to model them";
 
 impl Default for JobReport {
     fn default() -> Self {
@@ -111,6 +125,7 @@ impl Default for JobReport {
             iodepth_submit: [0.0; 7],
             iodepth_complete: [0.0; 7],
             runtime_ns: 0,
+            cpu_modelled: true,
         }
     }
 }
@@ -195,6 +210,7 @@ impl JobReport {
                 .sum::<f64>()
                 / total_runtime as f64
         };
+        out.cpu_modelled = members.iter().any(|m| m.cpu_modelled);
         out.usr_cpu_pct = weighted(&|m| m.usr_cpu_pct);
         out.sys_cpu_pct = weighted(&|m| m.sys_cpu_pct);
         out.runtime_ns = members.iter().map(|m| m.runtime_ns).max().unwrap_or(0);

@@ -98,12 +98,40 @@ pub(crate) fn fmt_float(v: f64, decimals: u8) -> String {
     }
 }
 
+/// The widest text table [`Table::to_text_fit`] prints as given; a wider
+/// one is printed transposed when that fits.
+pub const TEXT_WIDTH: usize = 100;
+
 /// A titled table. Column names carry units (`latency_us_p99`, `iops`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Table {
     pub title: String,
     pub columns: Vec<String>,
     pub rows: Vec<Vec<Cell>>,
+    /// Text output only: runs of two or more consecutive rows that are zero
+    /// in all of these columns print as one line (see [`ZeroFold`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fold_zero_rows: Option<ZeroFold>,
+}
+
+/// Which rows of a table fold into one text line: those whose cells in
+/// `columns` are all zero. The line reads `<first column>s A-B: <label>`
+/// (e.g. `queues 16-31: no I/O`), A and B the first cells of the run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ZeroFold {
+    pub columns: Vec<usize>,
+    pub label: String,
+}
+
+impl Cell {
+    fn is_zero(&self) -> bool {
+        match self {
+            Cell::Int(v) => *v == 0,
+            Cell::UInt(v) => *v == 0,
+            Cell::Float { value, .. } => *value == 0.0,
+            Cell::Empty | Cell::Text(_) => false,
+        }
+    }
 }
 
 impl Table {
@@ -113,6 +141,7 @@ impl Table {
             title: title.into(),
             columns: columns.iter().map(|c| c.to_string()).collect(),
             rows: Vec::new(),
+            fold_zero_rows: None,
         }
     }
 
@@ -146,15 +175,89 @@ impl Table {
 
     /// Aligned text: the title, a header, a dashed rule, then rows. Numbers
     /// are right-aligned, text left-aligned; columns are two spaces apart.
+    /// Rows named by [`Table::fold_zero_rows`] fold into one line per run.
     pub fn to_text(&self) -> Result<String, AnalysisError> {
         self.check()?;
+        Ok(self.aligned())
+    }
+
+    /// [`Table::to_text`], but a table wider than [`TEXT_WIDTH`] is printed
+    /// transposed (one line per column, one column per row) when that fits:
+    /// for comparisons whose columns are many metrics of a few rows.
+    pub fn to_text_fit(&self) -> Result<String, AnalysisError> {
+        let text = self.to_text()?;
+        let width = |s: &str| s.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        if width(&text) > TEXT_WIDTH {
+            if let Some(t) = self.transposed() {
+                let tt = t.aligned();
+                if width(&tt) <= TEXT_WIDTH {
+                    return Ok(tt);
+                }
+            }
+        }
+        Ok(text)
+    }
+
+    /// The table turned a quarter: its first column's name, then each row's
+    /// first cell, as the header; one row per other column. None for a
+    /// table without rows or with folded rows.
+    fn transposed(&self) -> Option<Table> {
+        if self.rows.is_empty() || self.fold_zero_rows.is_some() {
+            return None;
+        }
+        let mut columns = vec![self.columns[0].clone()];
+        columns.extend(self.rows.iter().map(|r| r[0].render()));
+        let rows = (1..self.columns.len())
+            .map(|j| {
+                let mut row = vec![Cell::Text(self.columns[j].clone())];
+                row.extend(self.rows.iter().map(|r| r[j].clone()));
+                row
+            })
+            .collect();
+        Some(Table {
+            title: self.title.clone(),
+            columns,
+            rows,
+            fold_zero_rows: None,
+        })
+    }
+
+    /// Row indices of each run to fold (two or more consecutive rows, zero
+    /// in every fold column), as (first, last).
+    fn zero_runs(&self) -> Vec<(usize, usize)> {
+        let Some(f) = &self.fold_zero_rows else {
+            return Vec::new();
+        };
+        let zero = |r: &[Cell]| {
+            f.columns
+                .iter()
+                .all(|&c| r.get(c).is_some_and(Cell::is_zero))
+        };
+        let mut runs = Vec::new();
+        let mut i = 0;
+        while i < self.rows.len() {
+            let mut j = i;
+            while j < self.rows.len() && zero(&self.rows[j]) {
+                j += 1;
+            }
+            if j >= i + 2 {
+                runs.push((i, j - 1));
+            }
+            i = j.max(i + 1);
+        }
+        runs
+    }
+
+    fn aligned(&self) -> String {
+        let runs = self.zero_runs();
+        let folded = |i: usize| runs.iter().any(|&(a, b)| (a..=b).contains(&i));
         let rendered: Vec<Vec<String>> = self
             .rows
             .iter()
             .map(|r| r.iter().map(Cell::render).collect())
             .collect();
         let mut widths: Vec<usize> = self.columns.iter().map(|c| c.chars().count()).collect();
-        for r in &rendered {
+        for (_, r) in rendered.iter().enumerate().filter(|(i, _)| !folded(*i)) {
             for (w, c) in widths.iter_mut().zip(r) {
                 *w = (*w).max(c.chars().count());
             }
@@ -194,10 +297,23 @@ impl Table {
         line(&self.columns, &mut out);
         let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
         line(&rule, &mut out);
-        for r in &rendered {
-            line(r, &mut out);
+        for (i, r) in rendered.iter().enumerate() {
+            match runs.iter().find(|&&(a, _)| a == i) {
+                Some(&(a, b)) => {
+                    let label = self
+                        .fold_zero_rows
+                        .as_ref()
+                        .map_or("", |f| f.label.as_str());
+                    out.push_str(&format!(
+                        "{}s {}-{}: {label}\n",
+                        self.columns[0], rendered[a][0], rendered[b][0]
+                    ));
+                }
+                None if folded(i) => {}
+                None => line(r, &mut out),
+            }
         }
-        Ok(out)
+        out
     }
 
     /// CSV with a header row (RFC 4180 quoting via the `csv` crate).
@@ -300,5 +416,57 @@ linear, \"percpu\"   4321000         2.60\n";
         let mut t = Table::new("t", &["a", "b"]);
         let e = t.push_row(vec![Cell::UInt(1)]).unwrap_err().to_string();
         assert!(e.contains("row 0 has 1 cells"), "{e}");
+    }
+
+    /// A table wider than TEXT_WIDTH whose transposition fits prints
+    /// transposed: one line per column, one column per row.
+    #[test]
+    fn wide_tables_print_transposed() {
+        let cols: Vec<String> = (0..20).map(|i| format!("metric_{i:02}")).collect();
+        let mut names = vec!["variant"];
+        names.extend(cols.iter().map(String::as_str));
+        let mut t = Table::new("variants", &names);
+        for v in ["lru", "fifo"] {
+            let mut row = vec![Cell::Text(v.into())];
+            row.extend((0..20u64).map(Cell::UInt));
+            t.push_row(row).unwrap();
+        }
+        assert!(t.to_text().unwrap().lines().any(|l| l.len() > TEXT_WIDTH));
+        let text = t.to_text_fit().unwrap();
+        assert!(text.lines().all(|l| l.len() <= TEXT_WIDTH), "{text}");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "variants");
+        assert_eq!(
+            lines[1].split_whitespace().collect::<Vec<_>>(),
+            ["variant", "lru", "fifo"]
+        );
+        assert_eq!(
+            lines[3].split_whitespace().collect::<Vec<_>>(),
+            ["metric_00", "0", "0"]
+        );
+        assert_eq!(lines.len(), 3 + 20);
+        // A narrow table is left as it is.
+        let narrow = sample();
+        assert_eq!(narrow.to_text_fit().unwrap(), narrow.to_text().unwrap());
+    }
+
+    /// Runs of two or more all-zero rows fold into one line; a single zero
+    /// row stays.
+    #[test]
+    fn zero_rows_fold() {
+        let mut t = Table::new("q", &["queue", "commands", "ms"]);
+        for (q, c) in [(0u64, 5u64), (1, 0), (2, 3), (3, 0), (4, 0), (5, 0)] {
+            t.push_row(vec![Cell::UInt(q), Cell::UInt(c), Cell::float(c as f64, 1)])
+                .unwrap();
+        }
+        t.fold_zero_rows = Some(ZeroFold {
+            columns: vec![1, 2],
+            label: "no I/O".into(),
+        });
+        let text = t.to_text().unwrap();
+        let lines: Vec<&str> = text.lines().skip(3).collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[1].starts_with("    1"), "{text}");
+        assert_eq!(lines[3], "queues 3-5: no I/O", "{text}");
     }
 }

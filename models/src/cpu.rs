@@ -9,6 +9,8 @@ use blocksim_sim::SimTime;
 pub struct Cpus {
     busy_until: Vec<SimTime>,
     idle_exits: Vec<u64>,
+    /// CPU time occupied on all CPUs together.
+    busy_ns: u64,
 }
 
 impl Cpus {
@@ -17,6 +19,7 @@ impl Cpus {
         Cpus {
             busy_until: vec![SimTime::ZERO; count],
             idle_exits: vec![0; count],
+            busy_ns: 0,
         }
     }
 
@@ -41,7 +44,14 @@ impl Cpus {
         assert!(start >= self.busy_until[cpu], "CPU {cpu} double-booked");
         let end = start + ns;
         self.busy_until[cpu] = end;
+        self.busy_ns += ns;
         end
+    }
+
+    /// CPU time occupied so far on all CPUs together: 0 when the scenario
+    /// charges no CPU (no cost paths, no layer costs).
+    pub fn busy_ns(&self) -> u64 {
+        self.busy_ns
     }
 
     pub fn busy_until(&self, cpu: usize) -> SimTime {

@@ -1,4 +1,4 @@
-//! The dm in-flight design sweep (`tests/dm_inflight.rs`, README "Seed
+//! The dm in-flight design sweep (`tests/dm_inflight.rs`, docs/seeds.md "Seed
 //! 003"): seed 003's scenario run per design of [`SWEEP_DESIGNS`] and per
 //! numjobs, and its table and plot.
 //!

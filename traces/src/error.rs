@@ -8,13 +8,14 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     /// The operating system failed to open or read the file.
-    #[error("{path}: {source}")]
+    /// Its message includes the operating system's, which is therefore not
+    /// also its `source` (an error chain would print it twice).
+    #[error("{path}: {error}")]
     Io {
         /// File being read.
         path: PathBuf,
         /// Underlying error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A malformed binary record (bad magic, truncated record or payload,
     /// unknown action).
@@ -80,7 +81,7 @@ impl TraceError {
     pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
         TraceError::Io {
             path: path.to_path_buf(),
-            source,
+            error: source,
         }
     }
 }

@@ -230,9 +230,31 @@ impl fmt::Debug for ProcessName {
 }
 
 impl fmt::Display for ProcessName {
+    /// The name with control characters and non-UTF-8 bytes escaped, so a
+    /// trace cannot write terminal control sequences.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.as_str())
+        f.write_str(&escape_text(self.as_bytes()))
     }
+}
+
+/// `bytes` as printable text: UTF-8 text other than control characters is
+/// kept, a control character becomes `\n`, `\t`, `\r` or `\u{..}`, and a
+/// byte that is not UTF-8 becomes `\xNN`. For echoing input in messages.
+pub fn escape_text(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
 }
 
 /// Action-specific payload of a blktrace record.

@@ -58,7 +58,8 @@ pub mod vscsi;
 
 pub use error::TraceError;
 pub use event::{
-    cat, category_from_rwbs, rwbs_into, Action, IoRequest, Op, Payload, ProcessName, TraceEvent,
+    cat, category_from_rwbs, escape_text, rwbs_into, Action, IoRequest, Op, Payload, ProcessName,
+    TraceEvent,
 };
 
 use source::{ByteSource, LineSource};
@@ -558,17 +559,12 @@ fn undetected(path: &Path, head: &[u8]) -> TraceError {
         };
         return TraceError::format(path, format!("the trace is {what}: no records to read"));
     }
-    let first: String = String::from_utf8_lossy(head)
-        .lines()
-        .next()
-        .unwrap_or("")
-        .chars()
-        .take(60)
-        .collect();
+    let line = head.split(|&b| b == b'\n').next().unwrap_or(&[]);
+    let first = escape_text(&line[..line.len().min(60)]);
     TraceError::format(
         path,
         format!(
-            "cannot detect the trace format (starts with {first:?}); pass -F/--input-format NAME with one of: {}",
+            "cannot detect the trace format (starts with \"{first}\"); pass -F/--input-format NAME with one of: {}",
             TraceFormat::names_list()
         ),
     )

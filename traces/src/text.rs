@@ -545,6 +545,23 @@ fn is_summary_start(t: &str) -> bool {
         || t.starts_with("Skips:")
 }
 
+/// The process name blkparse prints in brackets (`[fio]`) after the
+/// sector of most actions; none for completions and requeues (their
+/// brackets hold the error), remaps and messages, or when blkparse printed
+/// `[(null)]` (the trace carried no name).
+fn blkparse_process(action: Action, line: &str) -> Option<ProcessName> {
+    if matches!(
+        action,
+        Action::Complete | Action::Requeue | Action::Remap | Action::Message
+    ) {
+        return None;
+    }
+    let open = line.find('[')?;
+    let close = line.rfind(']').filter(|&c| c > open)?;
+    let name = &line[open + 1..close];
+    (!name.is_empty() && name != "(null)").then(|| ProcessName::from_bytes(name.as_bytes()))
+}
+
 impl LineParser for BlkparseText {
     fn rebase(&self) -> bool {
         false
@@ -655,6 +672,7 @@ impl LineParser for BlkparseText {
                 }
             }
         }
+        ev.process = blkparse_process(action, t);
         // blkparse prints R only when bytes != 0; keep READ for 'R'.
         if ev.bytes == 0 && category & cat::READ != 0 {
             ev.category &= !cat::READ;
@@ -732,10 +750,24 @@ mod tests {
             .parse("Input file sda.blktrace.0 added")
             .unwrap()
             .is_none());
-        assert!(p
-            .parse("  8,0    0        1     0.000000000     1  Q   R 8 + 8 [x]")
+        let ev = p
+            .parse("  8,0    0        1     0.000000000     1  Q   R 8 + 8 [fio]")
             .unwrap()
-            .is_some());
+            .unwrap();
+        assert_eq!(ev.process.map(|n| n.to_string()).as_deref(), Some("fio"));
+        let ev = p
+            .parse("  8,0    0        2     0.000000100     1  C   R 8 + 8 [0]")
+            .unwrap()
+            .unwrap();
+        assert!(
+            ev.process.is_none(),
+            "a completion's brackets hold its error"
+        );
+        let ev = p
+            .parse("  8,0    0        3     0.000000200     1  Q   R 16 + 8 [(null)]")
+            .unwrap()
+            .unwrap();
+        assert!(ev.process.is_none());
         assert!(p.parse("CPU1 (259,0):").unwrap().is_none());
         assert!(p
             .parse(" Reads Queued:         963,     3852KiB")

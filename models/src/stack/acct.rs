@@ -54,6 +54,17 @@ pub fn design_of(accounting: &str, dm: bool) -> Result<DesignKind, String> {
         })
 }
 
+/// A design as the report names it: dm's designs by their names; the block
+/// layer's part0 designs (written first for pmem, run on any device) by the
+/// `accounting` value that selects them, with "(part0)".
+pub fn design_label(kind: DesignKind) -> &'static str {
+    match kind {
+        DesignKind::PmemShared => "shared (part0)",
+        DesignKind::PmemPercpu => "percpu (part0)",
+        k => k.name(),
+    }
+}
+
 struct Instance {
     name: String,
     design: Inflight<TracedBackend>,
@@ -270,7 +281,7 @@ impl Accounting {
             }
             t.push_row(vec![
                 Cell::Text(i.name.clone()),
-                Cell::Text(i.kind.name().to_string()),
+                Cell::Text(design_label(i.kind).to_string()),
                 Cell::float(per_io(sum.accesses), 2),
                 Cell::float(per_io(sum.transfers), 3),
                 Cell::float(

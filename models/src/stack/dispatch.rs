@@ -402,6 +402,11 @@ impl<const OBS: bool> AsyncStack<OBS> {
                     "handler_ms",
                 ],
             );
+            // Queues no I/O reached print as one line per run.
+            t.fold_zero_rows = Some(blocksim_analysis::ZeroFold {
+                columns: vec![3, 4, 6],
+                label: "no I/O".into(),
+            });
             for (q, st) in hq.stats.iter().enumerate() {
                 let per = if st.interrupts == 0 {
                     0.0

@@ -38,6 +38,9 @@ pub struct ReplayStats {
     pub skipped_out_of_range: u64,
     /// Requests a device completed with an I/O error (injected faults).
     pub failed: u64,
+    /// The stack devices requests were sent to, by the feed's target index
+    /// (without a map: the one device at the top of the stack).
+    pub targets: Vec<String>,
 }
 
 /// Replay state inside the stack.
@@ -132,6 +135,12 @@ fn replay_with<const OBS: bool>(
     )?;
     let observer = sim.model.observe_finish(end);
     let mut report = sim.model.report(end, opts.profile);
+    let cpu_modelled = sim.model.cpu_charged(&[]);
+    if !cpu_modelled {
+        report
+            .notes
+            .push(blocksim_analysis::CPU_NOT_MODELLED_NOTE.to_string());
+    }
     let r = sim.model.replay.take().expect("replay state");
     let g = &r.stats;
     let runtime_ns = end.as_ns().max(1);
@@ -151,6 +160,7 @@ fn replay_with<const OBS: bool>(
         read: dir_report(0),
         write: dir_report(1),
         runtime_ns,
+        cpu_modelled,
         ..Default::default()
     });
     report.notes.push(format!(
@@ -227,7 +237,10 @@ impl<const OBS: bool> AsyncStack<OBS> {
             pending: None,
             exhausted: false,
             stats: GroupStats::new(),
-            result: ReplayStats::default(),
+            result: ReplayStats {
+                targets: names,
+                ..ReplayStats::default()
+            },
             end: SimTime::ZERO,
         });
         ctx_start.push((SimTime::ZERO, Ev::ReplayIssue));

@@ -198,6 +198,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 iodepth_submit: pct(&g.submit),
                 iodepth_complete: pct(&g.complete),
                 runtime_ns,
+                cpu_modelled: true,
             });
         }
         jobs
@@ -210,12 +211,13 @@ impl<const OBS: bool> AsyncStack<OBS> {
             self.reaped_total + self.threads.iter().map(|t| t.in_flight as u64).sum::<u64>(),
             "I/O conservation violated: submitted != reaped + in flight"
         );
-        let jobs = self.job_reports(end);
+        let mut jobs = self.job_reports(end);
         let elapsed = end.since(self.measure_start).max(1);
         let disks = self.disk_reports(end, elapsed);
         let (intervals, io_logs) = self.finish_series(end);
         let mut extra_tables = Vec::new();
         let mut notes = self.error_notes();
+        self.mark_cpu_not_modelled(&mut jobs, &mut notes);
         if let (Some(p), Some(a)) = (&self.programs, &self.acct) {
             extra_tables.extend(p.tables(a));
             notes.extend(p.notes());
@@ -271,6 +273,23 @@ impl<const OBS: bool> AsyncStack<OBS> {
             intervals,
             io_logs,
         }
+    }
+
+    /// A run that charged no CPU time: its jobs' CPU figures and slat are
+    /// not modelled, and a note says so.
+    fn mark_cpu_not_modelled(&self, jobs: &mut [JobReport], notes: &mut Vec<String>) {
+        if !jobs.is_empty() && !self.cpu_charged(jobs) {
+            for j in jobs.iter_mut() {
+                j.cpu_modelled = false;
+            }
+            notes.push(blocksim_analysis::CPU_NOT_MODELLED_NOTE.to_string());
+        }
+    }
+
+    /// True when the run charged CPU time: some CPU was occupied or some
+    /// job was charged user or system time.
+    pub(super) fn cpu_charged(&self, jobs: &[JobReport]) -> bool {
+        self.cpus.busy_ns() > 0 || jobs.iter().any(|j| j.usr_cpu_pct + j.sys_cpu_pct > 0.0)
     }
 
     /// fio's line for each job a failed I/O ended.
