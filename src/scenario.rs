@@ -319,7 +319,31 @@ fn toml_job(
     i: usize,
     raw: &BTreeMap<String, OptValue>,
 ) -> std::result::Result<JobConfig, Vec<String>> {
+    toml_job_located(path, text, sets, i, raw).map_err(|p| p.into_iter().map(|(_, m)| m).collect())
+}
+
+/// [`toml_job`] with each problem's line (for sorting with others): the
+/// option's `file:line:col`, or the `--set` that gave it.
+fn toml_job_located(
+    path: &Path,
+    text: Option<&str>,
+    sets: &[String],
+    i: usize,
+    raw: &BTreeMap<String, OptValue>,
+) -> std::result::Result<JobConfig, Vec<(Option<usize>, String)>> {
     let default_name = format!("job{i}");
+    // Named by its `name` where it has one; by its index where no line
+    // locates it.
+    let named = match raw.get("name") {
+        Some(OptValue::Str(n)) => format!("[[job]] {n:?}"),
+        _ => "[[job]]".to_string(),
+    };
+    let numbered = format!("[[job]] #{}", i + 1);
+    let label = |located: bool| match (located, raw.contains_key("name")) {
+        (true, _) | (false, true) => named.clone(),
+        (false, false) => numbered.clone(),
+    };
+    let p = path.display();
     JobConfig::from_options(&default_name, raw.iter().map(|(k, v)| (k.as_str(), v))).map_err(
         |errs| {
             errs.errors
@@ -327,21 +351,50 @@ fn toml_job(
                 .map(|e| {
                     // A value given with --set is blamed on the --set.
                     if let Some(set) = e.key().and_then(|k| job_set_of(sets, k)) {
-                        return format!("{}: --set {set}: [[job]] #{}: {e}", path.display(), i + 1);
+                        return (None, format!("{p}: --set {set}: {}: {e}", label(false)));
                     }
                     let loc = e
                         .key()
-                        .and_then(|k| text.and_then(|t| find_job_key(t, i, k)));
+                        .and_then(|k| text.and_then(|t| find_job_key(t, i, k)))
+                        .or_else(|| {
+                            let h = *text.map(|t| check::header_lines(t, "job"))?.get(i)?;
+                            Some((h, 1))
+                        });
                     match loc {
-                        Some((l, c)) => {
-                            format!("{}:{l}:{c}: [[job]] #{}: {e}", path.display(), i + 1)
-                        }
-                        None => format!("{}: [[job]] #{}: {e}", path.display(), i + 1),
+                        Some((l, c)) => (Some(l), format!("{p}:{l}:{c}: {}: {e}", label(true))),
+                        None => (None, format!("{p}: {}: {e}", label(false))),
                     }
                 })
                 .collect()
         },
     )
+}
+
+/// The problems of every `[[job]]` table of `table` (options as
+/// [`toml_job`] takes them), with lines.
+fn job_problems(
+    path: &Path,
+    text: Option<&str>,
+    sets: &[String],
+    table: &toml::Table,
+) -> Vec<(Option<usize>, String)> {
+    let Some(toml::Value::Array(jobs)) = table.get("job") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, job) in jobs.iter().enumerate() {
+        let Some(t) = job.as_table() else { continue };
+        // A value that is no option value (a table, an array) is the
+        // whole-file pass's to report.
+        let raw: Option<BTreeMap<String, OptValue>> = t
+            .iter()
+            .map(|(k, v)| Some((k.clone(), OptValue::deserialize(v.clone()).ok()?)))
+            .collect();
+        if let Some(Err(mut p)) = raw.map(|r| toml_job_located(path, text, sets, i, &r)) {
+            out.append(&mut p);
+        }
+    }
+    out
 }
 
 /// The last `--set job.KEY=...` that gave job option `key`, if any.
@@ -499,40 +552,79 @@ fn deserialize_modified(
     Err(err)
 }
 
-/// Every section checked on its own: all missing fields (and the problems
-/// of several sections) in one error. A single other problem is left to
-/// the whole-file pass, which gives its line and column.
-fn check_sections(
-    path: &Path,
-    table: &toml::Table,
-    text: Option<&str>,
+/// What [`check_sections`] checks besides the sections.
+struct SectionsInput<'a> {
+    /// The file as written, when every section of the table comes from it.
+    text: Option<&'a str>,
+    /// Presets (`model = ...`) filled the table.
     presets_filled: bool,
-) -> Result<()> {
-    let problems = check::scenario_problems(table, text);
+    /// `[[ssd]]` tables whose model names no preset.
+    bad_models: Vec<presets::BadModel>,
+    /// The `--set`s, when the jobs are the scenario's `[[job]]` tables
+    /// (not a `--job` file's).
+    job_sets: Option<&'a [String]>,
+}
+
+/// Every section checked on its own, before the whole is deserialized: all
+/// problems of all sections (unknown fields with "did you mean", bad
+/// values, missing fields, unknown presets, `[[job]]` options) in one
+/// error, in file order, each with its line and column. A single problem
+/// is left to the whole-file pass, which shows the line under it.
+fn check_sections(path: &Path, table: &toml::Table, input: SectionsInput<'_>) -> Result<()> {
+    let text = input.text;
+    let bad = &input.bad_models;
+    let mut problems = check::scenario_problems(table, text);
+    // (An [[ssd]] with an unknown model misses what the preset would give.)
+    problems.retain(|p| {
+        let own = p.missing || p.message.contains("unknown model");
+        !(own && p.kind == "ssd" && bad.iter().any(|b| b.index == p.index))
+    });
+    let any_missing = problems.iter().any(|p| p.missing);
+    let mut lines: Vec<(Option<usize>, String)> = problems
+        .iter()
+        .map(|p| (p.line, section_problem_text(path, p)))
+        .collect();
+    for b in bad {
+        let line = text.and_then(|t| {
+            let h = *check::header_lines(t, "ssd").get(b.index)?;
+            check::key_line_col(t, h, "model").or(Some((h, 1)))
+        });
+        lines.push(match line {
+            Some((l, c)) => (
+                Some(l),
+                format!("{}:{l}:{c}: {}", path.display(), b.message),
+            ),
+            None => (None, format!("{}: {}", path.display(), b.message)),
+        });
+    }
+    if let Some(sets) = input.job_sets {
+        lines.extend(job_problems(path, text, sets, table));
+    }
     // (Once presets filled a table, the whole-file pass no longer sees the
     // file as written: a single problem is reported here, with its line.)
-    let single_here = presets_filled && text.is_some();
-    if problems.is_empty()
-        || (problems.len() < 2 && !problems.iter().any(|p| p.missing) && !single_here)
-    {
+    let single_here = (input.presets_filled && text.is_some()) || !bad.is_empty();
+    if lines.is_empty() || (lines.len() < 2 && !any_missing && !single_here) {
         return Ok(());
     }
-    let lines: Vec<String> = problems
-        .iter()
-        .map(|p| {
-            let loc = match p.line {
-                Some(l) => format!("{}:{l}", path.display()),
-                None => path.display().to_string(),
-            };
-            let msg = hint_unknown(&p.message);
-            if msg.starts_with(&p.section) {
-                format!("{loc}: {msg}")
-            } else {
-                format!("{loc}: {}: {msg}", p.section)
-            }
-        })
-        .collect();
-    bail!("{}", list_problems(&lines))
+    // File order; problems without a line (from --set) last.
+    lines.sort_by_key(|(l, _)| l.unwrap_or(usize::MAX));
+    let lines: Vec<String> = lines.into_iter().map(|(_, m)| m).collect();
+    bail!("{}", crate::fiojob::problems_message(&lines))
+}
+
+/// `file:line:col: [section]: message` of one section problem.
+fn section_problem_text(path: &Path, p: &check::Problem) -> String {
+    let loc = match (p.line, p.col) {
+        (Some(l), Some(c)) => format!("{}:{l}:{c}", path.display()),
+        (Some(l), None) => format!("{}:{l}", path.display()),
+        _ => path.display().to_string(),
+    };
+    let msg = hint_unknown(&p.message);
+    if msg.starts_with(&p.section) {
+        format!("{loc}: {msg}")
+    } else {
+        format!("{loc}: {}: {msg}", p.section)
+    }
 }
 
 /// A job file's jobs as `[[job]]` tables (string values, `name` = section).
@@ -621,14 +713,17 @@ pub fn load_text(path: &Path, text: String, opts: &LoadOptions<'_>) -> Result<Lo
         let (k, v) = split_set(s)?;
         apply_set(&mut table, k, parse_set_value(v))?;
     }
-    let preset_filled =
-        presets::apply(&mut table).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    let (preset_filled, bad_models) = presets::apply(&mut table);
     let as_written = !extended && opts.sets.is_empty();
     check_sections(
         path,
         &table,
-        as_written.then_some(text.as_str()),
-        preset_filled,
+        SectionsInput {
+            text: as_written.then_some(text.as_str()),
+            presets_filled: preset_filled,
+            bad_models,
+            job_sets: job_file.is_none().then_some(opts.sets),
+        },
     )?;
     // `--seed` is applied after deserialising: TOML integers are signed, a
     // u64 seed above i64::MAX would not survive the table.
