@@ -207,7 +207,7 @@ fn bad_numbers_name_their_file_line_or_set() {
     // A job option given with --set is blamed on the --set, not the file.
     let (code, err) = sim_set("nvme.toml", &["job.offset=1"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("--set job.offset=1: [[job]] #1: "), "{err}");
+    assert!(err.contains("--set job.offset=1: [[job]] \"randread\": "), "{err}");
     assert!(!err.contains("nvme.toml: [[job]]"), "{err}");
 }
 
