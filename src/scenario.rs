@@ -563,6 +563,8 @@ struct SectionsInput<'a> {
     /// The `--set`s, when the jobs are the scenario's `[[job]]` tables
     /// (not a `--job` file's).
     job_sets: Option<&'a [String]>,
+    /// The `--set`s (a problem of a key one gave is blamed on it).
+    sets: &'a [String],
 }
 
 /// Every section checked on its own, before the whole is deserialized: all
@@ -579,10 +581,10 @@ fn check_sections(path: &Path, table: &toml::Table, input: SectionsInput<'_>) ->
         let own = p.missing || p.message.contains("unknown model");
         !(own && p.kind == "ssd" && bad.iter().any(|b| b.index == p.index))
     });
-    let any_missing = problems.iter().any(|p| p.missing);
+    let any_missing = problems.iter().any(|p| p.missing || p.late);
     let mut lines: Vec<(Option<usize>, String)> = problems
         .iter()
-        .map(|p| (p.line, section_problem_text(path, p)))
+        .map(|p| (p.line, section_problem_text(path, p, input.sets)))
         .collect();
     for b in bad {
         let line = text.and_then(|t| {
@@ -612,9 +614,18 @@ fn check_sections(path: &Path, table: &toml::Table, input: SectionsInput<'_>) ->
     bail!("{}", crate::fiojob::problems_message(&lines))
 }
 
-/// `file:line:col: [section]: message` of one section problem.
-fn section_problem_text(path: &Path, p: &check::Problem) -> String {
+/// `file:line:col: [section]: message` of one section problem, or
+/// `--set ...: [section]: message` when a `--set` gave the key.
+fn section_problem_text(path: &Path, p: &check::Problem, sets: &[String]) -> String {
+    let set = p.key.as_ref().and_then(|k| {
+        let option = format!("{}.{k}", p.kind);
+        let indexed = format!("{}.{}.{k}", p.kind, p.index);
+        sets.iter()
+            .rev()
+            .find(|s| split_set(s).is_ok_and(|(x, _)| x == option || x == indexed))
+    });
     let loc = match (p.line, p.col) {
+        _ if set.is_some() => format!("--set {}", set.map_or("", |s| s.as_str())),
         (Some(l), Some(c)) => format!("{}:{l}:{c}", path.display()),
         (Some(l), None) => format!("{}:{l}", path.display()),
         _ => path.display().to_string(),
@@ -723,6 +734,7 @@ pub fn load_text(path: &Path, text: String, opts: &LoadOptions<'_>) -> Result<Lo
             presets_filled: preset_filled,
             bad_models,
             job_sets: job_file.is_none().then_some(opts.sets),
+            sets: opts.sets,
         },
     )?;
     // `--seed` is applied after deserialising: TOML integers are signed, a
@@ -741,7 +753,7 @@ pub fn load_text(path: &Path, text: String, opts: &LoadOptions<'_>) -> Result<Lo
         // On the text as written, typed errors carry line and column.
         toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))?
     };
-    check_graph(path, &text, &file)?;
+    check_graph(path, &text, opts.sets, &file)?;
     check_ranges(path, (!extended).then_some(text.as_str()), opts.sets, &file)?;
     let source = |text| match &job_file {
         Some(jf) => JobSource::Fio(jf),
@@ -774,6 +786,26 @@ pub fn load_text(path: &Path, text: String, opts: &LoadOptions<'_>) -> Result<Lo
             };
             apply_set(&mut t, k, tv)
                 .with_context(|| format!("{}: [[variant]] {:?}", path.display(), v.name))?;
+        }
+        // A value the machine would refuse only when built (a design, a
+        // policy) is named here, with the variant's line.
+        if let Some(p) = check::scenario_problems(&t, None)
+            .into_iter()
+            .find(|p| p.late)
+        {
+            let line = as_written
+                .then(|| variant_key_line(&text, vi, ""))
+                .flatten();
+            let loc = match line {
+                Some(l) => format!("{}:{l}", path.display()),
+                None => path.display().to_string(),
+            };
+            bail!(
+                "{loc}: [[variant]] {:?}: {}: {}",
+                v.name,
+                p.section,
+                p.message
+            );
         }
         let f = ScenarioFile::deserialize(toml::Value::Table(t)).map_err(|e| {
             let line = as_written
@@ -844,25 +876,40 @@ fn check_ranges(
 }
 
 /// The scenario's devices must form a graph (names unique, every name below
-/// a device defined, no cycle); the error names the offending section's line
-/// when the file as given holds it (else it is in a file it extends).
-fn check_graph(path: &Path, text: &str, file: &ScenarioFile) -> Result<()> {
+/// a device defined, no cycle, each device under one layer); the error
+/// names the offending key's line when the file as given holds it (else
+/// it is in a file it extends), or the `--set` that gave it, and the line
+/// of the other section it involves.
+fn check_graph(path: &Path, text: &str, sets: &[String], file: &ScenarioFile) -> Result<()> {
     let Err(e) = blocksim_models::graph::Graph::of(file) else {
         return Ok(());
     };
-    let header = |l: &str| {
-        let l = l.trim();
-        l == format!("[[{}]]", e.section) || l == format!("[{}]", e.section)
+    let line_of = |section: &str, index: usize, key: Option<&str>| {
+        let header = *check::header_lines(text, section).get(index)?;
+        Some(
+            key.and_then(|k| check::key_line(text, header, k))
+                .unwrap_or(header),
+        )
     };
-    let line = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| header(l))
-        .nth(e.index)
-        .map(|(i, _)| i + 1);
-    match line {
-        Some(l) => bail!("{}:{l}: {e}", path.display()),
-        None => bail!("{}: {e}", path.display()),
+    let set = e.key.and_then(|k| {
+        let (option, indexed) = (
+            format!("{}.{k}", e.section),
+            format!("{}.{}.{k}", e.section, e.index),
+        );
+        sets.iter()
+            .rev()
+            .find(|s| split_set(s).is_ok_and(|(x, _)| x == option || x == indexed))
+    });
+    let p = path.display();
+    let other = e
+        .other
+        .and_then(|(section, index, key)| line_of(section, index, Some(key)))
+        .map(|l| format!(" (its claim: {p}:{l})"))
+        .unwrap_or_default();
+    match (set, line_of(e.section, e.index, e.key)) {
+        (Some(s), _) => bail!("--set {s}: {e}{other}"),
+        (None, Some(l)) => bail!("{p}:{l}: {e}{other}"),
+        (None, None) => bail!("{p}: {e}{other}"),
     }
 }
 

@@ -8,7 +8,7 @@ use blocksim_models::bcache::{BcacheConfig, PopulateConfig};
 use blocksim_models::coherence::CoherenceConfig;
 use blocksim_models::config::{CpuConfig, SimulationConfig, VariantConfig};
 use blocksim_models::costs::{BtreeCosts, CostsConfig, StepConfig, PATH_NAMES};
-use blocksim_models::dm::DmConfig;
+use blocksim_models::dm::{DmConfig, DM_ACCOUNTING};
 use blocksim_models::fs::FsConfig;
 use blocksim_models::generic::GenericConfig;
 use blocksim_models::hdd::HddConfig;
@@ -68,6 +68,56 @@ const SUBSECTIONS: &[(&str, &str, Check)] = &[
     ("costs", "paths", check_paths),
 ];
 
+/// The accounting designs of a device that is not dm (scenario names).
+const PART0_ACCOUNTING: &[&str] = &["shared", "percpu"];
+
+/// Keys whose value is one of a list: (section, key, choices). The machine
+/// checks them when it is built; here they get a line and a "did you mean".
+const CHOICES: &[(&str, &str, &[&str])] = &[
+    ("ssd", "accounting", PART0_ACCOUNTING),
+    ("ssd", "interface", &["sata", "nvme"]),
+    ("ssd", "gc_policy", &["greedy", "cost-benefit"]),
+    ("hdd", "accounting", PART0_ACCOUNTING),
+    ("raid10", "accounting", PART0_ACCOUNTING),
+    ("pmem", "accounting", PART0_ACCOUNTING),
+    ("bcache", "accounting", PART0_ACCOUNTING),
+    (
+        "bcache",
+        "cache_mode",
+        &["writethrough", "writeback", "writearound", "none"],
+    ),
+    ("bcache", "replacement", &["lru", "fifo", "random"]),
+    ("dm", "accounting", DM_ACCOUNTING),
+    ("dm", "target", &["linear"]),
+];
+
+/// The values of `table` (section `name`) that are not one of their
+/// key's choices: (key, message).
+fn bad_choices(name: &str, table: &toml::Table) -> Vec<(String, String)> {
+    CHOICES
+        .iter()
+        .filter(|(section, _, _)| *section == name)
+        .filter_map(|(_, key, choices)| {
+            let v = table.get(*key)?.as_str()?;
+            if choices.contains(&v) {
+                return None;
+            }
+            let hint = match did_you_mean(v, choices) {
+                Some(c) => format!(" (did you mean `{c}`?)"),
+                None if *key == "accounting" && DM_ACCOUNTING.contains(&v) => {
+                    " (a design of dm's own counters, for [dm] only)".to_string()
+                }
+                None => String::new(),
+            };
+            let list = choices.join(", ");
+            Some((
+                key.to_string(),
+                format!("{key} = {v:?} is not one of: {list}{hint}"),
+            ))
+        })
+        .collect()
+}
+
 /// Sections every scenario has (`[[job]]` may come from `--job`).
 pub const REQUIRED_SECTIONS: &[&str] = &["simulation", "cpu", "job"];
 
@@ -84,8 +134,13 @@ pub struct Problem {
     pub kind: &'static str,
     pub index: usize,
     pub message: String,
+    /// The key the problem is about, when it is one.
+    pub key: Option<String>,
     /// The problem is (or includes) missing required fields.
     pub missing: bool,
+    /// No later pass gives this problem a line (a value the machine
+    /// refuses only when it is built).
+    pub late: bool,
 }
 
 /// Values tried in place of a missing field until one has a type the
@@ -288,7 +343,9 @@ pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem
                 kind: *name,
                 index: 0,
                 message: "missing section (every scenario has [simulation], [cpu] and at least one [[job]])".into(),
+                key: None,
                 missing: true,
+                late: false,
             });
         }
     }
@@ -307,6 +364,7 @@ pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem
             let Some(t) = item.as_table() else { continue };
             let at = Where {
                 kind: *name,
+                sub: false,
                 index: i,
                 section: label(name, *array, t, i),
                 header: headers.get(i).copied(),
@@ -326,6 +384,7 @@ pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem
                 let full = format!("{name}.{key}");
                 let at = Where {
                     section: format!("[{full}]"),
+                    sub: true,
                     header: text.and_then(|x| header_lines(x, &full).first().copied()),
                     ..at.clone()
                 };
@@ -340,6 +399,8 @@ pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem
 #[derive(Clone)]
 struct Where<'a> {
     kind: &'static str,
+    /// A sub-table (`[bcache.populate]`), not the section's own.
+    sub: bool,
     index: usize,
     section: String,
     header: Option<usize>,
@@ -347,9 +408,16 @@ struct Where<'a> {
 }
 
 fn push_problems(out: &mut Vec<Problem>, check: Check, table: &toml::Table, at: &Where<'_>) {
-    for (message, missing, key) in section_problems(check, table) {
-        let pos = match (at.header, key, at.text) {
-            (Some(h), Some(k), Some(t)) => key_line_col(t, h, &k),
+    let found = section_problems(check, table)
+        .into_iter()
+        .map(|f| (f, false));
+    let choices = bad_choices(at.kind, table)
+        .into_iter()
+        .filter(|_| !at.sub)
+        .map(|(k, m)| ((m, false, Some(k)), true));
+    for ((message, missing, key), late) in found.chain(choices) {
+        let pos = match (at.header, &key, at.text) {
+            (Some(h), Some(k), Some(t)) => key_line_col(t, h, k),
             _ => None,
         };
         out.push(Problem {
@@ -359,7 +427,9 @@ fn push_problems(out: &mut Vec<Problem>, check: Check, table: &toml::Table, at: 
             kind: at.kind,
             index: at.index,
             message,
+            key,
             missing,
+            late,
         });
     }
 }
