@@ -190,7 +190,11 @@ fn cycles_and_dangling_names_are_errors_with_the_section_line() {
     let p = temp_file("stacks", "dangling.toml", &dangling);
     let (_, err, code) = sim(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
-    let line = dangling.lines().position(|l| l == "[dm]").unwrap() + 1;
+    let line = dangling
+        .lines()
+        .position(|l| l == "device = \"/dev/bcache9\"")
+        .unwrap()
+        + 1;
     assert!(
         err.contains(&format!("dangling.toml:{line}")),
         "no line {line}:\n{err}"
