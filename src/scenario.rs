@@ -913,6 +913,72 @@ fn check_graph(path: &Path, text: &str, sets: &[String], file: &ScenarioFile) ->
     }
 }
 
+/// The job option a machine-build error about a job is about, by its
+/// wording (the region's, the engine's, the target's).
+fn job_error_key(msg: &str) -> Option<&'static str> {
+    [
+        ("job.size", "size"),
+        ("job.offset", "offset"),
+        ("direct=0", "direct"),
+        ("filename", "filename"),
+        ("cpus_allowed", "cpus_allowed"),
+        ("ioengine", "ioengine"),
+        ("size/io_size", "io_size"),
+    ]
+    .into_iter()
+    .find(|(w, _)| msg.contains(w))
+    .map(|(_, k)| k)
+}
+
+/// A run's error about a job (`job `NAME`: ...`, found only when the
+/// machine is built: a region that does not fit its device, buffered I/O)
+/// with the file line of the job's option: in the scenario's `[[job]]`
+/// tables, or in the `--job` file. Other errors are returned as they are.
+pub fn locate_run_error(
+    path: &Path,
+    job_file: Option<&Path>,
+    sets: &[String],
+    e: anyhow::Error,
+) -> anyhow::Error {
+    let msg = format!("{e:#}");
+    let Some(name) = msg
+        .strip_prefix("job `")
+        .and_then(|r| r.split_once('`'))
+        .map(|(n, _)| n.to_string())
+    else {
+        return e;
+    };
+    let key = job_error_key(&msg);
+    if let Some(set) = key.and_then(|k| job_set_of(sets, k)) {
+        return anyhow!("--set {set}: {msg}");
+    }
+    let located = match job_file {
+        Some(jf) => crate::fiojob::read_job_file(jf).ok().and_then(|f| {
+            let j = f.jobs.iter().find(|j| j.name == name)?;
+            let line = key.and_then(|k| j.line_of(k)).unwrap_or(j.header_line);
+            Some(format!("{}:{line}", jf.display()))
+        }),
+        None => read_text(path).ok().and_then(|text| {
+            let headers = check::header_lines(&text, "job");
+            let i = (0..headers.len()).find(|&i| {
+                find_job_key(&text, i, "name")
+                    .and_then(|(l, _)| text.lines().nth(l - 1))
+                    .and_then(|l| l.split_once('=').map(|(_, v)| v))
+                    .map(|v| v.split('#').next().unwrap_or("").trim().trim_matches('"') == name)
+                    .unwrap_or(name == format!("job{i}"))
+            })?;
+            let (l, c) = key
+                .and_then(|k| find_job_key(&text, i, k))
+                .unwrap_or((headers[i], 1));
+            Some(format!("{}:{l}:{c}", path.display()))
+        }),
+    };
+    match located {
+        Some(loc) => anyhow!("{loc}: {msg}"),
+        None => e,
+    }
+}
+
 /// The line of the `n`-th `[[variant]]`'s `set` (where its overrides are).
 fn variant_key_line(text: &str, n: usize, _msg: &str) -> Option<usize> {
     let header = text

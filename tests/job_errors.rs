@@ -94,3 +94,21 @@ fn a_region_that_does_not_fit_is_told_in_binary_units() {
     );
     assert!(!err.contains("17179869184"), "{err}");
 }
+
+#[test]
+fn a_job_error_found_when_the_machine_is_built_has_its_line_or_set() {
+    let text = corsair().replace("direct = 1", "direct = 0");
+    let err = fails("direct0.toml", &text, &[]);
+    let line = line_of(&text, "direct =");
+    assert!(
+        err.contains(&format!(
+            "direct0.toml:{line}:1: job `randwrite`: buffered I/O (direct=0)"
+        )),
+        "{err}"
+    );
+    let err = fails("big.toml", &corsair(), &["--set", "job.size=1000g"]);
+    assert!(
+        err.contains("--set job.size=1000g: job `randwrite`: [filesystem] file_start + job.offset + job.size = 1 GiB + 0 + 1000 GiB = 1001 GiB does not fit bcache0 (1000 GiB)"),
+        "{err}"
+    );
+}
