@@ -946,7 +946,10 @@ pub fn locate_run_error(
         .and_then(|r| r.split_once('`'))
         .map(|(n, _)| n.to_string())
     else {
-        return e;
+        return match locate_section_error(path, sets, &msg) {
+            Some(loc) => anyhow!("{loc}: {msg}"),
+            None => e,
+        };
     };
     let key = job_error_key(&msg);
     if let Some(set) = key.and_then(|k| job_set_of(sets, k)) {
@@ -977,6 +980,81 @@ pub fn locate_run_error(
         Some(loc) => anyhow!("{loc}: {msg}"),
         None => e,
     }
+}
+
+/// The last section a message names (`[[hdd]] "sdb": rpm = 0`,
+/// `[ahci] ncq_tags must ...`): (section, table name, key).
+fn section_ref(msg: &str) -> Option<(String, Option<String>, Option<String>)> {
+    let mut best = None;
+    for (i, _) in msg.match_indices('[') {
+        if msg[..i].ends_with('[') {
+            continue;
+        }
+        let rest = &msg[i..];
+        let (kind, after) = match rest.strip_prefix("[[") {
+            Some(r) => r.split_once("]]")?,
+            None => rest[1..].split_once(']')?,
+        };
+        let base = kind.split('.').next().unwrap_or("");
+        if SECTION_NAMES.contains(&base) && base != "job" {
+            best = Some((kind.to_string(), after));
+        }
+    }
+    let (kind, after) = best?;
+    let after = after.split('[').next().unwrap_or(after);
+    let name = after
+        .trim_start()
+        .split(':')
+        .next()
+        .map(|n| n.trim().trim_matches('"').to_string())
+        .filter(|n| !n.is_empty() && !n.contains(' '));
+    let words: Vec<&str> = after.split_whitespace().collect();
+    let key = words
+        .windows(2)
+        .find(|w| matches!(w[1], "=" | "must"))
+        .map(|w| w[0].trim_matches(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+        .filter(|k| !k.is_empty())
+        .map(str::to_string);
+    Some((kind, name, key))
+}
+
+/// Where a machine-build error about a section comes from: the `--set`
+/// that gave its key, or the file line of the key (or of the section).
+fn locate_section_error(path: &Path, sets: &[String], msg: &str) -> Option<String> {
+    let (kind, name, key) = section_ref(msg)?;
+    let text = read_text(path).ok()?;
+    let headers = check::header_lines(&text, &kind);
+    let named = |&h: &usize| {
+        let line = check::key_line(&text, h, "name")?;
+        let v = text.lines().nth(line - 1)?.split_once('=')?.1;
+        Some(v.split('#').next()?.trim().trim_matches('"').to_string())
+    };
+    let index = match &name {
+        Some(n) if headers.len() > 1 => headers.iter().position(|h| named(h).as_deref() == Some(n)),
+        _ => (!headers.is_empty()).then_some(0),
+    };
+    if let Some(k) = &key {
+        let option = format!("{kind}.{k}");
+        let indexed = index.map(|i| format!("{kind}.{i}.{k}"));
+        let set = sets.iter().rev().find(|s| {
+            split_set(s).is_ok_and(|(x, _)| x == option || Some(x) == indexed.as_deref())
+        });
+        if let Some(s) = set {
+            return Some(format!("--set {s}"));
+        }
+    }
+    // No key named: a --set into the section is the likely cause.
+    let prefix = format!("{kind}.");
+    if let Some(s) = sets
+        .iter()
+        .rev()
+        .find(|s| key.is_none() && s.starts_with(&prefix))
+    {
+        return Some(format!("--set {s}"));
+    }
+    let h = *headers.get(index?)?;
+    let line = key.and_then(|k| check::key_line(&text, h, &k)).unwrap_or(h);
+    Some(format!("{}:{line}", path.display()))
 }
 
 /// The line of the `n`-th `[[variant]]`'s `set` (where its overrides are).

@@ -94,3 +94,22 @@ fn two_layers_on_one_device_are_refused_as_the_kernel_does() {
     let err = fails("twice.toml", &corsair(), &["--set", "bcache.cache=md0"]);
     assert!(err.contains("cache and backing both name \"md0\""), "{err}");
 }
+
+#[test]
+fn a_device_error_found_when_the_machine_is_built_has_its_line_or_set() {
+    let text = corsair().replace("ncq_tags = 31 ", "ncq_tags = 40 ");
+    let err = fails("tags.toml", &text, &[]);
+    let line = line_of(&text, "ncq_tags = 40");
+    assert!(
+        err.contains(&format!("tags.toml:{line}: [ahci] ncq_tags must be 1..=32")),
+        "{err}"
+    );
+    // The innermost section named: the disk, not the array holding it.
+    let err = fails("rpm.toml", &corsair(), &["--set", "hdd.1.rpm=0"]);
+    assert!(err.contains("--set hdd.1.rpm=0: [[raid10]]"), "{err}");
+    let err = fails("chunk.toml", &corsair(), &["--set", "raid10.chunk=3k"]);
+    assert!(
+        err.contains("--set raid10.chunk=3k: [[raid10]] \"md0\": chunk = 3072"),
+        "{err}"
+    );
+}
