@@ -239,24 +239,8 @@ impl Graph {
                 ),
             )
         })?;
-        check_claims(&nodes, &by_name).map_err(|(n, key, other)| {
-            let (o, okey) = other;
-            let dev = &nodes[n].below.iter().find(|(k, _)| *k == key).expect("claim").1;
-            let msg = if o == n {
-                format!("{okey} and {key} both name {dev:?}; a layer claims a device once: give each its own")
-            } else {
-                format!(
-                    "{key} = {dev:?} is already claimed by [{}] {:?} ({okey}): the kernel opens a device under a layer exclusively, so a second layer on it fails with EBUSY; stack one layer on the other instead",
-                    nodes[o].kind.section(),
-                    nodes[o].name
-                )
-            };
-            GraphError {
-                key: Some(key),
-                other: (o != n).then(|| (nodes[o].kind.section(), nodes[o].index, okey)),
-                ..err(&nodes[n], msg)
-            }
-        })?;
+        check_claims(&nodes, &by_name)
+            .map_err(|(n, key, other)| claim_error(&nodes, n, key, other))?;
         Ok(Graph {
             nodes,
             by_name,
@@ -370,6 +354,39 @@ fn check_bcache_below(
         }
     }
     Ok(())
+}
+
+/// The error of node `n`'s claim by `key` of a device `other` claimed
+/// first.
+fn claim_error(
+    nodes: &[Node],
+    n: usize,
+    key: &'static str,
+    other: (usize, &'static str),
+) -> GraphError {
+    let (o, okey) = other;
+    let dev = &nodes[n]
+        .below
+        .iter()
+        .find(|(k, _)| *k == key)
+        .expect("claim")
+        .1;
+    let msg = if o == n {
+        format!(
+            "{okey} and {key} both name {dev:?}; a layer claims a device once: give each its own"
+        )
+    } else {
+        format!(
+            "{key} = {dev:?} is already claimed by [{}] {:?} ({okey}): the kernel opens a device under a layer exclusively, so a second layer on it fails with EBUSY; stack one layer on the other instead",
+            nodes[o].kind.section(),
+            nodes[o].name
+        )
+    };
+    GraphError {
+        key: Some(key),
+        other: (o != n).then(|| (nodes[o].kind.section(), nodes[o].index, okey)),
+        ..graph_err(&nodes[n], msg)
+    }
 }
 
 /// Each device sits under at most one layer, once: the kernel's exclusive
