@@ -903,7 +903,8 @@ fn check_graph(path: &Path, text: &str, sets: &[String], file: &ScenarioFile) ->
     let p = path.display();
     let other = e
         .other
-        .and_then(|(section, index, key)| line_of(section, index, Some(key)))
+        .as_deref()
+        .and_then(|&(section, index, key)| line_of(section, index, Some(key)))
         .map(|l| format!(" (its claim: {p}:{l})"))
         .unwrap_or_default();
     match (set, line_of(e.section, e.index, e.key)) {

@@ -102,7 +102,7 @@ pub struct GraphError {
     pub key: Option<&'static str>,
     /// Another section the error involves (the first claimer of a device):
     /// its section, index and key.
-    pub other: Option<(&'static str, usize, &'static str)>,
+    pub other: Option<Box<(&'static str, usize, &'static str)>>,
 }
 
 fn section_header(s: &str) -> String {
@@ -384,7 +384,7 @@ fn claim_error(
     };
     GraphError {
         key: Some(key),
-        other: (o != n).then(|| (nodes[o].kind.section(), nodes[o].index, okey)),
+        other: (o != n).then(|| Box::new((nodes[o].kind.section(), nodes[o].index, okey))),
         ..graph_err(&nodes[n], msg)
     }
 }

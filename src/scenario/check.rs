@@ -340,7 +340,7 @@ pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem
                 line: None,
                 col: None,
                 section: format!("[{name}]"),
-                kind: *name,
+                kind: name,
                 index: 0,
                 message: "missing section (every scenario has [simulation], [cpu] and at least one [[job]])".into(),
                 key: None,
@@ -363,7 +363,7 @@ pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem
         for (i, item) in items.into_iter().enumerate() {
             let Some(t) = item.as_table() else { continue };
             let at = Where {
-                kind: *name,
+                kind: name,
                 sub: false,
                 index: i,
                 section: label(name, *array, t, i),
