@@ -25,11 +25,12 @@ use blocksim_traces::TraceFormat;
 use crate::cmd_common::{reader_skips, threads_text, Jobs, Processed, TraceInput};
 
 #[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("curves").required(true).multiple(true).args(["policy", "shards"])))]
 pub struct CachesimArgs {
     /// Trace file (any format `sim trace` reads; `-` for stdin).
     pub trace: PathBuf,
     /// Comma-separated policies: fifo, lru, clock, arc, 2q, lirs, s3fifo, sieve, wtinylfu,
-    /// belady, bcache-lru, bcache-fifo, bcache-random.
+    /// belady, bcache-lru, bcache-fifo, bcache-random. Required unless --shards is given.
     #[arg(long, value_delimiter = ',')]
     pub policy: Vec<String>,
     /// Comma-separated cache sizes in units of --unit; K/M/G (x1024) suffixes allowed,

@@ -31,7 +31,10 @@ use clap::{Parser, Subcommand};
 const REPLAY_PREFIX: &str = "blocksim-replay:v1:";
 
 #[derive(clap::Args, Debug)]
-#[command(args_conflicts_with_subcommands = true)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    override_usage = "sim check --replay <FILE_OR_STRING>\n       sim check <COMMAND>"
+)]
 pub struct CheckArgs {
     /// Re-run a counterexample: a replay string printed by `sim check`, or a
     /// file containing one (see --save-replay).

@@ -326,7 +326,10 @@ fn run_args(mut args: RunArgs) -> Result<ExitCode> {
     };
 
     if loaded.variants.is_empty() {
-        let (out, writers) = run_one_observed(&loaded.base, &opts, writers)?;
+        let path = crate::cmd_common::split_spec(&args.scenario).0;
+        let locate =
+            |e| crate::scenario::locate_run_error(&path, args.job.as_deref(), &args.set, e);
+        let (out, writers) = run_one_observed(&loaded.base, &opts, writers).map_err(locate)?;
         if let Some(w) = &writers {
             crate::observe::conclude(w)?;
         }
@@ -367,7 +370,10 @@ fn run_args(mut args: RunArgs) -> Result<ExitCode> {
         .variants
         .par_iter()
         .map(|(name, sc)| {
-            let out = run_one(sc, &opts)?;
+            let out = run_one(sc, &opts).map_err(|e| {
+                let path = crate::cmd_common::split_spec(&args.scenario).0;
+                crate::scenario::locate_run_error(&path, args.job.as_deref(), &args.set, e)
+            })?;
             let mut report = out.report;
             if args.verbose {
                 report.notes.extend(littles_law_lines(&report));

@@ -52,7 +52,8 @@ pub struct SweepArgs {
     /// Start over: ignore the rows already in --out.
     #[arg(long)]
     pub overwrite: bool,
-    /// Write an SVG of the first --metric against the swept parameter.
+    /// Write an SVG with one panel per metric shown (--metric, else iops, bw, clat_mean,
+    /// clat_p99) against the swept key (--plot-x).
     #[arg(long, value_name = "FIG.svg")]
     pub plot: Option<PathBuf>,
     /// The axis on the plot's x axis (default: the first swept key).

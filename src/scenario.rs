@@ -319,7 +319,31 @@ fn toml_job(
     i: usize,
     raw: &BTreeMap<String, OptValue>,
 ) -> std::result::Result<JobConfig, Vec<String>> {
+    toml_job_located(path, text, sets, i, raw).map_err(|p| p.into_iter().map(|(_, m)| m).collect())
+}
+
+/// [`toml_job`] with each problem's line (for sorting with others): the
+/// option's `file:line:col`, or the `--set` that gave it.
+fn toml_job_located(
+    path: &Path,
+    text: Option<&str>,
+    sets: &[String],
+    i: usize,
+    raw: &BTreeMap<String, OptValue>,
+) -> std::result::Result<JobConfig, Vec<(Option<usize>, String)>> {
     let default_name = format!("job{i}");
+    // Named by its `name` where it has one; by its index where no line
+    // locates it.
+    let named = match raw.get("name") {
+        Some(OptValue::Str(n)) => format!("[[job]] {n:?}"),
+        _ => "[[job]]".to_string(),
+    };
+    let numbered = format!("[[job]] #{}", i + 1);
+    let label = |located: bool| match (located, raw.contains_key("name")) {
+        (true, _) | (false, true) => named.clone(),
+        (false, false) => numbered.clone(),
+    };
+    let p = path.display();
     JobConfig::from_options(&default_name, raw.iter().map(|(k, v)| (k.as_str(), v))).map_err(
         |errs| {
             errs.errors
@@ -327,21 +351,50 @@ fn toml_job(
                 .map(|e| {
                     // A value given with --set is blamed on the --set.
                     if let Some(set) = e.key().and_then(|k| job_set_of(sets, k)) {
-                        return format!("{}: --set {set}: [[job]] #{}: {e}", path.display(), i + 1);
+                        return (None, format!("{p}: --set {set}: {}: {e}", label(false)));
                     }
                     let loc = e
                         .key()
-                        .and_then(|k| text.and_then(|t| find_job_key(t, i, k)));
+                        .and_then(|k| text.and_then(|t| find_job_key(t, i, k)))
+                        .or_else(|| {
+                            let h = *text.map(|t| check::header_lines(t, "job"))?.get(i)?;
+                            Some((h, 1))
+                        });
                     match loc {
-                        Some((l, c)) => {
-                            format!("{}:{l}:{c}: [[job]] #{}: {e}", path.display(), i + 1)
-                        }
-                        None => format!("{}: [[job]] #{}: {e}", path.display(), i + 1),
+                        Some((l, c)) => (Some(l), format!("{p}:{l}:{c}: {}: {e}", label(true))),
+                        None => (None, format!("{p}: {}: {e}", label(false))),
                     }
                 })
                 .collect()
         },
     )
+}
+
+/// The problems of every `[[job]]` table of `table` (options as
+/// [`toml_job`] takes them), with lines.
+fn job_problems(
+    path: &Path,
+    text: Option<&str>,
+    sets: &[String],
+    table: &toml::Table,
+) -> Vec<(Option<usize>, String)> {
+    let Some(toml::Value::Array(jobs)) = table.get("job") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, job) in jobs.iter().enumerate() {
+        let Some(t) = job.as_table() else { continue };
+        // A value that is no option value (a table, an array) is the
+        // whole-file pass's to report.
+        let raw: Option<BTreeMap<String, OptValue>> = t
+            .iter()
+            .map(|(k, v)| Some((k.clone(), OptValue::deserialize(v.clone()).ok()?)))
+            .collect();
+        if let Some(Err(mut p)) = raw.map(|r| toml_job_located(path, text, sets, i, &r)) {
+            out.append(&mut p);
+        }
+    }
+    out
 }
 
 /// The last `--set job.KEY=...` that gave job option `key`, if any.
@@ -499,40 +552,90 @@ fn deserialize_modified(
     Err(err)
 }
 
-/// Every section checked on its own: all missing fields (and the problems
-/// of several sections) in one error. A single other problem is left to
-/// the whole-file pass, which gives its line and column.
-fn check_sections(
-    path: &Path,
-    table: &toml::Table,
-    text: Option<&str>,
+/// What [`check_sections`] checks besides the sections.
+struct SectionsInput<'a> {
+    /// The file as written, when every section of the table comes from it.
+    text: Option<&'a str>,
+    /// Presets (`model = ...`) filled the table.
     presets_filled: bool,
-) -> Result<()> {
-    let problems = check::scenario_problems(table, text);
+    /// `[[ssd]]` tables whose model names no preset.
+    bad_models: Vec<presets::BadModel>,
+    /// The `--set`s, when the jobs are the scenario's `[[job]]` tables
+    /// (not a `--job` file's).
+    job_sets: Option<&'a [String]>,
+    /// The `--set`s (a problem of a key one gave is blamed on it).
+    sets: &'a [String],
+}
+
+/// Every section checked on its own, before the whole is deserialized: all
+/// problems of all sections (unknown fields with "did you mean", bad
+/// values, missing fields, unknown presets, `[[job]]` options) in one
+/// error, in file order, each with its line and column. A single problem
+/// is left to the whole-file pass, which shows the line under it.
+fn check_sections(path: &Path, table: &toml::Table, input: SectionsInput<'_>) -> Result<()> {
+    let text = input.text;
+    let bad = &input.bad_models;
+    let mut problems = check::scenario_problems(table, text);
+    // (An [[ssd]] with an unknown model misses what the preset would give.)
+    problems.retain(|p| {
+        let own = p.missing || p.message.contains("unknown model");
+        !(own && p.kind == "ssd" && bad.iter().any(|b| b.index == p.index))
+    });
+    let any_missing = problems.iter().any(|p| p.missing || p.late);
+    let mut lines: Vec<(Option<usize>, String)> = problems
+        .iter()
+        .map(|p| (p.line, section_problem_text(path, p, input.sets)))
+        .collect();
+    for b in bad {
+        let line = text.and_then(|t| {
+            let h = *check::header_lines(t, "ssd").get(b.index)?;
+            check::key_line_col(t, h, "model").or(Some((h, 1)))
+        });
+        lines.push(match line {
+            Some((l, c)) => (
+                Some(l),
+                format!("{}:{l}:{c}: {}", path.display(), b.message),
+            ),
+            None => (None, format!("{}: {}", path.display(), b.message)),
+        });
+    }
+    if let Some(sets) = input.job_sets {
+        lines.extend(job_problems(path, text, sets, table));
+    }
     // (Once presets filled a table, the whole-file pass no longer sees the
     // file as written: a single problem is reported here, with its line.)
-    let single_here = presets_filled && text.is_some();
-    if problems.is_empty()
-        || (problems.len() < 2 && !problems.iter().any(|p| p.missing) && !single_here)
-    {
+    let single_here = (input.presets_filled && text.is_some()) || !bad.is_empty();
+    if lines.is_empty() || (lines.len() < 2 && !any_missing && !single_here) {
         return Ok(());
     }
-    let lines: Vec<String> = problems
-        .iter()
-        .map(|p| {
-            let loc = match p.line {
-                Some(l) => format!("{}:{l}", path.display()),
-                None => path.display().to_string(),
-            };
-            let msg = hint_unknown(&p.message);
-            if msg.starts_with(&p.section) {
-                format!("{loc}: {msg}")
-            } else {
-                format!("{loc}: {}: {msg}", p.section)
-            }
-        })
-        .collect();
-    bail!("{}", list_problems(&lines))
+    // File order; problems without a line (from --set) last.
+    lines.sort_by_key(|(l, _)| l.unwrap_or(usize::MAX));
+    let lines: Vec<String> = lines.into_iter().map(|(_, m)| m).collect();
+    bail!("{}", crate::fiojob::problems_message(&lines))
+}
+
+/// `file:line:col: [section]: message` of one section problem, or
+/// `--set ...: [section]: message` when a `--set` gave the key.
+fn section_problem_text(path: &Path, p: &check::Problem, sets: &[String]) -> String {
+    let set = p.key.as_ref().and_then(|k| {
+        let option = format!("{}.{k}", p.kind);
+        let indexed = format!("{}.{}.{k}", p.kind, p.index);
+        sets.iter()
+            .rev()
+            .find(|s| split_set(s).is_ok_and(|(x, _)| x == option || x == indexed))
+    });
+    let loc = match (p.line, p.col) {
+        _ if set.is_some() => format!("--set {}", set.map_or("", |s| s.as_str())),
+        (Some(l), Some(c)) => format!("{}:{l}:{c}", path.display()),
+        (Some(l), None) => format!("{}:{l}", path.display()),
+        _ => path.display().to_string(),
+    };
+    let msg = hint_unknown(&p.message);
+    if msg.starts_with(&p.section) {
+        format!("{loc}: {msg}")
+    } else {
+        format!("{loc}: {}: {msg}", p.section)
+    }
 }
 
 /// A job file's jobs as `[[job]]` tables (string values, `name` = section).
@@ -621,14 +724,18 @@ pub fn load_text(path: &Path, text: String, opts: &LoadOptions<'_>) -> Result<Lo
         let (k, v) = split_set(s)?;
         apply_set(&mut table, k, parse_set_value(v))?;
     }
-    let preset_filled =
-        presets::apply(&mut table).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    let (preset_filled, bad_models) = presets::apply(&mut table);
     let as_written = !extended && opts.sets.is_empty();
     check_sections(
         path,
         &table,
-        as_written.then_some(text.as_str()),
-        preset_filled,
+        SectionsInput {
+            text: as_written.then_some(text.as_str()),
+            presets_filled: preset_filled,
+            bad_models,
+            job_sets: job_file.is_none().then_some(opts.sets),
+            sets: opts.sets,
+        },
     )?;
     // `--seed` is applied after deserialising: TOML integers are signed, a
     // u64 seed above i64::MAX would not survive the table.
@@ -646,7 +753,7 @@ pub fn load_text(path: &Path, text: String, opts: &LoadOptions<'_>) -> Result<Lo
         // On the text as written, typed errors carry line and column.
         toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))?
     };
-    check_graph(path, &text, &file)?;
+    check_graph(path, &text, opts.sets, &file)?;
     check_ranges(path, (!extended).then_some(text.as_str()), opts.sets, &file)?;
     let source = |text| match &job_file {
         Some(jf) => JobSource::Fio(jf),
@@ -679,6 +786,26 @@ pub fn load_text(path: &Path, text: String, opts: &LoadOptions<'_>) -> Result<Lo
             };
             apply_set(&mut t, k, tv)
                 .with_context(|| format!("{}: [[variant]] {:?}", path.display(), v.name))?;
+        }
+        // A value the machine would refuse only when built (a design, a
+        // policy) is named here, with the variant's line.
+        if let Some(p) = check::scenario_problems(&t, None)
+            .into_iter()
+            .find(|p| p.late)
+        {
+            let line = as_written
+                .then(|| variant_key_line(&text, vi, ""))
+                .flatten();
+            let loc = match line {
+                Some(l) => format!("{}:{l}", path.display()),
+                None => path.display().to_string(),
+            };
+            bail!(
+                "{loc}: [[variant]] {:?}: {}: {}",
+                v.name,
+                p.section,
+                p.message
+            );
         }
         let f = ScenarioFile::deserialize(toml::Value::Table(t)).map_err(|e| {
             let line = as_written
@@ -749,26 +876,186 @@ fn check_ranges(
 }
 
 /// The scenario's devices must form a graph (names unique, every name below
-/// a device defined, no cycle); the error names the offending section's line
-/// when the file as given holds it (else it is in a file it extends).
-fn check_graph(path: &Path, text: &str, file: &ScenarioFile) -> Result<()> {
+/// a device defined, no cycle, each device under one layer); the error
+/// names the offending key's line when the file as given holds it (else
+/// it is in a file it extends), or the `--set` that gave it, and the line
+/// of the other section it involves.
+fn check_graph(path: &Path, text: &str, sets: &[String], file: &ScenarioFile) -> Result<()> {
     let Err(e) = blocksim_models::graph::Graph::of(file) else {
         return Ok(());
     };
-    let header = |l: &str| {
-        let l = l.trim();
-        l == format!("[[{}]]", e.section) || l == format!("[{}]", e.section)
+    let line_of = |section: &str, index: usize, key: Option<&str>| {
+        let header = *check::header_lines(text, section).get(index)?;
+        Some(
+            key.and_then(|k| check::key_line(text, header, k))
+                .unwrap_or(header),
+        )
     };
-    let line = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| header(l))
-        .nth(e.index)
-        .map(|(i, _)| i + 1);
-    match line {
-        Some(l) => bail!("{}:{l}: {e}", path.display()),
-        None => bail!("{}: {e}", path.display()),
+    let set = e.key.and_then(|k| {
+        let (option, indexed) = (
+            format!("{}.{k}", e.section),
+            format!("{}.{}.{k}", e.section, e.index),
+        );
+        sets.iter()
+            .rev()
+            .find(|s| split_set(s).is_ok_and(|(x, _)| x == option || x == indexed))
+    });
+    let p = path.display();
+    let other = e
+        .other
+        .as_deref()
+        .and_then(|&(section, index, key)| line_of(section, index, Some(key)))
+        .map(|l| format!(" (its claim: {p}:{l})"))
+        .unwrap_or_default();
+    match (set, line_of(e.section, e.index, e.key)) {
+        (Some(s), _) => bail!("--set {s}: {e}{other}"),
+        (None, Some(l)) => bail!("{p}:{l}: {e}{other}"),
+        (None, None) => bail!("{p}: {e}{other}"),
     }
+}
+
+/// The job option a machine-build error about a job is about, by its
+/// wording (the region's, the engine's, the target's).
+fn job_error_key(msg: &str) -> Option<&'static str> {
+    [
+        ("job.size", "size"),
+        ("job.offset", "offset"),
+        ("direct=0", "direct"),
+        ("filename", "filename"),
+        ("cpus_allowed", "cpus_allowed"),
+        ("ioengine", "ioengine"),
+        ("size/io_size", "io_size"),
+    ]
+    .into_iter()
+    .find(|(w, _)| msg.contains(w))
+    .map(|(_, k)| k)
+}
+
+/// A run's error about a job (`job `NAME`: ...`, found only when the
+/// machine is built: a region that does not fit its device, buffered I/O)
+/// with the file line of the job's option: in the scenario's `[[job]]`
+/// tables, or in the `--job` file. Other errors are returned as they are.
+pub fn locate_run_error(
+    path: &Path,
+    job_file: Option<&Path>,
+    sets: &[String],
+    e: anyhow::Error,
+) -> anyhow::Error {
+    let msg = format!("{e:#}");
+    let Some(name) = msg
+        .strip_prefix("job `")
+        .and_then(|r| r.split_once('`'))
+        .map(|(n, _)| n.to_string())
+    else {
+        return match locate_section_error(path, sets, &msg) {
+            Some(loc) => anyhow!("{loc}: {msg}"),
+            None => e,
+        };
+    };
+    let key = job_error_key(&msg);
+    if let Some(set) = key.and_then(|k| job_set_of(sets, k)) {
+        return anyhow!("--set {set}: {msg}");
+    }
+    let located = match job_file {
+        Some(jf) => crate::fiojob::read_job_file(jf).ok().and_then(|f| {
+            let j = f.jobs.iter().find(|j| j.name == name)?;
+            let line = key.and_then(|k| j.line_of(k)).unwrap_or(j.header_line);
+            Some(format!("{}:{line}", jf.display()))
+        }),
+        None => read_text(path).ok().and_then(|text| {
+            let headers = check::header_lines(&text, "job");
+            let i = (0..headers.len()).find(|&i| {
+                find_job_key(&text, i, "name")
+                    .and_then(|(l, _)| text.lines().nth(l - 1))
+                    .and_then(|l| l.split_once('=').map(|(_, v)| v))
+                    .map(|v| v.split('#').next().unwrap_or("").trim().trim_matches('"') == name)
+                    .unwrap_or(name == format!("job{i}"))
+            })?;
+            let (l, c) = key
+                .and_then(|k| find_job_key(&text, i, k))
+                .unwrap_or((headers[i], 1));
+            Some(format!("{}:{l}:{c}", path.display()))
+        }),
+    };
+    match located {
+        Some(loc) => anyhow!("{loc}: {msg}"),
+        None => e,
+    }
+}
+
+/// The last section a message names (`[[hdd]] "sdb": rpm = 0`,
+/// `[ahci] ncq_tags must ...`): (section, table name, key).
+fn section_ref(msg: &str) -> Option<(String, Option<String>, Option<String>)> {
+    let mut best = None;
+    for (i, _) in msg.match_indices('[') {
+        if msg[..i].ends_with('[') {
+            continue;
+        }
+        let rest = &msg[i..];
+        let (kind, after) = match rest.strip_prefix("[[") {
+            Some(r) => r.split_once("]]")?,
+            None => rest[1..].split_once(']')?,
+        };
+        let base = kind.split('.').next().unwrap_or("");
+        if SECTION_NAMES.contains(&base) && base != "job" {
+            best = Some((kind.to_string(), after));
+        }
+    }
+    let (kind, after) = best?;
+    let after = after.split('[').next().unwrap_or(after);
+    let name = after
+        .trim_start()
+        .split(':')
+        .next()
+        .map(|n| n.trim().trim_matches('"').to_string())
+        .filter(|n| !n.is_empty() && !n.contains(' '));
+    let words: Vec<&str> = after.split_whitespace().collect();
+    let key = words
+        .windows(2)
+        .find(|w| matches!(w[1], "=" | "must"))
+        .map(|w| w[0].trim_matches(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+        .filter(|k| !k.is_empty())
+        .map(str::to_string);
+    Some((kind, name, key))
+}
+
+/// Where a machine-build error about a section comes from: the `--set`
+/// that gave its key, or the file line of the key (or of the section).
+fn locate_section_error(path: &Path, sets: &[String], msg: &str) -> Option<String> {
+    let (kind, name, key) = section_ref(msg)?;
+    let text = read_text(path).ok()?;
+    let headers = check::header_lines(&text, &kind);
+    let named = |&h: &usize| {
+        let line = check::key_line(&text, h, "name")?;
+        let v = text.lines().nth(line - 1)?.split_once('=')?.1;
+        Some(v.split('#').next()?.trim().trim_matches('"').to_string())
+    };
+    let index = match &name {
+        Some(n) if headers.len() > 1 => headers.iter().position(|h| named(h).as_deref() == Some(n)),
+        _ => (!headers.is_empty()).then_some(0),
+    };
+    if let Some(k) = &key {
+        let option = format!("{kind}.{k}");
+        let indexed = index.map(|i| format!("{kind}.{i}.{k}"));
+        let set = sets.iter().rev().find(|s| {
+            split_set(s).is_ok_and(|(x, _)| x == option || Some(x) == indexed.as_deref())
+        });
+        if let Some(s) = set {
+            return Some(format!("--set {s}"));
+        }
+    }
+    // No key named: a --set into the section is the likely cause.
+    let prefix = format!("{kind}.");
+    if let Some(s) = sets
+        .iter()
+        .rev()
+        .find(|s| key.is_none() && s.starts_with(&prefix))
+    {
+        return Some(format!("--set {s}"));
+    }
+    let h = *headers.get(index?)?;
+    let line = key.and_then(|k| check::key_line(&text, h, &k)).unwrap_or(h);
+    Some(format!("{}:{line}", path.display()))
 }
 
 /// The line of the `n`-th `[[variant]]`'s `set` (where its overrides are).

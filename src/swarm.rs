@@ -308,7 +308,15 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) -> Vec<String> {
     if let Some(bc) = gen_bcache(rng, t, &targets) {
         targets.push(bc);
     }
-    if let Some(dm) = gen_dm(rng, t, &targets) {
+    // dm-linear takes a device no other layer holds (the kernel's
+    // exclusive open refuses a second holder).
+    let free: Vec<Dev> = targets
+        .iter()
+        .filter(|d| !t.contains(&format!("cache = {}\n", q(&d.name))))
+        .filter(|d| !t.contains(&format!("backing = {}\n", q(&d.name))))
+        .cloned()
+        .collect();
+    if let Some(dm) = gen_dm(rng, t, &free) {
         targets.push(dm);
     }
     let fs = gen_filesystem(rng, t, &targets);
@@ -634,7 +642,7 @@ fn gen_populate(rng: &mut ComponentRng, t: &mut String, cache_room: u64, backing
 
 /// dm-linear `linear` over any device jobs could use.
 fn gen_dm(rng: &mut ComponentRng, t: &mut String, targets: &[Dev]) -> Option<Dev> {
-    if !rng.random_bool(0.35) {
+    if !rng.random_bool(0.35) || targets.is_empty() {
         return None;
     }
     let under = pick(rng, targets).clone();

@@ -184,3 +184,192 @@ fn flag_extraction() {
     let v: Vec<&str> = f.iter().map(String::as_str).collect();
     assert_eq!(v, ["--input-format", "--out", "--set"]);
 }
+
+/// Splits a command line into its top-level words: brackets (`[]`, `<>`,
+/// `()`) keep what they enclose in one word, across line breaks.
+fn top_words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut depth = 0usize;
+    for c in text.chars() {
+        match c {
+            '[' | '<' | '(' => depth += 1,
+            ']' | '>' | ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if c.is_whitespace() && depth == 0 {
+            if !word.is_empty() {
+                words.push(std::mem::take(&mut word));
+            }
+        } else {
+            word.push(c);
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// The flags a command line cannot do without: per word outside `[...]`,
+/// its long flags (one of them is needed: `<--a X|--b Y>`).
+fn required_groups(line: &str) -> Vec<BTreeSet<String>> {
+    top_words(line)
+        .iter()
+        .filter(|w| !w.starts_with('['))
+        .map(|w| long_flags(w))
+        .filter(|g| !g.is_empty())
+        .collect()
+}
+
+/// The usage forms `sim <command> --help` shows (`Usage:` and the lines
+/// under it that start with `sim`).
+fn usage_forms(help: &str) -> Vec<String> {
+    let mut forms = Vec::new();
+    let mut lines = help.lines().skip_while(|l| !l.starts_with("Usage: "));
+    if let Some(first) = lines.next() {
+        forms.push(first["Usage: ".len()..].to_string());
+    }
+    forms.extend(
+        lines
+            .take_while(|l| l.trim_start().starts_with("sim "))
+            .map(|l| l.trim().to_string()),
+    );
+    forms
+}
+
+/// `[default: X]` of each long flag of a `--help` text.
+fn help_defaults(help: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut flag: Option<String> = None;
+    for line in help.lines() {
+        let indent = line.len() - line.trim_start().len();
+        if indent <= 6 && line.trim_start().starts_with('-') {
+            let head = line.trim_start().split("  ").next().unwrap_or("");
+            flag = long_flags(head).into_iter().next();
+        }
+        if let (Some(f), Some(rest)) = (&flag, line.split("[default: ").nth(1)) {
+            let value = rest.split(']').next().unwrap_or("").to_string();
+            out.insert(f.clone(), value);
+        }
+    }
+    out
+}
+
+/// A README line that shows a synopsis (it has a placeholder such as
+/// SCENARIO or N), not an example.
+fn is_synopsis(line: &str) -> bool {
+    line.split(|c: char| c.is_whitespace() || "[]()<>|,=".contains(c))
+        .any(|w| w.starts_with(|c: char| c.is_ascii_uppercase()))
+}
+
+/// Optional flags the README's synopsis still shows without brackets (to
+/// be bracketed there; then drop the entry).
+const README_SHOWS_OPTIONAL_AS_REQUIRED: &[(&str, &str)] = &[
+    ("sweep", "--set"),
+    ("swarm", "--seed"),
+    ("swarm", "--count"),
+];
+
+/// What a command's README lines must agree on with its `--help`.
+fn required_and_default_problems(command: &str, help: &str, lines: &[String]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let forms: Vec<Vec<BTreeSet<String>>> = usage_forms(help)
+        .iter()
+        .map(|f| required_groups(f))
+        .collect();
+    // A flag every usage form needs is in every README line (examples too).
+    let needed = forms.first().cloned().unwrap_or_default();
+    for group in needed
+        .iter()
+        .filter(|g| forms.iter().all(|f| f.contains(g)))
+    {
+        for line in lines {
+            let shown: BTreeSet<String> = required_groups(line).into_iter().flatten().collect();
+            if group.is_disjoint(&shown) {
+                problems.push(format!(
+                    "`sim {command} --help` requires {group:?}, but README's `{line}` does not give it"
+                ));
+            }
+        }
+    }
+    // A flag outside brackets in every README synopsis is required by
+    // some usage form of --help.
+    let synopses: Vec<&String> = lines.iter().filter(|l| is_synopsis(l)).collect();
+    let mut readme_required: Option<BTreeSet<String>> = None;
+    for l in &synopses {
+        let r: BTreeSet<String> = required_groups(l).into_iter().flatten().collect();
+        readme_required = Some(match readme_required {
+            None => r,
+            Some(prev) => prev.intersection(&r).cloned().collect(),
+        });
+    }
+    let help_required: BTreeSet<String> = forms.iter().flatten().flatten().cloned().collect();
+    let pending = |f: &str| README_SHOWS_OPTIONAL_AS_REQUIRED.contains(&(command, f));
+    for f in readme_required
+        .unwrap_or_default()
+        .difference(&help_required)
+        .filter(|f| !pending(f))
+    {
+        problems.push(format!(
+            "README's synopses of `sim {command}` show {f} as required, but `sim {command} --help` shows it optional"
+        ));
+    }
+    // A value a synopsis shows for a flag with a default is that default
+    // (or one of the choices `a|b|c` it lists).
+    let defaults = help_defaults(help);
+    for l in &synopses {
+        let words: Vec<&str> = l
+            .split(|c: char| c.is_whitespace() || "[]".contains(c))
+            .filter(|w| !w.is_empty())
+            .collect();
+        for pair in words.windows(2) {
+            let (flag, value) = match pair[0].split_once('=') {
+                Some((f, v)) => (f, v),
+                None => (pair[0], pair[1]),
+            };
+            let Some(d) = defaults.get(flag) else {
+                continue;
+            };
+            if value.starts_with(|c: char| c.is_ascii_uppercase() || c == '-') {
+                continue;
+            }
+            if !value.split('|').any(|v| v == d) {
+                problems.push(format!(
+                    "README shows `sim {command} ... {flag} {value}`, but --help says [default: {d}]"
+                ));
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn readme_required_flags_and_defaults_match_help() {
+    let readme = readme_synopses();
+    let mut problems = Vec::new();
+    for command in COMMANDS {
+        let mut args: Vec<&str> = command.split(' ').collect();
+        args.push("--help");
+        let (help, err, code) = sim(&args);
+        assert_eq!(code, 0, "sim {command} --help: {err}");
+        let lines = readme.get(*command).cloned().unwrap_or_default();
+        problems.extend(required_and_default_problems(command, &help, &lines));
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+#[test]
+fn required_and_default_checks_catch_disagreements() {
+    let help = "Usage: sim x [OPTIONS] --size <SIZE> <--policy <P>|--shards <S>> <T>\n\nOptions:\n      --policy <P>  p\n      --unit <U>  u [default: objects]\n";
+    let ok = ["sim x T --policy LIST --size N [--unit objects|bytes]".to_string()];
+    assert!(required_and_default_problems("x", help, &ok).is_empty());
+    // --size left out, --unit's default not among the choices.
+    let bad = ["sim x T --policy LIST [--size N] [--unit bytes|blocks]".to_string()];
+    let p = required_and_default_problems("x", help, &bad);
+    assert_eq!(p.len(), 2, "{p:#?}");
+    // The README requires a flag --help calls optional.
+    let help = "Usage: sim x [OPTIONS] <T>\n";
+    let p = required_and_default_problems("x", help, &["sim x T --policy LIST".to_string()]);
+    assert_eq!(p.len(), 1, "{p:#?}");
+}

@@ -144,7 +144,7 @@ fn a_typo_beside_a_preset_is_named_with_its_own_line() {
     let err = fails(&["run", p.to_str().unwrap()]);
     let line = line_of(&text, "memebrs");
     assert!(
-        err.contains(&format!("preset_typo.toml:{line}: [[raid10]]")),
+        err.contains(&format!("preset_typo.toml:{line}:1: [[raid10]]")),
         "{err}"
     );
     assert!(err.contains("did you mean `members`?"), "{err}");

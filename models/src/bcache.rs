@@ -64,8 +64,10 @@ pub struct BcacheConfig {
     /// Name of the bcache device jobs and filesystems refer to (`bcache0`).
     pub name: String,
     /// The cache device (an `[[ssd]]` name).
+    #[serde(deserialize_with = "crate::graph::de_device")]
     pub cache: String,
     /// The backing device (a `[[raid10]]` or `[[hdd]]` name).
+    #[serde(deserialize_with = "crate::graph::de_device")]
     pub backing: String,
     /// make-bcache `--bucket` (default 1024 sectors = 512 KiB).
     #[serde(default = "default_bucket")]

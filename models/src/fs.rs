@@ -12,6 +12,7 @@ pub struct FsConfig {
     /// Mount point: job filenames under it are files on this filesystem.
     pub mount: String,
     /// The stack device it lives on.
+    #[serde(deserialize_with = "crate::graph::de_device")]
     pub device: String,
     /// Where the benchmark file's data starts on the device.
     #[serde(default)]

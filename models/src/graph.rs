@@ -98,6 +98,11 @@ pub struct GraphError {
     pub index: usize,
     pub name: String,
     pub msg: String,
+    /// The key of the section the error is about (`backing`), if one.
+    pub key: Option<&'static str>,
+    /// Another section the error involves (the first claimer of a device):
+    /// its section, index and key.
+    pub other: Option<Box<(&'static str, usize, &'static str)>>,
 }
 
 fn section_header(s: &str) -> String {
@@ -134,6 +139,19 @@ pub fn device_name(path: &str) -> &str {
     path.strip_prefix("/dev/mapper/")
         .or_else(|| path.strip_prefix("/dev/"))
         .unwrap_or(path)
+}
+
+/// A device a section names (`backing`, `cache`, `[filesystem] device`),
+/// as `NAME` or `/dev/NAME` alike: read as its name.
+pub fn de_device<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s: String = serde::Deserialize::deserialize(d)?;
+    Ok(device_name(&s).to_string())
+}
+
+/// [`de_device`] for a list (`[[raid10]] members`).
+pub fn de_devices<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let v: Vec<String> = serde::Deserialize::deserialize(d)?;
+    Ok(v.iter().map(|s| device_name(s).to_string()).collect())
 }
 
 fn collect<J>(sc: &ScenarioT<J>) -> Vec<Node> {
@@ -175,12 +193,7 @@ impl Graph {
     /// Collects and checks a scenario's devices.
     pub fn of<J>(sc: &ScenarioT<J>) -> Result<Graph, GraphError> {
         let nodes = collect(sc);
-        let err = |n: &Node, msg: String| GraphError {
-            section: n.kind.section(),
-            index: n.index,
-            name: n.name.clone(),
-            msg,
-        };
+        let err = graph_err;
         if nodes.len() > MAX_DEVICES {
             return Err(err(
                 &nodes[MAX_DEVICES],
@@ -202,23 +215,7 @@ impl Graph {
             }
             by_name.insert(n.name.clone(), i);
         }
-        for n in &nodes {
-            for (key, b) in &n.below {
-                if !by_name.contains_key(b) {
-                    let known: Vec<&str> = by_name.keys().map(|s| s.as_str()).collect();
-                    return Err(err(
-                        n,
-                        format!(
-                            "{key} = {b:?} names no device; define it or use one of: {}",
-                            known.join(", ")
-                        ),
-                    ));
-                }
-                if b == &n.name {
-                    return Err(err(n, format!("{key} = {b:?} names the device itself")));
-                }
-            }
-        }
+        check_below(&nodes, &by_name)?;
         let order = topo_order(&nodes, &by_name).map_err(|cycle| {
             let n = &nodes[cycle[0]];
             let path: Vec<&str> = cycle.iter().map(|&i| nodes[i].name.as_str()).collect();
@@ -231,6 +228,19 @@ impl Graph {
                 ),
             )
         })?;
+        check_bcache_below(&nodes, &by_name).map_err(|(n, key, b)| GraphError {
+            key: Some(key),
+            ..err(
+                &nodes[n],
+                format!(
+                    "{key} = {b:?} is a dm-linear device: bcache over dm-linear is not modelled; \
+                     dm-linear over bcache is: give bcache the device dm maps and set [dm] device = \"/dev/{}\"",
+                    nodes[n].name
+                ),
+            )
+        })?;
+        check_claims(&nodes, &by_name)
+            .map_err(|(n, key, other)| claim_error(&nodes, n, key, other))?;
         Ok(Graph {
             nodes,
             by_name,
@@ -263,6 +273,142 @@ impl Graph {
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
+}
+
+/// The names of every device above `name` (that sits on it, directly or
+/// through others), without recursion.
+fn above_all(nodes: &[Node], name: &str) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut todo = vec![name.to_string()];
+    while let Some(x) = todo.pop() {
+        for n in nodes
+            .iter()
+            .filter(|n| n.below.iter().any(|(_, b)| *b == x))
+        {
+            if out.insert(n.name.clone()) {
+                todo.push(n.name.clone());
+            }
+        }
+    }
+    out
+}
+
+/// An error about node `n`.
+fn graph_err(n: &Node, msg: String) -> GraphError {
+    GraphError {
+        section: n.kind.section(),
+        index: n.index,
+        name: n.name.clone(),
+        msg,
+        key: None,
+        other: None,
+    }
+}
+
+/// Every name below a device is another device of the scenario; the
+/// error's list of names leaves out the device itself and those above it.
+fn check_below(nodes: &[Node], by_name: &BTreeMap<String, usize>) -> Result<(), GraphError> {
+    for n in nodes {
+        for (key, b) in &n.below {
+            let keyed = |msg: String| GraphError {
+                key: Some(*key),
+                ..graph_err(n, msg)
+            };
+            if b == &n.name {
+                return Err(keyed(format!(
+                    "{key} = {b:?} names the device itself; a layer cannot sit on itself"
+                )));
+            }
+            if !by_name.contains_key(b) {
+                let above = above_all(nodes, &n.name);
+                let known: Vec<&str> = by_name
+                    .keys()
+                    .map(|s| s.as_str())
+                    .filter(|k| *k != n.name && !above.contains(*k))
+                    .collect();
+                return Err(keyed(format!(
+                    "{key} = {b:?} names no device; define it or use one of: {}",
+                    known.join(", ")
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// bcache sits on devices with a queue, not on dm-linear: `Err((node,
+/// key, device))`.
+fn check_bcache_below(
+    nodes: &[Node],
+    by_name: &BTreeMap<String, usize>,
+) -> Result<(), (usize, &'static str, String)> {
+    for (i, n) in nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.kind == Kind::Bcache)
+    {
+        for (key, b) in &n.below {
+            if nodes[by_name[b]].kind == Kind::DmLinear {
+                return Err((i, key, b.clone()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The error of node `n`'s claim by `key` of a device `other` claimed
+/// first.
+fn claim_error(
+    nodes: &[Node],
+    n: usize,
+    key: &'static str,
+    other: (usize, &'static str),
+) -> GraphError {
+    let (o, okey) = other;
+    let dev = &nodes[n]
+        .below
+        .iter()
+        .find(|(k, _)| *k == key)
+        .expect("claim")
+        .1;
+    let msg = if o == n {
+        format!(
+            "{okey} and {key} both name {dev:?}; a layer claims a device once: give each its own"
+        )
+    } else {
+        format!(
+            "{key} = {dev:?} is already claimed by [{}] {:?} ({okey}): the kernel opens a device under a layer exclusively, so a second layer on it fails with EBUSY; stack one layer on the other instead",
+            nodes[o].kind.section(),
+            nodes[o].name
+        )
+    };
+    GraphError {
+        key: Some(key),
+        other: (o != n).then(|| Box::new((nodes[o].kind.section(), nodes[o].index, okey))),
+        ..graph_err(&nodes[n], msg)
+    }
+}
+
+/// Each device sits under at most one layer, once: the kernel's exclusive
+/// open (`blkdev_get` with `FMODE_EXCL`, by md, bcache and dm alike)
+/// refuses a second holder with EBUSY. `Err((node, key, (first node,
+/// first key)))` for the second claim.
+#[allow(clippy::type_complexity)]
+fn check_claims(
+    nodes: &[Node],
+    by_name: &BTreeMap<String, usize>,
+) -> Result<(), (usize, &'static str, (usize, &'static str))> {
+    let mut claimed: BTreeMap<usize, (usize, &'static str)> = BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        for (key, b) in &n.below {
+            let dev = by_name[b];
+            if let Some(&first) = claimed.get(&dev) {
+                return Err((i, key, first));
+            }
+            claimed.insert(dev, (i, key));
+        }
+    }
+    Ok(())
 }
 
 /// Depth-first post-order; `Err(cycle)` with the node indices of a cycle.

@@ -527,6 +527,17 @@ fn invalid(key: &str, v: &OptValue, expected: &str) -> JobError {
     }
 }
 
+/// A value that is not one of `choices` (as written in `expected`), with
+/// "did you mean" when one is close.
+fn not_a_choice(key: &str, v: &OptValue, expected: &str, choices: &[&str]) -> JobError {
+    let given = v.text();
+    let given = given.trim();
+    match did_you_mean(given, choices) {
+        Some(c) => invalid(key, v, &format!("{expected} (did you mean `{c}`?)")),
+        None => invalid(key, v, expected),
+    }
+}
+
 fn unsupported(key: &str) -> JobError {
     let mut all: Vec<&str> = MODELLED_OPTIONS.to_vec();
     all.extend(NO_EFFECT_OPTIONS.iter().map(|(n, _)| *n));
@@ -929,7 +940,17 @@ impl JobConfig {
                     Some((m, x)) => (m.trim(), Some(x)),
                     None => (s, None),
                 };
-                self.rw = RwMode::parse(mode).ok_or_else(|| invalid(key, v, RwMode::NAMES))?;
+                self.rw = RwMode::parse(mode).ok_or_else(|| {
+                    let choices: Vec<&str> = RwMode::NAMES
+                        .split([',', ' ', '(', ')'])
+                        .filter(|c| !c.is_empty())
+                        .collect();
+                    let mode_only = OptValue::Str(mode.to_string());
+                    match not_a_choice(key, &mode_only, RwMode::NAMES, &choices) {
+                        JobError::Invalid { expected, .. } => invalid(key, v, &expected),
+                        e => e,
+                    }
+                })?;
                 self.rw_modifier = match suffix {
                     None => RwModifier::None,
                     Some(x) => parse_rw_suffix(self.rw, x).map_err(|e| invalid(key, v, &e))?,
@@ -939,13 +960,22 @@ impl JobConfig {
                 self.rw_sequencer = match as_str(key, v)? {
                     "sequential" => RwSequencer::Sequential,
                     "identical" => RwSequencer::Identical,
-                    _ => return Err(invalid(key, v, "sequential or identical")),
+                    _ => {
+                        let choices = ["sequential", "identical"];
+                        return Err(not_a_choice(key, v, "sequential or identical", &choices));
+                    }
                 }
             }
             "random_distribution" => {
                 let s = as_str(key, v)?;
-                self.random_distribution = RandomDistribution::parse(s)
-                    .ok_or_else(|| invalid(key, v, RandomDistribution::NAMES))?;
+                self.random_distribution = RandomDistribution::parse(s).ok_or_else(|| {
+                    let name = OptValue::Str(s.split(':').next().unwrap_or(s).to_string());
+                    let choices = ["random", "zipf", "pareto", "normal"];
+                    match not_a_choice(key, &name, RandomDistribution::NAMES, &choices) {
+                        JobError::Invalid { expected, .. } => invalid(key, v, &expected),
+                        e => e,
+                    }
+                })?;
             }
             _ => self.norandommap = as_bool(key, v)?,
         }
@@ -983,7 +1013,11 @@ impl JobConfig {
                             what: what.to_string(),
                         })
                     }
-                    (None, None) => return Err(invalid(key, v, IoEngine::NAMES)),
+                    (None, None) => {
+                        let mut choices: Vec<&str> = IoEngine::NAMES.split(", ").collect();
+                        choices.push("io_uring");
+                        return Err(not_a_choice(key, v, IoEngine::NAMES, &choices));
+                    }
                 };
             }
             "direct" => self.direct = as_bool(key, v)?,

@@ -85,6 +85,7 @@ pub struct Raid10Config {
     /// Array name (e.g. `md0`).
     pub name: String,
     /// Member devices in raid-disk order: names of `[[hdd]]` entries.
+    #[serde(deserialize_with = "crate::graph::de_devices")]
     pub members: Vec<String>,
     /// Copies of each chunk on consecutive devices (mdadm `--layout=n2`)
     /// [src: mdadm default layout n2].

@@ -36,7 +36,7 @@ pub fn scaling_scenarios(
         .dm
         .as_ref()
         .ok_or_else(|| cfg_err("the scaling sweep needs a [dm] section"))?;
-    let pmem_path = dm.device.clone();
+    let pmem_path = format!("/dev/{}", crate::graph::device_name(&dm.device));
     let mut out = Vec::new();
     for &(label, device, accounting) in SWEEP_DESIGNS {
         for &n in numjobs {

@@ -7,15 +7,17 @@ use blocksim_models::ahci::AhciConfig;
 use blocksim_models::bcache::{BcacheConfig, PopulateConfig};
 use blocksim_models::coherence::CoherenceConfig;
 use blocksim_models::config::{CpuConfig, SimulationConfig, VariantConfig};
-use blocksim_models::costs::CostsConfig;
-use blocksim_models::dm::DmConfig;
+use blocksim_models::costs::{BtreeCosts, CostsConfig, StepConfig, PATH_NAMES};
+use blocksim_models::dm::{DmConfig, DM_ACCOUNTING};
 use blocksim_models::fs::FsConfig;
 use blocksim_models::generic::GenericConfig;
 use blocksim_models::hdd::HddConfig;
+use blocksim_models::job::did_you_mean;
 use blocksim_models::pmem::PmemConfig;
 use blocksim_models::raid10::Raid10Config;
 use blocksim_models::ssd::SsdConfig;
 use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
 
 /// Deserializes one section from TOML text (spans locate the failing key).
 type Check = fn(&str) -> Result<(), toml::de::Error>;
@@ -43,6 +45,79 @@ const SECTIONS: &[(&str, bool, Check)] = &[
     ("variant", true, check::<VariantConfig>),
 ];
 
+/// `[costs.paths]`: every path name one the stacks run, every step valid.
+fn check_paths(text: &str) -> Result<(), toml::de::Error> {
+    use serde::de::Error;
+    let paths: toml::Table = toml::from_str(text)?;
+    for name in paths.keys() {
+        if !PATH_NAMES.iter().any(|(n, _)| n == name) {
+            let list: Vec<String> = PATH_NAMES.iter().map(|(n, _)| format!("`{n}`")).collect();
+            return Err(toml::de::Error::custom(format!(
+                "unknown field `{name}`, expected one of {}",
+                list.join(", ")
+            )));
+        }
+    }
+    toml::from_str::<BTreeMap<String, Vec<StepConfig>>>(text).map(drop)
+}
+
+/// Sub-tables checked apart from their section: (section, key, check).
+const SUBSECTIONS: &[(&str, &str, Check)] = &[
+    ("bcache", "populate", check::<PopulateConfig>),
+    ("costs", "btree", check::<BtreeCosts>),
+    ("costs", "paths", check_paths),
+];
+
+/// The accounting designs of a device that is not dm (scenario names).
+const PART0_ACCOUNTING: &[&str] = &["shared", "percpu"];
+
+/// Keys whose value is one of a list: (section, key, choices). The machine
+/// checks them when it is built; here they get a line and a "did you mean".
+const CHOICES: &[(&str, &str, &[&str])] = &[
+    ("ssd", "accounting", PART0_ACCOUNTING),
+    ("ssd", "interface", &["sata", "nvme"]),
+    ("ssd", "gc_policy", &["greedy", "cost-benefit"]),
+    ("hdd", "accounting", PART0_ACCOUNTING),
+    ("raid10", "accounting", PART0_ACCOUNTING),
+    ("pmem", "accounting", PART0_ACCOUNTING),
+    ("bcache", "accounting", PART0_ACCOUNTING),
+    (
+        "bcache",
+        "cache_mode",
+        &["writethrough", "writeback", "writearound", "none"],
+    ),
+    ("bcache", "replacement", &["lru", "fifo", "random"]),
+    ("dm", "accounting", DM_ACCOUNTING),
+    ("dm", "target", &["linear"]),
+];
+
+/// The values of `table` (section `name`) that are not one of their
+/// key's choices: (key, message).
+fn bad_choices(name: &str, table: &toml::Table) -> Vec<(String, String)> {
+    CHOICES
+        .iter()
+        .filter(|(section, _, _)| *section == name)
+        .filter_map(|(_, key, choices)| {
+            let v = table.get(*key)?.as_str()?;
+            if choices.contains(&v) {
+                return None;
+            }
+            let hint = match did_you_mean(v, choices) {
+                Some(c) => format!(" (did you mean `{c}`?)"),
+                None if *key == "accounting" && DM_ACCOUNTING.contains(&v) => {
+                    " (a design of dm's own counters, for [dm] only)".to_string()
+                }
+                None => String::new(),
+            };
+            let list = choices.join(", ");
+            Some((
+                key.to_string(),
+                format!("{key} = {v:?} is not one of: {list}{hint}"),
+            ))
+        })
+        .collect()
+}
+
 /// Sections every scenario has (`[[job]]` may come from `--job`).
 pub const REQUIRED_SECTIONS: &[&str] = &["simulation", "cpu", "job"];
 
@@ -51,11 +126,21 @@ pub const REQUIRED_SECTIONS: &[&str] = &["simulation", "cpu", "job"];
 pub struct Problem {
     /// 1-based line in the scenario file, when the section is written there.
     pub line: Option<usize>,
+    /// 1-based column of the key the problem is about, when known.
+    pub col: Option<usize>,
     /// `[cpu]`, `[[ssd]] "sda"`.
     pub section: String,
+    /// The section's name (`ssd`) and the table's index within it.
+    pub kind: &'static str,
+    pub index: usize,
     pub message: String,
+    /// The key the problem is about, when it is one.
+    pub key: Option<String>,
     /// The problem is (or includes) missing required fields.
     pub missing: bool,
+    /// No later pass gives this problem a line (a value the machine
+    /// refuses only when it is built).
+    pub late: bool,
 }
 
 /// Values tried in place of a missing field until one has a type the
@@ -74,6 +159,11 @@ fn placeholders() -> [toml::Value; 6] {
 
 fn missing_field(msg: &str) -> Option<String> {
     let rest = msg.strip_prefix("missing field `")?;
+    Some(rest.split('`').next()?.to_string())
+}
+
+fn unknown_field(msg: &str) -> Option<String> {
+    let rest = msg.split("unknown field `").nth(1)?;
     Some(rest.split('`').next()?.to_string())
 }
 
@@ -103,55 +193,97 @@ fn accepts(check: Check, table: &toml::Table, field: &str) -> bool {
     }
 }
 
-/// The problem of one section table, naming every missing field: each
-/// missing field is filled with a placeholder of a type it takes, and the
-/// check repeated.
-fn section_problem(check: Check, table: &toml::Table) -> Option<(String, bool, Option<String>)> {
+/// `table` with `field` set to a placeholder of a type it takes.
+fn fill(check: Check, table: &toml::Table, field: &str) -> Option<toml::Table> {
+    placeholders().into_iter().find_map(|p| {
+        let mut t = table.clone();
+        t.insert(field.to_string(), p);
+        accepts(check, &t, field).then_some(t)
+    })
+}
+
+/// One problem found in a section table: (message, missing fields?, key).
+type Found = (String, bool, Option<String>);
+
+/// Every problem of one section table: all missing fields in one problem
+/// (each filled with a placeholder of a type it takes, and the check
+/// repeated), then each other problem: a key that fails is set aside and
+/// the check repeated, so every unknown field and bad value is named.
+fn section_problems(check: Check, table: &toml::Table) -> Vec<Found> {
     let mut table = table.clone();
     let mut missing: Vec<String> = Vec::new();
-    let mut other: Option<String> = None;
-    while let Err(e) = run(check, &table) {
-        let Some(field) = missing_field(e.message()) else {
-            other = Some(e.message().trim().to_string());
-            break;
-        };
-        if missing.contains(&field) || missing.len() >= 64 {
+    let mut set_aside: Vec<String> = Vec::new();
+    let mut found: Vec<Found> = Vec::new();
+    for _ in 0..128 {
+        let Err(e) = run(check, &table) else { break };
+        let msg = e.message().trim().to_string();
+        if let Some(field) = missing_field(&msg) {
+            if missing.contains(&field) {
+                break;
+            }
+            // A key set aside is not missing: the user gave it.
+            if !set_aside.contains(&field) {
+                missing.push(field.clone());
+            } else {
+                set_aside.retain(|k| *k != field);
+            }
+            match fill(check, &table, &field) {
+                Some(t) => table = t,
+                None => break,
+            }
+            continue;
+        }
+        let key = unknown_field(&msg).or_else(|| error_key(check, &table));
+        // A section's own "missing fields" message (presets) names them;
+        // fields set aside are not missing (their problem is named).
+        let own_missing = msg.contains("missing field");
+        if own_missing && !set_aside.is_empty() && names_only(&msg, &set_aside) {
             break;
         }
-        let filled = placeholders().into_iter().find_map(|p| {
-            let mut t = table.clone();
-            t.insert(field.clone(), p);
-            accepts(check, &t, &field).then_some(t)
-        });
-        missing.push(field);
-        match filled {
-            Some(t) => table = t,
+        found.push((
+            msg,
+            own_missing,
+            if own_missing { None } else { key.clone() },
+        ));
+        match key.filter(|k| table.contains_key(k) && !own_missing) {
+            Some(k) => {
+                table.remove(&k);
+                set_aside.push(k);
+            }
             None => break,
         }
     }
-    let key = other.as_ref().and_then(|_| error_key(check, &table));
-    let list = missing
+    // A required field the user misspelt is named by its unknown field's
+    // "did you mean", not listed as missing as well.
+    let misspelt: Vec<String> = found
         .iter()
-        .map(|f| format!("`{f}`"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    match (missing.len(), other) {
-        (0, None) => None,
-        (0, Some(o)) => {
-            // A section's own "missing fields" message (presets) names them.
-            let m = o.contains("missing field");
-            Some((o, m, if m { None } else { key }))
-        }
-        (1, o) => Some((join(format!("missing field {list}"), o), true, None)),
-        (_, o) => Some((join(format!("missing fields {list}"), o), true, None)),
+        .filter_map(|(m, _, _)| unknown_field(m))
+        .collect();
+    missing.retain(|f| {
+        !misspelt
+            .iter()
+            .any(|u| did_you_mean(u, &[f.as_str()]).is_some())
+    });
+    if !missing.is_empty() {
+        let list = missing
+            .iter()
+            .map(|f| format!("`{f}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let s = if missing.len() == 1 { "" } else { "s" };
+        found.insert(0, (format!("missing field{s} {list}"), true, None));
     }
+    found
 }
 
-fn join(a: String, b: Option<String>) -> String {
-    match b {
-        Some(b) => format!("{a}; {b}"),
-        None => a,
-    }
+/// Whether every `name` a message quotes (before its first `:`) is one of
+/// `fields`.
+fn names_only(msg: &str, fields: &[String]) -> bool {
+    let head = msg.split(':').next().unwrap_or(msg);
+    head.split('`')
+        .skip(1)
+        .step_by(2)
+        .all(|n| fields.iter().any(|f| f == n))
 }
 
 /// 1-based lines of `[name]` (or `[[name]]`) headers, in order.
@@ -172,6 +304,12 @@ pub(super) fn header_lines(text: &str, name: &str) -> Vec<usize> {
 
 /// The line of `key = ...` in the section whose header is on `header`.
 pub(super) fn key_line(text: &str, header: usize, key: &str) -> Option<usize> {
+    key_line_col(text, header, key).map(|(l, _)| l)
+}
+
+/// The line and column of `key = ...` in the section whose header is on
+/// `header`.
+pub(super) fn key_line_col(text: &str, header: usize, key: &str) -> Option<(usize, usize)> {
     text.lines()
         .enumerate()
         .skip(header)
@@ -180,7 +318,16 @@ pub(super) fn key_line(text: &str, header: usize, key: &str) -> Option<usize> {
             l.split_once('=')
                 .is_some_and(|(k, _)| k.trim().trim_matches('"') == key)
         })
-        .map(|(i, _)| i + 1)
+        .map(|(i, l)| (i + 1, l.len() - l.trim_start().len() + 1))
+}
+
+/// The label of table `i` of section `name` in messages.
+fn label(name: &str, array: bool, t: &toml::Table, i: usize) -> String {
+    match (array, t.get("name").and_then(|n| n.as_str())) {
+        (true, Some(n)) => format!("[[{name}]] {n:?}"),
+        (true, None) => format!("[[{name}]] #{}", i + 1),
+        (false, _) => format!("[{name}]"),
+    }
 }
 
 /// Problems of every section of `table`; `text` (the file as written, when
@@ -191,9 +338,14 @@ pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem
         if !table.contains_key(*name) {
             out.push(Problem {
                 line: None,
+                col: None,
                 section: format!("[{name}]"),
+                kind: name,
+                index: 0,
                 message: "missing section (every scenario has [simulation], [cpu] and at least one [[job]])".into(),
+                key: None,
                 missing: true,
+                late: false,
             });
         }
     }
@@ -210,61 +362,76 @@ pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem
         };
         for (i, item) in items.into_iter().enumerate() {
             let Some(t) = item.as_table() else { continue };
-            let label = match (array, t.get("name").and_then(|n| n.as_str())) {
-                (true, Some(n)) => format!("[[{name}]] {n:?}"),
-                (true, None) => format!("[[{name}]] #{}", i + 1),
-                (false, _) => format!("[{name}]"),
+            let at = Where {
+                kind: name,
+                sub: false,
+                index: i,
+                section: label(name, *array, t, i),
+                header: headers.get(i).copied(),
+                text,
             };
-            let header = headers.get(i).copied();
             let mut t = t.clone();
-            let populate = if *name == "bcache" {
-                t.remove("populate")
-            } else {
-                None
-            };
-            push_problem(&mut out, *chk, &t, label, header, text);
-            if let Some(toml::Value::Table(p)) = populate {
-                let header = text.and_then(|x| header_lines(x, "bcache.populate").first().copied());
-                push_problem(
-                    &mut out,
-                    check::<PopulateConfig>,
-                    &p,
-                    "[bcache.populate]".into(),
-                    header,
-                    text,
-                );
+            let subs: Vec<(&str, Check, toml::Value)> = SUBSECTIONS
+                .iter()
+                .filter(|(section, _, _)| section == name)
+                .filter_map(|(_, key, chk)| Some((*key, *chk, t.remove(*key)?)))
+                .collect();
+            push_problems(&mut out, *chk, &t, &at);
+            for (key, chk, sub) in subs {
+                let toml::Value::Table(sub) = sub else {
+                    continue;
+                };
+                let full = format!("{name}.{key}");
+                let at = Where {
+                    section: format!("[{full}]"),
+                    sub: true,
+                    header: text.and_then(|x| header_lines(x, &full).first().copied()),
+                    ..at.clone()
+                };
+                push_problems(&mut out, chk, &sub, &at);
             }
         }
     }
     out
 }
 
-fn push_problem(
-    out: &mut Vec<Problem>,
-    check: Check,
-    table: &toml::Table,
+/// Where a section table is: its section and index, label, header line.
+#[derive(Clone)]
+struct Where<'a> {
+    kind: &'static str,
+    /// A sub-table (`[bcache.populate]`), not the section's own.
+    sub: bool,
+    index: usize,
     section: String,
     header: Option<usize>,
-    text: Option<&str>,
-) {
-    let Some((message, missing, key)) = section_problem(check, table) else {
-        return;
-    };
-    // An unknown field is named in the message; other errors by their span.
-    let key = key.or_else(|| {
-        let rest = message.split("unknown field `").nth(1)?;
-        Some(rest.split('`').next()?.to_string())
-    });
-    let line = match (header, key, text) {
-        (Some(h), Some(k), Some(t)) => key_line(t, h, &k).or(Some(h)),
-        (h, _, _) => h,
-    };
-    out.push(Problem {
-        line,
-        section,
-        message,
-        missing,
-    });
+    text: Option<&'a str>,
+}
+
+fn push_problems(out: &mut Vec<Problem>, check: Check, table: &toml::Table, at: &Where<'_>) {
+    let found = section_problems(check, table)
+        .into_iter()
+        .map(|f| (f, false));
+    let choices = bad_choices(at.kind, table)
+        .into_iter()
+        .filter(|_| !at.sub)
+        .map(|(k, m)| ((m, false, Some(k)), true));
+    for ((message, missing, key), late) in found.chain(choices) {
+        let pos = match (at.header, &key, at.text) {
+            (Some(h), Some(k), Some(t)) => key_line_col(t, h, k),
+            _ => None,
+        };
+        out.push(Problem {
+            line: pos.map(|p| p.0).or(at.header),
+            col: pos.map(|p| p.1),
+            section: at.section.clone(),
+            kind: at.kind,
+            index: at.index,
+            message,
+            key,
+            missing,
+            late,
+        });
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! `scenarios/presets/ssd/`, with every value's source beside it, built into
 //! the binary. A section's own keys win; the preset fills the others.
 
-use anyhow::{bail, Result};
+use blocksim_models::job::did_you_mean;
 use blocksim_models::ssd::SSD_MODELS;
 
 /// (model name, its `[[ssd]]` keys as TOML).
@@ -17,23 +17,42 @@ const SSD_PRESETS: &[(&str, &str)] = &[
     ),
 ];
 
+/// An `[[ssd]]` whose `model` names no preset: its index and the message.
+pub(super) struct BadModel {
+    pub index: usize,
+    pub message: String,
+}
+
 /// Fills every `[[ssd]]` table that names a `model` with the preset's keys
-/// it does not set. Returns whether any table changed.
-pub(super) fn apply(table: &mut toml::Table) -> Result<bool> {
+/// it does not set. Returns whether any table changed, and the tables
+/// whose model is unknown (left as they are, so that the problems of the
+/// other sections are found too).
+pub(super) fn apply(table: &mut toml::Table) -> (bool, Vec<BadModel>) {
     let Some(toml::Value::Array(ssds)) = table.get_mut("ssd") else {
-        return Ok(false);
+        return (false, Vec::new());
     };
     let mut changed = false;
-    for ssd in ssds.iter_mut().filter_map(toml::Value::as_table_mut) {
+    let mut bad = Vec::new();
+    for (index, ssd) in ssds.iter_mut().enumerate() {
+        let Some(ssd) = ssd.as_table_mut() else {
+            continue;
+        };
         let Some(model) = ssd.get("model").and_then(toml::Value::as_str) else {
             continue;
         };
         let Some((_, text)) = SSD_PRESETS.iter().find(|(n, _)| *n == model) else {
             let name = ssd.get("name").and_then(toml::Value::as_str).unwrap_or("");
-            bail!(
-                "[[ssd]] {name:?}: unknown model {model:?}; presets: {}",
-                SSD_MODELS.join(", ")
-            );
+            let hint = did_you_mean(model, SSD_MODELS)
+                .map(|m| format!(" (did you mean `{m}`?)"))
+                .unwrap_or_default();
+            bad.push(BadModel {
+                index,
+                message: format!(
+                    "[[ssd]] {name:?}: unknown model {model:?}{hint}; presets: {}",
+                    SSD_MODELS.join(", ")
+                ),
+            });
+            continue;
         };
         let preset: toml::Table = toml::from_str(text).expect("built-in preset is valid TOML");
         for (k, v) in preset {
@@ -43,7 +62,7 @@ pub(super) fn apply(table: &mut toml::Table) -> Result<bool> {
             }
         }
     }
-    Ok(changed)
+    (changed, bad)
 }
 
 #[cfg(test)]
@@ -66,7 +85,7 @@ mod tests {
             "[[ssd]]\nname = \"a\"\nmodel = \"generic-nvme-tlc\"\npage_read = \"1us\"\n",
         )
         .unwrap();
-        assert!(apply(&mut t).unwrap());
+        assert!(apply(&mut t).0);
         let ssd = t["ssd"].as_array().unwrap()[0].as_table().unwrap();
         assert_eq!(ssd["page_read"].as_str(), Some("1us"));
         assert_eq!(ssd["page_program"].as_str(), Some("600us"));

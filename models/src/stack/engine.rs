@@ -200,15 +200,30 @@ fn job_region(
     })
 }
 
-/// `bytes` for a message: exact, and in GiB when that is shorter to read.
-fn bytes_text(bytes: u64) -> String {
-    if bytes >= 1 << 30 {
-        format!(
-            "{bytes} bytes ({:.1} GiB)",
-            bytes as f64 / (1u64 << 30) as f64
-        )
-    } else {
-        format!("{bytes} bytes")
+/// `bytes` for a message in the units a user writes: the largest binary
+/// unit it is a whole number of ("16 GiB"), else one decimal with the
+/// exact count ("1.5 GiB (1610612736 bytes)").
+pub fn size_text(bytes: u64) -> String {
+    const UNITS: [(&str, u32); 6] = [
+        ("EiB", 60),
+        ("PiB", 50),
+        ("TiB", 40),
+        ("GiB", 30),
+        ("MiB", 20),
+        ("KiB", 10),
+    ];
+    if bytes == 0 {
+        return "0".into();
+    }
+    if let Some((u, shift)) = UNITS.iter().find(|(_, s)| bytes % (1u64 << s) == 0) {
+        return format!("{} {u}", bytes >> shift);
+    }
+    match UNITS.iter().find(|(_, s)| bytes >= 1u64 << s) {
+        Some((u, shift)) => format!(
+            "{:.1} {u} ({bytes} bytes)",
+            bytes as f64 / (1u64 << shift) as f64
+        ),
+        None => format!("{bytes} bytes"),
     }
 }
 
@@ -222,7 +237,10 @@ pub(in crate::stack) fn job_extent(
     target_bytes: u64,
 ) -> Result<(u64, u64), ModelError> {
     let on = if file_start > 0 {
-        format!(" (the file starts at [filesystem] file_start = {file_start} on {target_name})")
+        format!(
+            " (the file starts at [filesystem] file_start = {} on {target_name})",
+            size_text(file_start)
+        )
     } else {
         String::new()
     };
@@ -233,34 +251,34 @@ pub(in crate::stack) fn job_extent(
             cfg_err(format!(
                 "job `{}`: job.offset = {} is not below {target_name}'s size, {}{on}; the region must start inside the device",
                 j.name,
-                j.offset_bytes,
-                bytes_text(target_bytes)
+                size_text(j.offset_bytes),
+                size_text(target_bytes)
             ))
         })?;
     let region_bytes = j.size_bytes.unwrap_or(target_bytes - start_bytes);
     let end = start_bytes.checked_add(region_bytes);
     if end.is_none_or(|e| e > target_bytes) {
-        let sum = end.map_or_else(|| "more than 2^64 bytes".to_string(), bytes_text);
+        let sum = end.map_or_else(|| "more than 2^64 bytes".to_string(), size_text);
+        let (offset, size) = (size_text(j.offset_bytes), size_text(region_bytes));
         let terms = match file_start {
-            0 => format!(
-                "job.offset + job.size = {} + {region_bytes}",
-                j.offset_bytes
-            ),
+            0 => format!("job.offset + job.size = {offset} + {size}"),
             f => format!(
-                "[filesystem] file_start + job.offset + job.size = {f} + {} + {region_bytes}",
-                j.offset_bytes
+                "[filesystem] file_start + job.offset + job.size = {} + {offset} + {size}",
+                size_text(f)
             ),
         };
         return Err(cfg_err(format!(
-            "job `{}`: {terms} = {sum} exceeds {target_name}'s {}; lower size or offset",
+            "job `{}`: {terms} = {sum} does not fit {target_name} ({}); lower size or offset",
             j.name,
-            bytes_text(target_bytes)
+            size_text(target_bytes)
         )));
     }
     if region_bytes < j.bs_bytes_max {
         return Err(cfg_err(format!(
-            "job `{}`: job.size = {region_bytes} is smaller than the largest block size, {}; raise size or lower bs",
-            j.name, j.bs_bytes_max
+            "job `{}`: job.size = {} is smaller than the largest block size, {}; raise size or lower bs",
+            j.name,
+            size_text(region_bytes),
+            size_text(j.bs_bytes_max)
         )));
     }
     Ok((start_bytes, region_bytes))

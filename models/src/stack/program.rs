@@ -160,7 +160,10 @@ fn find_target<'a>(s: &'a Scenario, job: &JobConfig) -> Option<ProgTarget<'a>> {
         return Some(ProgTarget::Pmem(p));
     }
     let d = s.dm.as_ref().filter(|d| d.dev_path() == job.filename)?;
-    let p = s.pmem.iter().find(|p| p.dev_path() == d.device)?;
+    let p = s
+        .pmem
+        .iter()
+        .find(|p| p.name == crate::graph::device_name(&d.device))?;
     Some(ProgTarget::Dm(d, p))
 }
 
