@@ -77,6 +77,11 @@ const CHOICES: &[(&str, &str, &[&str])] = &[
     ("ssd", "accounting", PART0_ACCOUNTING),
     ("ssd", "interface", &["sata", "nvme"]),
     ("ssd", "gc_policy", &["greedy", "cost-benefit"]),
+    (
+        "ssd",
+        "read_parallelism",
+        blocksim_models::ssd::READ_PARALLELISM,
+    ),
     ("hdd", "accounting", PART0_ACCOUNTING),
     ("raid10", "accounting", PART0_ACCOUNTING),
     ("pmem", "accounting", PART0_ACCOUNTING),
