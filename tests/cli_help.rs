@@ -265,11 +265,7 @@ fn is_synopsis(line: &str) -> bool {
 
 /// Optional flags the README's synopsis still shows without brackets (to
 /// be bracketed there; then drop the entry).
-const README_SHOWS_OPTIONAL_AS_REQUIRED: &[(&str, &str)] = &[
-    ("sweep", "--set"),
-    ("swarm", "--seed"),
-    ("swarm", "--count"),
-];
+const README_SHOWS_OPTIONAL_AS_REQUIRED: &[(&str, &str)] = &[];
 
 /// What a command's README lines must agree on with its `--help`.
 fn required_and_default_problems(command: &str, help: &str, lines: &[String]) -> Vec<String> {
