@@ -83,7 +83,11 @@ fn run(dir: &TempDir, model: &str, f: &Figure) -> (f64, f64, f64) {
     assert_eq!(code, 0, "{model} {}: {err}", f.name);
     let v: Value = serde_json::from_str(&out).expect("JSON report");
     let job = &v["jobs"][0];
-    let dir = if f.rw.contains("write") { "write" } else { "read" };
+    let dir = if f.rw.contains("write") {
+        "write"
+    } else {
+        "read"
+    };
     let d = &job[dir];
     let metric = match f.metric.as_str() {
         "iops" => d["iops"].as_f64().unwrap(),
@@ -96,10 +100,9 @@ fn run(dir: &TempDir, model: &str, f: &Figure) -> (f64, f64, f64) {
 
 #[test]
 fn every_preset_meets_its_headline_figures_within_ten_percent() {
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(HEADLINE),
-    )
-    .unwrap();
+    let text =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(HEADLINE))
+            .unwrap();
     let table: toml::Value = toml::from_str(&text).unwrap();
     let dir = TempDir::new("presets");
     let mut misses = Vec::new();
@@ -114,18 +117,31 @@ fn every_preset_meets_its_headline_figures_within_ten_percent() {
     for f in &files {
         assert!(presets.contains_key(f), "{f} has no headline figures");
     }
-    assert_eq!(presets.len(), files.len(), "a headline table without its preset");
+    assert_eq!(
+        presets.len(),
+        files.len(),
+        "a headline table without its preset"
+    );
     for (model, preset) in presets {
         assert!(preset["class"].as_str().is_some_and(|c| !c.is_empty()));
         for f in figures(preset) {
             let (got, p50, p99) = run(&dir, model, &f);
             let off = got / f.value - 1.0;
-            eprintln!("{model}: {}: {got:.0} vs {} ({:+.1}%)", f.name, f.value, off * 100.0);
+            eprintln!(
+                "{model}: {}: {got:.0} vs {} ({:+.1}%)",
+                f.name,
+                f.value,
+                off * 100.0
+            );
             if off.abs() > TOLERANCE {
                 misses.push(format!("{model}: {}: {got:.0}, table {}", f.name, f.value));
             }
             if f.iodepth == 1 && f.rw.contains("read") {
-                assert!(p50 < p99, "{model}: {}: no spread at QD1 ({p50} = {p99})", f.name);
+                assert!(
+                    p50 < p99,
+                    "{model}: {}: no spread at QD1 ({p50} = {p99})",
+                    f.name
+                );
             }
         }
     }

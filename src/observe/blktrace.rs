@@ -2,12 +2,14 @@
 //! would have written them, one file per traced device and CPU
 //! (`DIR/<dev>.blktrace.<cpu>`, `struct blk_io_trace` v7, little-endian,
 //! encoded by `blocksim_traces::blktrace::encode`, the one place that
-//! states the format). Records are encoded on the run's thread into a
-//! 64 KiB chunk per file; full chunks go, in order, through a bounded
-//! channel to one writing thread (as blktrace's relay buffers hand records
-//! to its writer), so the files' bytes never depend on thread timing and
-//! memory does not grow with the run: at most [`CHUNK_BYTES`] per open
-//! file plus [`IN_FLIGHT_CHUNKS`] chunks.
+//! states the format).
+//!
+//! The run's thread only copies each event into a batch; full batches go,
+//! in order, through a bounded channel to one writing thread, which
+//! encodes and writes them (as blktrace's relay buffers hand records to its
+//! writer): the files' bytes never depend on thread timing, and memory is
+//! bounded ([`BATCH_EVENTS`] x [`IN_FLIGHT_BATCHES`] events, a 256 KiB
+//! buffer per file).
 //!
 //! Emitted: Q, G, I (the request waits for a tag), D, C (with EIO on a
 //! failed completion), A (dm's and bcache's remaps, with the device and
@@ -17,24 +19,24 @@
 //! (splits), S (sleep for a request), R (requeue), B (bounce).
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 use blocksim_models::device::Dir;
 use blocksim_models::observe::{BlockAction, BlockEvent, Machine, Obs, Observer, KWORKER_PID};
-use blocksim_traces::blktrace::{self, Record, RECORD_BYTES};
+use blocksim_traces::blktrace::{self, Record};
 use blocksim_traces::{cat, Action};
 
 /// Bound on the files written (devices x CPUs): file descriptors.
 pub const MAX_FILES: usize = 4096;
 
-/// Bytes a file's chunk holds before it goes to the writing thread.
-pub const CHUNK_BYTES: usize = 64 << 10;
+/// Events the run's thread collects before handing them over.
+pub const BATCH_EVENTS: usize = 4096;
 
-/// Full chunks waiting for the writing thread; the run waits beyond this.
-pub const IN_FLIGHT_CHUNKS: usize = 64;
+/// Batches waiting for the writing thread; the run waits beyond this.
+pub const IN_FLIGHT_BATCHES: usize = 16;
 
 /// Per traced device: what `sim run --blktrace` prints about it.
 #[derive(Debug, Clone, Default)]
@@ -54,10 +56,7 @@ pub struct DevSummary {
 pub const LETTERS: [&str; 6] = ["Q", "G", "I", "D", "C", "A"];
 
 struct CpuFile {
-    /// The writing thread's index of this file.
-    id: usize,
-    /// Encoded records not yet handed to the writing thread.
-    chunk: Vec<u8>,
+    out: BufWriter<File>,
     sequence: u32,
     /// The pids whose process note this file has (few: the job threads,
     /// the kworker, the replay), and the last one written.
@@ -65,17 +64,12 @@ struct CpuFile {
     last_pid: Option<u32>,
 }
 
-struct DevOut {
-    files: Vec<Option<CpuFile>>,
-    summary: DevSummary,
-}
-
 impl CpuFile {
-    /// Writes the process note for `rec.pid` the first time the file
+    /// Encodes the process note for `rec.pid` the first time the file
     /// sees it (blkparse names the pid from it).
     #[cold]
     #[inline(never)]
-    fn name_pid(&mut self, rec: &Record) {
+    fn name_pid(&mut self, rec: &Record, buf: &mut Vec<u8>) {
         self.last_pid = Some(rec.pid);
         if self.named.contains(&rec.pid) {
             return;
@@ -94,93 +88,20 @@ impl CpuFile {
             action_word: blktrace::notify_word(false),
             ..*rec
         };
-        blktrace::encode(&mut self.chunk, false, &note, &comm);
+        blktrace::encode(buf, false, &note, &comm);
     }
 }
 
-/// What the run's thread hands the writing thread.
-enum Msg {
-    /// File `id` is open at this path (its name for errors).
-    Open(usize, PathBuf, File),
-    /// The next bytes of file `id`.
-    Data(usize, Vec<u8>),
+struct DevOut {
+    files: Vec<Option<CpuFile>>,
+    summary: DevSummary,
 }
 
-/// The writing thread: the only one that writes the files.
-struct Sink {
-    tx: SyncSender<Msg>,
-    /// Written chunks handed back for reuse.
-    spare: Receiver<Vec<u8>>,
-    thread: JoinHandle<Option<String>>,
-    opened: usize,
-}
-
-impl Sink {
-    fn start() -> Sink {
-        let (tx, rx) = mpsc::sync_channel(IN_FLIGHT_CHUNKS);
-        let (spare_tx, spare) = mpsc::sync_channel(IN_FLIGHT_CHUNKS);
-        let thread = std::thread::Builder::new()
-            .name("blktrace-writer".into())
-            .spawn(move || write_loop(&rx, &spare_tx))
-            .expect("spawning the blktrace writing thread");
-        Sink {
-            tx,
-            spare,
-            thread,
-            opened: 0,
-        }
-    }
-
-    /// An empty chunk: a written one back from the thread, or a new one.
-    fn fresh_chunk(&self) -> Vec<u8> {
-        self.spare
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(CHUNK_BYTES + 2 * RECORD_MAX))
-    }
-
-    /// Waits for every chunk to be written; the first error, if any.
-    fn close(self) -> Option<String> {
-        drop(self.tx);
-        match self.thread.join() {
-            Ok(e) => e,
-            Err(_) => Some("the writing thread stopped".into()),
-        }
-    }
-}
-
-/// One record with the longest payload written (a remap's 16 bytes or a
-/// note's text): a chunk's slack beyond [`CHUNK_BYTES`].
-const RECORD_MAX: usize = RECORD_BYTES + 256;
-
-fn write_loop(rx: &Receiver<Msg>, spare: &SyncSender<Vec<u8>>) -> Option<String> {
-    let mut files: Vec<(PathBuf, File)> = Vec::new();
-    let mut error = None;
-    for m in rx {
-        match m {
-            Msg::Open(id, path, f) => {
-                assert_eq!(id, files.len(), "files are opened in id order");
-                files.push((path, f));
-            }
-            Msg::Data(id, mut chunk) => {
-                let (path, f) = &mut files[id];
-                if error.is_none() {
-                    if let Err(e) = f.write_all(&chunk) {
-                        error = Some(format!("writing {}: {e}", path.display()));
-                    }
-                }
-                chunk.clear();
-                let _ = spare.try_send(chunk);
-            }
-        }
-    }
-    error
-}
-
-/// The blktrace writer (an [`Observer`]).
-pub struct BlktraceWriter {
+/// The encoder and its files: lives on the writing thread.
+struct Encoder {
     dir: PathBuf,
     devs: Vec<DevOut>,
-    sink: Option<Sink>,
+    buf: Vec<u8>,
     error: Option<String>,
 }
 
@@ -244,26 +165,37 @@ fn action_of(a: BlockAction) -> (Action, u16, usize) {
     }
 }
 
-impl BlktraceWriter {
-    /// A writer into `dir`, which must exist and be writable (checked by
-    /// [`super::check_dir`] before the run).
-    pub fn new(dir: &Path) -> Self {
-        BlktraceWriter {
+impl Encoder {
+    fn new(dir: &Path, m: &Machine) -> Self {
+        let names: Vec<&str> = m.devices.iter().map(|d| d.name.as_str()).collect();
+        let numbers = device_numbers(&names);
+        let mut e = Encoder {
             dir: dir.to_path_buf(),
             devs: Vec::new(),
-            sink: None,
+            buf: Vec::with_capacity(256),
             error: None,
+        };
+        if m.devices.len() * usize::from(m.cpus) > MAX_FILES {
+            e.fail(format!(
+                "{} devices x {} CPUs is more than {MAX_FILES} blktrace files",
+                m.devices.len(),
+                m.cpus
+            ));
         }
-    }
-
-    /// The first error writing, if any (the files are then incomplete).
-    pub fn error(&self) -> Option<&str> {
-        self.error.as_deref()
-    }
-
-    /// Per-device counts and latencies of what was written.
-    pub fn summaries(&self) -> Vec<DevSummary> {
-        self.devs.iter().map(|d| d.summary.clone()).collect()
+        e.devs = m
+            .devices
+            .iter()
+            .zip(numbers)
+            .map(|(d, devno)| DevOut {
+                files: (0..m.cpus).map(|_| None).collect(),
+                summary: DevSummary {
+                    name: d.name.replace('/', "_"),
+                    devno,
+                    ..DevSummary::default()
+                },
+            })
+            .collect();
+        e
     }
 
     fn path(&self, d: usize, cpu: usize) -> PathBuf {
@@ -279,35 +211,26 @@ impl BlktraceWriter {
         self.devs[d].files[cpu].as_mut()
     }
 
-    /// Creates file (d, cpu) and hands it to the writing thread; false
-    /// (and the error kept) if that fails.
+    /// Creates file (d, cpu); false (and the error kept) if that fails.
     #[cold]
     #[inline(never)]
     fn open(&mut self, d: usize, cpu: usize) -> bool {
         let path = self.path(d, cpu);
-        let f = match File::create(&path) {
-            Ok(f) => f,
+        match File::create(&path) {
+            Ok(f) => {
+                self.devs[d].files[cpu] = Some(CpuFile {
+                    out: BufWriter::with_capacity(256 << 10, f),
+                    sequence: 0,
+                    named: Vec::new(),
+                    last_pid: None,
+                });
+                true
+            }
             Err(e) => {
                 self.fail(format!("creating {}: {e}", path.display()));
-                return false;
+                false
             }
-        };
-        let sink = self.sink.get_or_insert_with(Sink::start);
-        let id = sink.opened;
-        sink.opened += 1;
-        let chunk = sink.fresh_chunk();
-        if sink.tx.send(Msg::Open(id, path, f)).is_err() {
-            self.fail("the blktrace writing thread stopped".into());
-            return false;
         }
-        self.devs[d].files[cpu] = Some(CpuFile {
-            id,
-            chunk,
-            sequence: 0,
-            named: Vec::new(),
-            last_pid: None,
-        });
-        true
     }
 
     fn fail(&mut self, msg: String) {
@@ -321,34 +244,25 @@ impl BlktraceWriter {
         if self.error.is_some() {
             return;
         }
-        debug_assert!(pdu.len() <= RECORD_MAX - RECORD_BYTES);
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
         let Some(f) = self.file(d, rec.cpu as usize) else {
             return;
         };
         if f.last_pid != Some(rec.pid) {
-            f.name_pid(&rec);
+            f.name_pid(&rec, &mut buf);
         }
         f.sequence += 1;
         let rec = Record {
             sequence: f.sequence,
             ..rec
         };
-        blktrace::encode(&mut f.chunk, false, &rec, pdu);
-        if f.chunk.len() >= CHUNK_BYTES {
-            self.hand_over(d, rec.cpu as usize);
-        }
-    }
-
-    /// Sends file (d, cpu)'s chunk to the writing thread.
-    #[cold]
-    #[inline(never)]
-    fn hand_over(&mut self, d: usize, cpu: usize) {
-        let (Some(sink), Some(f)) = (&self.sink, &mut self.devs[d].files[cpu]) else {
-            return;
-        };
-        let full = std::mem::replace(&mut f.chunk, sink.fresh_chunk());
-        if sink.tx.send(Msg::Data(f.id, full)).is_err() {
-            self.fail("the blktrace writing thread stopped".into());
+        blktrace::encode(&mut buf, false, &rec, pdu);
+        let r = f.out.write_all(&buf);
+        self.buf = buf;
+        if let Err(e) = r {
+            let p = self.path(d, rec.cpu as usize);
+            self.fail(format!("writing {}: {e}", p.display()));
         }
     }
 
@@ -399,46 +313,10 @@ impl BlktraceWriter {
     }
 }
 
-impl Observer for BlktraceWriter {
-    fn start(&mut self, m: &Machine) {
-        let names: Vec<&str> = m.devices.iter().map(|d| d.name.as_str()).collect();
-        let numbers = device_numbers(&names);
-        if m.devices.len() * usize::from(m.cpus) > MAX_FILES {
-            self.fail(format!(
-                "{} devices x {} CPUs is more than {MAX_FILES} blktrace files",
-                m.devices.len(),
-                m.cpus
-            ));
-        }
-        self.devs = m
-            .devices
-            .iter()
-            .zip(numbers)
-            .map(|(d, devno)| DevOut {
-                files: (0..m.cpus).map(|_| None).collect(),
-                summary: DevSummary {
-                    name: d.name.replace('/', "_"),
-                    devno,
-                    ..DevSummary::default()
-                },
-            })
-            .collect();
-    }
-
-    fn record(&mut self, rec: Obs<'_>) {
-        if let Obs::Block(e) = rec {
-            self.block(e);
-        }
-    }
-
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
-        self
-    }
-
-    fn finish(&mut self, _end_ns: u64) {
-        // Every device that saw an event gets a file per CPU (empty where
-        // none ran on it), as blktrace leaves them; the last chunks are
-        // handed over and the writing thread finishes the files.
+impl Encoder {
+    /// Every device that saw an event gets a file per CPU (empty where
+    /// none ran on it), as blktrace leaves them; flushed and closed.
+    fn finish(&mut self) {
         'devices: for d in 0..self.devs.len() {
             if self.devs[d].files.iter().all(Option::is_none) {
                 continue;
@@ -447,12 +325,136 @@ impl Observer for BlktraceWriter {
                 if self.file(d, cpu).is_none() {
                     break 'devices;
                 }
-                self.hand_over(d, cpu);
-                self.devs[d].files[cpu] = None;
+                let r = self.devs[d].files[cpu].take().map(|mut f| f.out.flush());
+                if let Some(Err(e)) = r {
+                    let p = self.path(d, cpu);
+                    self.fail(format!("writing {}: {e}", p.display()));
+                }
             }
         }
-        if let Some(e) = self.sink.take().and_then(Sink::close) {
-            self.fail(e);
+    }
+}
+
+/// The blktrace writer (an [`Observer`]): batches the run's block events
+/// for the writing thread, which owns the [`Encoder`].
+pub struct BlktraceWriter {
+    dir: PathBuf,
+    batch: Vec<BlockEvent>,
+    tx: Option<SyncSender<Vec<BlockEvent>>>,
+    /// Written batches handed back for reuse.
+    spare: Option<Receiver<Vec<BlockEvent>>>,
+    thread: Option<JoinHandle<Encoder>>,
+    /// The encoder, back from the thread after [`Observer::finish`].
+    done: Option<Encoder>,
+    stopped: bool,
+}
+
+impl BlktraceWriter {
+    /// A writer into `dir`, which must exist and be writable (checked by
+    /// [`super::check_dir`] before the run).
+    pub fn new(dir: &Path) -> Self {
+        BlktraceWriter {
+            dir: dir.to_path_buf(),
+            batch: Vec::new(),
+            tx: None,
+            spare: None,
+            thread: None,
+            done: None,
+            stopped: false,
+        }
+    }
+
+    /// The first error writing, if any (the files are then incomplete).
+    pub fn error(&self) -> Option<&str> {
+        if self.stopped {
+            return Some("the blktrace writing thread stopped");
+        }
+        self.done.as_ref().and_then(|e| e.error.as_deref())
+    }
+
+    /// Per-device counts and latencies of what was written.
+    pub fn summaries(&self) -> Vec<DevSummary> {
+        self.done
+            .iter()
+            .flat_map(|e| e.devs.iter().map(|d| d.summary.clone()))
+            .collect()
+    }
+
+    /// Hands the batch to the writing thread.
+    #[cold]
+    #[inline(never)]
+    fn hand_over(&mut self) {
+        let fresh = match &self.spare {
+            Some(s) => s
+                .try_recv()
+                .unwrap_or_else(|_| Vec::with_capacity(BATCH_EVENTS)),
+            None => Vec::with_capacity(BATCH_EVENTS),
+        };
+        let full = std::mem::replace(&mut self.batch, fresh);
+        if let Some(tx) = &self.tx {
+            if tx.send(full).is_err() {
+                self.stopped = true;
+                self.tx = None;
+            }
+        }
+    }
+}
+
+fn encode_loop(
+    mut enc: Encoder,
+    rx: &Receiver<Vec<BlockEvent>>,
+    spare: &SyncSender<Vec<BlockEvent>>,
+) -> Encoder {
+    for mut batch in rx {
+        for e in &batch {
+            enc.block(e);
+        }
+        batch.clear();
+        let _ = spare.try_send(batch);
+    }
+    enc.finish();
+    enc
+}
+
+impl Observer for BlktraceWriter {
+    fn start(&mut self, m: &Machine) {
+        let enc = Encoder::new(&self.dir, m);
+        let (tx, rx) = mpsc::sync_channel(IN_FLIGHT_BATCHES);
+        let (spare_tx, spare) = mpsc::sync_channel(IN_FLIGHT_BATCHES);
+        let thread = std::thread::Builder::new()
+            .name("blktrace-writer".into())
+            .spawn(move || encode_loop(enc, &rx, &spare_tx))
+            .expect("spawning the blktrace writing thread");
+        self.batch = Vec::with_capacity(BATCH_EVENTS);
+        self.tx = Some(tx);
+        self.spare = Some(spare);
+        self.thread = Some(thread);
+    }
+
+    #[inline]
+    fn record(&mut self, rec: Obs<'_>) {
+        if let Obs::Block(e) = rec {
+            self.batch.push(*e);
+            if self.batch.len() >= BATCH_EVENTS {
+                self.hand_over();
+            }
+        }
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+
+    fn finish(&mut self, _end_ns: u64) {
+        if !self.batch.is_empty() {
+            self.hand_over();
+        }
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            match t.join() {
+                Ok(enc) => self.done = Some(enc),
+                Err(_) => self.stopped = true,
+            }
         }
     }
 }
