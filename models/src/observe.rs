@@ -193,6 +193,12 @@ pub trait Observer {
     fn wants_counters(&self) -> bool {
         true
     }
+    /// CPU and device spans starting, and counters sampled, at or after
+    /// this time are not wanted (a timeline window's end): the machine
+    /// stops building them. Asked once, after `start`.
+    fn spans_until_ns(&self) -> u64 {
+        u64::MAX
+    }
     /// The observer back as its own type, after the run.
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any>;
 }

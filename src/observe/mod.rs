@@ -170,6 +170,10 @@ impl Observer for Writers {
         self.timeline.is_some()
     }
 
+    fn spans_until_ns(&self) -> u64 {
+        self.timeline.as_ref().map_or(u64::MAX, |t| t.window().1)
+    }
+
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
         self
     }

@@ -51,6 +51,8 @@ pub(crate) struct ObsState {
     /// spans; counters).
     wants_cpu: bool,
     wants_counters: bool,
+    /// Spans and counters only before this time (`Observer::spans_until_ns`).
+    spans_until_ns: u64,
 }
 
 impl ObsState {
@@ -64,6 +66,7 @@ impl ObsState {
             dev_spans: Vec::new(),
             wants_cpu: true,
             wants_counters: true,
+            spans_until_ns: u64::MAX,
         })
     }
 
@@ -79,7 +82,7 @@ impl ObsState {
             _ => 0,
         };
         self.sink.record(Obs::Block(&ev));
-        if delta != 0 && self.wants_counters {
+        if delta != 0 && self.wants_counters && ev.t_ns < self.spans_until_ns {
             let n = &mut self.in_flight[d];
             *n = (i64::from(*n) + delta).max(0) as u32;
             let c = CounterSample {
@@ -157,6 +160,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         st.sink.start(&machine);
         st.wants_cpu = st.sink.wants_cpu();
         st.wants_counters = st.sink.wants_counters();
+        st.spans_until_ns = st.sink.spans_until_ns();
         self.obs = Some(st);
     }
 
@@ -372,7 +376,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
             issued_ns: h.issued_ns,
             ..ev(now.as_ns(), BlockAction::Complete, d, cpu, h.pid)
         });
-        let Some(l) = h.layer_owned.filter(|_| st.wants_counters) else {
+        let counting = st.wants_counters && now.as_ns() < st.spans_until_ns;
+        let Some(l) = h.layer_owned.filter(|_| counting) else {
             return;
         };
         let dev = (self.devs.len() + l as usize) as u16;
@@ -432,7 +437,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
     #[cold]
     #[inline(never)]
     pub(super) fn obs_cpu(&mut self, cpu: usize, start: SimTime, end: SimTime, work: CpuWork) {
-        if let Some(st) = self.obs.as_mut().filter(|st| st.wants_cpu) {
+        let wanted = |st: &&mut Box<ObsState>| st.wants_cpu && start.as_ns() < st.spans_until_ns;
+        if let Some(st) = self.obs.as_mut().filter(wanted) {
             st.sink.record(Obs::Cpu(&CpuSpan {
                 cpu: cpu as u16,
                 start_ns: start.as_ns(),
@@ -465,10 +471,10 @@ pub(super) fn dev_timers(
     timers: &[(u64, u32)],
     now: SimTime,
 ) {
-    if !st.wants_cpu {
+    let t0 = now.as_ns();
+    if !st.wants_cpu || t0 >= st.spans_until_ns {
         return;
     }
-    let t0 = now.as_ns();
     for &(delay, tok) in timers {
         dev.timer_spans(tok, t0, t0 + delay, &mut st.dev_spans);
     }
