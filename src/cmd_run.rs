@@ -217,8 +217,8 @@ fn comparison_table(results: &[(String, RunReport)]) -> Table {
                 1,
             ),
             Cell::float(if ios > 0 { clat_sum / ios as f64 } else { 0.0 }, 1),
-            Cell::float(usr, 2),
-            Cell::float(sys, 2),
+            cpu_cell(r, usr),
+            cpu_cell(r, sys),
         ];
         for m in &metric_names {
             let v = r
@@ -440,4 +440,14 @@ fn run_args(mut args: RunArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A variant's CPU percentage, or "not modelled" when its run charged no
+/// CPU time (the report's note says why).
+fn cpu_cell(r: &RunReport, pct: f64) -> Cell {
+    if r.jobs.iter().all(|j| j.cpu_modelled) {
+        Cell::float(pct, 2)
+    } else {
+        Cell::Text("not modelled".into())
+    }
 }

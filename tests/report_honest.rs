@@ -83,3 +83,29 @@ fn idle_queues_fold_into_one_line() {
     assert_eq!(table.len(), 3 + 4 + 1, "{table:#?}");
     assert_eq!(table[7], "queues 4-7: no I/O", "{table:#?}");
 }
+
+#[test]
+fn the_variants_table_says_not_modelled_too() {
+    // ssd_steady_state charges no CPU; its variants table has no 0.00.
+    let out = run(
+        "scenarios/ssd_steady_state.toml",
+        &["--set", "job.runtime=20ms", "--set", "ssd.capacity=2g"],
+    );
+    let table: Vec<&str> = out
+        .lines()
+        .skip_while(|l| *l != "variants")
+        .take(7)
+        .collect();
+    assert!(table.len() == 7, "{out}");
+    assert!(table[1].contains("usr_pct") && table[1].contains("sys_pct"));
+    for row in &table[3..] {
+        assert_eq!(row.matches("not modelled").count(), 2, "{row}");
+    }
+    // dm_inflight's variants charge CPU: figures, not the words.
+    let dm = run("scenarios/dm_inflight.toml", &["--set", "job.runtime=2ms"]);
+    let v: Vec<&str> = dm.lines().skip_while(|l| *l != "variants").collect();
+    assert!(
+        v.len() > 3 && !v.iter().any(|l| l.contains("not modelled")),
+        "{dm}"
+    );
+}
