@@ -201,7 +201,7 @@ fn bad_numbers_name_their_file_line_or_set() {
     let (_, err, code) = common::sim(&["run", sc.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains(&format!("slow.toml:{line}: [[ssd]] \"nvme0n1\": ssd.page_read = 2000000000ns is out of range: expected at most 1s")),
+        err.contains(&format!("slow.toml:{line}: [[ssd]] \"nvme0n1\": ssd.page_read = 2s is out of range: expected at most 1s")),
         "{err}"
     );
     let (code, err) = sim_set("nvme.toml", &["ssd.page_read=2s"]);

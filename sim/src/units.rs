@@ -24,6 +24,17 @@ pub struct UnitError {
 /// baseline x86-64: the fraction of such an `x` is exact, so comparing it
 /// with one half rounds exactly as `round` does (half away from zero).
 #[inline]
+/// `ns` for a message in the unit a user writes: the largest of s, ms, us
+/// that it is a whole number of ("2s", "1500us"), else ns.
+pub fn duration_text(ns: u64) -> String {
+    for (unit, per) in [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
+        if ns != 0 && ns % per == 0 {
+            return format!("{}{unit}", ns / per);
+        }
+    }
+    format!("{ns}ns")
+}
+
 pub fn round_ns(x: f64) -> u64 {
     debug_assert!((0.0..4.5e15).contains(&x), "round_ns({x})");
     // Through i64: one instruction each way on x86-64 (u64 needs fix-ups).
@@ -309,6 +320,15 @@ mod tests {
         assert!(parse_size_bytes("").is_err());
         assert!(parse_size_bytes("-4k").is_err());
         assert!(parse_size_bytes("0.3").is_err());
+    }
+
+    #[test]
+    fn duration_text_uses_the_largest_whole_unit() {
+        assert_eq!(duration_text(2_000_000_000), "2s");
+        assert_eq!(duration_text(1_500_000), "1500us");
+        assert_eq!(duration_text(3_600_000_000_000), "3600s");
+        assert_eq!(duration_text(7), "7ns");
+        assert_eq!(duration_text(0), "0ns");
     }
 
     #[test]

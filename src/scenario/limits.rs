@@ -8,6 +8,8 @@
 //! value and the limit; the loader adds where the value came from.
 
 use blocksim_models::config::ScenarioFile;
+use blocksim_models::stack::size_text;
+use blocksim_sim::units::duration_text;
 
 /// Longest per-operation time (a command's, a seek's, a CPU path's): 1 s
 /// [limit: no storage command or kernel path modelled here takes longer;
@@ -104,7 +106,7 @@ impl At<'_> {
             } else {
                 "at most 1h (an interval or threshold)"
             };
-            self.push(key, format!("{ns}ns"), what.into());
+            self.push(key, duration_text(ns), what.into());
         }
     }
 
@@ -113,8 +115,13 @@ impl At<'_> {
         if b < min || b > max || b % align != 0 {
             self.push(
                 key,
-                format!("{b} bytes"),
-                format!("{min} ..= {max} bytes, a multiple of {align}"),
+                size_text(b),
+                format!(
+                    "{} ..= {}, a multiple of {}",
+                    size_text(min),
+                    size_text(max),
+                    size_text(align)
+                ),
             );
         }
     }

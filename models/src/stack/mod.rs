@@ -61,6 +61,7 @@ mod report;
 mod route;
 
 use dispatch::path_of;
+pub use engine::size_text;
 pub use program::runs_as_program;
 use replay::Replay;
 pub use replay::{
