@@ -88,6 +88,6 @@ mod tests {
         assert!(apply(&mut t).0);
         let ssd = t["ssd"].as_array().unwrap()[0].as_table().unwrap();
         assert_eq!(ssd["page_read"].as_str(), Some("1us"));
-        assert_eq!(ssd["page_program"].as_str(), Some("600us"));
+        assert_eq!(ssd["page_program"].as_str(), Some("290us"));
     }
 }
