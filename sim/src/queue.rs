@@ -93,16 +93,21 @@ impl<E: Copy> EventQueue<E> {
     /// Schedules `event` at `time`. The common case (a sorted queue below
     /// both `SORTED_MAX` and the bound) is inlined into the caller; the
     /// heap, and the bound check, are out of line.
+    ///
+    /// The entry is built where it is stored, from registers: an `Entry`
+    /// built once and handed to both paths lives on the stack, and reading
+    /// it back as 16-byte words after 8-byte stores stalls store
+    /// forwarding (measured: the push took 8.8% of a corsair_nova run
+    /// instead of 5.3%, with the same instructions).
     #[inline]
     pub fn push(&mut self, time: SimTime, event: E) -> Result<(), QueueFull> {
-        let key = ((time.0 as u128) << 64) | self.sequence_next as u128;
-        let entry = Entry { key, event };
         if self.sorted && self.rest.len() < self.sorted_len_max {
+            let seq = self.sequence_next;
             self.sequence_next += 1;
-            self.sorted_push(entry, time.0);
+            self.sorted_push(time.0, seq, event);
             Ok(())
         } else {
-            self.heap_push(entry)
+            self.heap_push(time.0, event)
         }
     }
 
@@ -127,26 +132,29 @@ impl<E: Copy> EventQueue<E> {
     /// sequence number, so it goes past every entry whose time is not
     /// later: comparing the times (the key's high half) decides.
     #[inline]
-    fn sorted_push(&mut self, entry: Entry<E>, time: u64) {
-        self.rest.push(entry);
+    fn sorted_push(&mut self, time: u64, seq: u64, event: E) {
+        let key = (u128::from(time) << 64) | u128::from(seq);
+        self.rest.push(Entry { key, event });
         let rest = self.rest.as_mut_slice();
         let mut i = rest.len() - 1;
         while i > 0 && (rest[i - 1].key >> 64) as u64 <= time {
             rest[i] = rest[i - 1];
             i -= 1;
         }
-        rest[i] = entry;
+        rest[i] = Entry { key, event };
     }
 
     /// Pushes onto the heap, turning a full sorted queue into one first
     /// (ascending order is a valid min-heap).
     #[inline(never)]
-    fn heap_push(&mut self, entry: Entry<E>) -> Result<(), QueueFull> {
+    fn heap_push(&mut self, time: u64, event: E) -> Result<(), QueueFull> {
         if self.rest.len() >= self.capacity_max {
             return Err(QueueFull {
                 bound: self.capacity_max,
             });
         }
+        let key = (u128::from(time) << 64) | u128::from(self.sequence_next);
+        let entry = Entry { key, event };
         self.sequence_next += 1;
         if self.sorted {
             self.rest.reverse();

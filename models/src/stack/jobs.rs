@@ -203,6 +203,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// Starts a job's next submission: draws the I/O, runs it down the
     /// stack's layers (their CPU time in the job's context) and schedules
     /// the end of the submitting path, when the bio enters its queue.
+    /// Inlined into `job_wake`'s two calls, as it was before the trim and
+    /// sync paths grew it past LLVM's own threshold.
+    #[inline(always)]
     pub(super) fn start_submit(&mut self, t: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
         let (io, seek) = self.new_io(t, now);
         let v = *self.ios.get(io);
