@@ -225,7 +225,6 @@ enum Next<T> {
 struct ReadPath {
     capacity_sectors: u64,
     page_sectors: u64,
-    page_read_ns: u64,
     controller_per_cmd_ns: u64,
     link_cmd_overhead_ns: u64,
     map_miss_ratio: f64,
@@ -248,7 +247,6 @@ impl ReadPath {
         ReadPath {
             capacity_sectors: cfg.capacity.0 / 512,
             page_sectors: cfg.page_size.0 / 512,
-            page_read_ns: cfg.page_read.0,
             controller_per_cmd_ns: cfg.controller_per_cmd.0,
             link_cmd_overhead_ns: cfg.link_cmd_overhead.0,
             map_miss_ratio: cfg.ftl_map_miss_ratio,
@@ -453,7 +451,7 @@ impl Ssd {
     #[inline]
     fn channel_read_ns(&mut self) -> u64 {
         match self.read.t_r_spread {
-            None => self.read.page_read_ns,
+            None => self.read.t_r_ns + self.read.transfer_ns,
             Some(_) => self.draw_t_r() + self.read.transfer_ns,
         }
     }

@@ -14,6 +14,12 @@ struct Entry<E> {
     event: E,
 }
 
+/// An entry's key: time in the high half, sequence in the low.
+#[inline(always)]
+fn key_of(time: u64, seq: u64) -> u128 {
+    (u128::from(time) << 64) | u128::from(seq)
+}
+
 /// A bounded-growth priority queue of events of type `E`.
 ///
 /// Storage is one `Vec`, reused across the run: after warm-up, scheduling and
@@ -114,7 +120,7 @@ impl<E: Copy> EventQueue<E> {
     /// Pops the earliest event if it is due at or before `until`.
     #[inline]
     pub fn pop_due(&mut self, until: SimTime) -> Option<(SimTime, E)> {
-        let due = ((until.0 as u128) << 64) | u64::MAX as u128;
+        let due = key_of(until.0, u64::MAX);
         match self.rest_min() {
             Some(m) if m.key <= due => self.pop(),
             _ => None,
@@ -133,7 +139,7 @@ impl<E: Copy> EventQueue<E> {
     /// later: comparing the times (the key's high half) decides.
     #[inline]
     fn sorted_push(&mut self, time: u64, seq: u64, event: E) {
-        let key = (u128::from(time) << 64) | u128::from(seq);
+        let key = key_of(time, seq);
         self.rest.push(Entry { key, event });
         let rest = self.rest.as_mut_slice();
         let mut i = rest.len() - 1;
@@ -153,7 +159,7 @@ impl<E: Copy> EventQueue<E> {
                 bound: self.capacity_max,
             });
         }
-        let key = (u128::from(time) << 64) | u128::from(self.sequence_next);
+        let key = key_of(time, self.sequence_next);
         let entry = Entry { key, event };
         self.sequence_next += 1;
         if self.sorted {

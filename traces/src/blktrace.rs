@@ -804,31 +804,27 @@ pub fn encode(out: &mut Vec<u8>, big_endian: bool, rec: &Record, pdu: &[u8]) {
         at += bytes.len();
     };
     let len = u16::try_from(pdu.len()).expect("payload fits u16");
-    if big_endian {
-        put(&(MAGIC | VERSION).to_be_bytes());
-        put(&rec.sequence.to_be_bytes());
-        put(&rec.time_ns.to_be_bytes());
-        put(&rec.sector.to_be_bytes());
-        put(&rec.bytes.to_be_bytes());
-        put(&rec.action_word.to_be_bytes());
-        put(&rec.pid.to_be_bytes());
-        put(&rec.device.to_be_bytes());
-        put(&rec.cpu.to_be_bytes());
-        put(&rec.error.to_be_bytes());
-        put(&len.to_be_bytes());
-    } else {
-        put(&(MAGIC | VERSION).to_le_bytes());
-        put(&rec.sequence.to_le_bytes());
-        put(&rec.time_ns.to_le_bytes());
-        put(&rec.sector.to_le_bytes());
-        put(&rec.bytes.to_le_bytes());
-        put(&rec.action_word.to_le_bytes());
-        put(&rec.pid.to_le_bytes());
-        put(&rec.device.to_le_bytes());
-        put(&rec.cpu.to_le_bytes());
-        put(&rec.error.to_le_bytes());
-        put(&len.to_le_bytes());
+    // Each field in the file's byte order.
+    macro_rules! field {
+        ($v:expr) => {
+            if big_endian {
+                put(&$v.to_be_bytes())
+            } else {
+                put(&$v.to_le_bytes())
+            }
+        };
     }
+    field!(MAGIC | VERSION);
+    field!(rec.sequence);
+    field!(rec.time_ns);
+    field!(rec.sector);
+    field!(rec.bytes);
+    field!(rec.action_word);
+    field!(rec.pid);
+    field!(rec.device);
+    field!(rec.cpu);
+    field!(rec.error);
+    field!(len);
     debug_assert_eq!(at, RECORD_BYTES);
     out.extend_from_slice(&r);
     out.extend_from_slice(pdu);
