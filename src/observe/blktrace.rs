@@ -19,7 +19,7 @@
 //! (splits), S (sleep for a request), R (requeue), B (bounce).
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::thread::JoinHandle;
@@ -36,7 +36,7 @@ pub const MAX_FILES: usize = 4096;
 pub const BATCH_EVENTS: usize = 4096;
 
 /// Batches waiting for the writing thread; the run waits beyond this.
-pub const IN_FLIGHT_BATCHES: usize = 16;
+pub const IN_FLIGHT_BATCHES: usize = 2;
 
 /// Per traced device: what `sim run --blktrace` prints about it.
 #[derive(Debug, Clone, Default)]
@@ -55,8 +55,15 @@ pub struct DevSummary {
 /// The action letters counted in [`DevSummary::counts`].
 pub const LETTERS: [&str; 6] = ["Q", "G", "I", "D", "C", "A"];
 
+/// What a file keeps before writing it (records are encoded straight
+/// into it: one copy fewer than through a `BufWriter`).
+const FILE_BUFFER_BYTES: usize = 256 << 10;
+
 struct CpuFile {
-    out: BufWriter<File>,
+    file: File,
+    /// Encoded records not yet written (under `FILE_BUFFER_BYTES` between
+    /// calls).
+    pending: Vec<u8>,
     sequence: u32,
     /// The pids whose process note this file has (few: the job threads,
     /// the kworker, the replay), and the last one written.
@@ -69,7 +76,7 @@ impl CpuFile {
     /// sees it (blkparse names the pid from it).
     #[cold]
     #[inline(never)]
-    fn name_pid(&mut self, rec: &Record, buf: &mut Vec<u8>) {
+    fn name_pid(&mut self, rec: &Record) {
         self.last_pid = Some(rec.pid);
         if self.named.contains(&rec.pid) {
             return;
@@ -88,7 +95,17 @@ impl CpuFile {
             action_word: blktrace::notify_word(false),
             ..*rec
         };
-        blktrace::encode(buf, false, &note, &comm);
+        blktrace::encode(&mut self.pending, false, &note, &comm);
+    }
+
+    /// Writes what is pending once it reaches the buffer's size (`all`:
+    /// whatever there is).
+    fn drain(&mut self, all: bool) -> std::io::Result<()> {
+        if self.pending.len() >= FILE_BUFFER_BYTES || (all && !self.pending.is_empty()) {
+            self.file.write_all(&self.pending)?;
+            self.pending.clear();
+        }
+        Ok(())
     }
 }
 
@@ -101,7 +118,6 @@ struct DevOut {
 struct Encoder {
     dir: PathBuf,
     devs: Vec<DevOut>,
-    buf: Vec<u8>,
     error: Option<String>,
 }
 
@@ -172,7 +188,6 @@ impl Encoder {
         let mut e = Encoder {
             dir: dir.to_path_buf(),
             devs: Vec::new(),
-            buf: Vec::with_capacity(256),
             error: None,
         };
         if m.devices.len() * usize::from(m.cpus) > MAX_FILES {
@@ -219,7 +234,8 @@ impl Encoder {
         match File::create(&path) {
             Ok(f) => {
                 self.devs[d].files[cpu] = Some(CpuFile {
-                    out: BufWriter::with_capacity(256 << 10, f),
+                    file: f,
+                    pending: Vec::with_capacity(FILE_BUFFER_BYTES + 4096),
                     sequence: 0,
                     named: Vec::new(),
                     last_pid: None,
@@ -244,22 +260,19 @@ impl Encoder {
         if self.error.is_some() {
             return;
         }
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.clear();
         let Some(f) = self.file(d, rec.cpu as usize) else {
             return;
         };
         if f.last_pid != Some(rec.pid) {
-            f.name_pid(&rec, &mut buf);
+            f.name_pid(&rec);
         }
         f.sequence += 1;
         let rec = Record {
             sequence: f.sequence,
             ..rec
         };
-        blktrace::encode(&mut buf, false, &rec, pdu);
-        let r = f.out.write_all(&buf);
-        self.buf = buf;
+        blktrace::encode(&mut f.pending, false, &rec, pdu);
+        let r = f.drain(false);
         if let Err(e) = r {
             let p = self.path(d, rec.cpu as usize);
             self.fail(format!("writing {}: {e}", p.display()));
@@ -276,7 +289,7 @@ impl Encoder {
         if e.action == BlockAction::Complete {
             s.completions += 1;
             s.q2c_sum_ns += u128::from(e.t_ns - e.queued_ns);
-            if let Some(d) = e.issued_ns {
+            if let Some(d) = e.issued() {
                 s.issued_completions += 1;
                 s.d2c_sum_ns += u128::from(e.t_ns - d);
             }
@@ -302,7 +315,7 @@ impl Encoder {
             };
             self.put(d, note, text.as_bytes());
         }
-        match e.remap_from {
+        match e.remap_from() {
             Some((from, sector)) if e.action == BlockAction::Remap => {
                 let (fm, fi) = self.devs[from as usize].summary.devno;
                 let pdu = blktrace::remap_payload(fm << 20 | fi, device, sector);
@@ -325,7 +338,7 @@ impl Encoder {
                 if self.file(d, cpu).is_none() {
                     break 'devices;
                 }
-                let r = self.devs[d].files[cpu].take().map(|mut f| f.out.flush());
+                let r = self.devs[d].files[cpu].take().map(|mut f| f.drain(true));
                 if let Some(Err(e)) = r {
                     let p = self.path(d, cpu);
                     self.fail(format!("writing {}: {e}", p.display()));
@@ -439,6 +452,13 @@ impl Observer for BlktraceWriter {
                 self.hand_over();
             }
         }
+    }
+
+    fn record_blocks(&mut self, events: &[BlockEvent]) {
+        if !self.batch.is_empty() && self.batch.len() + events.len() > self.batch.capacity() {
+            self.hand_over();
+        }
+        self.batch.extend_from_slice(events);
     }
 
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {

@@ -11,7 +11,7 @@ pub mod timeline;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use blocksim_models::observe::{Machine, Obs, Observer};
+use blocksim_models::observe::{BlockEvent, Machine, Obs, Observer};
 
 /// The observation flags `sim run` and `sim replay` share.
 #[derive(clap::Args, Debug, Clone)]
@@ -150,6 +150,15 @@ impl Observer for Writers {
         }
         if let Some(w) = &mut self.timeline {
             w.record(rec);
+        }
+    }
+
+    fn record_blocks(&mut self, events: &[BlockEvent]) {
+        if let Some(w) = &mut self.blktrace {
+            w.record_blocks(events);
+        }
+        if let Some(w) = &mut self.timeline {
+            w.record_blocks(events);
         }
     }
 

@@ -234,7 +234,7 @@ impl TimelineWriter {
             e.failed
         );
         let name = format!("{} {}", e.what, dir_name(e.dir));
-        let Some(issued) = e.issued_ns else {
+        let Some(issued) = e.issued() else {
             // A bio-based device: the bio from queue to completion.
             self.slice(e.dev, "bio", &name, (e.queued_ns, e.t_ns), &args);
             return;

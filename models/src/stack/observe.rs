@@ -11,7 +11,7 @@ use super::*;
 use crate::layer::Owner;
 use crate::observe::{
     thread_pid, BlockAction, BlockEvent, CounterSample, CpuSpan, CpuWork, DevInfo, DevKind,
-    Machine, Obs, Observer, KWORKER_PID, REPLAY_PID,
+    Machine, Obs, Observer, KWORKER_PID, NOT_ISSUED, NO_DEVICE, REPLAY_PID,
 };
 
 /// A dispatched request, kept until its completion (for C's sector).
@@ -31,10 +31,17 @@ struct Held {
 /// indices (if it passes them) and when it was queued there.
 type TopIo = (Option<u16>, Option<u16>, u64);
 
+/// Block events collected before they are handed to the observer at once
+/// (one call instead of one per event; 256 x 96 bytes stays in L1/L2).
+const BLOCK_BATCH_EVENTS: usize = 256;
+
 /// An attached observer and what it needs remembered between hooks
 /// (bounded by the requests in flight).
 pub(crate) struct ObsState {
     sink: Box<dyn Observer>,
+    /// Block events not yet handed over (at most `BLOCK_BATCH_EVENTS`);
+    /// handed over before any other record, so the order holds.
+    blocks: Vec<BlockEvent>,
     /// Per queueing device, by device tag: the request it holds.
     held: Vec<Vec<Option<Held>>>,
     /// Job I/Os that entered their bio-based devices (dm, a layer): the
@@ -59,6 +66,7 @@ impl ObsState {
     pub(crate) fn new(sink: Box<dyn Observer>) -> Box<Self> {
         Box::new(ObsState {
             sink,
+            blocks: Vec::with_capacity(BLOCK_BATCH_EVENTS),
             held: Vec::new(),
             top: Vec::new(),
             queued: Vec::new(),
@@ -70,10 +78,29 @@ impl ObsState {
         })
     }
 
-    pub(crate) fn into_sink(self) -> Box<dyn Observer> {
+    pub(crate) fn into_sink(mut self) -> Box<dyn Observer> {
+        self.flush_blocks();
         self.sink
     }
 
+    /// Hands the collected block events over.
+    #[cold]
+    #[inline(never)]
+    fn flush_blocks(&mut self) {
+        if !self.blocks.is_empty() {
+            self.sink.record_blocks(&self.blocks);
+            self.blocks.clear();
+        }
+    }
+
+    /// A record other than a block event: the block events before it go
+    /// first.
+    fn record(&mut self, rec: Obs<'_>) {
+        self.flush_blocks();
+        self.sink.record(rec);
+    }
+
+    #[inline(always)]
     fn emit(&mut self, ev: BlockEvent) {
         let d = ev.dev as usize;
         let delta: i64 = match ev.action {
@@ -81,18 +108,28 @@ impl ObsState {
             BlockAction::Complete => -1,
             _ => 0,
         };
-        self.sink.record(Obs::Block(&ev));
-        if delta != 0 && self.wants_counters && ev.t_ns < self.spans_until_ns {
-            let n = &mut self.in_flight[d];
-            *n = (i64::from(*n) + delta).max(0) as u32;
-            let c = CounterSample {
-                t_ns: ev.t_ns,
-                dev: ev.dev,
-                name: "in_flight",
-                value: f64::from(*n),
-            };
-            self.sink.record(Obs::Counter(&c));
+        self.blocks.push(ev);
+        if self.blocks.len() >= BLOCK_BATCH_EVENTS {
+            self.flush_blocks();
         }
+        if delta != 0 && self.wants_counters && ev.t_ns < self.spans_until_ns {
+            self.count_in_flight(d, delta, ev.t_ns);
+        }
+    }
+
+    /// The timeline's in-flight counter of device `d` moves by `delta`.
+    #[cold]
+    #[inline(never)]
+    fn count_in_flight(&mut self, d: usize, delta: i64, t_ns: u64) {
+        let n = &mut self.in_flight[d];
+        *n = (i64::from(*n) + delta).max(0) as u32;
+        let c = CounterSample {
+            t_ns,
+            dev: d as u16,
+            name: "in_flight",
+            value: f64::from(*n),
+        };
+        self.record(Obs::Counter(&c));
     }
 }
 
@@ -107,12 +144,13 @@ fn ev(t_ns: u64, action: BlockAction, dev: usize, cpu: usize, pid: u32) -> Block
         sector: 0,
         sectors: 0,
         failed: false,
-        remap_from: None,
+        from_dev: NO_DEVICE,
+        from_sector: 0,
         hwq: 0,
         tag: 0,
         what: "io",
         queued_ns: 0,
-        issued_ns: None,
+        issued_ns: NOT_ISSUED,
     }
 }
 
@@ -167,6 +205,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// Detaches the observer after the run ends at `end`.
     pub(super) fn observe_finish(&mut self, end: SimTime) -> Option<Box<dyn Observer>> {
         let mut st = self.obs.take()?;
+        st.flush_blocks();
         st.sink.finish(end.as_ns());
         Some(st.into_sink())
     }
@@ -251,7 +290,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
                         st.emit(BlockEvent {
                             action: BlockAction::Remap,
                             dev,
-                            remap_from: Some((a, v.sector)),
+                            from_dev: a,
+                            from_sector: v.sector,
                             ..base
                         });
                     }
@@ -269,10 +309,11 @@ impl<const OBS: bool> AsyncStack<OBS> {
             hwq: hwq as u16,
             ..ev(t, BlockAction::Queue, d, cpu, pid)
         };
-        if from.is_some() {
+        if let Some((from_dev, from_sector)) = from {
             st.emit(BlockEvent {
                 action: BlockAction::Remap,
-                remap_from: from,
+                from_dev,
+                from_sector,
                 ..base
             });
         }
@@ -373,7 +414,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             hwq: q as u16,
             tag: raw,
             queued_ns: h.queued_ns,
-            issued_ns: h.issued_ns,
+            issued_ns: h.issued_ns.unwrap_or(NOT_ISSUED),
             ..ev(now.as_ns(), BlockAction::Complete, d, cpu, h.pid)
         });
         let counting = st.wants_counters && now.as_ns() < st.spans_until_ns;
@@ -389,7 +430,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 value,
             };
             if let Some(st) = self.obs.as_mut() {
-                st.sink.record(Obs::Counter(&c));
+                st.record(Obs::Counter(&c));
             }
         }
     }
@@ -439,7 +480,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     pub(super) fn obs_cpu(&mut self, cpu: usize, start: SimTime, end: SimTime, work: CpuWork) {
         let wanted = |st: &&mut Box<ObsState>| st.wants_cpu && start.as_ns() < st.spans_until_ns;
         if let Some(st) = self.obs.as_mut().filter(wanted) {
-            st.sink.record(Obs::Cpu(&CpuSpan {
+            st.record(Obs::Cpu(&CpuSpan {
                 cpu: cpu as u16,
                 start_ns: start.as_ns(),
                 end_ns: end.as_ns(),
@@ -479,6 +520,9 @@ pub(super) fn dev_timers(
         dev.timer_spans(tok, t0, t0 + delay, &mut st.dev_spans);
     }
     let drew = !st.dev_spans.is_empty();
+    if drew {
+        st.flush_blocks();
+    }
     for mut span in st.dev_spans.drain(..) {
         span.dev = d as u16;
         st.sink.record(Obs::Dev(&span));
@@ -491,7 +535,7 @@ pub(super) fn dev_timers(
                 name,
                 value,
             };
-            st.sink.record(Obs::Counter(&c));
+            st.record(Obs::Counter(&c));
         }
     }
 }
