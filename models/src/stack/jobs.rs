@@ -56,6 +56,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
             self.threads[t].action = Action::Reap { count };
             self.schedule_job(t, now, cost, ctx);
         } else if th.in_flight < jc.iodepth && !th.sync_in_flight && !issuing_over() {
+            if th.pace.is_some() && self.pace_holds(t, now, ctx) {
+                return;
+            }
             self.start_submit(t, now, ctx);
         } else if th.in_flight > 0 {
             let cost = self.run_job_path(t, JobPath::Single(PathId::Sleep));
@@ -77,6 +80,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
             g.clones_done += 1;
             g.end = Some(g.end.map_or(now, |e| e.max(now)));
             self.threads_running -= 1;
+            if self.order.is_some() && g.clones_done == jc.numjobs {
+                self.job_finished(self.threads[t].group, now, ctx);
+            }
             if self.threads_running == 0 && !self.programs_running() {
                 ctx.stop();
             }
