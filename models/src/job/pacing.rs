@@ -8,7 +8,9 @@ use super::{as_bool, as_str, as_u64, invalid, not_a_choice, Applied, JobConfig, 
 use super::{OptValue, JOB_TIME_NS_MAX};
 use blocksim_sim::units::{parse_duration_ns, parse_size_bytes};
 
-/// The options this module takes (also listed in `MODELLED_OPTIONS`).
+/// The options this module takes (the modelled ones are also listed in
+/// `MODELLED_OPTIONS`; `rate_min`, `rate_iops_min`, `rate_cycle` in
+/// `NO_EFFECT_OPTIONS`; `flow`, `flow_id`, `flow_sleep` are refused).
 pub const PACING_OPTIONS: &[&str] = &[
     "startdelay",
     "stonewall",
@@ -28,6 +30,9 @@ pub const PACING_OPTIONS: &[&str] = &[
     "rate_min",
     "rate_iops_min",
     "rate_cycle",
+    "flow",
+    "flow_id",
+    "flow_sleep",
 ];
 
 /// fio's ordering and pacing options of one job (all off by default).
@@ -106,6 +111,10 @@ fn as_time(key: &str, v: &OptValue, unit_ns: u64) -> Result<u64, JobError> {
     let expected = format!("a duration such as 100 ({unit}), \"100us\", \"2ms\", \"1s\"");
     let ns = match v {
         OptValue::Int(i) if *i >= 0 => (*i as u64).checked_mul(unit_ns),
+        OptValue::Float(f) if *f >= 0.0 && f.is_finite() => {
+            let ns = (*f * unit_ns as f64).round();
+            (ns < u64::MAX as f64).then_some(ns as u64)
+        }
         OptValue::Str(s) => parse_duration_ns(s.trim(), unit_ns).ok(),
         _ => None,
     };
@@ -225,6 +234,12 @@ impl JobConfig {
                 "offload" => return Err(invalid(key, v, "inline (offload, fio's pool of threads submitting for the job, is not modelled)")),
                 _ => return Err(not_a_choice(key, v, "inline", &["inline", "offload"])),
             },
+            "flow" | "flow_id" | "flow_sleep" => {
+                return Err(JobError::Unsupported {
+                    key: key.to_string(),
+                    hint: ": fio's token-based balance between jobs (a counter shared by the jobs of one flow_id) is not modelled; cap the jobs with rate or rate_iops instead".to_string(),
+                });
+            }
             "rate_min" => {
                 per_direction(key, v, true)?;
                 return Ok(Applied::NoEffect);
@@ -273,5 +288,80 @@ impl JobConfig {
             return Err(invalid("wait_for", &v, "the name of an earlier job, not the job itself"));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(opts: &[(&str, &str)]) -> Result<JobConfig, super::super::JobErrors> {
+        let opts: Vec<(&str, OptValue)> = [("filename", "x")]
+            .iter()
+            .chain(opts)
+            .map(|(k, v)| (*k, OptValue::Str(v.to_string())))
+            .collect();
+        JobConfig::from_options("j", opts.iter().map(|(k, v)| (*k, v)))
+    }
+
+    #[test]
+    fn units_are_fios() {
+        let j = job(&[
+            ("thinktime", "100"),
+            ("thinktime_spin", "2ms"),
+            ("thinktime_iotime", "3"),
+            ("startdelay", "2"),
+        ])
+        .unwrap();
+        // thinktime and its spin: us when bare; iotime and startdelay: s.
+        assert_eq!(j.pacing.thinktime_ns, 100_000);
+        assert_eq!(j.pacing.thinktime_spin_ns, 2_000_000);
+        assert_eq!(j.pacing.thinktime_iotime_ns, 3_000_000_000);
+        assert_eq!(j.pacing.start_delay_ns, (2_000_000_000, 2_000_000_000));
+        let j = job(&[("startdelay", "500ms-2s")]).unwrap();
+        assert_eq!(j.pacing.start_delay_ns, (500_000_000, 2_000_000_000));
+    }
+
+    #[test]
+    fn per_direction_values_as_fio_splits_them() {
+        let rate = |v: &str| job(&[("rate", v)]).unwrap().pacing.rate_bytes_per_s;
+        assert_eq!(rate("1m"), [1 << 20; 3]);
+        assert_eq!(rate(",500k"), [0, 500 << 10, 500 << 10]);
+        assert_eq!(rate("500k,"), [500 << 10, 0, 0]);
+        assert_eq!(rate("1m,500k"), [1 << 20, 500 << 10, 500 << 10]);
+        assert_eq!(rate("1m,500k,4k"), [1 << 20, 500 << 10, 4 << 10]);
+        let iops = job(&[("rate_iops", "100,200")]).unwrap().pacing.rate_iops;
+        assert_eq!(iops, [100, 200, 200]);
+    }
+
+    #[test]
+    fn defaults_leave_a_job_unpaced() {
+        let j = job(&[]).unwrap();
+        assert!(j.pacing.is_default() && !j.pacing.paces());
+        assert_eq!((j.pacing.loops, j.pacing.thinktime_blocks), (1, 1));
+        // loops=0 runs once, as fio.
+        assert_eq!(job(&[("loops", "0")]).unwrap().pacing.loops, 1);
+        // Flags.
+        let j = job(&[("stonewall", ""), ("new_group", "")]).unwrap();
+        assert!(j.stonewall && j.pacing.new_group);
+    }
+
+    #[test]
+    fn bad_values_say_what_is_expected() {
+        let err = |opts: &[(&str, &str)]| job(opts).unwrap_err().to_string();
+        assert!(err(&[("startdelay", "2-1")]).contains("LOW <= HIGH"));
+        assert!(err(&[("rate_process", "poison")]).contains("did you mean `poisson`?"));
+        assert!(err(&[("io_submit_mode", "offload")]).contains("is not modelled"));
+        assert!(err(&[("thinktime_blocks", "0")]).contains("1..=4294967295"));
+        assert!(err(&[("rate", "1m,2m,3m,4m")]).contains("READ,WRITE[,TRIM]"));
+        assert!(err(&[("rw", "randrw"), ("rate_iops", "10")]).contains("on a mixed job"));
+        assert!(err(&[("rate", "1m"), ("rate_iops", "10")]).contains("mutually exclusive"));
+        assert!(err(&[("wait_for", "j")]).contains("not the job itself"));
+        assert!(err(&[("thinktime", "-5")]).contains("a duration"));
+        assert!(err(&[("flow", "1")]).contains("token-based balance"));
+        // rate_min and friends are checked, then noted.
+        assert!(err(&[("rate_min", "fast")]).contains("bytes per second"));
+        let j = job(&[("rate_min", "1m"), ("rate_cycle", "500")]).unwrap();
+        assert_eq!(j.ignored_options, ["rate_min", "rate_cycle"]);
     }
 }
