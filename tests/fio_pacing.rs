@@ -78,6 +78,31 @@ fn rate_caps_issue_as_fio_spaces_it() {
     assert_eq!(issued(&again), n);
 }
 
+/// Each job's `issued rwts` reads and writes, in report order.
+fn issued_rw(out: &str) -> Vec<(u64, u64)> {
+    out.lines()
+        .filter_map(|l| l.split("issued rwts: total=").nth(1))
+        .map(|rest| {
+            let n: Vec<u64> = rest.split(',').take(2).map(|n| n.parse().unwrap()).collect();
+            (n[0], n[1])
+        })
+        .collect()
+}
+
+#[test]
+fn rate_caps_each_direction_of_a_mixed_job() {
+    let (out, _) = run_ok("rate-mixed.fio");
+    let n = issued_rw(&out);
+    // rate_iops=500,100 for 2 s: 1000 reads and 200 writes, whatever the
+    // 50% mix draws (fio switches to the direction that is due).
+    assert_eq!(n[0], (1000, 200), "{out}");
+    // rate_iops=200 caps each direction: 400 of each despite the 70% mix.
+    assert_eq!(n[1], (400, 400), "{out}");
+    // rate=1m, caps reads only (256 a second): the writes fill the rest.
+    assert_eq!(n[2].0, 512, "{out}");
+    assert!(n[2].1 > 10_000, "{out}");
+}
+
 #[test]
 fn number_ios_and_loops_end_jobs() {
     let (out, _) = run_ok("number-ios.fio");
@@ -159,7 +184,6 @@ fn bad_pacing_values_name_their_line_and_the_fix() {
         ("rate_iops=fast", "I/Os per second"),
         ("thinktime_blocks=0", "1..=4294967295"),
         ("wait_for=nobody", "names no job before it"),
-        ("rw=randrw\nrate=1m", "on a mixed job"),
         ("rate=1m\nrate_iops=100", "mutually exclusive"),
     ];
     for (opt, want) in cases {

@@ -262,18 +262,6 @@ impl JobConfig {
     /// Checks the pacing options against the rest of the job.
     pub(super) fn finish_pacing(&self) -> Result<(), JobError> {
         let p = &self.pacing;
-        for (key, vals) in [("rate", p.rate_bytes_per_s), ("rate_iops", p.rate_iops)] {
-            let (r, w) = (vals[0] > 0, vals[1] > 0);
-            if matches!(self.rw, super::RwMode::ReadWrite | super::RwMode::RandRw) && (r || w) {
-                return Err(JobError::Unsupported {
-                    key: key.to_string(),
-                    hint: format!(
-                        " on a mixed job (rw={}): fio caps each direction on its own and switches direction when one is ahead, which is not modelled; cap a read-only or write-only job",
-                        self.rw.as_str()
-                    ),
-                });
-            }
-        }
         for d in 0..3 {
             if p.rate_bytes_per_s[d] > 0 && p.rate_iops[d] > 0 {
                 return Err(invalid(
@@ -354,7 +342,6 @@ mod tests {
         assert!(err(&[("io_submit_mode", "offload")]).contains("is not modelled"));
         assert!(err(&[("thinktime_blocks", "0")]).contains("1..=4294967295"));
         assert!(err(&[("rate", "1m,2m,3m,4m")]).contains("READ,WRITE[,TRIM]"));
-        assert!(err(&[("rw", "randrw"), ("rate_iops", "10")]).contains("on a mixed job"));
         assert!(err(&[("rate", "1m"), ("rate_iops", "10")]).contains("mutually exclusive"));
         assert!(err(&[("wait_for", "j")]).contains("not the job itself"));
         assert!(err(&[("thinktime", "-5")]).contains("a duration"));

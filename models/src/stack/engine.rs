@@ -416,6 +416,7 @@ pub(super) fn job_threads(
                 sync_in_flight: false,
                 end_synced: false,
                 pace: pace::PaceState::of(j, pace_rng),
+                read_pct: j.rwmixread_pct,
             });
         }
         out.groups.push(GroupStats::new());

@@ -264,13 +264,12 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// sync is an empty flush: no offset, no data, not counted against
     /// the job's size or number of I/Os.
     fn new_io(&mut self, t: usize, now: SimTime) -> (SlotId, bool) {
-        let (group, target, region_sector) = {
+        let (group, target, region_sector, read_pct) = {
             let th = &self.threads[t];
-            (th.group, th.target, th.region_sector)
+            (th.group, th.target, th.region_sector, th.read_pct)
         };
         let sync = self.sync_due(t);
-        let jc = &self.jobs_cfg[group];
-        let (read_pct, trims) = (jc.rwmixread_pct, jc.rw.trims());
+        let trims = self.jobs_cfg[group].rw.trims();
         let th = &mut self.threads[t];
         th.last_was_sync = sync;
         let (dir, sector, sectors) = if sync {

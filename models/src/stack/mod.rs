@@ -222,6 +222,9 @@ struct JobThread {
     end_synced: bool,
     /// Rate and thinktime state (None: the thread is not paced).
     pace: Option<Box<pace::PaceState>>,
+    /// Reads in percent of the I/Os it draws: the job's `rwmixread`, or
+    /// 100 or 0 for the next I/O of a capped mixed job (`pace`).
+    read_pct: u32,
 }
 
 /// Statistics of one `[[job]]` (all its clones). Per data direction

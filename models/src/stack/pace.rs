@@ -7,17 +7,23 @@
 //! [`JobOrder`] and starts every thread at time 0, as before.
 
 use super::*;
-use crate::job::Pacing;
+use crate::job::{Pacing, RwMode};
 
 /// A paced thread: when its next I/O may be issued.
 pub(super) struct PaceState {
     /// fio's epoch: when the thread started.
     epoch: SimTime,
-    /// How the rate spaces I/Os (None: no rate).
-    rate: Option<Rate>,
-    /// Gaps drawn so far (poisson) and their sum in us.
-    draws: u64,
-    drawn_us: u64,
+    /// Per direction (read, write, trim): its cap and what it issued.
+    dirs: [DirRate; 3],
+    /// The direction of the I/O issued since the last check.
+    dir: usize,
+    /// A mixed job with a cap: its reads in percent (the thread then
+    /// chooses each I/O's direction, as fio's `rate_ddir`).
+    mix_read_pct: Option<u32>,
+    /// The direction a mixed job chose while it waits for its rate.
+    pending: Option<usize>,
+    /// I/Os and bytes issued at the last check.
+    seen: (u64, u64),
     /// The pacing stream (`job/NAME/CLONE/pace`), apart from the offsets'.
     rng: ComponentRng,
     thinktime_ns: u64,
@@ -30,6 +36,18 @@ pub(super) struct PaceState {
     last_think_at: SimTime,
     /// The end of the current stall: no I/O before it.
     think_until: SimTime,
+}
+
+/// One direction's cap and what it issued (fio's `rate_io_issue_bytes`,
+/// `last_usec`).
+#[derive(Default)]
+struct DirRate {
+    rate: Option<Rate>,
+    ios: u64,
+    bytes: u64,
+    /// Gaps drawn so far (poisson) and their sum in us.
+    draws: u64,
+    drawn_us: u64,
 }
 
 /// How a rate cap spaces a thread's I/Os (fio's `usec_for_io`).
@@ -52,39 +70,76 @@ fn later(t: SimTime, ns: u64) -> SimTime {
 /// ends (a rate that slow issues nothing more within two runtime limits).
 const RATE_NEXT_MAX: SimTime = SimTime(2 * crate::job::JOB_TIME_NS_MAX);
 
+/// Direction `d`'s cap of job `j` (fio's `rate` wins over `rate_iops`).
+fn rate_of(j: &JobConfig, d: usize) -> Option<Rate> {
+    let (p, bs) = (&j.pacing, j.bs_bytes_min);
+    let bytes_per_s = match (p.rate_bytes_per_s[d], p.rate_iops[d]) {
+        (0, iops) => iops.saturating_mul(bs),
+        (b, _) => b,
+    };
+    match bytes_per_s {
+        0 => None,
+        b if p.rate_poisson => Some(Rate::Poisson {
+            mean_us: 1_000_000 / (b / bs).max(1),
+        }),
+        _ if p.rate_iops[d] > 0 && !j.bs_split.is_empty() => Some(Rate::Gap {
+            us: 1_000_000 / p.rate_iops[d],
+        }),
+        b => Some(Rate::Linear { bytes_per_s: b }),
+    }
+}
+
+impl DirRate {
+    /// When this direction's next I/O is due (`epoch` + fio's
+    /// `usec_for_io`).
+    fn next(&mut self, epoch: SimTime, rng: &mut ComponentRng) -> SimTime {
+        let ns = match self.rate {
+            None => 0,
+            Some(Rate::Linear { bytes_per_s }) => {
+                let ns = u128::from(self.bytes) * 1_000_000_000 / u128::from(bytes_per_s);
+                u64::try_from(ns).unwrap_or(u64::MAX)
+            }
+            Some(Rate::Gap { us }) => self.ios.saturating_mul(us).saturating_mul(1_000),
+            Some(Rate::Poisson { mean_us }) => {
+                while self.draws < self.ios {
+                    // fio: (1000000 / iops) * -logf(U), truncated to us.
+                    let u: f64 = 1.0 - rng.random::<f64>();
+                    let gap_us = (mean_us as f64 * -u.ln()) as u64;
+                    self.drawn_us = self.drawn_us.saturating_add(gap_us);
+                    self.draws += 1;
+                }
+                self.drawn_us.saturating_mul(1_000)
+            }
+        };
+        later(epoch, ns)
+    }
+}
+
 impl PaceState {
-    /// The pacing of clone `clone` of job `j`, if it is paced.
+    /// The pacing of a clone of job `j`, if it is paced.
     pub(super) fn of(j: &JobConfig, rng: ComponentRng) -> Option<Box<PaceState>> {
         let p: &Pacing = &j.pacing;
         if !p.paces() {
             return None;
         }
-        let d = if j.rw.trims() {
-            2
-        } else {
-            usize::from(j.rw.read_pct_default() == 0)
-        };
-        let bs = j.bs_bytes_min;
-        let bytes_per_s = match (p.rate_bytes_per_s[d], p.rate_iops[d]) {
-            (0, iops) => iops.saturating_mul(bs),
-            (b, _) => b,
-        };
-        let rate = match bytes_per_s {
-            0 => None,
-            b if p.rate_poisson => Some(Rate::Poisson {
-                mean_us: 1_000_000 / (b / bs).max(1),
-            }),
-            _ if p.rate_iops[d] > 0 && !j.bs_split.is_empty() => Some(Rate::Gap {
-                us: 1_000_000 / p.rate_iops[d],
-            }),
-            b => Some(Rate::Linear { bytes_per_s: b }),
+        let dirs: [DirRate; 3] = std::array::from_fn(|d| DirRate {
+            rate: rate_of(j, d),
+            ..DirRate::default()
+        });
+        let mixed = matches!(j.rw, RwMode::ReadWrite | RwMode::RandRw);
+        let capped = dirs[0].rate.is_some() || dirs[1].rate.is_some();
+        let dir = match j.rw {
+            _ if j.rw.trims() => 2,
+            _ => usize::from(j.rwmixread_pct == 0),
         };
         let counts_blocks = p.thinktime_blocks_set || p.thinktime_iotime_ns == 0;
         Some(Box::new(PaceState {
             epoch: SimTime::ZERO,
-            rate,
-            draws: 0,
-            drawn_us: 0,
+            dirs,
+            dir,
+            mix_read_pct: (mixed && capped).then_some(j.rwmixread_pct),
+            pending: None,
+            seen: (0, 0),
             rng,
             thinktime_ns: p.thinktime_ns,
             spin_ns: p.thinktime_spin_ns,
@@ -103,28 +158,50 @@ impl PaceState {
         self.last_think_at = now;
     }
 
-    /// When the rate lets the next I/O go, after `issued` I/Os of
-    /// `issued_bytes` bytes.
-    fn rate_next(&mut self, issued: u64, issued_bytes: u64) -> SimTime {
-        let ns = match self.rate {
-            None => 0,
-            Some(Rate::Linear { bytes_per_s }) => {
-                let ns = u128::from(issued_bytes) * 1_000_000_000 / u128::from(bytes_per_s);
-                u64::try_from(ns).unwrap_or(u64::MAX)
-            }
-            Some(Rate::Gap { us }) => issued.saturating_mul(us).saturating_mul(1_000),
-            Some(Rate::Poisson { mean_us }) => {
-                while self.draws < issued {
-                    // fio: (1000000 / iops) * -logf(U), truncated to us.
-                    let u: f64 = 1.0 - self.rng.random::<f64>();
-                    let gap_us = (mean_us as f64 * -u.ln()) as u64;
-                    self.drawn_us = self.drawn_us.saturating_add(gap_us);
-                    self.draws += 1;
-                }
-                self.drawn_us.saturating_mul(1_000)
+    /// Counts what was issued since the last check to the direction it
+    /// went in.
+    fn account(&mut self, issued: u64, issued_bytes: u64) {
+        let d = &mut self.dirs[self.dir];
+        d.ios += issued - self.seen.0;
+        d.bytes += issued_bytes - self.seen.1;
+        self.seen = (issued, issued_bytes);
+    }
+
+    /// The direction of the next I/O and when its rate lets it go: for a
+    /// mixed job, fio's `rate_ddir` (the drawn direction if it is due,
+    /// else the other if that one is, else whichever is due first).
+    fn choose(&mut self, now: SimTime) -> (usize, SimTime) {
+        let epoch = self.epoch;
+        let Some(read_pct) = self.mix_read_pct else {
+            return (self.dir, self.dirs[self.dir].next(epoch, &mut self.rng));
+        };
+        let d = match self.pending {
+            Some(d) => d,
+            None => usize::from(self.rng.random_range(0..100) >= read_pct),
+        };
+        let o = 1 - d;
+        let due_d = self.dirs[d].next(epoch, &mut self.rng);
+        let other_mixed = if o == 0 { read_pct > 0 } else { read_pct < 100 };
+        let chosen = if due_d <= now || !other_mixed {
+            (d, due_d)
+        } else {
+            let due_o = self.dirs[o].next(epoch, &mut self.rng);
+            if due_o <= now || due_o < due_d {
+                (o, due_o)
+            } else {
+                (d, due_d)
             }
         };
-        later(self.epoch, ns)
+        self.pending = Some(chosen.0);
+        chosen
+    }
+
+    /// The next I/O goes in direction `d`: the read percentage that makes
+    /// the thread's draw give it (None: not a mixed job, the draw stays).
+    fn go(&mut self, d: usize) -> Option<u32> {
+        self.pending = None;
+        self.dir = d;
+        self.mix_read_pct.map(|_| if d == 0 { 100 } else { 0 })
     }
 
     /// Whether a thinktime stall is due (fio's `handle_thinktime`), given
@@ -157,17 +234,22 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let Some(p) = th.pace.as_mut() else {
             return false;
         };
+        p.account(issued, issued_bytes);
         let counted = if p.think_on_issue {
             issued
         } else {
             issued - data_in_flight
         };
         let think_due = p.think_due(counted, now);
-        let next = p.rate_next(issued, issued_bytes).max(p.think_until);
+        let (dir, due) = p.choose(now);
+        let next = due.max(p.think_until);
         if think_due && in_flight == 0 {
             return self.think(t, counted, now, stop, ctx);
         }
         if !think_due && now >= next {
+            if let Some(pct) = p.go(dir) {
+                th.read_pct = pct;
+            }
             return false;
         }
         let mut wake = next.min(stop);
