@@ -444,7 +444,9 @@ fn parse_jobs(
                         JobSource::Fio(jf) => format!(
                             "{}:{}",
                             jf.path.display(),
-                            jf.jobs[i].line_of("wait_for").unwrap_or(jf.jobs[i].header_line)
+                            jf.jobs[i]
+                                .line_of("wait_for")
+                                .unwrap_or(jf.jobs[i].header_line)
                         ),
                         JobSource::Toml(_) => path.display().to_string(),
                     },

@@ -83,7 +83,11 @@ fn issued_rw(out: &str) -> Vec<(u64, u64)> {
     out.lines()
         .filter_map(|l| l.split("issued rwts: total=").nth(1))
         .map(|rest| {
-            let n: Vec<u64> = rest.split(',').take(2).map(|n| n.parse().unwrap()).collect();
+            let n: Vec<u64> = rest
+                .split(',')
+                .take(2)
+                .map(|n| n.parse().unwrap())
+                .collect();
             (n[0], n[1])
         })
         .collect()
@@ -116,7 +120,10 @@ fn stonewall_wait_for_and_new_group_order_jobs_and_groups() {
     let (out, err) = run_ok("order.fio");
     assert_eq!(group_ids(&out), [0, 0, 1, 1, 2], "{out}");
     for g in 0..3 {
-        assert!(out.contains(&format!("Run status group {g} (all jobs):")), "{out}");
+        assert!(
+            out.contains(&format!("Run status group {g} (all jobs):")),
+            "{out}"
+        );
     }
     assert!(!out.contains("Run status group 3"), "{out}");
     // first (1 s) and second (0.5 s) run from 0; after (1 s) and
@@ -135,7 +142,10 @@ fn startdelay_delays_and_draws_each_clone_its_own() {
     let end = simulated_s(&err);
     assert!(end > 2.0 && end < 3.0, "ended at {end} s");
     // late: startdelay=500ms, runtime 1 s: its own run is 1 s long.
-    assert!(out.contains("run=1000-1000msec") || out.contains("run=1000-"), "{out}");
+    assert!(
+        out.contains("run=1000-1000msec") || out.contains("run=1000-"),
+        "{out}"
+    );
     let (_, again) = run_ok("startdelay.fio");
     assert_eq!(simulated_s(&again), end, "deterministic draws");
     // Alone, late ends at 1.5 s.
@@ -157,25 +167,42 @@ fn thinktime_lowers_iops_by_the_stall() {
     let near = |got: u64, want: f64, tol: f64| (got as f64 - want).abs() <= want * tol;
     // thinktime=1000 (us): one 1 ms stall after every I/O.
     let want = 1.0 / (per_io_s + 1e-3);
-    assert!(near(n[1], want, 0.02), "think: {} vs {want:.0}: {n:?}", n[1]);
+    assert!(
+        near(n[1], want, 0.02),
+        "think: {} vs {want:.0}: {n:?}",
+        n[1]
+    );
     // thinktime_spin spends 0.6 ms of the 1 ms busy: same pace, user CPU.
     assert!(near(n[2], want, 0.02), "spin: {} vs {want:.0}: {n:?}", n[2]);
     let usr = usr_pct(&out);
     let spin_pct = 100.0 * n[2] as f64 * 0.6e-3;
-    assert!((usr[2] - spin_pct).abs() < 2.0, "spin usr {usr:?} vs {spin_pct:.1}");
+    assert!(
+        (usr[2] - spin_pct).abs() < 2.0,
+        "spin usr {usr:?} vs {spin_pct:.1}"
+    );
     assert!(usr[1] < 1.0, "think does not spin: {usr:?}");
     // Four I/Os (iodepth 4), then 1 ms: at most 4 per (1 ms + one I/O).
     let batch_max = 4.0 / (per_io_s + 1e-3);
-    assert!((n[3] as f64) < batch_max && n[3] as f64 > batch_max / 2.0, "batch {n:?}");
+    assert!(
+        (n[3] as f64) < batch_max && n[3] as f64 > batch_max / 2.0,
+        "batch {n:?}"
+    );
     // 400 ms of I/O, 100 ms idle: 80% of base.
     let want = 0.8 * n[0] as f64;
-    assert!(near(n[4], want, 0.02), "iotime: {} vs {want:.0}: {n:?}", n[4]);
+    assert!(
+        near(n[4], want, 0.02),
+        "iotime: {} vs {want:.0}: {n:?}",
+        n[4]
+    );
 }
 
 #[test]
 fn bad_pacing_values_name_their_line_and_the_fix() {
     let cases: &[(&str, &str)] = &[
-        ("thinktime=10q", "job option `thinktime` = \"10q\" is invalid"),
+        (
+            "thinktime=10q",
+            "job option `thinktime` = \"10q\" is invalid",
+        ),
         ("startdelay=5s-1s", "LOW <= HIGH"),
         ("rate_process=poison", "did you mean `poisson`?"),
         ("thinktime_blocks_type=issued", "complete or issue"),
@@ -187,12 +214,16 @@ fn bad_pacing_values_name_their_line_and_the_fix() {
         ("rate=1m\nrate_iops=100", "mutually exclusive"),
     ];
     for (opt, want) in cases {
-        let text = format!("[j]\nioengine=psync\ndirect=1\nsize=1g\n{opt}\nfilename=/dev/nvme0n1\n");
+        let text =
+            format!("[j]\nioengine=psync\ndirect=1\nsize=1g\n{opt}\nfilename=/dev/nvme0n1\n");
         let f = temp_file("pacing", "bad.fio", &text);
         let (out, err, code) = sim(&["run", STACK, "--job", f.to_str().unwrap()]);
         assert_eq!(code, 2, "{opt}: {out}{err}");
         assert!(err.contains(want), "{opt}: want {want:?} in:\n{err}");
-        assert!(err.contains("bad.fio:5") || err.contains("bad.fio:6"), "{opt}: no line:\n{err}");
+        assert!(
+            err.contains("bad.fio:5") || err.contains("bad.fio:6"),
+            "{opt}: no line:\n{err}"
+        );
     }
 }
 
@@ -202,6 +233,9 @@ fn rate_min_and_rate_cycle_are_noted() {
     let f = temp_file("pacing", "min.fio", text);
     let (out, err, code) = sim(&["run", STACK, "--job", f.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(err.contains("rate_min (fio ends a job whose bandwidth"), "{err}");
+    assert!(
+        err.contains("rate_min (fio ends a job whose bandwidth"),
+        "{err}"
+    );
     assert!(err.contains("rate_cycle (the window"), "{err}");
 }

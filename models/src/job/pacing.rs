@@ -100,7 +100,11 @@ impl Pacing {
     pub fn paces(&self) -> bool {
         self.thinktime_ns > 0
             || self.thinktime_spin_ns > 0
-            || self.rate_bytes_per_s.iter().chain(&self.rate_iops).any(|&r| r > 0)
+            || self
+                .rate_bytes_per_s
+                .iter()
+                .chain(&self.rate_iops)
+                .any(|&r| r > 0)
     }
 }
 
@@ -273,7 +277,11 @@ impl JobConfig {
         }
         if p.wait_for.as_deref() == Some(self.name.as_str()) {
             let v = OptValue::Str(self.name.clone());
-            return Err(invalid("wait_for", &v, "the name of an earlier job, not the job itself"));
+            return Err(invalid(
+                "wait_for",
+                &v,
+                "the name of an earlier job, not the job itself",
+            ));
         }
         Ok(())
     }

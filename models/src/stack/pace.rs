@@ -270,7 +270,14 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// A thinktime stall of idle job `t`: `thinktime_spin` busy on its CPU
     /// (user time), then asleep for the rest of `thinktime`, both cut at
     /// the end of the job's runtime.
-    fn think(&mut self, t: usize, counted: u64, now: SimTime, stop: SimTime, ctx: &mut Ctx<'_, Ev>) -> bool {
+    fn think(
+        &mut self,
+        t: usize,
+        counted: u64,
+        now: SimTime,
+        stop: SimTime,
+        ctx: &mut Ctx<'_, Ev>,
+    ) -> bool {
         let left = |at: SimTime| stop.since(at);
         let p = self.threads[t].pace.as_mut().expect("a paced thread");
         p.last_think_blocks = counted;
