@@ -689,8 +689,8 @@ pub fn scenario_text(cal: &Calibration) -> String {
     t.push('\n');
     t.push_str(&scenario_head(cal));
     let dev = cal.device.dev_path();
-    // blocksim starts every job at once (no stonewall): the scenario keeps
-    // one job, the deepest run; `sim validate` runs each run on its own.
+    // The scenario keeps one job, the deepest run; `sim validate` runs
+    // each run on its own.
     let example = cal
         .runs
         .iter()

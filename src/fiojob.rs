@@ -280,7 +280,7 @@ mod tests {
 
     #[test]
     fn every_problem_at_once_global_ones_once() {
-        let text = "[global]\nverify=md5\nsync=1\n[a]\nfilename=x\nthinktime=10\n[b]\nfilename=x\n";
+        let text = "[global]\nverify=md5\nsync=1\n[a]\nfilename=x\nthinktime=q\n[b]\nfilename=x\n";
         let e = parse_job_text(Path::new("j.fio"), text)
             .unwrap_err()
             .to_string();

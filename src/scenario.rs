@@ -406,6 +406,21 @@ fn job_set_of<'a>(sets: &'a [String], key: &str) -> Option<&'a str> {
     })
 }
 
+/// What is wrong with job `j`'s `wait_for`, given the jobs before it: fio
+/// waits only for an earlier job, named by one job alone.
+fn wait_for_problem(before: &[JobConfig], j: &JobConfig) -> Option<String> {
+    let name = j.pacing.wait_for.as_deref()?;
+    let fix = "name a job defined before this one (fio allows no forward reference)";
+    match before.iter().filter(|o| o.name == name).count() {
+        0 if name == j.name => Some(format!("wait_for = {name:?} names the job itself; {fix}")),
+        0 => Some(format!("wait_for = {name:?} names no job before it; {fix}")),
+        1 => None,
+        n => Some(format!(
+            "wait_for = {name:?} names {n} jobs before it; give the job waited for a name of its own (fio requires a unique name)"
+        )),
+    }
+}
+
 /// Every job of the scenario, all problems in one error; notes name the
 /// options accepted without effect.
 fn parse_jobs(
@@ -422,15 +437,23 @@ fn parse_jobs(
             JobSource::Fio(jf) => fio_job(jf, i, raw, file),
         };
         match r {
-            Ok(j) if i > 0 && j.stonewall => problems.push(format!(
-                "{}: job `{}`: `stonewall` (start after the jobs before it end) is not modelled: every job starts at once; run such jobs from separate job files",
-                match source {
-                    JobSource::Fio(jf) => format!("{}:{}", jf.path.display(), jf.jobs[i].line_of("stonewall").unwrap_or(jf.jobs[i].header_line)),
-                    JobSource::Toml(_) => path.display().to_string(),
-                },
-                j.name
-            )),
-            Ok(j) => jobs.push(j),
+            Ok(j) => match wait_for_problem(&jobs, &j) {
+                Some(why) => problems.push(format!(
+                    "{}: job `{}`: {why}",
+                    match source {
+                        JobSource::Fio(jf) => format!(
+                            "{}:{}",
+                            jf.path.display(),
+                            jf.jobs[i]
+                                .line_of("wait_for")
+                                .unwrap_or(jf.jobs[i].header_line)
+                        ),
+                        JobSource::Toml(_) => path.display().to_string(),
+                    },
+                    j.name
+                )),
+                None => jobs.push(j),
+            },
             Err(mut p) => problems.append(&mut p),
         }
     }

@@ -147,7 +147,7 @@ fn every_unmodelled_option_in_one_error() {
         "{err}"
     );
     assert!(
-        err.contains("unmodelled.fio:11: job [write-and-verify]: job option `thinktime`"),
+        err.contains("unmodelled.fio:11: job [write-and-verify]: job option `flow`"),
         "{err}"
     );
     assert!(err.contains("modelled fio options:"), "{err}");

@@ -8,6 +8,9 @@ pub use blocksim_analysis::fio_log::LogOptions;
 use blocksim_sim::units::{parse_duration_ns, parse_size_bytes};
 use serde::{Deserialize, Deserializer};
 
+mod pacing;
+pub use pacing::{Pacing, PACING_OPTIONS};
+
 /// fio's `rw=`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum RwMode {
@@ -277,8 +280,8 @@ pub struct JobConfig {
     /// fio `norandommap`: uniform random offsets are drawn independently
     /// (blocks may repeat before every block was hit).
     pub norandommap: bool,
-    /// fio `stonewall`: wait for the jobs before this one to finish. Not
-    /// modelled on any job but the first (the loader rejects it there).
+    /// fio `stonewall`: start after every job before this one has
+    /// finished, in a new reporting group.
     pub stonewall: bool,
     /// fio `fsync=N`: a sync (DDIR_SYNC: an empty flush to the device)
     /// after every N writes issued; 0: none. `fdatasync=N` is the same on a
@@ -288,6 +291,10 @@ pub struct JobConfig {
     /// fio `end_fsync`: one sync when the job's writes are done.
     #[serde(skip_serializing_if = "is_false")]
     pub end_fsync: bool,
+    /// fio's ordering and pacing options (`startdelay`, `wait_for`,
+    /// `new_group`, `thinktime`, `number_ios`, `loops`, `rate`, ...).
+    #[serde(skip_serializing_if = "Pacing::is_default")]
+    pub pacing: Pacing,
     /// Options accepted without effect on the simulation (for a note).
     #[serde(skip)]
     pub ignored_options: Vec<String>,
@@ -375,7 +382,6 @@ pub struct JobErrors {
 /// a note with the reason.
 pub const NO_EFFECT_OPTIONS: &[(&str, &str)] = &[
     ("group_reporting", "reports always merge a job's clones"),
-    ("new_group", "fio report grouping"),
     (
         "output-format",
         "choose the report with sim's --output-format",
@@ -417,6 +423,18 @@ pub const NO_EFFECT_OPTIONS: &[(&str, &str)] = &[
     ("fallocate", "the file layout is [filesystem]'s"),
     ("unlink", "no files are created"),
     ("disk_util", "disk statistics are always reported"),
+    (
+        "rate_min",
+        "fio ends a job whose bandwidth over rate_cycle falls below it; blocksim runs the job to its end: compare the report's BW",
+    ),
+    (
+        "rate_iops_min",
+        "fio ends a job whose IOPS over rate_cycle fall below it; blocksim runs the job to its end: compare the report's IOPS",
+    ),
+    (
+        "rate_cycle",
+        "the window fio averages rate_min and rate_iops_min over",
+    ),
 ];
 
 /// Every option blocksim models.
@@ -459,10 +477,25 @@ pub const MODELLED_OPTIONS: &[&str] = &[
     "log_offset",
     "per_job_logs",
     "kb_base",
-    "stonewall",
     "fsync",
     "fdatasync",
     "end_fsync",
+    // Ordering and pacing (`job/pacing.rs`).
+    "startdelay",
+    "stonewall",
+    "wait_for",
+    "new_group",
+    "thinktime",
+    "thinktime_spin",
+    "thinktime_blocks",
+    "thinktime_blocks_type",
+    "thinktime_iotime",
+    "number_ios",
+    "loops",
+    "rate",
+    "rate_iops",
+    "rate_process",
+    "io_submit_mode",
 ];
 
 /// The logical block size every I/O is aligned to (blocksim's devices all
@@ -807,6 +840,7 @@ impl JobConfig {
             stonewall: false,
             fsync_blocks: 0,
             end_fsync: false,
+            pacing: Pacing::default(),
             ignored_options: Vec::new(),
         }
     }
@@ -871,6 +905,7 @@ impl JobConfig {
             "directory" => p.directory = Some(as_str(key, v)?.to_string()),
             "write_lat_log" | "write_bw_log" | "write_iops_log" | "log_avg_msec"
             | "log_max_value" | "log_offset" | "per_job_logs" => self.apply_log(key, v)?,
+            k if PACING_OPTIONS.contains(&k) => return self.apply_pacing(key, v),
             k if NO_EFFECT_OPTIONS.iter().any(|(n, _)| *n == k) => return Ok(Applied::NoEffect),
             _ => self.apply_other(key, v)?,
         }
@@ -1043,7 +1078,6 @@ impl JobConfig {
             "ramp_time" => self.ramp_time_ns = as_time_s(key, v)?,
             "randseed" => self.randseed = Some(as_u64(key, v)?),
             "filename" => self.filename = as_str(key, v)?.to_string(),
-            "stonewall" => self.stonewall = as_bool(key, v)?,
             "fsync" | "fdatasync" => {
                 let n = as_u64(key, v)?;
                 if n > u64::from(u32::MAX) {
@@ -1117,6 +1151,7 @@ impl JobConfig {
             // affect synchronous ioengines").
             self.iodepth = 1;
         }
+        self.finish_pacing()?;
         if self.filename.is_empty() {
             return Err(JobError::NoFilename {
                 job: self.name.clone(),
@@ -1217,7 +1252,7 @@ mod tests {
             ("verify", "md5"),
             ("fsync", "x"),
             ("bs", "4q"),
-            ("thinktime", "10"),
+            ("thinktime", "10q"),
         ])
         .unwrap_err();
         let keys: Vec<&str> = e.errors.iter().filter_map(|e| e.key()).collect();

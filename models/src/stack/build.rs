@@ -179,6 +179,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             threads,
             groups,
             logs,
+            order,
         } = build_jobs(
             &JobsInput {
                 sc,
@@ -205,6 +206,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             threads,
             groups,
             logs,
+            order,
             devs,
             layers,
             profile,
@@ -278,6 +280,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             }),
             bio_layers: a.bio_layers,
             programs: a.programs,
+            order: a.order,
         }
     }
 }
@@ -287,6 +290,7 @@ struct Assembled {
     threads: Vec<JobThread>,
     groups: Vec<GroupStats>,
     logs: Vec<Option<(LogRecorder, u64)>>,
+    order: Option<Box<pace::JobOrder>>,
     devs: Vec<DevNode>,
     layers: Vec<LayerNode>,
     profile: CpuProfile,

@@ -128,6 +128,8 @@ pub(super) struct JobThreads {
     pub threads: Vec<JobThread>,
     pub groups: Vec<GroupStats>,
     pub logs: Vec<Option<(LogRecorder, u64)>>,
+    /// When the jobs start (None: all at time 0).
+    pub order: Option<Box<pace::JobOrder>>,
 }
 
 /// Where one `[[job]]` does its I/O.
@@ -188,6 +190,7 @@ fn job_region(
             j.name
         )));
     }
+    let (ios_limit, bytes_limit) = looped_limits(j, ios_limit, bytes_limit);
     Ok(Region {
         target,
         layers,
@@ -198,6 +201,26 @@ fn job_region(
         ios_limit,
         bytes_limit,
     })
+}
+
+/// A job's limits with fio's `loops` (each pass does the job's I/O again)
+/// and `number_ios` (the job ends after that many I/Os per pass, if that
+/// comes first; fio's `exceeds_number_ios`).
+fn looped_limits(
+    j: &JobConfig,
+    ios_limit: Option<u64>,
+    bytes_limit: Option<u64>,
+) -> (Option<u64>, Option<u64>) {
+    let loops = j.pacing.loops;
+    let ios = ios_limit.map(|l| l.saturating_mul(loops));
+    let bytes = bytes_limit.map(|b| b.saturating_mul(loops));
+    match j.pacing.number_ios {
+        0 => (ios, bytes),
+        n => {
+            let n = n.saturating_mul(loops);
+            (Some(ios.map_or(n, |l| l.min(n))), bytes)
+        }
+    }
 }
 
 /// `bytes` for a message in the units a user writes: the largest binary
@@ -339,9 +362,12 @@ pub(super) fn job_threads(
         threads: Vec::new(),
         groups: Vec::new(),
         logs: Vec::new(),
+        order: None,
     };
+    let mut delays_ns = Vec::new();
     for (gi, j) in sc.jobs.iter().enumerate() {
         if program::runs_as_program(sc, j) {
+            program_unpaced(sc, gi)?;
             // Runs as a program (`program`): no thread, an empty group.
             out.groups.push(GroupStats::new());
             continue;
@@ -362,6 +388,8 @@ pub(super) fn job_threads(
             let seed_j = j.randseed.unwrap_or(seed);
             let mut rng = component_rng(seed_j, &format!("job/{}/{}", j.name, clone));
             let offsets = Offsets::new(j, r.region_bytes, &mut rng);
+            let (delay_ns, pace_rng) = start_delay(j, seed_j, clone);
+            delays_ns.push(delay_ns);
             out.threads.push(JobThread {
                 group: gi,
                 cpu,
@@ -387,11 +415,52 @@ pub(super) fn job_threads(
                 last_was_sync: false,
                 sync_in_flight: false,
                 end_synced: false,
+                pace: pace::PaceState::of(j, pace_rng),
+                read_pct: j.rwmixread_pct,
             });
         }
         out.groups.push(GroupStats::new());
     }
+    out.order = pace::JobOrder::of(&sc.jobs, delays_ns)?;
     Ok(out)
+}
+
+/// Clone `clone`'s start delay, drawn in its job's `startdelay` range from
+/// the clone's pacing stream (`job/NAME/CLONE/pace`, apart from its
+/// offsets' stream), and that stream.
+fn start_delay(j: &JobConfig, seed: u64, clone: u32) -> (u64, ComponentRng) {
+    let mut rng = component_rng(seed, &format!("job/{}/{}/pace", j.name, clone));
+    let (lo, hi) = j.pacing.start_delay_ns;
+    let delay_ns = if hi > lo {
+        rng.random_range(lo..=hi)
+    } else {
+        lo
+    };
+    (delay_ns, rng)
+}
+
+/// Refuses ordering and pacing options on a job that runs as a program
+/// (`program`) and ordering options anywhere beside one: the program
+/// jobs run from time 0 for their runtime.
+fn program_unpaced(sc: &Scenario, gi: usize) -> Result<(), ModelError> {
+    let j = &sc.jobs[gi];
+    let ordered = |o: &JobConfig, i: usize| {
+        (o.stonewall && i > 0) || o.pacing.wait_for.is_some() || o.pacing.start_delay_ns.1 > 0
+    };
+    let p = &j.pacing;
+    if p.paces() || p.number_ios > 0 || p.loops > 1 || ordered(j, gi) {
+        return Err(cfg_err(format!(
+            "job `{}`: startdelay, wait_for, thinktime, rate, number_ios and loops are not modelled for a psync job on pmem (it runs as a program from time 0 for its runtime); drop them",
+            j.name
+        )));
+    }
+    match sc.jobs.iter().enumerate().find(|(i, o)| ordered(o, *i)) {
+        Some((_, o)) => Err(cfg_err(format!(
+            "job `{}`: stonewall, wait_for and startdelay are not modelled beside a psync job on pmem (`{}` runs as a program from time 0 for its runtime); run the jobs from separate job files",
+            o.name, j.name
+        ))),
+        None => Ok(()),
+    }
 }
 
 impl<const OBS: bool> AsyncStack<OBS> {

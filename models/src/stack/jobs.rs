@@ -56,6 +56,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
             self.threads[t].action = Action::Reap { count };
             self.schedule_job(t, now, cost, ctx);
         } else if th.in_flight < jc.iodepth && !th.sync_in_flight && !issuing_over() {
+            if th.pace.is_some() && self.pace_holds(t, now, ctx) {
+                return;
+            }
             self.start_submit(t, now, ctx);
         } else if th.in_flight > 0 {
             let cost = self.run_job_path(t, JobPath::Single(PathId::Sleep));
@@ -77,6 +80,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
             g.clones_done += 1;
             g.end = Some(g.end.map_or(now, |e| e.max(now)));
             self.threads_running -= 1;
+            if self.order.is_some() && g.clones_done == jc.numjobs {
+                self.job_finished(self.threads[t].group, now, ctx);
+            }
             if self.threads_running == 0 && !self.programs_running() {
                 ctx.stop();
             }
@@ -258,13 +264,12 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// sync is an empty flush: no offset, no data, not counted against
     /// the job's size or number of I/Os.
     fn new_io(&mut self, t: usize, now: SimTime) -> (SlotId, bool) {
-        let (group, target, region_sector) = {
+        let (group, target, region_sector, read_pct) = {
             let th = &self.threads[t];
-            (th.group, th.target, th.region_sector)
+            (th.group, th.target, th.region_sector, th.read_pct)
         };
         let sync = self.sync_due(t);
-        let jc = &self.jobs_cfg[group];
-        let (read_pct, trims) = (jc.rwmixread_pct, jc.rw.trims());
+        let trims = self.jobs_cfg[group].rw.trims();
         let th = &mut self.threads[t];
         th.last_was_sync = sync;
         let (dir, sector, sectors) = if sync {

@@ -55,6 +55,7 @@ mod engine;
 mod jobs;
 mod layers;
 mod observe;
+mod pace;
 mod program;
 mod replay;
 mod report;
@@ -74,6 +75,9 @@ use report::log_io;
 pub enum Ev {
     /// A job thread finishes its current action and picks the next.
     JobWake(u16),
+    /// A job thread starts later than time 0 (`startdelay`, `stonewall`,
+    /// `wait_for`: see [`pace`]).
+    JobStart(u16),
     /// A device timer.
     DevTimer(u16, u32),
     /// An interrupt handler starts for (device, hardware queue) on the CPU
@@ -216,6 +220,11 @@ struct JobThread {
     sync_in_flight: bool,
     /// The `end_fsync` sync was issued.
     end_synced: bool,
+    /// Rate and thinktime state (None: the thread is not paced).
+    pace: Option<Box<pace::PaceState>>,
+    /// Reads in percent of the I/Os it draws: the job's `rwmixread`, or
+    /// 100 or 0 for the next I/O of a capped mixed job (`pace`).
+    read_pct: u32,
 }
 
 /// Statistics of one `[[job]]` (all its clones). Per data direction
@@ -509,6 +518,8 @@ pub struct AsyncStack<const OBS: bool = false> {
     programs: Option<Box<program::Programs>>,
     /// An attached observer ([`crate::observe`]); `None`: nothing recorded.
     obs: Option<Box<observe::ObsState>>,
+    /// When jobs start (None: every thread at time 0).
+    order: Option<Box<pace::JobOrder>>,
 }
 
 fn cfg_err(msg: impl Into<String>) -> ModelError {
@@ -535,6 +546,7 @@ impl<const OBS: bool> Model for AsyncStack<OBS> {
     fn handle(&mut self, ev: Ev, ctx: &mut Ctx<'_, Ev>) {
         match ev {
             Ev::JobWake(t) => self.job_wake(t as usize, ctx),
+            Ev::JobStart(t) => self.job_start(t as usize, ctx),
             Ev::DevTimer(d, tok) => self.with_dev(d as usize, ctx, |dev, c| dev.on_timer(tok, c)),
             Ev::IrqStart(d, q) => self.irq_start(d as usize, q as usize, ctx),
             Ev::IrqDone(d, q) => self.irq_done(d as usize, q as usize, ctx),
@@ -652,8 +664,8 @@ fn run_with<const OBS: bool>(
             queue_bound: 1 << 22,
         },
     );
-    for t in 0..nthreads {
-        sim.schedule_at(SimTime::ZERO, Ev::JobWake(t as u16))?;
+    for (at, ev) in sim.model.first_starts() {
+        sim.schedule_at(at, ev)?;
     }
     if let Some((starts, end)) = &programs {
         // After every event at `end` (a program I/O ending then counts).
@@ -663,7 +675,8 @@ fn run_with<const OBS: bool>(
         }
     }
     for (g, j) in sc.jobs.iter().enumerate() {
-        if j.ramp_time_ns > 0 {
+        // (A job that starts later ramps from its start: `pace`.)
+        if j.ramp_time_ns > 0 && sim.model.starts_at_zero(g) {
             sim.schedule_at(SimTime(j.ramp_time_ns), Ev::JobRampEnd(g as u16))?;
         }
     }

@@ -152,9 +152,13 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// fio's report of each `[[job]]` (all its clones), up to `end`.
     fn job_reports(&self, end: SimTime) -> Vec<JobReport> {
         let mut jobs = Vec::new();
+        let group_ids = super::pace::report_group_ids(&self.jobs_cfg);
         for (gi, jc) in self.jobs_cfg.iter().enumerate() {
             if let Some(jr) = self.programs.as_ref().and_then(|p| p.job_report(gi, jc)) {
-                jobs.push(jr);
+                jobs.push(JobReport {
+                    groupid: group_ids[gi],
+                    ..jr
+                });
                 continue;
             }
             let g = &self.groups[gi];
@@ -175,7 +179,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             jobs.push(JobReport {
                 error: if g.first_error.is_some() { EIO } else { 0 },
                 name: jc.name.clone(),
-                groupid: 0,
+                groupid: group_ids[gi],
                 numjobs: jc.numjobs,
                 rw: jc.rw.as_str().to_string(),
                 bs_bytes: jc.bs_bytes_min,
