@@ -387,6 +387,10 @@ pub(super) fn job_threads(
                 last_was_sync: false,
                 sync_in_flight: false,
                 end_synced: false,
+                verify: j
+                    .verify
+                    .active()
+                    .then(|| Box::new(super::verify::VerifyState::new(&j.verify, j.time_based))),
             });
         }
         out.groups.push(GroupStats::new());

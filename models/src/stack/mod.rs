@@ -59,6 +59,7 @@ mod program;
 mod replay;
 mod report;
 mod route;
+mod verify;
 
 use dispatch::path_of;
 pub use engine::size_text;
@@ -216,6 +217,8 @@ struct JobThread {
     sync_in_flight: bool,
     /// The `end_fsync` sync was issued.
     end_synced: bool,
+    /// fio's verify read-backs (None: no verify).
+    verify: Option<Box<verify::VerifyState>>,
 }
 
 /// Statistics of one `[[job]]` (all its clones). Per data direction
