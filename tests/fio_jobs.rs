@@ -366,3 +366,28 @@ fn priorities_and_numa_are_accepted_with_a_note() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("bad.fio:15:") && err.contains("0..=3"), "{err}");
 }
+
+#[test]
+fn steadystate_ends_the_job_when_attained() {
+    let (out, err, code) = run("steadystate.fio", &[]);
+    assert_eq!(code, 0, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("  steadystate  : "))
+        .unwrap_or_else(|| panic!("no steadystate line:\n{out}"));
+    assert!(line.contains("attained=yes"), "{line}");
+    assert!(line.contains("iops mean dev="), "{line}");
+    // Ramp, then a full window: ~150 ms of the 5 s runtime.
+    let ms = run_msec(&out);
+    assert!((150..1000).contains(&ms), "{ms} ms:\n{out}");
+    // A window shorter than the check interval is refused.
+    let text = std::fs::read_to_string(job("steadystate.fio"))
+        .unwrap()
+        .replace("ss_dur=100ms", "ss_dur=5ms")
+        .replace("ss=iops:20%", "ss=iops");
+    let p = common::temp_file("fio-ss", "bad.fio", &text);
+    let (_, err, code) = sim(&["run", STACK, "--job", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("bad.fio:12:") && err.contains("CRITERION:LIMIT"), "{err}");
+    assert!(err.contains("ss_dur") && err.contains("at least one check interval"), "{err}");
+}

@@ -8,7 +8,7 @@ pub use blocksim_analysis::fio_log::LogOptions;
 use blocksim_sim::units::{parse_duration_ns, parse_size_bytes};
 use serde::{Deserialize, Deserializer};
 
-pub use crate::job_ext::{VerifyOptions, ZoneSplit, ZonedLists};
+pub use crate::job_ext::{SsMetric, SteadyState, VerifyOptions, ZoneSplit, ZonedLists};
 
 /// fio's `rw=`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -306,6 +306,9 @@ pub struct JobConfig {
     /// fio's verify options.
     #[serde(skip_serializing_if = "no_verify")]
     pub verify: VerifyOptions,
+    /// fio's steady-state detection (`ss_dur` 0: off).
+    #[serde(skip_serializing_if = "no_steady")]
+    pub steadystate: SteadyState,
     /// Options accepted without effect on the simulation (for a note).
     #[serde(skip)]
     pub ignored_options: Vec<String>,
@@ -313,6 +316,10 @@ pub struct JobConfig {
 
 fn no_verify(v: &VerifyOptions) -> bool {
     v.kind.is_none()
+}
+
+fn no_steady(s: &SteadyState) -> bool {
+    !s.active()
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -519,6 +526,14 @@ pub const MODELLED_OPTIONS: &[&str] = &[
     "verify_write_sequence",
     "verify_header_seed",
     "experimental_verify",
+    "steadystate",
+    "ss",
+    "steadystate_duration",
+    "ss_dur",
+    "steadystate_ramp_time",
+    "ss_ramp",
+    "steadystate_check_interval",
+    "ss_interval",
     "norandommap",
     "randseed",
     "filename",
@@ -890,6 +905,7 @@ impl JobConfig {
             zones: Vec::new(),
             block_align_bytes: None,
             verify: VerifyOptions::new(),
+            steadystate: SteadyState::default(),
             ignored_options: Vec::new(),
         }
     }
@@ -969,6 +985,10 @@ impl JobConfig {
                 self.block_align_bytes = Some(
                     crate::job_ext::parse_block_align(v).map_err(|e| invalid(key, v, &e))?,
                 );
+            }
+            k if crate::job_ext::STEADY_OPTIONS.contains(&k) => {
+                crate::job_ext::apply_steady(&mut self.steadystate, key, v)
+                    .map_err(|e| invalid(key, v, &e))?;
             }
             k if crate::job_ext::VERIFY_OPTIONS.contains(&k) => {
                 crate::job_ext::apply_verify(&mut self.verify, key, v)
@@ -1197,6 +1217,17 @@ impl JobConfig {
         if !self.bs_split.is_empty() {
             self.bs_bytes_min = self.bs_split.iter().map(|w| w.bytes).min().unwrap_or(4096);
             self.bs_bytes_max = self.bs_split.iter().map(|w| w.bytes).max().unwrap_or(4096);
+        }
+        if self.steadystate.active() && self.steadystate.samples() == 0 {
+            let ss = &self.steadystate;
+            return Err(invalid(
+                "ss_dur",
+                &OptValue::Str(format!("{}s", ss.dur_ns as f64 / 1e9)),
+                &format!(
+                    "a window of at least one check interval (ss_interval = {} s)",
+                    ss.interval_ns as f64 / 1e9
+                ),
+            ));
         }
         if let Some((z, text)) = &p.zoned {
             self.zones = crate::job_ext::zones_for_job(z, self.rwmixread_pct, self.rw.trims())

@@ -3,7 +3,7 @@
 //! verify family, and the value checks of options accepted without
 //! effect (I/O priorities, NUMA placement).
 
-use blocksim_sim::units::parse_size_bytes;
+use blocksim_sim::units::{parse_duration_ns, parse_size_bytes};
 
 use crate::job::{parse_cpu_list, OptValue};
 
@@ -304,6 +304,128 @@ fn flag(s: &str) -> Result<bool, String> {
 fn count(s: &str) -> Result<u64, String> {
     s.parse::<u64>()
         .map_err(|_| "a non-negative integer".to_string())
+}
+
+/// What fio's steady-state detection measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum SsMetric {
+    #[default]
+    Iops,
+    Bw,
+    Lat,
+}
+
+/// fio's steady-state options (`steadystate`/`ss`, `ss_dur`, `ss_ramp`,
+/// `ss_interval`): every `interval_ns` the job's IOPS, bandwidth and mean
+/// completion latency since the last check are sampled; once `dur_ns` of
+/// samples after `ramp_ns` meet the criterion the job ends.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct SteadyState {
+    pub metric: SsMetric,
+    /// Least-squares slope (else the largest deviation from the mean).
+    pub slope: bool,
+    /// `limit` is a percentage of the mean.
+    pub pct: bool,
+    /// The threshold: IOPS, bytes/s, ns, or % of the mean.
+    pub limit: f64,
+    /// The window (0: no detection, fio's default).
+    pub dur_ns: u64,
+    pub ramp_ns: u64,
+    pub interval_ns: u64,
+}
+
+impl Default for SteadyState {
+    /// fio's defaults: `ss=iops_slope:0.01%`, a 1 s check interval, off.
+    fn default() -> Self {
+        SteadyState {
+            metric: SsMetric::Iops,
+            slope: true,
+            pct: true,
+            limit: 0.01,
+            dur_ns: 0,
+            ramp_ns: 0,
+            interval_ns: 1_000_000_000,
+        }
+    }
+}
+
+impl SteadyState {
+    pub fn active(&self) -> bool {
+        self.dur_ns > 0
+    }
+
+    /// Samples in the window.
+    pub fn samples(&self) -> u64 {
+        self.dur_ns / self.interval_ns.max(1)
+    }
+}
+
+/// The steady-state options and their aliases.
+pub const STEADY_OPTIONS: &[&str] = &[
+    "steadystate",
+    "ss",
+    "steadystate_duration",
+    "ss_dur",
+    "steadystate_ramp_time",
+    "ss_ramp",
+    "steadystate_check_interval",
+    "ss_interval",
+];
+
+/// Takes one steady-state option; `Err(expected)` for a bad value.
+pub fn apply_steady(ss: &mut SteadyState, key: &str, v: &OptValue) -> Result<(), String> {
+    let text = v.text_trimmed();
+    let secs = |t: &str| {
+        parse_duration_ns(t, 1_000_000_000)
+            .map_err(|e| format!("a duration (bare numbers are seconds): {}", e.hint))
+    };
+    match key {
+        "steadystate" | "ss" => parse_criterion(ss, &text)?,
+        "steadystate_duration" | "ss_dur" => ss.dur_ns = secs(&text)?,
+        "steadystate_ramp_time" | "ss_ramp" => ss.ramp_ns = secs(&text)?,
+        _ => {
+            let ns = secs(&text)?;
+            if ns < 1_000_000 {
+                return Err("a check interval of at least 1ms".into());
+            }
+            ss.interval_ns = ns;
+        }
+    }
+    Ok(())
+}
+
+/// `iops:10%`, `bw_slope:1%`, `iops:2`, `bw:10m` (bytes/s), `lat:5%`,
+/// `lat:100us` (a bare latency is microseconds, as fio's time options).
+fn parse_criterion(ss: &mut SteadyState, text: &str) -> Result<(), String> {
+    let expected = "CRITERION:LIMIT with CRITERION iops, iops_slope, bw, bw_slope, lat or lat_slope and LIMIT a number or a percentage, e.g. \"iops:10%\" or \"bw_slope:1%\"";
+    let (name, limit) = text.split_once(':').ok_or(expected)?;
+    let (metric, slope) = match name.trim() {
+        "iops" => (SsMetric::Iops, false),
+        "iops_slope" => (SsMetric::Iops, true),
+        "bw" => (SsMetric::Bw, false),
+        "bw_slope" => (SsMetric::Bw, true),
+        "lat" => (SsMetric::Lat, false),
+        "lat_slope" => (SsMetric::Lat, true),
+        _ => return Err(expected.into()),
+    };
+    let limit = limit.trim();
+    let (pct, value) = match limit.strip_suffix('%') {
+        Some(p) => (true, p.trim().parse::<f64>().ok()),
+        None => match metric {
+            SsMetric::Iops => (false, limit.parse::<f64>().ok()),
+            SsMetric::Bw => (false, parse_size_bytes(limit).ok().map(|b| b as f64)),
+            SsMetric::Lat => (false, parse_duration_ns(limit, 1_000).ok().map(|n| n as f64)),
+        },
+    };
+    let value = value.filter(|v| v.is_finite() && *v >= 0.0).ok_or(expected)?;
+    *ss = SteadyState {
+        metric,
+        slope,
+        pct,
+        limit: value,
+        ..*ss
+    };
+    Ok(())
 }
 
 /// Checks the value of an option accepted without effect (I/O priorities,

@@ -393,7 +393,11 @@ pub(super) fn job_threads(
                     .then(|| Box::new(super::verify::VerifyState::new(&j.verify, j.time_based))),
             });
         }
-        out.groups.push(GroupStats::new());
+        let mut stats = GroupStats::new();
+        if j.steadystate.active() {
+            stats.steady = Some(Box::new(super::steady::SteadyTrack::new(j.steadystate)));
+        }
+        out.groups.push(stats);
     }
     Ok(out)
 }

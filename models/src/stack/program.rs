@@ -50,6 +50,7 @@ pub fn runs_as_program(sc: &Scenario, j: &JobConfig) -> bool {
         && j.sync_call == SyncCall::Pread
         // A verify job's read-backs take the queued path.
         && !j.verify.active()
+        && !j.steadystate.active()
         && find_target(sc, j).is_some()
 }
 
