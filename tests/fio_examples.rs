@@ -30,8 +30,8 @@ fn unknown_options(text: &str) -> Vec<(usize, String)> {
             continue;
         }
         let key = line.split('=').next().unwrap_or("").trim();
-        let known = MODELLED_OPTIONS.contains(&key)
-            || NO_EFFECT_OPTIONS.iter().any(|(n, _)| *n == key);
+        let known =
+            MODELLED_OPTIONS.contains(&key) || NO_EFFECT_OPTIONS.iter().any(|(n, _)| *n == key);
         if !known {
             out.push((i + 1, key.to_string()));
         }
@@ -61,7 +61,14 @@ fn check_example(cwd: &Path, name: &str) -> bool {
     let stack = format!("{root}/{STACK}");
     let text = std::fs::read_to_string(&path).unwrap();
     let args = [
-        "run", &stack, "--job", &path, "--target", "nvme0n1", "--set", "job.runtime=20ms",
+        "run",
+        &stack,
+        "--job",
+        &path,
+        "--target",
+        "nvme0n1",
+        "--set",
+        "job.runtime=20ms",
     ];
     let (out, err, code) = sim_in(cwd, &args);
     assert!(!err.contains("panicked"), "{name}: {err}");

@@ -326,8 +326,14 @@ fn bad_verify_values_name_the_line_and_the_choices() {
     let p = common::temp_file("fio-verify", "bad.fio", &text);
     let (_, err, code) = sim(&["run", STACK, "--job", p.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("bad.fio:13:") && err.contains("crc32c"), "{err}");
-    assert!(err.contains("bad.fio:14:") && err.contains("0, 1, true or false"), "{err}");
+    assert!(
+        err.contains("bad.fio:13:") && err.contains("crc32c"),
+        "{err}"
+    );
+    assert!(
+        err.contains("bad.fio:14:") && err.contains("0, 1, true or false"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -342,7 +348,10 @@ fn zoned_distribution_runs_and_bad_lists_are_refused() {
     let p = common::temp_file("fio-zoned", "bad.fio", &text);
     let (_, err, code) = sim(&["run", STACK, "--job", p.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("bad.fio:9:") && err.contains("multiple of 512"), "{err}");
+    assert!(
+        err.contains("bad.fio:9:") && err.contains("multiple of 512"),
+        "{err}"
+    );
     assert!(
         err.contains("bad.fio:13:") && err.contains("add up to 100 (they add up to 90)"),
         "{err}"
@@ -354,7 +363,12 @@ fn priorities_and_numa_are_accepted_with_a_note() {
     let (out, err, code) = run("priorities.fio", &[]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("prio: (groupid=0, jobs=1)"), "{out}");
-    for k in ["prioclass", "cmdprio_percentage", "numa_mem_policy", "log_prio"] {
+    for k in [
+        "prioclass",
+        "cmdprio_percentage",
+        "numa_mem_policy",
+        "log_prio",
+    ] {
         assert!(err.contains(&format!("{k} (")), "{k}: {err}");
     }
     assert!(err.contains("I/O scheduler"), "{err}");
@@ -364,7 +378,10 @@ fn priorities_and_numa_are_accepted_with_a_note() {
     let p = common::temp_file("fio-prio", "bad.fio", &text);
     let (_, err, code) = sim(&["run", STACK, "--job", p.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("bad.fio:15:") && err.contains("0..=3"), "{err}");
+    assert!(
+        err.contains("bad.fio:15:") && err.contains("0..=3"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -388,6 +405,12 @@ fn steadystate_ends_the_job_when_attained() {
     let p = common::temp_file("fio-ss", "bad.fio", &text);
     let (_, err, code) = sim(&["run", STACK, "--job", p.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("bad.fio:12:") && err.contains("CRITERION:LIMIT"), "{err}");
-    assert!(err.contains("ss_dur") && err.contains("at least one check interval"), "{err}");
+    assert!(
+        err.contains("bad.fio:12:") && err.contains("CRITERION:LIMIT"),
+        "{err}"
+    );
+    assert!(
+        err.contains("ss_dur") && err.contains("at least one check interval"),
+        "{err}"
+    );
 }

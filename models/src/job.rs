@@ -957,9 +957,7 @@ impl JobConfig {
             "bs" | "blocksize" | "bsrange" | "blocksize_range" | "bssplit" => {
                 self.apply_bs(key, v)?
             }
-            "rw" | "readwrite" | "rw_sequencer" | "norandommap" => {
-                self.apply_pattern(key, v)?
-            }
+            "rw" | "readwrite" | "rw_sequencer" | "norandommap" => self.apply_pattern(key, v)?,
             "rwmixread" | "rwmixwrite" => {
                 let pct = as_u64(key, v)?;
                 if pct > 100 {
@@ -982,9 +980,8 @@ impl JobConfig {
                 }
             }
             "blockalign" | "ba" => {
-                self.block_align_bytes = Some(
-                    crate::job_ext::parse_block_align(v).map_err(|e| invalid(key, v, &e))?,
-                );
+                self.block_align_bytes =
+                    Some(crate::job_ext::parse_block_align(v).map_err(|e| invalid(key, v, &e))?);
             }
             k if crate::job_ext::STEADY_OPTIONS.contains(&k) => {
                 crate::job_ext::apply_steady(&mut self.steadystate, key, v)

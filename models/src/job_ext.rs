@@ -103,10 +103,15 @@ fn parse_zone_list(absolute: bool, text: &str) -> Result<Vec<ZoneSplit>, String>
     fill_zone_sizes(absolute, zones)
 }
 
-fn fill_zone_sizes(absolute: bool, zones: Vec<(u32, Option<u64>)>) -> Result<Vec<ZoneSplit>, String> {
+fn fill_zone_sizes(
+    absolute: bool,
+    zones: Vec<(u32, Option<u64>)>,
+) -> Result<Vec<ZoneSplit>, String> {
     if absolute {
-        if zones.iter().any(|z| !z.1.is_some_and(|b| b > 0)) {
-            return Err("a size after every `/` of zoned_abs, e.g. \"zoned_abs:60/2g:40/6g\"".into());
+        if zones.iter().any(|z| z.1.is_none_or(|b| b == 0)) {
+            return Err(
+                "a size after every `/` of zoned_abs, e.g. \"zoned_abs:60/2g:40/6g\"".into(),
+            );
         }
         return Ok(zones
             .into_iter()
@@ -232,9 +237,25 @@ pub fn verify_note(name: &str, v: &VerifyOptions) -> Option<String> {
 
 /// fio's `verify=` types.
 pub const VERIFY_KINDS: &[&str] = &[
-    "md5", "crc64", "crc32c", "crc32c-intel", "crc32", "crc16", "crc7", "xxhash", "sha512",
-    "sha384", "sha256", "sha1", "sha3-224", "sha3-256", "sha3-384", "sha3-512", "meta",
-    "pattern", "null",
+    "md5",
+    "crc64",
+    "crc32c",
+    "crc32c-intel",
+    "crc32",
+    "crc16",
+    "crc7",
+    "xxhash",
+    "sha512",
+    "sha384",
+    "sha256",
+    "sha1",
+    "sha3-224",
+    "sha3-256",
+    "sha3-384",
+    "sha3-512",
+    "meta",
+    "pattern",
+    "null",
 ];
 
 /// The verify options blocksim takes; those that only change what is
@@ -414,10 +435,15 @@ fn parse_criterion(ss: &mut SteadyState, text: &str) -> Result<(), String> {
         None => match metric {
             SsMetric::Iops => (false, limit.parse::<f64>().ok()),
             SsMetric::Bw => (false, parse_size_bytes(limit).ok().map(|b| b as f64)),
-            SsMetric::Lat => (false, parse_duration_ns(limit, 1_000).ok().map(|n| n as f64)),
+            SsMetric::Lat => (
+                false,
+                parse_duration_ns(limit, 1_000).ok().map(|n| n as f64),
+            ),
         },
     };
-    let value = value.filter(|v| v.is_finite() && *v >= 0.0).ok_or(expected)?;
+    let value = value
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .ok_or(expected)?;
     *ss = SteadyState {
         metric,
         slope,
@@ -435,16 +461,24 @@ pub fn check_no_effect_value(key: &str, v: &OptValue) -> Result<(), String> {
     let per_dir = |max: u64, what: &str| -> Result<(), String> {
         for p in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             if !p.parse::<u64>().is_ok_and(|n| n <= max) {
-                return Err(format!("{what} (one value, or one per direction separated by `,`)"));
+                return Err(format!(
+                    "{what} (one value, or one per direction separated by `,`)"
+                ));
             }
         }
         Ok(())
     };
     match key {
         "prio" => per_dir(7, "a priority level 0..=7"),
-        "prioclass" => per_dir(3, "a priority class 0..=3 (0: none, 1: real time, 2: best effort, 3: idle)"),
+        "prioclass" => per_dir(
+            3,
+            "a priority class 0..=3 (0: none, 1: real time, 2: best effort, 3: idle)",
+        ),
         "cmdprio" => per_dir(7, "a priority level 0..=7"),
-        "cmdprio_class" => per_dir(3, "a priority class 0..=3 (1: real time, 2: best effort, 3: idle)"),
+        "cmdprio_class" => per_dir(
+            3,
+            "a priority class 0..=3 (1: real time, 2: best effort, 3: idle)",
+        ),
         "cmdprio_percentage" => per_dir(100, "a percentage 0..=100"),
         "log_prio" => flag(&text).map(|_| ()),
         "numa_cpu_nodes" if text == "all" => Ok(()),

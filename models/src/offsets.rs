@@ -282,7 +282,9 @@ impl Offsets {
         };
         let blocks = region_bytes / align;
         let gen = match job.random_distribution {
-            RandomDistribution::Zoned { absolute } if job.rw.is_random() && !job.zones.is_empty() => {
+            RandomDistribution::Zoned { absolute }
+                if job.rw.is_random() && !job.zones.is_empty() =>
+            {
                 OffsetGen::Zoned {
                     zones: block_zones(&job.zones, absolute, blocks, align),
                 }
@@ -558,10 +560,16 @@ mod zoned_tests {
         for _ in 0..n {
             let (off, bytes) = o.next(&mut rng);
             assert!(off + bytes <= region, "{off}+{bytes}");
-            let z = ends.iter().position(|e| off < *e).expect("inside the region");
+            let z = ends
+                .iter()
+                .position(|e| off < *e)
+                .expect("inside the region");
             counts[z] += 1;
         }
-        counts.iter().map(|c| f64::from(*c) / f64::from(n)).collect()
+        counts
+            .iter()
+            .map(|c| f64::from(*c) / f64::from(n))
+            .collect()
     }
 
     #[test]

@@ -258,7 +258,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let th = &self.threads[t];
         th.verify.as_ref().is_some_and(|v| v.read_due())
             && !th.errored
-            && !th.stop_issue_at.is_some_and(|s| now >= s)
+            && th.stop_issue_at.is_none_or(|s| now < s)
     }
 
     /// Whether job `t`'s final read-back phase can start.
@@ -267,7 +267,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let th = &self.threads[t];
         th.verify.as_ref().is_some_and(|v| v.final_due())
             && !th.errored
-            && !th.stop_issue_at.is_some_and(|s| now >= s)
+            && th.stop_issue_at.is_none_or(|s| now < s)
     }
 
     /// Whether job `t`'s next I/O is a sync: fio's `fill_io_u` issues one

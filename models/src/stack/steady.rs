@@ -57,16 +57,28 @@ impl SteadyTrack {
             (s + h.histogram().mean() * h.count() as f64, n + h.count())
         });
         // Statistics restart at the job's ramp_time end: start from zero.
-        let prev = if ios < self.prev.0 { (0, 0, 0.0, 0) } else { self.prev };
+        let prev = if ios < self.prev.0 {
+            (0, 0, 0.0, 0)
+        } else {
+            self.prev
+        };
         self.prev = (ios, bytes, lat_sum, lat_n);
         if !self.ramp_over {
             return false;
         }
-        let per_s = |d: u64| (u128::from(d) * 1_000_000_000 / u128::from(self.cfg.interval_ns)) as u64;
+        let per_s =
+            |d: u64| (u128::from(d) * 1_000_000_000 / u128::from(self.cfg.interval_ns)) as u64;
         let lat_d = lat_n.saturating_sub(prev.3);
-        let lat = if lat_d == 0 { 0 } else { ((lat_sum - prev.2) / lat_d as f64) as u64 };
-        self.samples
-            .push_back((per_s(ios - prev.0), per_s(bytes.saturating_sub(prev.1)), lat));
+        let lat = if lat_d == 0 {
+            0
+        } else {
+            ((lat_sum - prev.2) / lat_d as f64) as u64
+        };
+        self.samples.push_back((
+            per_s(ios - prev.0),
+            per_s(bytes.saturating_sub(prev.1)),
+            lat,
+        ));
         let n = self.cfg.samples() as usize;
         while self.samples.len() > n {
             self.samples.pop_front();
@@ -75,7 +87,11 @@ impl SteadyTrack {
             return false;
         }
         self.criterion = self.criterion_now();
-        let c = if self.cfg.slope { self.criterion.abs() } else { self.criterion };
+        let c = if self.cfg.slope {
+            self.criterion.abs()
+        } else {
+            self.criterion
+        };
         self.attained = c < self.cfg.limit;
         self.attained
     }

@@ -100,7 +100,9 @@ pub(super) fn verify_next(th: &mut JobThread, read_pct: u32, trims: bool) -> (u6
     th.issued += 1;
     let dir = if trims {
         Dir::Discard
-    } else if read_pct >= 100 || (read_pct > 0 && rand::Rng::random_range(&mut th.rng, 0..100) < read_pct) {
+    } else if read_pct >= 100
+        || (read_pct > 0 && rand::Rng::random_range(&mut th.rng, 0..100) < read_pct)
+    {
         Dir::Read
     } else {
         th.writes_issued += 1;
