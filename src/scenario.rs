@@ -489,6 +489,10 @@ fn parse_jobs(
         ));
     }
     notes.extend(jobs.iter().filter_map(rounding_note));
+    notes.extend(
+        jobs.iter()
+            .filter_map(|j| blocksim_models::job_ext::verify_note(&j.name, &j.verify)),
+    );
     Ok((jobs, notes))
 }
 

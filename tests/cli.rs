@@ -74,12 +74,12 @@ fn bad_unit_is_located() {
 
 #[test]
 fn bad_job_option_is_located() {
-    let text = base_scenario().replacen("iodepth = 64", "iodepth = 64\nverify = \"md5\"", 1);
-    let line = text.lines().position(|l| l.starts_with("verify")).unwrap() + 1;
+    let text = base_scenario().replacen("iodepth = 64", "iodepth = 64\nzonemode = \"zbd\"", 1);
+    let line = text.lines().position(|l| l.starts_with("zonemode")).unwrap() + 1;
     let p = temp_file("cli", "job.toml", &text);
     assert_input_error(
         &["run", p.to_str().unwrap()],
-        &[&format!("job.toml:{line}:"), "`verify` is not modelled"],
+        &[&format!("job.toml:{line}:"), "`zonemode` is not modelled"],
     );
 }
 
@@ -133,7 +133,7 @@ fn fio_job_file_drives_the_stack() {
     let bad = temp_file(
         "cli",
         "bad.fio",
-        "[a]\nfilename=/mnt/rw4k\nrw=randread\nverify=md5\n",
+        "[a]\nfilename=/mnt/rw4k\nrw=randread\nverify=md6\n",
     );
     assert_input_error(
         &[

@@ -139,7 +139,7 @@ fn every_unmodelled_option_in_one_error() {
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("3 problems:"), "{err}");
     assert!(
-        err.contains("unmodelled.fio:5: [global]: job option `verify`"),
+        err.contains("unmodelled.fio:5: [global]: job option `zonemode`"),
         "{err}"
     );
     assert!(
@@ -294,4 +294,123 @@ fn fsync_with_psync_on_pmem_is_refused() {
             "{err}"
         );
     }
+}
+
+#[test]
+fn verify_reads_back_every_block_written() {
+    let (out, err, code) = run("verify.fio", &[]);
+    assert_eq!(code, 0, "{err}");
+    // 16 MiB of 4k writes, then each block read once.
+    assert_eq!(issued(&out), (4096, 4096), "{out}");
+    assert!(
+        err.contains("note:") && err.contains("verify=crc32c") && err.contains("no data"),
+        "{err}"
+    );
+}
+
+#[test]
+fn verify_backlog_reads_back_each_batch() {
+    let (out, err, code) = run("verify-backlog.fio", &[]);
+    assert_eq!(code, 0, "{err}");
+    // A batch of 100 after each 100 writes; the last 96 writes are not
+    // read back (do_verify=0).
+    assert_eq!(issued(&out), (4000, 4096), "{out}");
+}
+
+#[test]
+fn bad_verify_values_name_the_line_and_the_choices() {
+    let text = std::fs::read_to_string(job("verify.fio"))
+        .unwrap()
+        .replace("verify=crc32c", "verify=crc33")
+        .replace("verify_fatal=1", "verify_fatal=maybe");
+    let p = common::temp_file("fio-verify", "bad.fio", &text);
+    let (_, err, code) = sim(&["run", STACK, "--job", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("bad.fio:13:") && err.contains("crc32c"),
+        "{err}"
+    );
+    assert!(
+        err.contains("bad.fio:14:") && err.contains("0, 1, true or false"),
+        "{err}"
+    );
+}
+
+#[test]
+fn zoned_distribution_runs_and_bad_lists_are_refused() {
+    let (out, err, code) = run("zoned.fio", &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("zoned: (groupid=0, jobs=1)"), "{out}");
+    let text = std::fs::read_to_string(job("zoned.fio"))
+        .unwrap()
+        .replace("zoned:60/10:30/20:10/", "zoned:60/10:30/20")
+        .replace("blockalign=4k", "blockalign=1000");
+    let p = common::temp_file("fio-zoned", "bad.fio", &text);
+    let (_, err, code) = sim(&["run", STACK, "--job", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("bad.fio:9:") && err.contains("multiple of 512"),
+        "{err}"
+    );
+    assert!(
+        err.contains("bad.fio:13:") && err.contains("add up to 100 (they add up to 90)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn priorities_and_numa_are_accepted_with_a_note() {
+    let (out, err, code) = run("priorities.fio", &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("prio: (groupid=0, jobs=1)"), "{out}");
+    for k in [
+        "prioclass",
+        "cmdprio_percentage",
+        "numa_mem_policy",
+        "log_prio",
+    ] {
+        assert!(err.contains(&format!("{k} (")), "{k}: {err}");
+    }
+    assert!(err.contains("I/O scheduler"), "{err}");
+    let text = std::fs::read_to_string(job("priorities.fio"))
+        .unwrap()
+        .replace("prioclass=3", "prioclass=5");
+    let p = common::temp_file("fio-prio", "bad.fio", &text);
+    let (_, err, code) = sim(&["run", STACK, "--job", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("bad.fio:15:") && err.contains("0..=3"),
+        "{err}"
+    );
+}
+
+#[test]
+fn steadystate_ends_the_job_when_attained() {
+    let (out, err, code) = run("steadystate.fio", &[]);
+    assert_eq!(code, 0, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("  steadystate  : "))
+        .unwrap_or_else(|| panic!("no steadystate line:\n{out}"));
+    assert!(line.contains("attained=yes"), "{line}");
+    assert!(line.contains("iops mean dev="), "{line}");
+    // Ramp, then a full window: ~150 ms of the 5 s runtime.
+    let ms = run_msec(&out);
+    assert!((150..1000).contains(&ms), "{ms} ms:\n{out}");
+    // A window shorter than the check interval is refused.
+    let text = std::fs::read_to_string(job("steadystate.fio"))
+        .unwrap()
+        .replace("ss_dur=100ms", "ss_dur=5ms")
+        .replace("ss=iops:20%", "ss=iops");
+    let p = common::temp_file("fio-ss", "bad.fio", &text);
+    let (_, err, code) = sim(&["run", STACK, "--job", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("bad.fio:12:") && err.contains("CRITERION:LIMIT"),
+        "{err}"
+    );
+    assert!(
+        err.contains("ss_dur") && err.contains("at least one check interval"),
+        "{err}"
+    );
 }

@@ -45,9 +45,12 @@ pub fn render_text(report: &RunReport, opts: &TextOptions) -> String {
         write_header(&mut out, report);
     }
     let groups = group_stats(&report.jobs);
-    for job in &report.jobs {
+    for (i, job) in report.jobs.iter().enumerate() {
         let g = groups.get(&job.groupid).copied().unwrap_or_default();
         write_job(&mut out, job, &g, opts);
+        for ss in report.steadystate.iter().filter(|ss| ss.job == i) {
+            write_steadystate(&mut out, ss);
+        }
     }
     for (gid, g) in &groups {
         let _ = writeln!(out, "\nRun status group {gid} (all jobs):");
@@ -266,6 +269,23 @@ fn write_job(out: &mut String, job: &JobReport, g: &[GroupDir; 3], opts: &TextOp
         out,
         "     latency   : target=0, window=0, percentile=100.00%, depth={}",
         job.iodepth
+    );
+}
+
+/// fio's `show_ss_normal` line.
+fn write_steadystate(out: &mut String, ss: &crate::report::SteadyStateReport) {
+    let bw = ss.bw_mean_bytes_per_s;
+    let _ = writeln!(
+        out,
+        "  steadystate  : attained={}, bw={} ({}), iops={}, {}{}={:.3}{}",
+        if ss.attained { "yes" } else { "no" },
+        num2str(bw, SIG_FIGS, 1, true, Units::BytePerSec),
+        num2str(bw, SIG_FIGS, 1, false, Units::BytePerSec),
+        num2str(ss.iops_mean, SIG_FIGS, 1, false, Units::None),
+        ss.metric,
+        if ss.slope { " slope" } else { " mean dev" },
+        ss.criterion,
+        if ss.pct { "%" } else { "" }
     );
 }
 

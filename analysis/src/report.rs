@@ -35,6 +35,27 @@ pub struct RunReport {
     /// `write_iops_log`) of the jobs that asked for them.
     #[serde(default)]
     pub io_logs: Vec<crate::fio_log::JobLog>,
+    /// fio's `steadystate :` line of the jobs that set `ss_dur`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steadystate: Vec<SteadyStateReport>,
+}
+
+/// What fio's steady-state detection saw for one job (fio's
+/// `show_ss_normal`): means over the window's samples and the last
+/// criterion.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SteadyStateReport {
+    /// Index of the job in [`RunReport::jobs`].
+    pub job: usize,
+    pub attained: bool,
+    pub bw_mean_bytes_per_s: u64,
+    pub iops_mean: u64,
+    /// "iops", "bw" or "lat".
+    pub metric: String,
+    pub slope: bool,
+    /// The criterion is a percentage of the mean.
+    pub pct: bool,
+    pub criterion: f64,
 }
 
 /// One fio job (or a `group_reporting` group of `numjobs` clones).

@@ -10,6 +10,7 @@ use serde::{Deserialize, Deserializer};
 
 mod pacing;
 pub use pacing::{Pacing, PACING_OPTIONS};
+pub use crate::job_ext::{SsMetric, SteadyState, VerifyOptions, ZoneSplit, ZonedLists};
 
 /// fio's `rw=`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -211,10 +212,15 @@ pub enum RandomDistribution {
     Normal {
         sigma_pct: f64,
     },
+    /// fio's `zoned:` (zone sizes in % of the region) or `zoned_abs:`
+    /// (in bytes); the zones are the job's `zones`.
+    Zoned {
+        absolute: bool,
+    },
 }
 
 impl RandomDistribution {
-    pub const NAMES: &'static str = "random, zipf:THETA, pareto:H, normal:SIGMA_PCT";
+    pub const NAMES: &'static str = "random, zipf:THETA, pareto:H, normal:SIGMA_PCT, zoned:ACCESS%/SIZE%:..., zoned_abs:ACCESS%/SIZE:...";
     pub fn parse(s: &str) -> Option<RandomDistribution> {
         let (name, arg) = match s.split_once(':') {
             Some((n, a)) => (n, Some(a.trim().parse::<f64>().ok()?)),
@@ -295,9 +301,31 @@ pub struct JobConfig {
     /// `new_group`, `thinktime`, `number_ios`, `loops`, `rate`, ...).
     #[serde(skip_serializing_if = "Pacing::is_default")]
     pub pacing: Pacing,
+    /// fio `random_distribution=zoned:`/`zoned_abs:`: the zones of the
+    /// job's direction, from the region's start.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<ZoneSplit>,
+    /// fio `blockalign`/`ba`: random offsets are multiples of it (None:
+    /// of the smallest block size).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block_align_bytes: Option<u64>,
+    /// fio's verify options.
+    #[serde(skip_serializing_if = "no_verify")]
+    pub verify: VerifyOptions,
+    /// fio's steady-state detection (`ss_dur` 0: off).
+    #[serde(skip_serializing_if = "no_steady")]
+    pub steadystate: SteadyState,
     /// Options accepted without effect on the simulation (for a note).
     #[serde(skip)]
     pub ignored_options: Vec<String>,
+}
+
+fn no_verify(v: &VerifyOptions) -> bool {
+    v.kind.is_none()
+}
+
+fn no_steady(s: &SteadyState) -> bool {
+    !s.active()
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -435,6 +463,38 @@ pub const NO_EFFECT_OPTIONS: &[(&str, &str)] = &[
         "rate_cycle",
         "the window fio averages rate_min and rate_iops_min over",
     ),
+    (
+        "prio",
+        "I/O priorities act in an I/O scheduler and a device's arbitration, neither of which is modelled",
+    ),
+    (
+        "prioclass",
+        "I/O priorities act in an I/O scheduler and a device's arbitration, neither of which is modelled",
+    ),
+    (
+        "cmdprio",
+        "I/O priorities act in an I/O scheduler and a device's arbitration, neither of which is modelled",
+    ),
+    (
+        "cmdprio_class",
+        "I/O priorities act in an I/O scheduler and a device's arbitration, neither of which is modelled",
+    ),
+    (
+        "cmdprio_percentage",
+        "I/O priorities act in an I/O scheduler and a device's arbitration, neither of which is modelled",
+    ),
+    (
+        "log_prio",
+        "I/O priorities are not modelled: the logs' priority column is not written",
+    ),
+    (
+        "numa_cpu_nodes",
+        "NUMA placement is not modelled (CPUs come from cpus_allowed or the spread)",
+    ),
+    (
+        "numa_mem_policy",
+        "NUMA memory placement is not modelled (memory is one node)",
+    ),
 ];
 
 /// Every option blocksim models.
@@ -464,6 +524,33 @@ pub const MODELLED_OPTIONS: &[&str] = &[
     "time_based",
     "ramp_time",
     "random_distribution",
+    "blockalign",
+    "ba",
+    "verify",
+    "do_verify",
+    "verify_backlog",
+    "verify_backlog_batch",
+    "verify_interval",
+    "verify_offset",
+    "verify_pattern",
+    "verify_pattern_interval",
+    "verify_fatal",
+    "verify_dump",
+    "verify_async",
+    "verify_async_cpus",
+    "verify_state_save",
+    "verify_state_load",
+    "verify_write_sequence",
+    "verify_header_seed",
+    "experimental_verify",
+    "steadystate",
+    "ss",
+    "steadystate_duration",
+    "ss_dur",
+    "steadystate_ramp_time",
+    "ss_ramp",
+    "steadystate_check_interval",
+    "ss_interval",
     "norandommap",
     "randseed",
     "filename",
@@ -512,6 +599,11 @@ pub enum OptValue {
 }
 
 impl OptValue {
+    /// The value as text, trimmed.
+    pub fn text_trimmed(&self) -> String {
+        self.text().trim().to_string()
+    }
+
     fn text(&self) -> String {
         match self {
             OptValue::Str(s) => s.clone(),
@@ -723,6 +815,8 @@ enum Applied {
 struct Pending {
     rwmix: Option<u32>,
     directory: Option<String>,
+    /// `random_distribution=zoned...`'s per-direction lists.
+    zoned: Option<(ZonedLists, String)>,
 }
 
 /// Parses fio's `bssplit=4k/10:64k/50:32k/40` (one list for all directions).
@@ -841,6 +935,10 @@ impl JobConfig {
             fsync_blocks: 0,
             end_fsync: false,
             pacing: Pacing::default(),
+            zones: Vec::new(),
+            block_align_bytes: None,
+            verify: VerifyOptions::new(),
+            steadystate: SteadyState::default(),
             ignored_options: Vec::new(),
         }
     }
@@ -892,9 +990,7 @@ impl JobConfig {
             "bs" | "blocksize" | "bsrange" | "blocksize_range" | "bssplit" => {
                 self.apply_bs(key, v)?
             }
-            "rw" | "readwrite" | "rw_sequencer" | "random_distribution" | "norandommap" => {
-                self.apply_pattern(key, v)?
-            }
+            "rw" | "readwrite" | "rw_sequencer" | "norandommap" => self.apply_pattern(key, v)?,
             "rwmixread" | "rwmixwrite" => {
                 let pct = as_u64(key, v)?;
                 if pct > 100 {
@@ -903,10 +999,38 @@ impl JobConfig {
                 p.rwmix = Some(if key == "rwmixread" { pct } else { 100 - pct } as u32);
             }
             "directory" => p.directory = Some(as_str(key, v)?.to_string()),
+            "random_distribution" => {
+                p.zoned = None;
+                match crate::job_ext::parse_zoned(as_str(key, v)?) {
+                    Some(z) => {
+                        let z = z.map_err(|e| invalid(key, v, &e))?;
+                        self.random_distribution = RandomDistribution::Zoned {
+                            absolute: z.absolute,
+                        };
+                        p.zoned = Some((z, v.text_trimmed()));
+                    }
+                    None => self.apply_pattern(key, v)?,
+                }
+            }
+            "blockalign" | "ba" => {
+                self.block_align_bytes =
+                    Some(crate::job_ext::parse_block_align(v).map_err(|e| invalid(key, v, &e))?);
+            }
+            k if crate::job_ext::STEADY_OPTIONS.contains(&k) => {
+                crate::job_ext::apply_steady(&mut self.steadystate, key, v)
+                    .map_err(|e| invalid(key, v, &e))?;
+            }
+            k if crate::job_ext::VERIFY_OPTIONS.contains(&k) => {
+                crate::job_ext::apply_verify(&mut self.verify, key, v)
+                    .map_err(|e| invalid(key, v, &e))?;
+            }
             "write_lat_log" | "write_bw_log" | "write_iops_log" | "log_avg_msec"
             | "log_max_value" | "log_offset" | "per_job_logs" => self.apply_log(key, v)?,
             k if PACING_OPTIONS.contains(&k) => return self.apply_pacing(key, v),
-            k if NO_EFFECT_OPTIONS.iter().any(|(n, _)| *n == k) => return Ok(Applied::NoEffect),
+            k if NO_EFFECT_OPTIONS.iter().any(|(n, _)| *n == k) => {
+                crate::job_ext::check_no_effect_value(k, v).map_err(|e| invalid(key, v, &e))?;
+                return Ok(Applied::NoEffect);
+            }
             _ => self.apply_other(key, v)?,
         }
         Ok(Applied::Modelled)
@@ -1005,7 +1129,7 @@ impl JobConfig {
                 let s = as_str(key, v)?;
                 self.random_distribution = RandomDistribution::parse(s).ok_or_else(|| {
                     let name = OptValue::Str(s.split(':').next().unwrap_or(s).to_string());
-                    let choices = ["random", "zipf", "pareto", "normal"];
+                    let choices = ["random", "zipf", "pareto", "normal", "zoned", "zoned_abs"];
                     match not_a_choice(key, &name, RandomDistribution::NAMES, &choices) {
                         JobError::Invalid { expected, .. } => invalid(key, v, &expected),
                         e => e,
@@ -1124,6 +1248,21 @@ impl JobConfig {
             self.bs_bytes_min = self.bs_split.iter().map(|w| w.bytes).min().unwrap_or(4096);
             self.bs_bytes_max = self.bs_split.iter().map(|w| w.bytes).max().unwrap_or(4096);
         }
+        if self.steadystate.active() && self.steadystate.samples() == 0 {
+            let ss = &self.steadystate;
+            return Err(invalid(
+                "ss_dur",
+                &OptValue::Str(format!("{}s", ss.dur_ns as f64 / 1e9)),
+                &format!(
+                    "a window of at least one check interval (ss_interval = {} s)",
+                    ss.interval_ns as f64 / 1e9
+                ),
+            ));
+        }
+        if let Some((z, text)) = &p.zoned {
+            self.zones = crate::job_ext::zones_for_job(z, self.rwmixread_pct, self.rw.trims())
+                .map_err(|e| invalid("random_distribution", &OptValue::Str(text.clone()), &e))?;
+        }
         if let Some(dir) = p.directory {
             // fio puts a relative filename (default: $jobname.$jobnum.$filenum)
             // in `directory`.
@@ -1201,9 +1340,9 @@ mod tests {
         let opts = [("iodpeth", s("4")), ("filename", s("x"))];
         let e = JobConfig::from_options("j", opts.iter().map(|(k, v)| (*k, v))).unwrap_err();
         assert!(e.to_string().contains("did you mean `iodepth`"), "{e}");
-        let opts = [("verify", s("crc32c")), ("filename", s("x"))];
+        let opts = [("zonemode", s("zbd")), ("filename", s("x"))];
         let e = JobConfig::from_options("j", opts.iter().map(|(k, v)| (*k, v))).unwrap_err();
-        assert!(e.to_string().contains("`verify` is not modelled"), "{e}");
+        assert!(e.to_string().contains("`zonemode` is not modelled"), "{e}");
     }
 
     #[test]
@@ -1249,7 +1388,7 @@ mod tests {
     fn every_problem_is_reported() {
         let e = job(&[
             ("filename", "x"),
-            ("verify", "md5"),
+            ("verify", "md6"),
             ("fsync", "x"),
             ("bs", "4q"),
             ("thinktime", "10q"),

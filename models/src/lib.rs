@@ -29,6 +29,7 @@ pub mod hdd;
 pub mod index;
 pub mod intervals;
 pub mod job;
+pub mod job_ext;
 pub mod layer;
 pub mod limits;
 pub mod observe;

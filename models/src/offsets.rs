@@ -13,7 +13,7 @@ use blocksim_sim::ComponentRng;
 use rand::Rng;
 use rand_distr::{Distribution, Normal, Zipf};
 
-use crate::job::{BsWeight, JobConfig, RandomDistribution, RwModifier, RwSequencer};
+use crate::job::{BsWeight, JobConfig, RandomDistribution, RwModifier, RwSequencer, ZoneSplit};
 
 /// A keyed bijection on `[0, n)`.
 #[derive(Debug, Clone)]
@@ -92,6 +92,58 @@ pub enum OffsetGen {
         dist: Normal<f64>,
         blocks: u64,
     },
+    /// fio's `zoned`/`zoned_abs`: a draw of 1..=100 picks the zone whose
+    /// running access percentage reaches it, then a uniform block in it.
+    Zoned {
+        zones: Vec<BlockZone>,
+    },
+}
+
+/// One zone of a zoned distribution in blocks: `cum_pct` is the running
+/// access percentage up to and including it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockZone {
+    pub cum_pct: u32,
+    pub start: u64,
+    pub blocks: u64,
+}
+
+/// The zones of `zones` over a region of `blocks` blocks of
+/// `block_bytes`: percentages of the region as fio's
+/// `__get_next_rand_offset_zoned` (start = prev% * blocks / 100,
+/// length = blocks * (end% - prev%) / 100), byte sizes (`zoned_abs`) in
+/// whole blocks. A zone past the region's end is cut at it; an empty zone
+/// (a region too small for its share) gets one block.
+pub fn block_zones(
+    zones: &[ZoneSplit],
+    absolute: bool,
+    blocks: u64,
+    block_bytes: u64,
+) -> Vec<BlockZone> {
+    let (mut cum_pct, mut prev_pct, mut prev_abs) = (0u32, 0u64, 0u64);
+    let mut out = Vec::with_capacity(zones.len());
+    for z in zones {
+        let (start, len) = if absolute {
+            let len = z.size / block_bytes.max(1);
+            let start = prev_abs;
+            prev_abs = prev_abs.saturating_add(len);
+            (start, len)
+        } else {
+            let end_pct = (prev_pct + z.size).min(100);
+            let start = (u128::from(blocks) * u128::from(prev_pct) / 100) as u64;
+            let len = (u128::from(blocks) * u128::from(end_pct - prev_pct) / 100) as u64;
+            prev_pct = end_pct;
+            (start, len)
+        };
+        cum_pct += z.access_pct;
+        let start = start.min(blocks - 1);
+        out.push(BlockZone {
+            cum_pct,
+            start,
+            blocks: len.min(blocks - start).max(1),
+        });
+    }
+    out
 }
 
 impl OffsetGen {
@@ -141,6 +193,10 @@ impl OffsetGen {
                     .expect("validated normal parameters"),
                 blocks,
             },
+            // The zones come with the job: `Offsets::new` builds this
+            // generator; without zones the draw is uniform (fio's zoned
+            // draw with an empty list for the direction).
+            RandomDistribution::Zoned { .. } => OffsetGen::Uniform { blocks },
         }
     }
 
@@ -174,6 +230,20 @@ impl OffsetGen {
                 let v = dist.sample(rng).round();
                 v.clamp(0.0, (*blocks - 1) as f64) as u64
             }
+            OffsetGen::Zoned { zones } => {
+                let r: u32 = rng.random_range(1..=100);
+                let z = zones
+                    .iter()
+                    .find(|z| z.cum_pct >= r)
+                    .or(zones.last())
+                    .copied()
+                    .unwrap_or(BlockZone {
+                        cum_pct: 100,
+                        start: 0,
+                        blocks: 1,
+                    });
+                z.start + rng.random_range(0..z.blocks)
+            }
         }
     }
 }
@@ -184,6 +254,9 @@ impl OffsetGen {
 #[derive(Debug, Clone)]
 pub struct Offsets {
     gen: OffsetGen,
+    /// The unit of the generator's block indices: `bs_min`, or a random
+    /// job's `blockalign`.
+    align: u64,
     bs_min: u64,
     bs_max: u64,
     split: Vec<BsWeight>,
@@ -203,20 +276,28 @@ impl Offsets {
     /// The generator of one clone of `job` over `region_bytes` (at least
     /// one `bs_bytes_max`).
     pub fn new(job: &JobConfig, region_bytes: u64, rng: &mut ComponentRng) -> Offsets {
-        let blocks = region_bytes / job.bs_bytes_min;
-        let gen = OffsetGen::with_map(
-            job.rw.is_random(),
-            job.random_distribution,
-            !job.norandommap,
-            blocks,
-            rng,
-        );
+        let align = match job.block_align_bytes {
+            Some(a) if job.rw.is_random() && a <= region_bytes => a,
+            _ => job.bs_bytes_min,
+        };
+        let blocks = region_bytes / align;
+        let gen = match job.random_distribution {
+            RandomDistribution::Zoned { absolute }
+                if job.rw.is_random() && !job.zones.is_empty() =>
+            {
+                OffsetGen::Zoned {
+                    zones: block_zones(&job.zones, absolute, blocks, align),
+                }
+            }
+            dist => OffsetGen::with_map(job.rw.is_random(), dist, !job.norandommap, blocks, rng),
+        };
         let seq_left = match job.rw_modifier {
             RwModifier::RandomEvery(n) => n,
             _ => 1,
         };
         Offsets {
             gen,
+            align,
             bs_min: job.bs_bytes_min,
             bs_max: job.bs_bytes_max,
             split: job.bs_split.clone(),
@@ -241,7 +322,7 @@ impl Offsets {
     /// the offset generator and `bsrange`, in that order.
     pub fn next(&mut self, rng: &mut ComponentRng) -> (u64, u64) {
         let offset = match self.modifier {
-            RwModifier::None => self.gen.next_block(rng) * self.bs_min,
+            RwModifier::None => self.gen.next_block(rng) * self.align,
             // Where fio would end the job (the region is done), start over:
             // the job's I/O count or runtime still ends it.
             RwModifier::SeqAddBytes(add) => self.next_seq(add).unwrap_or(0),
@@ -300,13 +381,13 @@ impl Offsets {
         self.seq_left -= 1;
         if self.seq_left == 0 {
             self.seq_left = n;
-            return self.gen.next_block(rng) * self.bs_min;
+            return self.gen.next_block(rng) * self.align;
         }
         match self.sequencer {
             RwSequencer::Identical => self.last_start.unwrap_or(0),
             RwSequencer::Sequential => match self.next_seq(0) {
                 Some(pos) => pos,
-                None => self.gen.next_block(rng) * self.bs_min,
+                None => self.gen.next_block(rng) * self.align,
             },
         }
     }
@@ -454,5 +535,75 @@ mod tests {
         }
         let max = counts.values().max().copied().unwrap();
         assert!(max > 1000, "hottest block drawn {max} times");
+    }
+}
+
+#[cfg(test)]
+mod zoned_tests {
+    use super::*;
+    use crate::job::OptValue;
+    use blocksim_sim::component_rng;
+
+    fn job(opts: &[(&str, &str)]) -> JobConfig {
+        let opts: Vec<(&str, OptValue)> = opts
+            .iter()
+            .map(|(k, v)| (*k, OptValue::Str(v.to_string())))
+            .collect();
+        JobConfig::from_options("j", opts.iter().map(|(k, v)| (*k, v))).unwrap()
+    }
+
+    /// The share of `n` offsets in each of `ends` (byte ends of zones).
+    fn shares(j: &JobConfig, region: u64, ends: &[u64], n: u32) -> Vec<f64> {
+        let mut rng = component_rng(7, "zoned");
+        let mut o = Offsets::new(j, region, &mut rng);
+        let mut counts = vec![0u32; ends.len()];
+        for _ in 0..n {
+            let (off, bytes) = o.next(&mut rng);
+            assert!(off + bytes <= region, "{off}+{bytes}");
+            let z = ends
+                .iter()
+                .position(|e| off < *e)
+                .expect("inside the region");
+            counts[z] += 1;
+        }
+        counts
+            .iter()
+            .map(|c| f64::from(*c) / f64::from(n))
+            .collect()
+    }
+
+    #[test]
+    fn zoned_sends_each_zone_its_share() {
+        let region = 100 << 20;
+        let j = job(&[
+            ("rw", "randread"),
+            ("bs", "4k"),
+            ("random_distribution", "zoned:60/10:30/20:10/"),
+            ("filename", "x"),
+        ]);
+        let ends = [region / 10, region * 3 / 10, region];
+        let s = shares(&j, region, &ends, 100_000);
+        for (got, want) in s.iter().zip([0.6, 0.3, 0.1]) {
+            assert!((got - want).abs() < 0.01, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn zoned_abs_zones_are_bytes_and_blockalign_aligns() {
+        let region = 64 << 20;
+        let j = job(&[
+            ("rw", "randwrite"),
+            ("bsrange", "512-4k"),
+            ("blockalign", "8k"),
+            ("random_distribution", "zoned_abs:80/1m:20/63m"),
+            ("filename", "x"),
+        ]);
+        let s = shares(&j, region, &[1 << 20, region], 50_000);
+        assert!((s[0] - 0.8).abs() < 0.01, "{s:?}");
+        let mut rng = component_rng(7, "align");
+        let mut o = Offsets::new(&j, region, &mut rng);
+        for _ in 0..1000 {
+            assert_eq!(o.next(&mut rng).0 % 8192, 0);
+        }
     }
 }

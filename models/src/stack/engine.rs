@@ -417,9 +417,17 @@ pub(super) fn job_threads(
                 end_synced: false,
                 pace: pace::PaceState::of(j, pace_rng),
                 read_pct: j.rwmixread_pct,
+                verify: j
+                    .verify
+                    .active()
+                    .then(|| Box::new(super::verify::VerifyState::new(&j.verify, j.time_based))),
             });
         }
-        out.groups.push(GroupStats::new());
+        let mut stats = GroupStats::new();
+        if j.steadystate.active() {
+            stats.steady = Some(Box::new(super::steady::SteadyTrack::new(j.steadystate)));
+        }
+        out.groups.push(stats);
     }
     out.order = pace::JobOrder::of(&sc.jobs, delays_ns)?;
     Ok(out)

@@ -55,7 +55,10 @@ impl<const OBS: bool> AsyncStack<OBS> {
             g.complete[iodepth_submit_index(count)] += 1;
             self.threads[t].action = Action::Reap { count };
             self.schedule_job(t, now, cost, ctx);
-        } else if th.in_flight < jc.iodepth && !th.sync_in_flight && !issuing_over() {
+        } else if th.in_flight < jc.iodepth
+            && !th.sync_in_flight
+            && (!issuing_over() || self.verify_read_due(t, now))
+        {
             if th.pace.is_some() && self.pace_holds(t, now, ctx) {
                 return;
             }
@@ -73,6 +76,12 @@ impl<const OBS: bool> AsyncStack<OBS> {
         } else if jc.end_fsync && !th.end_synced && !th.errored {
             // fio's end_fsync: the file is synced when the job's I/O is done.
             self.threads[t].end_synced = true;
+            self.start_submit(t, now, ctx);
+        } else if self.verify_final_due(t, now) {
+            // fio's do_verify: the written blocks are read back.
+            if let Some(v) = self.threads[t].verify.as_mut() {
+                v.start_final();
+            }
             self.start_submit(t, now, ctx);
         } else {
             self.threads[t].state = JobState::Done;
@@ -247,6 +256,26 @@ impl<const OBS: bool> AsyncStack<OBS> {
         self.schedule_job(t, now, cost, ctx);
     }
 
+    /// Whether a verify read-back of job `t` is due now (its writes may be
+    /// over): not past the runtime (fio's runtime ends the verify phase
+    /// too) nor after an error.
+    #[cold]
+    fn verify_read_due(&self, t: usize, now: SimTime) -> bool {
+        let th = &self.threads[t];
+        th.verify.as_ref().is_some_and(|v| v.read_due())
+            && !th.errored
+            && th.stop_issue_at.is_none_or(|s| now < s)
+    }
+
+    /// Whether job `t`'s final read-back phase can start.
+    #[cold]
+    fn verify_final_due(&self, t: usize, now: SimTime) -> bool {
+        let th = &self.threads[t];
+        th.verify.as_ref().is_some_and(|v| v.final_due())
+            && !th.errored
+            && th.stop_issue_at.is_none_or(|s| now < s)
+    }
+
     /// Whether job `t`'s next I/O is a sync: fio's `fill_io_u` issues one
     /// when the writes issued are a non-zero multiple of `fsync` and the
     /// last I/O was not a sync; `end_fsync` issues one at the end.
@@ -256,7 +285,11 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let every = u64::from(jc.fsync_blocks);
         let periodic =
             every > 0 && th.writes_issued > 0 && th.writes_issued % every == 0 && !th.last_was_sync;
-        periodic || (th.end_synced && th.in_flight == 0)
+        // (Not again in a verify job's read-back phase, after it.)
+        let end = th.end_synced
+            && th.in_flight == 0
+            && th.verify.as_ref().is_none_or(|v| !v.final_started());
+        periodic || end
     }
 
     /// Draws job `t`'s next I/O (offset, size, direction), counts it and
@@ -275,6 +308,12 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let (dir, sector, sectors) = if sync {
             th.sync_in_flight = true;
             (Dir::Flush, 0, 0)
+        } else if th.verify.is_some() {
+            let (offset_bytes, bytes, dir) = verify::verify_next(th, read_pct, trims);
+            let sector = region_sector
+                .checked_add(offset_bytes / 512)
+                .expect("job offset inside a region that fits its target");
+            (dir, sector, (bytes / 512) as u32)
         } else {
             let (offset_bytes, bytes) = th.offsets.next(&mut th.rng);
             let dir = if trims {

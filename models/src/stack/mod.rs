@@ -60,6 +60,8 @@ mod program;
 mod replay;
 mod report;
 mod route;
+mod steady;
+mod verify;
 
 use dispatch::path_of;
 pub use engine::size_text;
@@ -104,6 +106,8 @@ pub enum Ev {
     LineGrant(u32),
     /// The program jobs' runtime is over.
     ProgramsEnd,
+    /// A job's steady-state check (`ss_dur`) is due.
+    SteadyCheck(u16),
 }
 
 /// Largest number of I/Os in flight in the whole stack (a stated bound).
@@ -225,6 +229,8 @@ struct JobThread {
     /// Reads in percent of the I/Os it draws: the job's `rwmixread`, or
     /// 100 or 0 for the next I/O of a capped mixed job (`pace`).
     read_pct: u32,
+    /// fio's verify read-backs (None: no verify).
+    verify: Option<Box<verify::VerifyState>>,
 }
 
 /// Statistics of one `[[job]]` (all its clones). Per data direction
@@ -251,6 +257,8 @@ struct GroupStats {
     measure_start: SimTime,
     /// The first failed I/O of the job: fio stops the job (`err=5`).
     first_error: Option<IoError>,
+    /// fio's steady-state detector of the job (`ss_dur`), if any.
+    steady: Option<Box<steady::SteadyTrack>>,
 }
 
 /// A failed I/O as fio reports it (`io_u error on file ...`).
@@ -306,6 +314,7 @@ impl GroupStats {
             clones_done: 0,
             measure_start: SimTime::ZERO,
             first_error: None,
+            steady: None,
         }
     }
 }
@@ -558,6 +567,7 @@ impl<const OBS: bool> Model for AsyncStack<OBS> {
             Ev::Program(j) => self.program_step(j as usize, ctx),
             Ev::LineGrant(line) => self.line_grant(line, ctx),
             Ev::ProgramsEnd => self.programs_end(ctx),
+            Ev::SteadyCheck(g) => self.steady_check(g as usize, ctx),
         }
         // I/O conservation at every event (debug builds; the end-of-run
         // check is always on): every submitted I/O not yet reaped is live in
@@ -678,6 +688,10 @@ fn run_with<const OBS: bool>(
         // (A job that starts later ramps from its start: `pace`.)
         if j.ramp_time_ns > 0 && sim.model.starts_at_zero(g) {
             sim.schedule_at(SimTime(j.ramp_time_ns), Ev::JobRampEnd(g as u16))?;
+        }
+        if j.steadystate.active() {
+            let at = SimTime(j.steadystate.interval_ns);
+            sim.schedule_at(at, Ev::SteadyCheck(g as u16))?;
         }
     }
     if ramp > 0 {

@@ -48,6 +48,9 @@ pub fn runs_as_program(sc: &Scenario, j: &JobConfig) -> bool {
         // The program runs pread (`pread_call`); the other synchronous
         // calls take the queued path.
         && j.sync_call == SyncCall::Pread
+        // A verify job's read-backs take the queued path.
+        && !j.verify.active()
+        && !j.steadystate.active()
         && find_target(sc, j).is_some()
 }
 

@@ -276,6 +276,12 @@ impl<const OBS: bool> AsyncStack<OBS> {
             notes,
             intervals,
             io_logs,
+            steadystate: self
+                .groups
+                .iter()
+                .enumerate()
+                .filter_map(|(i, g)| g.steady.as_ref().map(|t| t.report(i)))
+                .collect(),
         }
     }
 
