@@ -75,7 +75,11 @@ fn bad_unit_is_located() {
 #[test]
 fn bad_job_option_is_located() {
     let text = base_scenario().replacen("iodepth = 64", "iodepth = 64\nzonemode = \"zbd\"", 1);
-    let line = text.lines().position(|l| l.starts_with("zonemode")).unwrap() + 1;
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("zonemode"))
+        .unwrap()
+        + 1;
     let p = temp_file("cli", "job.toml", &text);
     assert_input_error(
         &["run", p.to_str().unwrap()],

@@ -70,7 +70,7 @@ pub use profile::{render_profile, render_profile_with, ProfileOptions};
 pub use report::{
     iodepth_level_index, iodepth_submit_index, DepthCounts, Dir, DirReport, DiskReport,
     IntervalReport, IntervalRow, JobReport, Profile, ProfileRow, QueueRecords, RunReport,
-    SteadyStateReport, StatsKept, SyncReport, CPU_NOT_MODELLED_NOTE,
+    StatsKept, SteadyStateReport, SyncReport, CPU_NOT_MODELLED_NOTE,
 };
 pub use stats::{mean_ci95, welch_t_test, Ci};
 pub use table::{Cell, Table, ZeroFold, TEXT_WIDTH};

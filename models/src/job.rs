@@ -9,8 +9,8 @@ use blocksim_sim::units::{parse_duration_ns, parse_size_bytes};
 use serde::{Deserialize, Deserializer};
 
 mod pacing;
-pub use pacing::{Pacing, PACING_OPTIONS};
 pub use crate::job_ext::{SsMetric, SteadyState, VerifyOptions, ZoneSplit, ZonedLists};
+pub use pacing::{Pacing, PACING_OPTIONS};
 
 /// fio's `rw=`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
