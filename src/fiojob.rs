@@ -260,12 +260,12 @@ mod tests {
 
     #[test]
     fn errors_name_lines() {
-        let text = "[a]\nfilename=/dev/x\nrw=randread\nverify=md5\n";
+        let text = "[a]\nfilename=/dev/x\nrw=randread\nzonemode=zbd\n";
         let e = parse_job_text(Path::new("j.fio"), text)
             .unwrap_err()
             .to_string();
         assert!(
-            e.starts_with("j.fio:4: job [a]: job option `verify` is not modelled"),
+            e.starts_with("j.fio:4: job [a]: job option `zonemode` is not modelled"),
             "{e}"
         );
         let e = parse_job_text(Path::new("j.fio"), "[a]\nfilename=x\nbs=4q\n")
@@ -280,18 +280,22 @@ mod tests {
 
     #[test]
     fn every_problem_at_once_global_ones_once() {
-        let text = "[global]\nverify=md5\nsync=1\n[a]\nfilename=x\nthinktime=q\n[b]\nfilename=x\n";
+        let text =
+            "[global]\nzonemode=zbd\nsync=1\n[a]\nfilename=x\nthinktime=q\n[b]\nfilename=x\n";
         let e = parse_job_text(Path::new("j.fio"), text)
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("3 problems:\n"), "{e}");
-        assert!(e.contains("j.fio:2: [global]: job option `verify`"), "{e}");
+        assert!(
+            e.contains("j.fio:2: [global]: job option `zonemode`"),
+            "{e}"
+        );
         assert!(e.contains("j.fio:3: [global]: job option `sync`"), "{e}");
         assert!(
             e.contains("j.fio:6: job [a]: job option `thinktime`"),
             "{e}"
         );
-        assert_eq!(e.matches("`verify`").count(), 1, "{e}");
+        assert_eq!(e.matches("`zonemode`").count(), 1, "{e}");
         assert!(e.contains("modelled fio options:"), "{e}");
     }
 }
