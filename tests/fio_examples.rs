@@ -13,7 +13,7 @@ use std::process::Command;
 mod common;
 use common::TempDir;
 
-use blocksim_models::job::{MODELLED_OPTIONS, NO_EFFECT_OPTIONS};
+use blocksim_models::job::{MODELLED_OPTIONS, NO_EFFECT_OPTIONS, OPTION_ALIASES};
 
 const STACK: &str = "tests/data/fio-examples/stack.toml";
 const DIR: &str = "tests/data/fio-examples";
@@ -32,8 +32,9 @@ fn unknown_options(text: &str) -> Vec<(usize, String)> {
             continue;
         }
         let key = line.split('=').next().unwrap_or("").trim();
-        let known =
-            MODELLED_OPTIONS.contains(&key) || NO_EFFECT_OPTIONS.iter().any(|(n, _)| *n == key);
+        let known = MODELLED_OPTIONS.contains(&key)
+            || NO_EFFECT_OPTIONS.iter().any(|(n, _)| *n == key)
+            || OPTION_ALIASES.iter().any(|(a, _)| *a == key);
         if !known {
             out.push((i + 1, key.to_string()));
         }

@@ -239,3 +239,23 @@ fn rate_min_and_rate_cycle_are_noted() {
     );
     assert!(err.contains("rate_cycle (the window"), "{err}");
 }
+
+#[test]
+fn fio_aliases_are_taken_as_their_options() {
+    let (out, err) = run_ok("aliases.fio");
+    // wait_for_previous is stonewall: tail is group 1, after first's 0.5 s.
+    assert_eq!(group_ids(&out), [0, 1], "{out}");
+    assert!(simulated_s(&err) > 0.5, "{err}");
+    // fileoffset is offset: 512 MiB left of the 8 GiB drive, 1 MiB reads.
+    assert_eq!(issued(&out)[1], 512, "{out}");
+    // ratemin and ratecycle are noted as rate_min and rate_cycle.
+    assert!(err.contains("rate_min (fio ends a job"), "{err}");
+    assert!(err.contains("rate_cycle (the window"), "{err}");
+    // A bad value names the alias as written, at its line.
+    let text = "[j]\nioengine=psync\ndirect=1\nsize=1g\nratemin=fast\nfilename=/dev/nvme0n1\n";
+    let f = temp_file("pacing", "alias.fio", text);
+    let (out, err, code) = sim(&["run", STACK, "--job", f.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("alias.fio:5"), "{err}");
+    assert!(err.contains("job option `ratemin` = \"fast\""), "{err}");
+}

@@ -389,6 +389,24 @@ pub enum JobError {
 }
 
 impl JobError {
+    /// The error with the option named as written (an alias of `key`).
+    fn written_as(self, written: &str) -> JobError {
+        match self {
+            JobError::Unsupported { hint, .. } => JobError::Unsupported {
+                key: written.to_string(),
+                hint,
+            },
+            JobError::Invalid {
+                value, expected, ..
+            } => JobError::Invalid {
+                key: written.to_string(),
+                value,
+                expected,
+            },
+            e => e,
+        }
+    }
+
     /// The option the error is about, if any.
     pub fn key(&self) -> Option<&str> {
         match self {
@@ -496,6 +514,27 @@ pub const NO_EFFECT_OPTIONS: &[(&str, &str)] = &[
         "NUMA memory placement is not modelled (memory is one node)",
     ),
 ];
+
+/// fio's aliases of the options blocksim takes (`.alias` in fio's
+/// options.c): (alias, option). An alias is taken as its option; an error
+/// names the alias as written.
+pub const OPTION_ALIASES: &[(&str, &str)] = &[
+    ("fileoffset", "offset"),
+    ("allrandrepeat", "randrepeat"),
+    ("ratemin", "rate_min"),
+    ("ratecycle", "rate_cycle"),
+    ("wait_for_previous", "stonewall"),
+    ("log_window_value", "log_max_value"),
+    ("disable_bw", "disable_bw_measurement"),
+];
+
+/// The option `key` stands for: itself, or the option it is fio's alias of.
+pub fn canonical_option(key: &str) -> &str {
+    OPTION_ALIASES
+        .iter()
+        .find(|(a, _)| *a == key)
+        .map_or(key, |(_, o)| o)
+}
 
 /// Every option blocksim models.
 pub const MODELLED_OPTIONS: &[&str] = &[
@@ -953,7 +992,8 @@ impl JobConfig {
         let mut job = JobConfig::with_defaults(default_name);
         let mut pending = Pending::default();
         let mut errors = Vec::new();
-        for (key, v) in options {
+        for (written, v) in options {
+            let key = canonical_option(written);
             match job.apply(&mut pending, key, v) {
                 Ok(Applied::Modelled) => {}
                 Ok(Applied::NoEffect) => {
@@ -961,7 +1001,7 @@ impl JobConfig {
                         job.ignored_options.push(key.to_string());
                     }
                 }
-                Err(e) => errors.push(e),
+                Err(e) => errors.push(e.written_as(written)),
             }
         }
         // A log option without a name logs to `<job name>_<kind>.<x>.log`.
@@ -1466,6 +1506,28 @@ mod tests {
             "{e}"
         );
         assert_eq!(IoEngine::parse("io_uring"), None);
+    }
+
+    #[test]
+    fn fio_aliases_are_their_options() {
+        let j = job(&[
+            ("filename", "x"),
+            ("fileoffset", "1m"),
+            ("wait_for_previous", ""),
+            ("ratemin", "1m"),
+            ("ratecycle", "500"),
+            ("disable_bw", "1"),
+        ])
+        .unwrap();
+        assert_eq!(j.offset_bytes, 1 << 20);
+        assert!(j.stonewall);
+        assert_eq!(
+            j.ignored_options,
+            ["rate_min", "rate_cycle", "disable_bw_measurement"]
+        );
+        // An error names the alias as written.
+        let e = job(&[("filename", "x"), ("ratemin", "fast")]).unwrap_err();
+        assert_eq!(e.errors[0].key(), Some("ratemin"), "{e}");
     }
 
     #[test]

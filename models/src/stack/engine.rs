@@ -176,12 +176,15 @@ fn job_region(
     })?;
     let target_bytes = (targets.size_sectors_of)(target).saturating_mul(512);
     let (start_bytes, region_bytes) = job_extent(j, &target_name, file_start, target_bytes)?;
+    // The region already starts at `offset` (without `size` it is what is
+    // left of the target after it): its length is the default io_size.
+    let io_bytes = j.io_size_bytes.unwrap_or(region_bytes);
     let (ios_limit, bytes_limit) = match (j.time_based, j.bs_split.is_empty()) {
         (true, _) => (None, None),
-        (false, true) => (Some(j.io_limit_bytes(region_bytes) / j.bs_bytes_min), None),
+        (false, true) => (Some(io_bytes / j.bs_bytes_min), None),
         // fio ends a job after io_size bytes: with a bssplit mix that is no
         // fixed number of I/Os.
-        (false, false) => (None, Some(j.io_limit_bytes(region_bytes))),
+        (false, false) => (None, Some(io_bytes)),
     };
     let nothing = ios_limit == Some(0) || bytes_limit.is_some_and(|b| b < j.bs_bytes_min);
     if !j.time_based && j.runtime_ns.is_none() && nothing {
