@@ -206,7 +206,8 @@ fn bad_pacing_values_name_their_line_and_the_fix() {
         ("startdelay=5s-1s", "LOW <= HIGH"),
         ("rate_process=poison", "did you mean `poisson`?"),
         ("thinktime_blocks_type=issued", "complete or issue"),
-        ("io_submit_mode=offload", "offload, fio's pool of threads"),
+        ("io_submit_mode=offlaod", "did you mean `offload`?"),
+        ("threads=many", "a count of threads"),
         ("rate=1m,2m,3m,4m", "READ,WRITE[,TRIM]"),
         ("rate_iops=fast", "I/Os per second"),
         ("thinktime_blocks=0", "1..=4294967295"),
@@ -258,4 +259,20 @@ fn fio_aliases_are_taken_as_their_options() {
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("alias.fio:5"), "{err}");
     assert!(err.contains("job option `ratemin` = \"fast\""), "{err}");
+}
+
+#[test]
+fn offload_submits_as_inline_and_threads_does_nothing() {
+    let (out, err) = run_ok("offload.fio");
+    // rate_iops=1000 for 1 s, as with inline submission.
+    let n = issued(&out);
+    assert!((1000..=1001).contains(&n[0]), "{n:?}\n{out}");
+    assert!(
+        err.contains("io_submit_mode (=offload: fio moves submission to a pool of threads; blocksim submits as with inline"),
+        "{err}"
+    );
+    assert!(
+        err.contains("threads (an option of fio's tiobench profile"),
+        "{err}"
+    );
 }

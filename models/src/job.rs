@@ -513,6 +513,14 @@ pub const NO_EFFECT_OPTIONS: &[(&str, &str)] = &[
         "numa_mem_policy",
         "NUMA memory placement is not modelled (memory is one node)",
     ),
+    (
+        "io_submit_mode",
+        "=offload: fio moves submission to a pool of threads; blocksim submits as with inline, so the job's CPU time and submission latency are those of inline submission, and a job ahead of its rate reaps its I/O in flight before it sleeps",
+    ),
+    (
+        "threads",
+        "an option of fio's tiobench profile, which fio registers for every job file: without profile=tiobench the value does nothing",
+    ),
 ];
 
 /// fio's aliases of the options blocksim takes (`.alias` in fio's
