@@ -261,6 +261,9 @@ pub struct JobConfig {
     /// Bytes to transfer before stopping (fio `io_size`, default `size`).
     pub io_size_bytes: Option<u64>,
     pub offset_bytes: u64,
+    /// fio's `offset_increment`: clone i starts `i x` this after `offset`
+    /// (fio's `get_start_offset`); 0: every clone at `offset`.
+    pub offset_increment_bytes: u64,
     pub runtime_ns: Option<u64>,
     pub time_based: bool,
     pub ramp_time_ns: u64,
@@ -566,6 +569,7 @@ pub const MODELLED_OPTIONS: &[&str] = &[
     "io_size",
     "io_limit",
     "offset",
+    "offset_increment",
     "runtime",
     "timeout",
     "time_based",
@@ -963,6 +967,7 @@ impl JobConfig {
             size_bytes: None,
             io_size_bytes: None,
             offset_bytes: 0,
+            offset_increment_bytes: 0,
             runtime_ns: None,
             time_based: false,
             ramp_time_ns: 0,
@@ -1244,6 +1249,17 @@ impl JobConfig {
                     ));
                 }
                 self.offset_bytes = b;
+            }
+            "offset_increment" => {
+                let text = v.text_trimmed();
+                if text.ends_with('%') || text.ends_with('z') {
+                    return Err(invalid(key, v, "a size such as \"1g\" (a percentage of the file or a count of zones is not modelled)"));
+                }
+                let b = as_size(key, v)?;
+                if b % SECTOR_BYTES != 0 {
+                    return Err(invalid(key, v, "a multiple of 512 bytes: each clone's direct I/O starts on a sector boundary"));
+                }
+                self.offset_increment_bytes = b;
             }
             "runtime" | "timeout" => self.runtime_ns = Some(as_time_s(key, v)?),
             "time_based" => self.time_based = as_bool(key, v)?,
