@@ -454,3 +454,27 @@ fn offset_increment_moves_each_clone() {
         assert!(err.contains(want), "{opt}: {err}");
     }
 }
+
+#[test]
+fn filesize_ends_the_jobs_file() {
+    let (out, err, code) = run("filesize.fio", &["--target", "nvme0n1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let reads: Vec<u64> = out
+        .lines()
+        .filter_map(|l| l.split("issued rwts: total=").nth(1))
+        .map(|r| r.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    // 4 MiB in 64 KiB reads; from offset 1m, the 3 MiB left of the file.
+    assert_eq!(reads, [64, 48], "{out}");
+    let text = std::fs::read_to_string(job("filesize.fio")).unwrap();
+    for (from, to, want) in [
+        ("filesize=4m\t\t; 64", "filesize=1g-2g ;", "a range LOW-HIGH"),
+        ("filesize=4m\noffset=1m", "filesize=512k\noffset=1m", "above the job's offset"),
+    ] {
+        assert!(text.contains(from), "{from:?}");
+        let f = common::temp_file("filesize", "fs.fio", &text.replacen(from, to, 1));
+        let (out, err, code) = sim(&["run", STACK, "--job", f.to_str().unwrap(), "--target", "nvme0n1"]);
+        assert_eq!(code, 2, "{to}: {out}{err}");
+        assert!(err.contains(want) && err.contains("fs.fio:"), "{to}: {err}");
+    }
+}

@@ -570,6 +570,7 @@ pub const MODELLED_OPTIONS: &[&str] = &[
     "io_limit",
     "offset",
     "offset_increment",
+    "filesize",
     "runtime",
     "timeout",
     "time_based",
@@ -868,6 +869,8 @@ struct Pending {
     directory: Option<String>,
     /// `random_distribution=zoned...`'s per-direction lists.
     zoned: Option<(ZonedLists, String)>,
+    /// `filesize` (one size) as written.
+    filesize: Option<(u64, OptValue)>,
 }
 
 /// Parses fio's `bssplit=4k/10:64k/50:32k/40` (one list for all directions).
@@ -1052,6 +1055,16 @@ impl JobConfig {
                 p.rwmix = Some(if key == "rwmixread" { pct } else { 100 - pct } as u32);
             }
             "directory" => p.directory = Some(as_str(key, v)?.to_string()),
+            "filesize" => {
+                if v.text_trimmed().contains('-') {
+                    return Err(invalid(key, v, "one size such as \"1g\" (a range LOW-HIGH, a size drawn per file, is not modelled)"));
+                }
+                let b = as_size(key, v)?;
+                if b == 0 {
+                    return Err(invalid(key, v, "a size of at least 1 byte"));
+                }
+                p.filesize = Some((b, v.clone()));
+            }
             "random_distribution" => {
                 p.zoned = None;
                 match crate::job_ext::parse_zoned(as_str(key, v)?) {
@@ -1327,6 +1340,9 @@ impl JobConfig {
             self.zones = crate::job_ext::zones_for_job(z, self.rwmixread_pct, self.rw.trims())
                 .map_err(|e| invalid("random_distribution", &OptValue::Str(text.clone()), &e))?;
         }
+        if let Some((bytes, v)) = &p.filesize {
+            self.apply_filesize(*bytes, v)?;
+        }
         if let Some(dir) = p.directory {
             // fio puts a relative filename (default: $jobname.$jobnum.$filenum)
             // in `directory`.
@@ -1360,6 +1376,20 @@ impl JobConfig {
                 job: self.name.clone(),
             });
         }
+        Ok(())
+    }
+
+    /// fio's `filesize` for the job's one file: the file ends there, so the
+    /// region is `offset..filesize` (fio's `io_size = file_size_low -
+    /// file_offset`), and the job transfers `io_size`, else `size`, else
+    /// the region.
+    fn apply_filesize(&mut self, bytes: u64, v: &OptValue) -> Result<(), JobError> {
+        if bytes <= self.offset_bytes {
+            let what = "a size above the job's offset (the file ends at filesize)";
+            return Err(invalid("filesize", v, what));
+        }
+        self.io_size_bytes = self.io_size_bytes.or(self.size_bytes);
+        self.size_bytes = Some(bytes - self.offset_bytes);
         Ok(())
     }
 
