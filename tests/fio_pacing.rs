@@ -276,3 +276,28 @@ fn offload_submits_as_inline_and_threads_does_nothing() {
         "{err}"
     );
 }
+
+#[test]
+fn exitall_ends_the_jobs_exit_what_names() {
+    let (out, err) = run_ok("exitall.fio");
+    // short's 100 reads end long (same group) at ~1 ms, not at 10 s;
+    // after (group 1) then runs its 200 ms.
+    let end = simulated_s(&err);
+    assert!((0.2..0.21).contains(&end), "ended at {end} s:\n{err}");
+    let n = issued(&out);
+    assert_eq!(n[0], 100, "{out}");
+    assert!(n[1] < 1000, "long was not ended: {n:?}");
+    // exit_what=all on short: after never issues; the run ends at ~1 ms.
+    let text = std::fs::read_to_string("tests/data/fio-jobs/exitall.fio").unwrap();
+    let all = text.replacen("number_ios=100", "number_ios=100\nexit_what=all", 1);
+    let f = temp_file("pacing", "exitall.fio", &all);
+    let (out, err, code) = sim(&["run", STACK, "--job", f.to_str().unwrap(), "--target", "nvme0n1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(simulated_s(&err) < 0.01, "{err}");
+    assert!(!out.contains("after: (groupid"), "{out}");
+    let bad = text.replacen("\nexitall\n", "\nexitall\nexit_what=bogus\n", 1);
+    let f = temp_file("pacing", "exitall.fio", &bad);
+    let (out, err, code) = sim(&["run", STACK, "--job", f.to_str().unwrap(), "--target", "nvme0n1"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("exitall.fio:12") && err.contains("group, stonewall or all"), "{err}");
+}

@@ -9,7 +9,7 @@ use blocksim_sim::units::{parse_duration_ns, parse_size_bytes};
 use serde::{Deserialize, Deserializer};
 
 mod pacing;
-pub use pacing::{Pacing, PACING_OPTIONS};
+pub use pacing::{ExitWhat, Pacing, PACING_OPTIONS};
 pub use crate::job_ext::{SsMetric, SteadyState, VerifyOptions, ZoneSplit, ZonedLists};
 
 /// fio's `rw=`.
@@ -635,6 +635,8 @@ pub const MODELLED_OPTIONS: &[&str] = &[
     "rate_iops",
     "rate_process",
     "io_submit_mode",
+    "exitall",
+    "exit_what",
 ];
 
 /// The logical block size every I/O is aligned to (blocksim's devices all

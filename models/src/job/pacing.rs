@@ -31,6 +31,8 @@ pub const PACING_OPTIONS: &[&str] = &[
     "rate_min",
     "rate_iops_min",
     "rate_cycle",
+    "exitall",
+    "exit_what",
     "flow",
     "flow_id",
     "flow_sleep",
@@ -68,6 +70,22 @@ pub struct Pacing {
     pub rate_iops: [u64; 3],
     /// `rate_process=poisson`: exponential gaps between I/Os.
     pub rate_poisson: bool,
+    /// `exitall`: when a thread of a job finishes, fio ends others (fio
+    /// makes it global: one job giving it turns it on for all).
+    pub exitall: bool,
+    /// `exit_what`: which jobs `exitall` ends.
+    pub exit_what: ExitWhat,
+}
+
+/// fio's `exit_what` (`fio_terminate_threads`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum ExitWhat {
+    /// The jobs of the finished job's reporting group (fio's default).
+    Group,
+    /// Every job running; the next stonewall's jobs start as usual.
+    Stonewall,
+    /// Every job, started or not.
+    All,
 }
 
 impl Default for Pacing {
@@ -87,6 +105,8 @@ impl Default for Pacing {
             rate_bytes_per_s: [0; 3],
             rate_iops: [0; 3],
             rate_poisson: false,
+            exitall: false,
+            exit_what: ExitWhat::Group,
         }
     }
 }
@@ -243,6 +263,18 @@ impl JobConfig {
                     return Err(not_a_choice(key, v, "inline or offload", &choices));
                 }
             },
+            "exitall" => p.exitall = as_bool(key, v)?,
+            "exit_what" => {
+                p.exit_what = match as_str(key, v)? {
+                    "group" => ExitWhat::Group,
+                    "stonewall" => ExitWhat::Stonewall,
+                    "all" => ExitWhat::All,
+                    _ => {
+                        let choices = ["group", "stonewall", "all"];
+                        return Err(not_a_choice(key, v, "group, stonewall or all", &choices));
+                    }
+                }
+            }
             "flow" | "flow_id" | "flow_sleep" => {
                 return Err(JobError::Unsupported {
                     key: key.to_string(),

@@ -438,6 +438,7 @@ pub(super) fn job_threads(
                 action: Action::None,
                 woken_mark: 0,
                 errored: false,
+                terminated: false,
                 sync_call: (j.ioengine == IoEngine::Psync).then_some(j.sync_call),
                 pos_sector: None,
                 writes_issued: 0,

@@ -89,7 +89,11 @@ impl<const OBS: bool> AsyncStack<OBS> {
             g.clones_done += 1;
             g.end = Some(g.end.map_or(now, |e| e.max(now)));
             self.threads_running -= 1;
-            if self.order.is_some() && g.clones_done == jc.numjobs {
+            let all_done = g.clones_done == jc.numjobs;
+            if self.jobs_cfg.iter().any(|j| j.pacing.exitall) {
+                self.exit_all(t, now);
+            }
+            if self.order.is_some() && all_done {
                 self.job_finished(self.threads[t].group, now, ctx);
             }
             if self.threads_running == 0 && !self.programs_running() {
