@@ -414,3 +414,99 @@ fn steadystate_ends_the_job_when_attained() {
         "{err}"
     );
 }
+
+#[test]
+fn offset_increment_moves_each_clone() {
+    // The I/O logs (with offsets) go to a scratch directory.
+    let dir = common::TempDir::new("offset-increment");
+    let text = std::fs::read_to_string(job("offset-increment.fio")).unwrap();
+    let prefix = dir.join("stripes");
+    let text = text.replace(
+        "write_iops_log=stripes",
+        &format!("write_iops_log={}", prefix.display()),
+    );
+    let f = common::temp_file("offset-increment", "oi.fio", &text);
+    let (out, err, code) = sim(&[
+        "run",
+        STACK,
+        "--job",
+        f.to_str().unwrap(),
+        "--target",
+        "nvme0n1",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    // Clone i writes 1 MiB from 1 MiB + i x 2 GiB, in 256 KiB writes.
+    for i in 0..4u64 {
+        let log =
+            std::fs::read_to_string(format!("{}_iops.{}.log", prefix.display(), i + 1)).unwrap();
+        let mut offsets: Vec<u64> = log
+            .lines()
+            .map(|l| l.split(", ").nth(4).unwrap().parse().unwrap())
+            .collect();
+        offsets.sort_unstable();
+        let start = (1 << 20) + i * (2 << 30);
+        let want: Vec<u64> = (0..4).map(|k| start + k * (256 << 10)).collect();
+        assert_eq!(offsets, want, "clone {i}:\n{log}");
+    }
+    // A percentage is refused at its line; a clone past the drive's end
+    // is refused with the sum.
+    for (opt, want) in [
+        ("offset_increment=10%", "oi.fio:11"),
+        (
+            "offset_increment=3g",
+            "clone 3 starts at offset + 3 x offset_increment",
+        ),
+    ] {
+        let bad = text.replace("offset_increment=2g", opt);
+        let f = common::temp_file("offset-increment", "oi.fio", &bad);
+        let (out, err, code) = sim(&[
+            "run",
+            STACK,
+            "--job",
+            f.to_str().unwrap(),
+            "--target",
+            "nvme0n1",
+        ]);
+        assert_eq!(code, 2, "{opt}: {out}{err}");
+        assert!(err.contains(want), "{opt}: {err}");
+    }
+}
+
+#[test]
+fn filesize_ends_the_jobs_file() {
+    let (out, err, code) = run("filesize.fio", &["--target", "nvme0n1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let reads: Vec<u64> = out
+        .lines()
+        .filter_map(|l| l.split("issued rwts: total=").nth(1))
+        .map(|r| r.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    // 4 MiB in 64 KiB reads; from offset 1m, the 3 MiB left of the file.
+    assert_eq!(reads, [64, 48], "{out}");
+    let text = std::fs::read_to_string(job("filesize.fio")).unwrap();
+    for (from, to, want) in [
+        (
+            "filesize=4m\t\t; 64",
+            "filesize=1g-2g ;",
+            "a range LOW-HIGH",
+        ),
+        (
+            "filesize=4m\noffset=1m",
+            "filesize=512k\noffset=1m",
+            "above the job's offset",
+        ),
+    ] {
+        assert!(text.contains(from), "{from:?}");
+        let f = common::temp_file("filesize", "fs.fio", &text.replacen(from, to, 1));
+        let (out, err, code) = sim(&[
+            "run",
+            STACK,
+            "--job",
+            f.to_str().unwrap(),
+            "--target",
+            "nvme0n1",
+        ]);
+        assert_eq!(code, 2, "{to}: {out}{err}");
+        assert!(err.contains(want) && err.contains("fs.fio:"), "{to}: {err}");
+    }
+}

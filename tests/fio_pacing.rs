@@ -206,7 +206,8 @@ fn bad_pacing_values_name_their_line_and_the_fix() {
         ("startdelay=5s-1s", "LOW <= HIGH"),
         ("rate_process=poison", "did you mean `poisson`?"),
         ("thinktime_blocks_type=issued", "complete or issue"),
-        ("io_submit_mode=offload", "offload, fio's pool of threads"),
+        ("io_submit_mode=offlaod", "did you mean `offload`?"),
+        ("threads=many", "a count of threads"),
         ("rate=1m,2m,3m,4m", "READ,WRITE[,TRIM]"),
         ("rate_iops=fast", "I/Os per second"),
         ("thinktime_blocks=0", "1..=4294967295"),
@@ -238,4 +239,82 @@ fn rate_min_and_rate_cycle_are_noted() {
         "{err}"
     );
     assert!(err.contains("rate_cycle (the window"), "{err}");
+}
+
+#[test]
+fn fio_aliases_are_taken_as_their_options() {
+    let (out, err) = run_ok("aliases.fio");
+    // wait_for_previous is stonewall: tail is group 1, after first's 0.5 s.
+    assert_eq!(group_ids(&out), [0, 1], "{out}");
+    assert!(simulated_s(&err) > 0.5, "{err}");
+    // fileoffset is offset: 512 MiB left of the 8 GiB drive, 1 MiB reads.
+    assert_eq!(issued(&out)[1], 512, "{out}");
+    // ratemin and ratecycle are noted as rate_min and rate_cycle.
+    assert!(err.contains("rate_min (fio ends a job"), "{err}");
+    assert!(err.contains("rate_cycle (the window"), "{err}");
+    // A bad value names the alias as written, at its line.
+    let text = "[j]\nioengine=psync\ndirect=1\nsize=1g\nratemin=fast\nfilename=/dev/nvme0n1\n";
+    let f = temp_file("pacing", "alias.fio", text);
+    let (out, err, code) = sim(&["run", STACK, "--job", f.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("alias.fio:5"), "{err}");
+    assert!(err.contains("job option `ratemin` = \"fast\""), "{err}");
+}
+
+#[test]
+fn offload_submits_as_inline_and_threads_does_nothing() {
+    let (out, err) = run_ok("offload.fio");
+    // rate_iops=1000 for 1 s, as with inline submission.
+    let n = issued(&out);
+    assert!((1000..=1001).contains(&n[0]), "{n:?}\n{out}");
+    assert!(
+        err.contains("io_submit_mode (=offload: fio moves submission to a pool of threads; blocksim submits as with inline"),
+        "{err}"
+    );
+    assert!(
+        err.contains("threads (an option of fio's tiobench profile"),
+        "{err}"
+    );
+}
+
+#[test]
+fn exitall_ends_the_jobs_exit_what_names() {
+    let (out, err) = run_ok("exitall.fio");
+    // short's 100 reads end long (same group) at ~1 ms, not at 10 s;
+    // after (group 1) then runs its 200 ms.
+    let end = simulated_s(&err);
+    assert!((0.2..0.21).contains(&end), "ended at {end} s:\n{err}");
+    let n = issued(&out);
+    assert_eq!(n[0], 100, "{out}");
+    assert!(n[1] < 1000, "long was not ended: {n:?}");
+    // exit_what=all on short: after never issues; the run ends at ~1 ms.
+    let text = std::fs::read_to_string("tests/data/fio-jobs/exitall.fio").unwrap();
+    let all = text.replacen("number_ios=100", "number_ios=100\nexit_what=all", 1);
+    let f = temp_file("pacing", "exitall.fio", &all);
+    let (out, err, code) = sim(&[
+        "run",
+        STACK,
+        "--job",
+        f.to_str().unwrap(),
+        "--target",
+        "nvme0n1",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(simulated_s(&err) < 0.01, "{err}");
+    assert!(!out.contains("after: (groupid"), "{out}");
+    let bad = text.replacen("\nexitall\n", "\nexitall\nexit_what=bogus\n", 1);
+    let f = temp_file("pacing", "exitall.fio", &bad);
+    let (out, err, code) = sim(&[
+        "run",
+        STACK,
+        "--job",
+        f.to_str().unwrap(),
+        "--target",
+        "nvme0n1",
+    ]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("exitall.fio:12") && err.contains("group, stonewall or all"),
+        "{err}"
+    );
 }

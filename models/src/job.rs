@@ -10,7 +10,7 @@ use serde::{Deserialize, Deserializer};
 
 mod pacing;
 pub use crate::job_ext::{SsMetric, SteadyState, VerifyOptions, ZoneSplit, ZonedLists};
-pub use pacing::{Pacing, PACING_OPTIONS};
+pub use pacing::{ExitWhat, Pacing, PACING_OPTIONS};
 
 /// fio's `rw=`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -261,6 +261,9 @@ pub struct JobConfig {
     /// Bytes to transfer before stopping (fio `io_size`, default `size`).
     pub io_size_bytes: Option<u64>,
     pub offset_bytes: u64,
+    /// fio's `offset_increment`: clone i starts `i x` this after `offset`
+    /// (fio's `get_start_offset`); 0: every clone at `offset`.
+    pub offset_increment_bytes: u64,
     pub runtime_ns: Option<u64>,
     pub time_based: bool,
     pub ramp_time_ns: u64,
@@ -389,6 +392,24 @@ pub enum JobError {
 }
 
 impl JobError {
+    /// The error with the option named as written (an alias of `key`).
+    fn written_as(self, written: &str) -> JobError {
+        match self {
+            JobError::Unsupported { hint, .. } => JobError::Unsupported {
+                key: written.to_string(),
+                hint,
+            },
+            JobError::Invalid {
+                value, expected, ..
+            } => JobError::Invalid {
+                key: written.to_string(),
+                value,
+                expected,
+            },
+            e => e,
+        }
+    }
+
     /// The option the error is about, if any.
     pub fn key(&self) -> Option<&str> {
         match self {
@@ -495,7 +516,36 @@ pub const NO_EFFECT_OPTIONS: &[(&str, &str)] = &[
         "numa_mem_policy",
         "NUMA memory placement is not modelled (memory is one node)",
     ),
+    (
+        "io_submit_mode",
+        "=offload: fio moves submission to a pool of threads; blocksim submits as with inline, so the job's CPU time and submission latency are those of inline submission, and a job ahead of its rate reaps its I/O in flight before it sleeps",
+    ),
+    (
+        "threads",
+        "an option of fio's tiobench profile, which fio registers for every job file: without profile=tiobench the value does nothing",
+    ),
 ];
+
+/// fio's aliases of the options blocksim takes (`.alias` in fio's
+/// options.c): (alias, option). An alias is taken as its option; an error
+/// names the alias as written.
+pub const OPTION_ALIASES: &[(&str, &str)] = &[
+    ("fileoffset", "offset"),
+    ("allrandrepeat", "randrepeat"),
+    ("ratemin", "rate_min"),
+    ("ratecycle", "rate_cycle"),
+    ("wait_for_previous", "stonewall"),
+    ("log_window_value", "log_max_value"),
+    ("disable_bw", "disable_bw_measurement"),
+];
+
+/// The option `key` stands for: itself, or the option it is fio's alias of.
+pub fn canonical_option(key: &str) -> &str {
+    OPTION_ALIASES
+        .iter()
+        .find(|(a, _)| *a == key)
+        .map_or(key, |(_, o)| o)
+}
 
 /// Every option blocksim models.
 pub const MODELLED_OPTIONS: &[&str] = &[
@@ -519,6 +569,8 @@ pub const MODELLED_OPTIONS: &[&str] = &[
     "io_size",
     "io_limit",
     "offset",
+    "offset_increment",
+    "filesize",
     "runtime",
     "timeout",
     "time_based",
@@ -583,6 +635,8 @@ pub const MODELLED_OPTIONS: &[&str] = &[
     "rate_iops",
     "rate_process",
     "io_submit_mode",
+    "exitall",
+    "exit_what",
 ];
 
 /// The logical block size every I/O is aligned to (blocksim's devices all
@@ -817,6 +871,8 @@ struct Pending {
     directory: Option<String>,
     /// `random_distribution=zoned...`'s per-direction lists.
     zoned: Option<(ZonedLists, String)>,
+    /// `filesize` (one size) as written.
+    filesize: Option<(u64, OptValue)>,
 }
 
 /// Parses fio's `bssplit=4k/10:64k/50:32k/40` (one list for all directions).
@@ -916,6 +972,7 @@ impl JobConfig {
             size_bytes: None,
             io_size_bytes: None,
             offset_bytes: 0,
+            offset_increment_bytes: 0,
             runtime_ns: None,
             time_based: false,
             ramp_time_ns: 0,
@@ -953,7 +1010,8 @@ impl JobConfig {
         let mut job = JobConfig::with_defaults(default_name);
         let mut pending = Pending::default();
         let mut errors = Vec::new();
-        for (key, v) in options {
+        for (written, v) in options {
+            let key = canonical_option(written);
             match job.apply(&mut pending, key, v) {
                 Ok(Applied::Modelled) => {}
                 Ok(Applied::NoEffect) => {
@@ -961,7 +1019,7 @@ impl JobConfig {
                         job.ignored_options.push(key.to_string());
                     }
                 }
-                Err(e) => errors.push(e),
+                Err(e) => errors.push(e.written_as(written)),
             }
         }
         // A log option without a name logs to `<job name>_<kind>.<x>.log`.
@@ -999,6 +1057,16 @@ impl JobConfig {
                 p.rwmix = Some(if key == "rwmixread" { pct } else { 100 - pct } as u32);
             }
             "directory" => p.directory = Some(as_str(key, v)?.to_string()),
+            "filesize" => {
+                if v.text_trimmed().contains('-') {
+                    return Err(invalid(key, v, "one size such as \"1g\" (a range LOW-HIGH, a size drawn per file, is not modelled)"));
+                }
+                let b = as_size(key, v)?;
+                if b == 0 {
+                    return Err(invalid(key, v, "a size of at least 1 byte"));
+                }
+                p.filesize = Some((b, v.clone()));
+            }
             "random_distribution" => {
                 p.zoned = None;
                 match crate::job_ext::parse_zoned(as_str(key, v)?) {
@@ -1197,6 +1265,17 @@ impl JobConfig {
                 }
                 self.offset_bytes = b;
             }
+            "offset_increment" => {
+                let text = v.text_trimmed();
+                if text.ends_with('%') || text.ends_with('z') {
+                    return Err(invalid(key, v, "a size such as \"1g\" (a percentage of the file or a count of zones is not modelled)"));
+                }
+                let b = as_size(key, v)?;
+                if b % SECTOR_BYTES != 0 {
+                    return Err(invalid(key, v, "a multiple of 512 bytes: each clone's direct I/O starts on a sector boundary"));
+                }
+                self.offset_increment_bytes = b;
+            }
             "runtime" | "timeout" => self.runtime_ns = Some(as_time_s(key, v)?),
             "time_based" => self.time_based = as_bool(key, v)?,
             "ramp_time" => self.ramp_time_ns = as_time_s(key, v)?,
@@ -1263,6 +1342,9 @@ impl JobConfig {
             self.zones = crate::job_ext::zones_for_job(z, self.rwmixread_pct, self.rw.trims())
                 .map_err(|e| invalid("random_distribution", &OptValue::Str(text.clone()), &e))?;
         }
+        if let Some((bytes, v)) = &p.filesize {
+            self.apply_filesize(*bytes, v)?;
+        }
         if let Some(dir) = p.directory {
             // fio puts a relative filename (default: $jobname.$jobnum.$filenum)
             // in `directory`.
@@ -1296,6 +1378,20 @@ impl JobConfig {
                 job: self.name.clone(),
             });
         }
+        Ok(())
+    }
+
+    /// fio's `filesize` for the job's one file: the file ends there, so the
+    /// region is `offset..filesize` (fio's `io_size = file_size_low -
+    /// file_offset`), and the job transfers `io_size`, else `size`, else
+    /// the region.
+    fn apply_filesize(&mut self, bytes: u64, v: &OptValue) -> Result<(), JobError> {
+        if bytes <= self.offset_bytes {
+            let what = "a size above the job's offset (the file ends at filesize)";
+            return Err(invalid("filesize", v, what));
+        }
+        self.io_size_bytes = self.io_size_bytes.or(self.size_bytes);
+        self.size_bytes = Some(bytes - self.offset_bytes);
         Ok(())
     }
 
@@ -1466,6 +1562,28 @@ mod tests {
             "{e}"
         );
         assert_eq!(IoEngine::parse("io_uring"), None);
+    }
+
+    #[test]
+    fn fio_aliases_are_their_options() {
+        let j = job(&[
+            ("filename", "x"),
+            ("fileoffset", "1m"),
+            ("wait_for_previous", ""),
+            ("ratemin", "1m"),
+            ("ratecycle", "500"),
+            ("disable_bw", "1"),
+        ])
+        .unwrap();
+        assert_eq!(j.offset_bytes, 1 << 20);
+        assert!(j.stonewall);
+        assert_eq!(
+            j.ignored_options,
+            ["rate_min", "rate_cycle", "disable_bw_measurement"]
+        );
+        // An error names the alias as written.
+        let e = job(&[("filename", "x"), ("ratemin", "fast")]).unwrap_err();
+        assert_eq!(e.errors[0].key(), Some("ratemin"), "{e}");
     }
 
     #[test]

@@ -486,6 +486,11 @@ pub fn check_no_effect_value(key: &str, v: &OptValue) -> Result<(), String> {
             .map(|_| ())
             .ok_or_else(|| "a node list such as \"0\" or \"0-1\"".into()),
         "numa_mem_policy" => check_mem_policy(&text),
+        // fio: FIO_OPT_INT.
+        "threads" => text
+            .parse::<u32>()
+            .map(|_| ())
+            .map_err(|_| "a count of threads 0..=4294967295".into()),
         _ => Ok(()),
     }
 }

@@ -1,8 +1,9 @@
 //! fio's job-ordering and pacing options: `startdelay`, `stonewall`,
 //! `wait_for`, `new_group`, `thinktime` (and its `_spin`, `_blocks`,
 //! `_blocks_type`, `_iotime`), `number_ios`, `loops`, `rate`, `rate_iops`,
-//! `rate_process`, `io_submit_mode`; `rate_min`, `rate_iops_min` and
-//! `rate_cycle` are checked and accepted without effect.
+//! `rate_process`, `io_submit_mode` (`offload` submits as `inline`, with
+//! a note); `rate_min`, `rate_iops_min` and `rate_cycle` are checked and
+//! accepted without effect.
 
 use super::{as_bool, as_str, as_u64, invalid, not_a_choice, Applied, JobConfig, JobError};
 use super::{OptValue, JOB_TIME_NS_MAX};
@@ -30,6 +31,8 @@ pub const PACING_OPTIONS: &[&str] = &[
     "rate_min",
     "rate_iops_min",
     "rate_cycle",
+    "exitall",
+    "exit_what",
     "flow",
     "flow_id",
     "flow_sleep",
@@ -67,6 +70,22 @@ pub struct Pacing {
     pub rate_iops: [u64; 3],
     /// `rate_process=poisson`: exponential gaps between I/Os.
     pub rate_poisson: bool,
+    /// `exitall`: when a thread of a job finishes, fio ends others (fio
+    /// makes it global: one job giving it turns it on for all).
+    pub exitall: bool,
+    /// `exit_what`: which jobs `exitall` ends.
+    pub exit_what: ExitWhat,
+}
+
+/// fio's `exit_what` (`fio_terminate_threads`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum ExitWhat {
+    /// The jobs of the finished job's reporting group (fio's default).
+    Group,
+    /// Every job running; the next stonewall's jobs start as usual.
+    Stonewall,
+    /// Every job, started or not.
+    All,
 }
 
 impl Default for Pacing {
@@ -86,6 +105,8 @@ impl Default for Pacing {
             rate_bytes_per_s: [0; 3],
             rate_iops: [0; 3],
             rate_poisson: false,
+            exitall: false,
+            exit_what: ExitWhat::Group,
         }
     }
 }
@@ -235,9 +256,25 @@ impl JobConfig {
             }
             "io_submit_mode" => match as_str(key, v)? {
                 "inline" => {}
-                "offload" => return Err(invalid(key, v, "inline (offload, fio's pool of threads submitting for the job, is not modelled)")),
-                _ => return Err(not_a_choice(key, v, "inline", &["inline", "offload"])),
+                // Submitted as inline; noted (NO_EFFECT_OPTIONS says how).
+                "offload" => return Ok(Applied::NoEffect),
+                _ => {
+                    let choices = ["inline", "offload"];
+                    return Err(not_a_choice(key, v, "inline or offload", &choices));
+                }
             },
+            "exitall" => p.exitall = as_bool(key, v)?,
+            "exit_what" => {
+                p.exit_what = match as_str(key, v)? {
+                    "group" => ExitWhat::Group,
+                    "stonewall" => ExitWhat::Stonewall,
+                    "all" => ExitWhat::All,
+                    _ => {
+                        let choices = ["group", "stonewall", "all"];
+                        return Err(not_a_choice(key, v, "group, stonewall or all", &choices));
+                    }
+                }
+            }
             "flow" | "flow_id" | "flow_sleep" => {
                 return Err(JobError::Unsupported {
                     key: key.to_string(),
@@ -347,7 +384,10 @@ mod tests {
         let err = |opts: &[(&str, &str)]| job(opts).unwrap_err().to_string();
         assert!(err(&[("startdelay", "2-1")]).contains("LOW <= HIGH"));
         assert!(err(&[("rate_process", "poison")]).contains("did you mean `poisson`?"));
-        assert!(err(&[("io_submit_mode", "offload")]).contains("is not modelled"));
+        assert!(err(&[("io_submit_mode", "offlaod")]).contains("did you mean `offload`?"));
+        let j = job(&[("io_submit_mode", "offload"), ("threads", "1")]).unwrap();
+        assert_eq!(j.ignored_options, ["io_submit_mode", "threads"]);
+        assert!(err(&[("threads", "many")]).contains("a count of threads"));
         assert!(err(&[("thinktime_blocks", "0")]).contains("1..=4294967295"));
         assert!(err(&[("rate", "1m,2m,3m,4m")]).contains("READ,WRITE[,TRIM]"));
         assert!(err(&[("rate", "1m"), ("rate_iops", "10")]).contains("mutually exclusive"));

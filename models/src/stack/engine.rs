@@ -140,6 +140,7 @@ struct Region {
     file_start: u64,
     start_bytes: u64,
     region_bytes: u64,
+    target_bytes: u64,
     ios_limit: Option<u64>,
     bytes_limit: Option<u64>,
     /// Index into `AsyncStack::bio_layers` (0: none).
@@ -176,12 +177,15 @@ fn job_region(
     })?;
     let target_bytes = (targets.size_sectors_of)(target).saturating_mul(512);
     let (start_bytes, region_bytes) = job_extent(j, &target_name, file_start, target_bytes)?;
+    // The region already starts at `offset` (without `size` it is what is
+    // left of the target after it): its length is the default io_size.
+    let io_bytes = j.io_size_bytes.unwrap_or(region_bytes);
     let (ios_limit, bytes_limit) = match (j.time_based, j.bs_split.is_empty()) {
         (true, _) => (None, None),
-        (false, true) => (Some(j.io_limit_bytes(region_bytes) / j.bs_bytes_min), None),
+        (false, true) => (Some(io_bytes / j.bs_bytes_min), None),
         // fio ends a job after io_size bytes: with a bssplit mix that is no
         // fixed number of I/Os.
-        (false, false) => (None, Some(j.io_limit_bytes(region_bytes))),
+        (false, false) => (None, Some(io_bytes)),
     };
     let nothing = ios_limit == Some(0) || bytes_limit.is_some_and(|b| b < j.bs_bytes_min);
     if !j.time_based && j.runtime_ns.is_none() && nothing {
@@ -198,6 +202,7 @@ fn job_region(
         file_start,
         start_bytes,
         region_bytes,
+        target_bytes,
         ios_limit,
         bytes_limit,
     })
@@ -307,6 +312,30 @@ pub(in crate::stack) fn job_extent(
     Ok((start_bytes, region_bytes))
 }
 
+/// Where clone `clone` of job `j` starts: its region moved by `clone x
+/// offset_increment` (fio's `get_start_offset`), checked to fit the target.
+fn clone_start(j: &JobConfig, r: &Region, clone: u32) -> Result<u64, ModelError> {
+    if j.offset_increment_bytes == 0 {
+        return Ok(r.start_bytes);
+    }
+    let start = j
+        .offset_increment_bytes
+        .checked_mul(u64::from(clone))
+        .and_then(|d| d.checked_add(r.start_bytes));
+    let end = start.and_then(|s| s.checked_add(r.region_bytes));
+    match (start, end) {
+        (Some(s), Some(e)) if e <= r.target_bytes => Ok(s),
+        _ => Err(cfg_err(format!(
+            "job `{}`: clone {clone} starts at offset + {clone} x offset_increment = {} + {clone} x {} and its {} region does not fit its target ({}); lower offset_increment, size or numjobs",
+            j.name,
+            size_text(j.offset_bytes),
+            size_text(j.offset_increment_bytes),
+            size_text(r.region_bytes),
+            size_text(r.target_bytes)
+        ))),
+    }
+}
+
 /// The CPU of clone `clone` of job `j`: its `cpus_allowed` list in order
 /// (wrapping), or else the next CPU of the scheduler-like spread (`order`,
 /// which leaves out the IRQ CPU), wrapping when there are more jobs than
@@ -398,7 +427,7 @@ pub(super) fn job_threads(
                 target: r.target,
                 layers: r.layers,
                 on_file: r.on_file,
-                region_sector: r.start_bytes / 512,
+                region_sector: clone_start(j, &r, clone)? / 512,
                 ios_limit: r.ios_limit,
                 bytes_limit: r.bytes_limit,
                 stop_issue_at: j.runtime_ns.map(|rt| SimTime(j.ramp_time_ns + rt)),
@@ -409,6 +438,7 @@ pub(super) fn job_threads(
                 action: Action::None,
                 woken_mark: 0,
                 errored: false,
+                terminated: false,
                 sync_call: (j.ioengine == IoEngine::Psync).then_some(j.sync_call),
                 pos_sector: None,
                 writes_issued: 0,

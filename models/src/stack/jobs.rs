@@ -84,17 +84,28 @@ impl<const OBS: bool> AsyncStack<OBS> {
             }
             self.start_submit(t, now, ctx);
         } else {
-            self.threads[t].state = JobState::Done;
-            let g = &mut self.groups[self.threads[t].group];
-            g.clones_done += 1;
-            g.end = Some(g.end.map_or(now, |e| e.max(now)));
-            self.threads_running -= 1;
-            if self.order.is_some() && g.clones_done == jc.numjobs {
-                self.job_finished(self.threads[t].group, now, ctx);
-            }
-            if self.threads_running == 0 && !self.programs_running() {
-                ctx.stop();
-            }
+            self.thread_done(t, now, ctx);
+        }
+    }
+
+    /// Thread `t` has nothing more to do: it ends, maybe ending others
+    /// (`exitall`), starting jobs that wait for its job, or the run.
+    fn thread_done(&mut self, t: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        self.threads[t].state = JobState::Done;
+        let gi = self.threads[t].group;
+        let g = &mut self.groups[gi];
+        g.clones_done += 1;
+        g.end = Some(g.end.map_or(now, |e| e.max(now)));
+        self.threads_running -= 1;
+        let all_done = g.clones_done == self.jobs_cfg[gi].numjobs;
+        if self.jobs_cfg.iter().any(|j| j.pacing.exitall) {
+            self.exit_all(t, now);
+        }
+        if self.order.is_some() && all_done {
+            self.job_finished(gi, now, ctx);
+        }
+        if self.threads_running == 0 && !self.programs_running() {
+            ctx.stop();
         }
     }
 

@@ -210,6 +210,9 @@ struct JobThread {
     /// An I/O of this thread failed: fio issues no more (it reaps what is
     /// in flight and ends the job).
     errored: bool,
+    /// Ended by another job's `exitall` (fio's terminate): it issues
+    /// nothing, even once it starts.
+    terminated: bool,
     /// The system call of a synchronous engine (None: libaio).
     sync_call: Option<SyncCall>,
     /// Where the last synchronous call left the file position (sector on

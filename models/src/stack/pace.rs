@@ -7,7 +7,7 @@
 //! [`JobOrder`] and starts every thread at time 0, as before.
 
 use super::*;
-use crate::job::{Pacing, RwMode};
+use crate::job::{ExitWhat, Pacing, RwMode};
 
 /// A paced thread: when its next I/O may be issued.
 pub(super) struct PaceState {
@@ -431,6 +431,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let (ramp_ns, runtime_ns) = (jc.ramp_time_ns, jc.runtime_ns);
         let th = &mut self.threads[t];
         th.stop_issue_at = runtime_ns.map(|rt| later(now, ramp_ns.saturating_add(rt)));
+        if th.terminated {
+            th.stop_issue_at = Some(now);
+        }
         if let Some(p) = th.pace.as_mut() {
             p.start(now);
         }
@@ -443,6 +446,29 @@ impl<const OBS: bool> AsyncStack<OBS> {
             }
         }
         self.job_wake(t, ctx);
+    }
+
+    /// Thread `t` finished with `exitall` on: fio's `fio_terminate_threads`
+    /// ends the jobs its job's `exit_what` names (they issue nothing more,
+    /// reap what is in flight and end; one not started issues nothing).
+    #[cold]
+    pub(super) fn exit_all(&mut self, t: usize, now: SimTime) {
+        let ids = report_group_ids(&self.jobs_cfg);
+        let g = self.threads[t].group;
+        let what = self.jobs_cfg[g].pacing.exit_what;
+        for u in 0..self.threads.len() {
+            let h = self.threads[u].group;
+            let ends = match what {
+                ExitWhat::Group => ids[h] == ids[g],
+                ExitWhat::Stonewall => self.starts_at_zero(h),
+                ExitWhat::All => true,
+            };
+            if ends {
+                let th = &mut self.threads[u];
+                th.terminated = true;
+                th.stop_issue_at = Some(th.stop_issue_at.map_or(now, |s| s.min(now)));
+            }
+        }
     }
 
     /// Job `g` finished: the jobs waiting for it that wait for nothing
