@@ -224,14 +224,7 @@ impl JobConfig {
                 (p.thinktime_blocks, p.thinktime_blocks_set) = (n, true);
             }
             "thinktime_blocks_type" => {
-                p.thinktime_on_issue = match as_str(key, v)? {
-                    "complete" => false,
-                    "issue" => true,
-                    _ => {
-                        let choices = ["complete", "issue"];
-                        return Err(not_a_choice(key, v, "complete or issue", &choices));
-                    }
-                }
+                p.thinktime_on_issue = choice(key, v, &["complete", "issue"])? == "issue";
             }
             "number_ios" => p.number_ios = as_u64(key, v)?,
             "loops" => {
@@ -245,34 +238,20 @@ impl JobConfig {
             "rate" => p.rate_bytes_per_s = per_direction(key, v, true)?,
             "rate_iops" => p.rate_iops = per_direction(key, v, false)?,
             "rate_process" => {
-                p.rate_poisson = match as_str(key, v)? {
-                    "linear" => false,
-                    "poisson" => true,
-                    _ => {
-                        let choices = ["linear", "poisson"];
-                        return Err(not_a_choice(key, v, "linear or poisson", &choices));
-                    }
+                p.rate_poisson = choice(key, v, &["linear", "poisson"])? == "poisson";
+            }
+            "io_submit_mode" => {
+                // offload: submitted as inline; noted (NO_EFFECT_OPTIONS says how).
+                if choice(key, v, &["inline", "offload"])? == "offload" {
+                    return Ok(Applied::NoEffect);
                 }
             }
-            "io_submit_mode" => match as_str(key, v)? {
-                "inline" => {}
-                // Submitted as inline; noted (NO_EFFECT_OPTIONS says how).
-                "offload" => return Ok(Applied::NoEffect),
-                _ => {
-                    let choices = ["inline", "offload"];
-                    return Err(not_a_choice(key, v, "inline or offload", &choices));
-                }
-            },
             "exitall" => p.exitall = as_bool(key, v)?,
             "exit_what" => {
-                p.exit_what = match as_str(key, v)? {
+                p.exit_what = match choice(key, v, &["group", "stonewall", "all"])? {
                     "group" => ExitWhat::Group,
                     "stonewall" => ExitWhat::Stonewall,
-                    "all" => ExitWhat::All,
-                    _ => {
-                        let choices = ["group", "stonewall", "all"];
-                        return Err(not_a_choice(key, v, "group, stonewall or all", &choices));
-                    }
+                    _ => ExitWhat::All,
                 }
             }
             "flow" | "flow_id" | "flow_sleep" => {
@@ -322,6 +301,20 @@ impl JobConfig {
         }
         Ok(())
     }
+}
+
+/// The value of an option with a fixed set of `choices`, or the error that
+/// lists them ("a or b", "a, b or c").
+fn choice<'a>(key: &str, v: &OptValue, choices: &[&'a str]) -> Result<&'a str, JobError> {
+    let given = as_str(key, v)?;
+    if let Some(c) = choices.iter().find(|c| **c == given) {
+        return Ok(*c);
+    }
+    let expected = match choices.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => choices.join(""),
+    };
+    Err(not_a_choice(key, v, &expected, choices))
 }
 
 #[cfg(test)]
