@@ -9,11 +9,17 @@ use common::{sim, temp_file};
 
 const STACK: &str = "tests/data/fio-jobs/stack.toml";
 
+/// Runs the job file at `path` on the test stack's SSD: (stdout,
+/// stderr, exit code).
+fn run_on_stack(path: &str) -> (String, String, i32) {
+    sim(&["run", STACK, "--job", path, "--target", "nvme0n1"])
+}
+
 /// Runs a job file of tests/data/fio-jobs on the test stack's SSD:
 /// (stdout, stderr), the run having succeeded.
 fn run_ok(file: &str) -> (String, String) {
     let f = format!("tests/data/fio-jobs/{file}");
-    let (out, err, code) = sim(&["run", STACK, "--job", &f, "--target", "nvme0n1"]);
+    let (out, err, code) = run_on_stack(&f);
     assert_eq!(code, 0, "{file}: {out}{err}");
     (out, err)
 }
@@ -291,27 +297,13 @@ fn exitall_ends_the_jobs_exit_what_names() {
     let text = std::fs::read_to_string("tests/data/fio-jobs/exitall.fio").unwrap();
     let all = text.replacen("number_ios=100", "number_ios=100\nexit_what=all", 1);
     let f = temp_file("pacing", "exitall.fio", &all);
-    let (out, err, code) = sim(&[
-        "run",
-        STACK,
-        "--job",
-        f.to_str().unwrap(),
-        "--target",
-        "nvme0n1",
-    ]);
+    let (out, err, code) = run_on_stack(f.to_str().unwrap());
     assert_eq!(code, 0, "{out}{err}");
     assert!(simulated_s(&err) < 0.01, "{err}");
     assert!(!out.contains("after: (groupid"), "{out}");
     let bad = text.replacen("\nexitall\n", "\nexitall\nexit_what=bogus\n", 1);
     let f = temp_file("pacing", "exitall.fio", &bad);
-    let (out, err, code) = sim(&[
-        "run",
-        STACK,
-        "--job",
-        f.to_str().unwrap(),
-        "--target",
-        "nvme0n1",
-    ]);
+    let (out, err, code) = run_on_stack(f.to_str().unwrap());
     assert_eq!(code, 2, "{out}{err}");
     assert!(
         err.contains("exitall.fio:12") && err.contains("group, stonewall or all"),

@@ -64,15 +64,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             }
             self.start_submit(t, now, ctx);
         } else if th.in_flight > 0 {
-            let cost = self.run_job_path(t, JobPath::Single(PathId::Sleep));
-            let cpu = self.threads[t].cpu;
-            let (start, _) = self.cpus.start(cpu, now);
-            let end = self.cpus.occupy(cpu, start, cost);
-            if OBS && self.obs.is_some() {
-                self.obs_cpu(cpu, start, end, CpuWork::Sleep(t as u16));
-            }
-            self.groups[self.threads[t].group].ctx_switches += 1;
-            self.threads[t].state = JobState::Sleeping;
+            self.sleep_for_reap(t, now);
         } else if jc.end_fsync && !th.end_synced && !th.errored {
             // fio's end_fsync: the file is synced when the job's I/O is done.
             self.threads[t].end_synced = true;

@@ -299,9 +299,10 @@ impl<const OBS: bool> AsyncStack<OBS> {
         true
     }
 
-    /// Job `t` sleeps until a completion wakes it (as `job_wake` does
-    /// when nothing more may be issued).
-    fn sleep_for_reap(&mut self, t: usize, now: SimTime) {
+    /// Job `t` sleeps until a completion wakes it (`job_wake` when
+    /// nothing more may be issued, and a paced job reaping before it waits).
+    #[inline]
+    pub(super) fn sleep_for_reap(&mut self, t: usize, now: SimTime) {
         let cost = self.run_job_path(t, JobPath::Single(PathId::Sleep));
         let cpu = self.threads[t].cpu;
         let (start, _) = self.cpus.start(cpu, now);
