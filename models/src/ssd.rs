@@ -409,13 +409,13 @@ impl Ssd {
     fn start_channel(&mut self, ch: usize, ctx: &mut DevCtx<'_>) {
         match self.channels[ch].next(ctx.now()) {
             Next::Start(op) => {
-                let ns = match op.op() {
-                    FlashOp::DataRead if self.read.die_reads => self.read.transfer_ns,
-                    FlashOp::DataRead if op.tracked => return self.start_tracked_read(ch, op, ctx),
-                    FlashOp::DataRead | FlashOp::MapRead => self.channel_read_ns(),
-                    FlashOp::Program(n) => n as u64 * self.cfg.page_transfer.0,
-                    FlashOp::GcTransfer(n) => 2 * n as u64 * self.cfg.page_transfer.0,
-                };
+                // The seeds' read (a map read, or an untracked data read
+                // holding its channel for tR) tests two flags and no jump
+                // table; the rest is out of line.
+                if !self.is_plain_read(op) {
+                    return self.start_channel_op(ch, op, ctx);
+                }
+                let ns = self.channel_read_ns();
                 ctx.set_timer(ns, token(STAGE_CHANNEL, ch as u32));
             }
             Next::ArmAt(at) => {
@@ -423,6 +423,32 @@ impl Ssd {
             }
             Next::Wait => {}
         }
+    }
+
+    /// A map read, or a data read that holds its channel for all of tR
+    /// and no die (no FTL when it was queued, `read_parallelism =
+    /// "channel"`).
+    #[inline(always)]
+    fn is_plain_read(&self, op: ChannelOp) -> bool {
+        match op.kind {
+            OpKind::MapRead => true,
+            OpKind::DataRead => !op.tracked && !self.read.die_reads,
+            OpKind::Program | OpKind::GcTransfer => false,
+        }
+    }
+
+    /// Starts an operation other than a plain read on channel `ch`.
+    #[cold]
+    #[inline(never)]
+    fn start_channel_op(&mut self, ch: usize, op: ChannelOp, ctx: &mut DevCtx<'_>) {
+        let ns = match op.op() {
+            FlashOp::DataRead if self.read.die_reads => self.read.transfer_ns,
+            FlashOp::DataRead if op.tracked => return self.start_tracked_read(ch, op, ctx),
+            FlashOp::DataRead | FlashOp::MapRead => self.channel_read_ns(),
+            FlashOp::Program(n) => n as u64 * self.cfg.page_transfer.0,
+            FlashOp::GcTransfer(n) => 2 * n as u64 * self.cfg.page_transfer.0,
+        };
+        ctx.set_timer(ns, token(STAGE_CHANNEL, ch as u32));
     }
 
     /// A read queued while the drive had an FTL reaches its channel: if its
@@ -607,6 +633,38 @@ impl Ssd {
             self.tracked_read_done(d, ctx);
         }
         self.start_die_read(d, ctx);
+    }
+
+    /// One of command `id`'s data pages has crossed its channel: the
+    /// command goes to the link when it was the last.
+    #[inline]
+    fn data_page_read(&mut self, id: SlotId, now: SimTime, ctx: &mut DevCtx<'_>) {
+        let c = self.cmds.get_mut(id);
+        c.pages_pending -= 1;
+        if c.pages_pending == 0 {
+            self.link.push_now(now, id);
+            self.start_link(ctx);
+        }
+    }
+
+    /// A channel operation other than an untracked data read ended.
+    #[cold]
+    #[inline(never)]
+    fn channel_op_done(&mut self, op: ChannelOp, now: SimTime, ctx: &mut DevCtx<'_>) {
+        match (op.op(), op.cmd()) {
+            (FlashOp::MapRead, Some(id)) => self.queue_data_pages(id, now, ctx),
+            (FlashOp::DataRead, Some(id)) => {
+                if self.read.die_reads {
+                    self.die_read_transferred(op, ctx);
+                } else if op.tracked {
+                    self.tracked_read_done(op.die, ctx);
+                }
+                self.data_page_read(id, now, ctx);
+            }
+            (FlashOp::Program(_), None) => self.program_transferred(op.die, ctx),
+            (FlashOp::GcTransfer(_), None) => {}
+            other => unreachable!("inconsistent channel op {other:?}"),
+        }
     }
 
     #[inline(always)]
@@ -930,24 +988,11 @@ impl BlockDevice for Ssd {
         match stage {
             STAGE_CHANNEL => {
                 let op = self.channels[index].busy.take().expect("channel was busy");
-                match (op.op(), op.cmd()) {
-                    (FlashOp::MapRead, Some(id)) => self.queue_data_pages(id, now, ctx),
-                    (FlashOp::DataRead, Some(id)) => {
-                        if self.read.die_reads {
-                            self.die_read_transferred(op, ctx);
-                        } else if op.tracked {
-                            self.tracked_read_done(op.die, ctx);
-                        }
-                        let c = self.cmds.get_mut(id);
-                        c.pages_pending -= 1;
-                        if c.pages_pending == 0 {
-                            self.link.push_now(now, id);
-                            self.start_link(ctx);
-                        }
-                    }
-                    (FlashOp::Program(_), None) => self.program_transferred(op.die, ctx),
-                    (FlashOp::GcTransfer(_), None) => {}
-                    other => unreachable!("inconsistent channel op {other:?}"),
+                if op.kind == OpKind::DataRead && !op.tracked && !self.read.die_reads {
+                    debug_assert_ne!(op.cmd, NO_CMD, "a data read has a command");
+                    self.data_page_read(SlotId(op.cmd), now, ctx);
+                } else {
+                    self.channel_op_done(op, now, ctx);
                 }
                 self.start_channel(index, ctx);
             }
