@@ -122,6 +122,38 @@ fn rw_suffix_and_bssplit_run() {
     assert!((1300..1700).contains(&(r + w)), "{r}+{w} I/Os:\n{out}");
 }
 
+/// `READ: bw=...` and `WRITE: bw=...`'s io= figures in bytes, and the
+/// (reads, writes) issued.
+fn bytes_per_io(out: &str) -> (f64, f64) {
+    let io_of = |dir: &str| -> f64 {
+        let l = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{dir}: bw=")))
+            .unwrap_or_else(|| panic!("no {dir} line:\n{out}"));
+        let io = l.split("io=").nth(1).unwrap().split(' ').next().unwrap();
+        let (num, unit) = io.split_at(io.find(|c: char| c.is_ascii_alphabetic()).unwrap());
+        let scale = match unit {
+            "KiB" => 1024.0,
+            "MiB" => 1048576.0,
+            "GiB" => 1073741824.0,
+            u => panic!("unit {u} in {l}"),
+        };
+        num.parse::<f64>().unwrap() * scale
+    };
+    let (r, w) = issued(out);
+    (io_of("READ") / r as f64, io_of("WRITE") / w as f64)
+}
+
+#[test]
+fn bssplit_per_direction_sizes_reads_and_writes_apart() {
+    let (out, err, code) = run("bssplit-dirs.fio", &["--target", "nvme0n1"]);
+    assert_eq!(code, 0, "{err}");
+    let (read_bytes, write_bytes) = bytes_per_io(&out);
+    // Reads: half 4 KiB, half 64 KiB (34 KiB on average); writes: 1 MiB.
+    assert_eq!(write_bytes, 1048576.0, "{out}");
+    assert!((8192.0..61440.0).contains(&read_bytes), "{read_bytes}:\n{out}");
+}
+
 #[test]
 fn non_block_engines_keep_a_clear_error() {
     let (out, err, code) = run("null.fio", &["--target", "nvme0n1"]);

@@ -281,6 +281,11 @@ pub struct JobConfig {
     /// fio `bssplit`: block sizes with weights in percent, heaviest first
     /// (empty: `bs`/`bsrange` decide). `bs_bytes_min/max` span it.
     pub bs_split: Vec<BsWeight>,
+    /// fio `bssplit=READS,WRITES`'s write list on a job that mixes reads
+    /// and writes (None: `bs_split` serves both). A job of one direction
+    /// keeps only its direction's list, in `bs_split`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bs_split_write: Option<Vec<BsWeight>>,
     /// fio's `rw=MODE:N` suffix.
     pub rw_modifier: RwModifier,
     /// fio `rw_sequencer`: what the I/Os between random offsets of
@@ -469,8 +474,19 @@ pub const NO_EFFECT_OPTIONS: &[(&str, &str)] = &[
     ),
     ("buffer_compress_chunk", "data contents are not modelled"),
     ("dedupe_percentage", "data contents are not modelled"),
+    ("dedupe_mode", "data contents are not modelled"),
+    ("dedupe_global", "data contents are not modelled"),
+    (
+        "dedupe_working_set_percentage",
+        "data contents are not modelled",
+    ),
     ("fallocate", "the file layout is [filesystem]'s"),
     ("unlink", "no files are created"),
+    ("create_serialize", "no files are created"),
+    (
+        "fill_device",
+        "on a block device fio's writes end at the device's end (ENOSPC), which is where a job without `size` ends here; with `size` fio stops at `size` too",
+    ),
     ("disk_util", "disk statistics are always reported"),
     (
         "rate_min",
@@ -498,6 +514,10 @@ pub const NO_EFFECT_OPTIONS: &[(&str, &str)] = &[
     ),
     (
         "cmdprio_class",
+        "I/O priorities act in an I/O scheduler and a device's arbitration, neither of which is modelled",
+    ),
+    (
+        "cmdprio_bssplit",
         "I/O priorities act in an I/O scheduler and a device's arbitration, neither of which is modelled",
     ),
     (
@@ -873,16 +893,31 @@ struct Pending {
     zoned: Option<(ZonedLists, String)>,
     /// `filesize` (one size) as written.
     filesize: Option<(u64, OptValue)>,
+    /// `bssplit`'s lists for reads, writes and trims.
+    bssplit: Option<[Vec<BsWeight>; 3]>,
 }
 
-/// Parses fio's `bssplit=4k/10:64k/50:32k/40` (one list for all directions).
-pub fn parse_bssplit(s: &str) -> Result<Vec<BsWeight>, String> {
-    if s.contains(',') {
-        return Err(
-            "one list for reads and writes alike (per-direction lists with `,` are not modelled)"
-                .into(),
-        );
+/// fio's `bssplit` per direction: (reads, writes, trims). One list serves
+/// all three; `READS,WRITES` gives trims the write list; `READS,WRITES,TRIMS`
+/// (fio's options.c `str_split_parse`).
+pub fn parse_bssplit_dirs(s: &str) -> Result<[Vec<BsWeight>; 3], String> {
+    let lists: Vec<&str> = s.split(',').collect();
+    match lists.as_slice() {
+        [all] => {
+            let w = parse_bssplit(all)?;
+            Ok([w.clone(), w.clone(), w])
+        }
+        [r, w] => {
+            let w = parse_bssplit(w)?;
+            Ok([parse_bssplit(r)?, w.clone(), w])
+        }
+        [r, w, t] => Ok([parse_bssplit(r)?, parse_bssplit(w)?, parse_bssplit(t)?]),
+        _ => Err("at most three lists, READS,WRITES,TRIMS, separated by `,`".into()),
     }
+}
+
+/// Parses one of fio's `bssplit` lists, `4k/10:64k/50:32k/40`.
+pub fn parse_bssplit(s: &str) -> Result<Vec<BsWeight>, String> {
     let mut entries: Vec<(u64, Option<u32>)> = Vec::new();
     for part in s.split(':').take_while(|p| !p.trim().is_empty()) {
         let (size, pct) = match part.split_once('/') {
@@ -985,6 +1020,7 @@ impl JobConfig {
                 ..LogOptions::default()
             },
             bs_split: Vec::new(),
+            bs_split_write: None,
             rw_modifier: RwModifier::None,
             rw_sequencer: RwSequencer::Sequential,
             norandommap: false,
@@ -1045,8 +1081,10 @@ impl JobConfig {
     /// Takes one option.
     fn apply(&mut self, p: &mut Pending, key: &str, v: &OptValue) -> Result<Applied, JobError> {
         match key {
-            "bs" | "blocksize" | "bsrange" | "blocksize_range" | "bssplit" => {
-                self.apply_bs(key, v)?
+            "bs" | "blocksize" | "bsrange" | "blocksize_range" => self.apply_bs(key, v)?,
+            "bssplit" => {
+                p.bssplit =
+                    Some(parse_bssplit_dirs(as_str(key, v)?).map_err(|e| invalid(key, v, &e))?);
             }
             "rw" | "readwrite" | "rw_sequencer" | "norandommap" => self.apply_pattern(key, v)?,
             "rwmixread" | "rwmixwrite" => {
@@ -1134,9 +1172,6 @@ impl JobConfig {
                 }
                 self.bs_bytes_min = b;
                 self.bs_bytes_max = b;
-            }
-            "bssplit" => {
-                self.bs_split = parse_bssplit(as_str(key, v)?).map_err(|e| invalid(key, v, &e))?;
             }
             _ => {
                 let s = as_str(key, v)?;
@@ -1323,9 +1358,30 @@ impl JobConfig {
         if !matches!(self.rw, RwMode::ReadWrite | RwMode::RandRw) {
             self.rwmixread_pct = self.rw.read_pct_default();
         }
+        if let Some([r, w, t]) = p.bssplit {
+            // A job of one direction keeps its list; a mixed one both.
+            (self.bs_split, self.bs_split_write) = if self.rw.trims() {
+                (t, None)
+            } else if self.rw.read_pct_default() == 0 {
+                (w, None)
+            } else if r == w {
+                (r, None)
+            } else {
+                (r, Some(w))
+            };
+        }
+        if self.bs_split_write.is_some() && self.verify.active() {
+            // verify's writes and read-backs take one size draw each.
+            return Err(invalid(
+                "bssplit",
+                &OptValue::Str("READS,WRITES".into()),
+                "one list for reads and writes on a mixed job that verifies (per-direction lists with verify are not modelled)",
+            ));
+        }
         if !self.bs_split.is_empty() {
-            self.bs_bytes_min = self.bs_split.iter().map(|w| w.bytes).min().unwrap_or(4096);
-            self.bs_bytes_max = self.bs_split.iter().map(|w| w.bytes).max().unwrap_or(4096);
+            let all = || self.bs_split.iter().chain(self.bs_split_write.iter().flatten());
+            self.bs_bytes_min = all().map(|w| w.bytes).min().unwrap_or(4096);
+            self.bs_bytes_max = all().map(|w| w.bytes).max().unwrap_or(4096);
         }
         if self.steadystate.active() && self.steadystate.samples() == 0 {
             let ss = &self.steadystate;
@@ -1508,7 +1564,15 @@ mod tests {
             [(4, 50), (1, 25), (32, 25)]
         );
         assert!(parse_bssplit("4k/60:8k/50").is_err());
-        assert!(parse_bssplit("2k/50:4k/50,4k/90:8k/10").is_err());
+        let [r, w, t] = parse_bssplit_dirs("2k/50:4k/50,4k/90:8k/10").unwrap();
+        assert_eq!((r.len(), w[0].bytes, t[0].bytes), (2, 4096, 4096));
+        assert!(parse_bssplit_dirs("4k,8k,16k,32k").is_err());
+        let mixed = |rw| job(&[("filename", "x"), ("rw", rw), ("bssplit", "4k/100,64k/100")]).unwrap();
+        assert_eq!(mixed("randrw").bs_split_write.as_ref().unwrap()[0].bytes, 65536);
+        assert_eq!(mixed("randrw").bs_bytes_max, 65536);
+        assert_eq!(mixed("randwrite").bs_split[0].bytes, 65536);
+        assert!(mixed("randwrite").bs_split_write.is_none());
+        assert_eq!(mixed("randread").bs_split[0].bytes, 4096);
         let j = job(&[("filename", "x"), ("bssplit", "512/10:1k/5:64k/85")]).unwrap();
         assert_eq!((j.bs_bytes_min, j.bs_bytes_max), (512, 64 << 10));
     }

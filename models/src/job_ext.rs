@@ -480,7 +480,15 @@ pub fn check_no_effect_value(key: &str, v: &OptValue) -> Result<(), String> {
             "a priority class 0..=3 (1: real time, 2: best effort, 3: idle)",
         ),
         "cmdprio_percentage" => per_dir(100, "a percentage 0..=100"),
-        "log_prio" => flag(&text).map(|_| ()),
+        "log_prio" | "fill_device" | "create_serialize" | "dedupe_global" => {
+            flag(&text).map(|_| ())
+        }
+        "dedupe_mode" => match text.as_str() {
+            "repeat" | "working_set" => Ok(()),
+            _ => Err("repeat or working_set".into()),
+        },
+        "dedupe_working_set_percentage" => per_dir(100, "a percentage 0..=100"),
+        "cmdprio_bssplit" => check_cmdprio_bssplit(&text),
         "numa_cpu_nodes" if text == "all" => Ok(()),
         "numa_cpu_nodes" => parse_cpu_list(&text)
             .map(|_| ())
@@ -493,6 +501,26 @@ pub fn check_no_effect_value(key: &str, v: &OptValue) -> Result<(), String> {
             .map_err(|_| "a count of threads 0..=4294967295".into()),
         _ => Ok(()),
     }
+}
+
+/// fio's `cmdprio_bssplit`: per direction (`,`), entries separated by `:`
+/// of `SIZE/PERCENT`, optionally `/CLASS/LEVEL` and `/HINT`
+/// (fio's options.c `parse_cmdprio_bssplit_entry`).
+fn check_cmdprio_bssplit(s: &str) -> Result<(), String> {
+    let expected = "per direction (`,`) a `:` list of SIZE/PERCENT[/CLASS/LEVEL[/HINT]], e.g. \"64k/25/1/1:1m/75\"";
+    for list in s.split(',').map(str::trim).filter(|l| !l.is_empty()) {
+        for entry in list.split(':').map(str::trim).filter(|e| !e.is_empty()) {
+            let parts: Vec<&str> = entry.split('/').map(str::trim).collect();
+            let size_ok = parse_size_bytes(parts[0]).is_ok();
+            let pct_ok = parts.get(1).is_some_and(|p| p.parse::<u32>().is_ok_and(|n| n <= 100));
+            let rest_ok = matches!(parts.len(), 2 | 4 | 5)
+                && parts[2..].iter().all(|p| p.parse::<u32>().is_ok());
+            if !(size_ok && pct_ok && rest_ok) {
+                return Err(expected.into());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// fio's `numa_mem_policy`: default, local, prefer:NODE, bind:NODES,
@@ -561,6 +589,14 @@ mod tests {
         assert!(check_no_effect_value("prioclass", &s("4")).is_err());
         assert!(check_no_effect_value("cmdprio_percentage", &s("20,30")).is_ok());
         assert!(check_no_effect_value("cmdprio_percentage", &s("120")).is_err());
+        let split = "64k/25/1/1:64k/75/3/2:1024k/0,1024k/0";
+        assert!(check_no_effect_value("cmdprio_bssplit", &s(split)).is_ok());
+        assert!(check_no_effect_value("cmdprio_bssplit", &s("1M/10/2/0/1:2M/90/2/0/0")).is_ok());
+        assert!(check_no_effect_value("cmdprio_bssplit", &s("64k/120")).is_err());
+        assert!(check_no_effect_value("cmdprio_bssplit", &s("64k/20/1")).is_err());
+        assert!(check_no_effect_value("dedupe_mode", &s("working_set")).is_ok());
+        assert!(check_no_effect_value("dedupe_mode", &s("random")).is_err());
+        assert!(check_no_effect_value("fill_device", &s("2")).is_err());
         assert!(check_no_effect_value("numa_mem_policy", &s("bind:0")).is_ok());
         assert!(check_no_effect_value("numa_mem_policy", &s("bind")).is_err());
         assert!(check_no_effect_value("numa_cpu_nodes", &s("0-1")).is_ok());

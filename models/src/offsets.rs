@@ -260,6 +260,9 @@ pub struct Offsets {
     bs_min: u64,
     bs_max: u64,
     split: Vec<BsWeight>,
+    /// Writes' `bssplit` list when it differs from reads' (then the
+    /// caller draws the direction first and calls [`Offsets::next_for`]).
+    split_write: Option<Vec<BsWeight>>,
     modifier: RwModifier,
     sequencer: RwSequencer,
     time_based: bool,
@@ -301,6 +304,7 @@ impl Offsets {
             bs_min: job.bs_bytes_min,
             bs_max: job.bs_bytes_max,
             split: job.bs_split.clone(),
+            split_write: job.bs_split_write.clone(),
             modifier: job.rw_modifier,
             sequencer: job.rw_sequencer,
             time_based: job.time_based,
@@ -321,6 +325,17 @@ impl Offsets {
     /// Without an `rw` suffix or `bssplit`, the draws are exactly those of
     /// the offset generator and `bsrange`, in that order.
     pub fn next(&mut self, rng: &mut ComponentRng) -> (u64, u64) {
+        self.next_for(false, rng)
+    }
+
+    /// Whether sizes depend on the direction (fio's per-direction
+    /// `bssplit`): the direction is drawn first, as fio does.
+    pub fn sizes_by_direction(&self) -> bool {
+        self.split_write.is_some()
+    }
+
+    /// The next I/O of a write (`write`) or another direction.
+    pub fn next_for(&mut self, write: bool, rng: &mut ComponentRng) -> (u64, u64) {
         let offset = match self.modifier {
             RwModifier::None => self.gen.next_block(rng) * self.align,
             // Where fio would end the job (the region is done), start over:
@@ -328,8 +343,12 @@ impl Offsets {
             RwModifier::SeqAddBytes(add) => self.next_seq(add).unwrap_or(0),
             RwModifier::RandomEvery(n) => self.next_random_every(n, rng),
         };
-        let bytes = if !self.split.is_empty() {
-            self.pick_split(offset, rng)
+        let split = match &self.split_write {
+            Some(w) if write => w,
+            _ => &self.split,
+        };
+        let bytes = if !split.is_empty() {
+            self.pick_split(split, offset, rng)
         } else if self.bs_max > self.bs_min {
             let steps = (self.bs_max - self.bs_min) / 512;
             self.bs_min + 512 * rng.random_range(0..=steps)
@@ -395,12 +414,12 @@ impl Offsets {
     /// fio's `bssplit` draw (io_u.c `get_next_buflen`): r in 1..=100 picks
     /// the first entry whose running percentage reaches r, skipping sizes
     /// that would not fit before the region's end.
-    fn pick_split(&self, offset: u64, rng: &mut ComponentRng) -> u64 {
+    fn pick_split(&self, split: &[BsWeight], offset: u64, rng: &mut ComponentRng) -> u64 {
         let r: u32 = rng.random_range(1..=100);
         let room = self.region_bytes - offset;
         let mut cum = 0;
         let mut chosen = self.bs_min;
-        for w in self.split.iter().filter(|w| w.pct > 0) {
+        for w in split.iter().filter(|w| w.pct > 0) {
             cum += w.pct;
             if w.bytes <= room {
                 chosen = w.bytes;

@@ -318,14 +318,28 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 .expect("job offset inside a region that fits its target");
             (dir, sector, (bytes / 512) as u32)
         } else {
-            let (offset_bytes, bytes) = th.offsets.next(&mut th.rng);
-            let dir = if trims {
-                Dir::Discard
-            } else if read_pct >= 100 || (read_pct > 0 && th.rng.random_range(0..100) < read_pct) {
-                Dir::Read
+            let by_dir = th.offsets.sizes_by_direction();
+            let draw_dir = |th: &mut JobThread| {
+                if trims {
+                    Dir::Discard
+                } else if read_pct >= 100
+                    || (read_pct > 0 && th.rng.random_range(0..100) < read_pct)
+                {
+                    Dir::Read
+                } else {
+                    th.writes_issued += 1;
+                    Dir::Write
+                }
+            };
+            // fio draws the direction, then the offset and size; blocksim
+            // draws it last unless sizes depend on it (the seeds' streams).
+            let (offset_bytes, bytes, dir) = if by_dir {
+                let dir = draw_dir(th);
+                let (o, b) = th.offsets.next_for(dir == Dir::Write, &mut th.rng);
+                (o, b, dir)
             } else {
-                th.writes_issued += 1;
-                Dir::Write
+                let (o, b) = th.offsets.next(&mut th.rng);
+                (o, b, draw_dir(th))
             };
             th.issued += 1;
             // The offset lies inside the region, which `job_extent` checked
