@@ -320,6 +320,9 @@ pub struct JobConfig {
     /// fio's verify options.
     #[serde(skip_serializing_if = "no_verify")]
     pub verify: VerifyOptions,
+    /// fio's `zonemode=strided` (`zonesize`, `zonerange`, `zoneskip`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strided: Option<crate::job_ext::Strided>,
     /// fio's steady-state detection (`ss_dur` 0: off).
     #[serde(skip_serializing_if = "no_steady")]
     pub steadystate: SteadyState,
@@ -578,6 +581,10 @@ pub const MODELLED_OPTIONS: &[&str] = &[
     "bsrange",
     "blocksize_range",
     "bssplit",
+    "zonemode",
+    "zonesize",
+    "zonerange",
+    "zoneskip",
     "rwmixread",
     "rwmixwrite",
     "iodepth",
@@ -895,6 +902,8 @@ struct Pending {
     filesize: Option<(u64, OptValue)>,
     /// `bssplit`'s lists for reads, writes and trims.
     bssplit: Option<[Vec<BsWeight>; 3]>,
+    /// `zonemode`, `zonesize`, `zonerange`, `zoneskip` as written.
+    zones: crate::job_ext::ZoneOptions,
 }
 
 /// fio's `bssplit` per direction: (reads, writes, trims). One list serves
@@ -1032,6 +1041,7 @@ impl JobConfig {
             block_align_bytes: None,
             verify: VerifyOptions::new(),
             steadystate: SteadyState::default(),
+            strided: None,
             ignored_options: Vec::new(),
         }
     }
@@ -1124,6 +1134,10 @@ impl JobConfig {
             }
             k if crate::job_ext::STEADY_OPTIONS.contains(&k) => {
                 crate::job_ext::apply_steady(&mut self.steadystate, key, v)
+                    .map_err(|e| invalid(key, v, &e))?;
+            }
+            k if crate::job_ext::ZONE_OPTIONS.contains(&k) => {
+                crate::job_ext::apply_zone_option(&mut p.zones, key, v)
                     .map_err(|e| invalid(key, v, &e))?;
             }
             k if crate::job_ext::VERIFY_OPTIONS.contains(&k) => {
@@ -1370,6 +1384,9 @@ impl JobConfig {
                 (r, Some(w))
             };
         }
+        self.strided = p.zones.resolve(self.rw.is_random()).map_err(|(k, e)| {
+            invalid(k, &OptValue::Str(p.zones.written(k)), &e)
+        })?;
         if self.bs_split_write.is_some() && self.verify.active() {
             // verify's writes and read-backs take one size draw each.
             return Err(invalid(
@@ -1548,6 +1565,28 @@ mod tests {
         .unwrap_err();
         let keys: Vec<&str> = e.errors.iter().filter_map(|e| e.key()).collect();
         assert_eq!(keys, ["verify", "fsync", "bs", "thinktime"], "{e}");
+    }
+
+    #[test]
+    fn strided_zones_as_fio_fixes_them_up() {
+        let z = |o: &[(&str, &str)]| {
+            let mut all = vec![("filename", "x"), ("rw", "read")];
+            all.extend_from_slice(o);
+            job(&all)
+        };
+        // A zonesize alone means strided; zonerange defaults to zonesize.
+        let j = z(&[("zonesize", "256m"), ("zoneskip", "2g")]).unwrap();
+        let s = j.strided.unwrap();
+        assert_eq!((s.size_bytes, s.range_bytes, s.skip_bytes), (256 << 20, 256 << 20, 2 << 30));
+        assert!(z(&[("zonemode", "none")]).unwrap().strided.is_none());
+        for bad in [
+            vec![("zonemode", "strided")],
+            vec![("zonemode", "none"), ("zonesize", "1m")],
+            vec![("zonemode", "zbd")],
+            vec![("zonemode", "strided"), ("zonesize", "1m"), ("rw", "randread")],
+        ] {
+            assert!(z(&bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

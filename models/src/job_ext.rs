@@ -454,6 +454,99 @@ fn parse_criterion(ss: &mut SteadyState, text: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// fio's strided zone options (`zonemode=strided`).
+pub const ZONE_OPTIONS: &[&str] = &["zonemode", "zonesize", "zonerange", "zoneskip"];
+
+/// fio's strided zones (io_u.c `setup_strided_zone_mode`): a job does
+/// `size_bytes` of I/O in a zone of `range_bytes` starting at the zone's
+/// start (repeating the zone when `size_bytes` > `range_bytes`), then the
+/// next zone starts `range_bytes + skip_bytes` further on, wrapping to the
+/// start past the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Strided {
+    pub size_bytes: u64,
+    pub range_bytes: u64,
+    pub skip_bytes: u64,
+}
+
+/// The zone options of one job as written, resolved when all are read.
+#[derive(Debug, Clone, Default)]
+pub struct ZoneOptions {
+    /// `zonemode`: None if not given.
+    mode: Option<String>,
+    size: Option<(u64, String)>,
+    range: Option<(u64, String)>,
+    skip: Option<(u64, String)>,
+}
+
+/// Takes one of [`ZONE_OPTIONS`].
+pub fn apply_zone_option(z: &mut ZoneOptions, key: &str, v: &OptValue) -> Result<(), String> {
+    let text = v.text_trimmed();
+    if key == "zonemode" {
+        return match text.as_str() {
+            "none" | "strided" => {
+                z.mode = Some(text);
+                Ok(())
+            }
+            "zbd" => Err("none or strided (zonemode=zbd, fio's host-managed zoned block device mode, is not modelled: blocksim's devices have no zones)".into()),
+            _ => Err("none, strided or zbd".into()),
+        };
+    }
+    let bytes = match v {
+        OptValue::Int(i) if *i >= 0 => *i as u64,
+        _ => parse_size_bytes(&text).map_err(|e| e.hint.to_string())?,
+    };
+    let slot = match key {
+        "zonesize" => &mut z.size,
+        "zonerange" => &mut z.range,
+        _ => &mut z.skip,
+    };
+    *slot = Some((bytes, text));
+    Ok(())
+}
+
+impl ZoneOptions {
+    /// The value of `key` as written (for an error).
+    pub fn written(&self, key: &str) -> String {
+        let slot = match key {
+            "zonemode" => return self.mode.clone().unwrap_or_default(),
+            "zonesize" => &self.size,
+            "zonerange" => &self.range,
+            _ => &self.skip,
+        };
+        slot.as_ref().map(|(_, t)| t.clone()).unwrap_or_default()
+    }
+
+    /// fio's init.c `fixup_options`: a zonesize without zonemode means
+    /// strided; zonerange defaults to zonesize. `Err((option, expected))`.
+    pub fn resolve(&self, random: bool) -> Result<Option<Strided>, (&'static str, String)> {
+        let size = self.size.as_ref().map(|s| s.0).filter(|&b| b > 0);
+        let strided = match (self.mode.as_deref(), size) {
+            (Some("none"), Some(_)) => {
+                return Err(("zonesize", "no zonesize with zonemode=none (fio refuses the pair)".into()))
+            }
+            (Some("strided"), None) => {
+                return Err(("zonemode", "a zonesize with zonemode=strided (fio requires one)".into()))
+            }
+            (_, None) => return Ok(None),
+            (_, Some(size_bytes)) => Strided {
+                size_bytes,
+                range_bytes: self.range.as_ref().map_or(size_bytes, |r| r.0).max(1),
+                skip_bytes: self.skip.as_ref().map_or(0, |s| s.0),
+            },
+        };
+        if random {
+            // fio's random offsets in a strided zone (a map of zonerange,
+            // reset each zone) are not modelled.
+            return Err(("zonemode", "strided zones with a sequential rw (random I/O in strided zones is not modelled)".into()));
+        }
+        if strided.range_bytes % 512 != 0 || strided.skip_bytes % 512 != 0 {
+            return Err(("zonerange", "zonerange and zoneskip in multiples of 512 bytes".into()));
+        }
+        Ok(Some(strided))
+    }
+}
+
 /// Checks the value of an option accepted without effect (I/O priorities,
 /// NUMA placement); `Err(expected)` for a bad one.
 pub fn check_no_effect_value(key: &str, v: &OptValue) -> Result<(), String> {

@@ -13,6 +13,7 @@ use blocksim_sim::ComponentRng;
 use rand::Rng;
 use rand_distr::{Distribution, Normal, Zipf};
 
+use crate::job_ext::Strided;
 use crate::job::{BsWeight, JobConfig, RandomDistribution, RwModifier, RwSequencer, ZoneSplit};
 
 /// A keyed bijection on `[0, n)`.
@@ -264,6 +265,9 @@ pub struct Offsets {
     /// caller draws the direction first and calls [`Offsets::next_for`]).
     split_write: Option<Vec<BsWeight>>,
     modifier: RwModifier,
+    /// fio's strided zones: the zones' shape, the current zone's start
+    /// and the bytes done in it.
+    strided: Option<(Strided, u64, u64)>,
     sequencer: RwSequencer,
     time_based: bool,
     region_bytes: u64,
@@ -306,6 +310,7 @@ impl Offsets {
             split: job.bs_split.clone(),
             split_write: job.bs_split_write.clone(),
             modifier: job.rw_modifier,
+            strided: job.strided.map(|z| (z, 0, 0)),
             sequencer: job.rw_sequencer,
             time_based: job.time_based,
             region_bytes,
@@ -336,7 +341,12 @@ impl Offsets {
 
     /// The next I/O of a write (`write`) or another direction.
     pub fn next_for(&mut self, write: bool, rng: &mut ComponentRng) -> (u64, u64) {
+        if self.strided.is_some() {
+            self.strided_zone();
+        }
         let offset = match self.modifier {
+            // A strided zone's runs continue from the last I/O's end.
+            RwModifier::None if self.strided.is_some() => self.next_seq(0).unwrap_or(0),
             RwModifier::None => self.gen.next_block(rng) * self.align,
             // Where fio would end the job (the region is done), start over:
             // the job's I/O count or runtime still ends it.
@@ -358,7 +368,32 @@ impl Offsets {
         self.last_start = Some(offset);
         self.last_end = offset + bytes;
         self.issued_bytes += bytes;
+        if let Some((_, _, done)) = &mut self.strided {
+            *done += bytes;
+        }
         (offset, bytes)
+    }
+
+    /// fio's `setup_strided_zone_mode` before each I/O: after `zonesize`
+    /// bytes the next zone starts `zonerange + zoneskip` on (past the
+    /// region's end, at its start: fio wraps at the file's end, the
+    /// region's when the job has no `size`); within a zone, a sequential
+    /// run past `zonerange` starts the zone over.
+    fn strided_zone(&mut self) {
+        let Some((z, start, done)) = &mut self.strided else {
+            return;
+        };
+        if *done >= z.size_bytes {
+            *done = 0;
+            *start += z.range_bytes + z.skip_bytes;
+            if *start >= self.region_bytes {
+                *start = 0;
+            }
+            self.last_end = *start;
+        }
+        if self.last_end >= *start + z.range_bytes {
+            self.last_end = *start;
+        }
     }
 
     /// fio's `get_next_seq_offset` (io_u.c) with the file starting at the
@@ -506,6 +541,34 @@ mod tests {
         );
         assert_eq!((v[0], v[1]), (0, 0));
         assert_eq!((v[3], v[4]), (v[2], v[2]), "{v:?}");
+    }
+
+    #[test]
+    fn strided_zones_step_over_the_skip_and_wrap() {
+        let j = job(&[
+            ("rw", "read"),
+            ("bs", "64k"),
+            ("zonemode", "strided"),
+            ("zonesize", "256k"),
+            ("zoneskip", "1m"),
+        ]);
+        let mut rng = component_rng(1, "strided");
+        let mut o = Offsets::new(&j, 3 << 20, &mut rng);
+        let starts: Vec<u64> = (0..14).map(|_| o.next(&mut rng).0 >> 16).collect();
+        // Zones of 4 blocks of 64k every 20 blocks (256k + 1m); the third
+        // would start at 40 (2.5m), inside the 3m region: 40..44; the
+        // fourth, at 60, is past the end: back to 0.
+        assert_eq!(starts, [0, 1, 2, 3, 20, 21, 22, 23, 40, 41, 42, 43, 0, 1]);
+        // zonerange below zonesize repeats the zone.
+        let j = job(&[
+            ("rw", "read"),
+            ("bs", "64k"),
+            ("zonesize", "256k"),
+            ("zonerange", "128k"),
+        ]);
+        let mut o = Offsets::new(&j, 3 << 20, &mut rng);
+        let starts: Vec<u64> = (0..6).map(|_| o.next(&mut rng).0 >> 16).collect();
+        assert_eq!(starts, [0, 1, 0, 1, 2, 3]);
     }
 
     #[test]
