@@ -22,7 +22,7 @@ const DIR: &str = "tests/data/fio-examples";
 /// files run"); 2 before verify, zoned distributions, blockalign and the
 /// priority and NUMA options were taken, 10 before the 64 GiB drive, 13
 /// before `io_submit_mode=offload`.
-const RUNNING_MIN: usize = 18;
+const RUNNING_MIN: usize = 19;
 
 /// The options of a job file that blocksim does not know: (line, key).
 fn unknown_options(text: &str) -> Vec<(usize, String)> {

@@ -234,6 +234,34 @@ fn bad_pacing_values_name_their_line_and_the_fix() {
     }
 }
 
+/// The `IO depths` line's share at depth `d` (the column `d=`).
+fn depth_share(out: &str, job: usize, d: &str) -> f64 {
+    let l = out
+        .lines()
+        .filter(|l| l.contains("IO depths"))
+        .nth(job)
+        .unwrap_or_else(|| panic!("no IO depths line {job}:\n{out}"));
+    let cell = l.split([':', ',']).find(|c| c.trim().starts_with(&format!("{d}="))).unwrap();
+    cell.trim()[d.len() + 1..].trim_end_matches('%').parse().unwrap()
+}
+
+#[test]
+fn latency_target_finds_a_depth_and_ends_or_fails_as_fio() {
+    let f = "tests/data/fio-jobs/latency-target.fio";
+    let (out, err, code) = run_on_stack(f);
+    assert_eq!(code, 0, "{out}{err}");
+    // The search ends after its final 20 ms window at the depth found (4
+    // on this drive): the report is that window, not the 10 s runtime.
+    let run = out.lines().find(|l| l.contains("READ: bw=")).unwrap();
+    assert!(run.contains("run=20-20msec"), "{run}");
+    assert!(depth_share(&out, 0, "4") > 99.0, "{out}");
+    // The strict job: err=110 and fio's lat_fatal line.
+    let strict = out.lines().find(|l| l.starts_with("strict:") && l.contains("err=")).unwrap();
+    assert!(strict.contains("err=110"), "{strict}");
+    let all = format!("{out}{err}");
+    assert!(all.contains("fio: latency of ") && all.contains("exceeds specified max (20000 nsec)"), "{all}");
+}
+
 #[test]
 fn rate_min_and_rate_cycle_are_noted() {
     let text = "[j]\nioengine=psync\ndirect=1\nsize=1g\nio_size=1m\nrate_min=1m\nrate_cycle=500\nfilename=/dev/nvme0n1\n";

@@ -8,6 +8,7 @@ pub use blocksim_analysis::fio_log::LogOptions;
 use blocksim_sim::units::{parse_duration_ns, parse_size_bytes};
 use serde::{Deserialize, Deserializer};
 
+pub mod lat_target;
 mod pacing;
 pub use crate::job_ext::{SsMetric, SteadyState, VerifyOptions, ZoneSplit, ZonedLists};
 pub use pacing::{ExitWhat, Pacing, PACING_OPTIONS};
@@ -320,6 +321,9 @@ pub struct JobConfig {
     /// fio's verify options.
     #[serde(skip_serializing_if = "no_verify")]
     pub verify: VerifyOptions,
+    /// fio's latency target mode (None: no `latency_target`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lat_target: Option<lat_target::LatTargetOptions>,
     /// fio's `zonemode=strided` (`zonesize`, `zonerange`, `zoneskip`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub strided: Option<crate::job_ext::Strided>,
@@ -581,6 +585,10 @@ pub const MODELLED_OPTIONS: &[&str] = &[
     "bsrange",
     "blocksize_range",
     "bssplit",
+    "latency_target",
+    "latency_window",
+    "latency_percentile",
+    "latency_run",
     "zonemode",
     "zonesize",
     "zonerange",
@@ -904,6 +912,8 @@ struct Pending {
     bssplit: Option<[Vec<BsWeight>; 3]>,
     /// `zonemode`, `zonesize`, `zonerange`, `zoneskip` as written.
     zones: crate::job_ext::ZoneOptions,
+    /// The latency target options.
+    lat: lat_target::LatTargetOptions,
 }
 
 /// fio's `bssplit` per direction: (reads, writes, trims). One list serves
@@ -1042,6 +1052,7 @@ impl JobConfig {
             verify: VerifyOptions::new(),
             steadystate: SteadyState::default(),
             strided: None,
+            lat_target: None,
             ignored_options: Vec::new(),
         }
     }
@@ -1136,6 +1147,7 @@ impl JobConfig {
                 crate::job_ext::apply_steady(&mut self.steadystate, key, v)
                     .map_err(|e| invalid(key, v, &e))?;
             }
+            k if lat_target::LAT_TARGET_OPTIONS.contains(&k) => p.lat.apply(key, v)?,
             k if crate::job_ext::ZONE_OPTIONS.contains(&k) => {
                 crate::job_ext::apply_zone_option(&mut p.zones, key, v)
                     .map_err(|e| invalid(key, v, &e))?;
@@ -1387,6 +1399,16 @@ impl JobConfig {
         self.strided = p.zones.resolve(self.rw.is_random()).map_err(|(k, e)| {
             invalid(k, &OptValue::Str(p.zones.written(k)), &e)
         })?;
+        self.lat_target = (p.lat.target_ns > 0).then_some(p.lat);
+        if self.lat_target.is_some() && self.numjobs > 1 {
+            // fio restarts each clone's statistics for its final window;
+            // blocksim keeps one set per job.
+            return Err(invalid(
+                "latency_target",
+                &OptValue::Str(format!("{}us", p.lat.target_ns / 1000)),
+                "a job of one clone (latency_target with numjobs > 1 is not modelled)",
+            ));
+        }
         if self.bs_split_write.is_some() && self.verify.active() {
             // verify's writes and read-backs take one size draw each.
             return Err(invalid(

@@ -131,7 +131,7 @@ impl Pacing {
 
 /// A fio time with `unit_ns` for a bare number, at most
 /// [`JOB_TIME_NS_MAX`].
-fn as_time(key: &str, v: &OptValue, unit_ns: u64) -> Result<u64, JobError> {
+pub(super) fn as_time(key: &str, v: &OptValue, unit_ns: u64) -> Result<u64, JobError> {
     let unit = if unit_ns == 1_000 { "us" } else { "s" };
     let expected = format!("a duration such as 100 ({unit}), \"100us\", \"2ms\", \"1s\"");
     let ns = match v {

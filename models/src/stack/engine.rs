@@ -446,6 +446,7 @@ pub(super) fn job_threads(
                 sync_in_flight: false,
                 end_synced: false,
                 pace: pace::PaceState::of(j, pace_rng),
+                lat: super::lat::LatState::of(j, SimTime(0)),
                 read_pct: j.rwmixread_pct,
                 verify: j
                     .verify

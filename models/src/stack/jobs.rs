@@ -62,6 +62,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
             if th.pace.is_some() && self.pace_holds(t, now, ctx) {
                 return;
             }
+            if self.threads[t].lat.is_some() && self.lat_holds(t, now, ctx) {
+                return;
+            }
             self.start_submit(t, now, ctx);
         } else if th.in_flight > 0 {
             self.sleep_for_reap(t, now);
@@ -153,6 +156,13 @@ impl<const OBS: bool> AsyncStack<OBS> {
                     let d = io.dir as usize;
                     g.clat[d].record(now.since(io.t_submitted));
                     g.lat[d].record(now.since(io.t_prep));
+                    if self.threads[t].lat.is_some() {
+                        let th = &self.threads[t];
+                        let off = io.sector.saturating_sub(th.region_sector) * 512;
+                        let what = (io.dir, off, u64::from(io.sectors) * 512);
+                        self.lat_reaped(t, now.since(io.t_prep), now, what);
+                    }
+                    let g = &mut self.groups[self.threads[t].group];
                     g.io_bytes[d] += io.sectors as u64 * 512;
                     g.ios[d] += 1;
                     if let Some((rec, file_start)) = &mut self.logs[t] {
@@ -192,6 +202,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             dir: io.dir,
             offset_bytes,
             len_bytes: u64::from(io.sectors) * 512,
+            latency_ns: None,
         });
     }
 

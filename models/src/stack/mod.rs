@@ -53,6 +53,7 @@ mod build;
 mod dispatch;
 mod engine;
 mod jobs;
+mod lat;
 mod layers;
 mod observe;
 mod pace;
@@ -145,6 +146,8 @@ struct Io {
 
 /// The errno fio reports for a failed block I/O (`err=`): EIO.
 const EIO: i32 = 5;
+/// fio's error for an I/O over `latency_target` (`lat_fatal`).
+const ETIMEDOUT: i32 = 110;
 
 /// `Io::job` of replayed trace requests.
 const REPLAY_JOB: u16 = u16::MAX;
@@ -234,6 +237,8 @@ struct JobThread {
     read_pct: u32,
     /// fio's verify read-backs (None: no verify).
     verify: Option<Box<verify::VerifyState>>,
+    /// fio's latency target search (None: no `latency_target`).
+    lat: Option<Box<lat::LatState>>,
 }
 
 /// Statistics of one `[[job]]` (all its clones). Per data direction
@@ -271,6 +276,9 @@ struct IoError {
     /// Byte offset in the job's file (its region of the target).
     offset_bytes: u64,
     len_bytes: u64,
+    /// A latency over `latency_target` (fio's `lat_fatal`, ETIMEDOUT):
+    /// (latency, target) in ns; None: an I/O error (EIO).
+    latency_ns: Option<(u64, u64)>,
 }
 
 impl GroupStats {

@@ -438,6 +438,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
         if let Some(p) = th.pace.as_mut() {
             p.start(now);
         }
+        if th.lat.is_some() {
+            th.lat = super::lat::LatState::of(&self.jobs_cfg[g], now);
+        }
         let order = self.order.as_mut().expect("a start is ordered");
         if !order.started[g] {
             order.started[g] = true;

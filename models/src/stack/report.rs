@@ -177,7 +177,11 @@ impl<const OBS: bool> AsyncStack<OBS> {
             };
             let per_job_cpu = runtime_ns as f64 * jc.numjobs as f64;
             jobs.push(JobReport {
-                error: if g.first_error.is_some() { EIO } else { 0 },
+                error: match g.first_error {
+                    Some(IoError { latency_ns: Some(_), .. }) => ETIMEDOUT,
+                    Some(_) => EIO,
+                    None => 0,
+                },
                 name: jc.name.clone(),
                 groupid: group_ids[gi],
                 numjobs: jc.numjobs,
@@ -313,10 +317,17 @@ impl<const OBS: bool> AsyncStack<OBS> {
                     Dir::Discard => "trim",
                     Dir::Flush => "sync",
                 };
-                notes.push(format!(
-                    "fio: io_u error on file {}: Input/output error: {dir} offset={}, buflen={}",
-                    jc.filename, e.offset_bytes, e.len_bytes
-                ));
+                notes.push(match e.latency_ns {
+                    // fio's lat_fatal.
+                    Some((lat, max)) => format!(
+                        "fio: latency of {lat} nsec exceeds specified max ({max} nsec): {} {dir} {} {}",
+                        jc.filename, e.offset_bytes, e.len_bytes
+                    ),
+                    None => format!(
+                        "fio: io_u error on file {}: Input/output error: {dir} offset={}, buflen={}",
+                        jc.filename, e.offset_bytes, e.len_bytes
+                    ),
+                });
             }
         }
         notes
