@@ -79,6 +79,9 @@
 //!   issued at once. `ractl_max_pages`' io_pages is taken as `max`.
 //! - A write to a page whose read is in flight dirties it at once (the
 //!   kernel waits for the folio lock); writes count as an access.
+//! - An fsync waits for every write in flight at its start (the kernel
+//!   waits for its file's pages under writeback only; the same for a
+//!   block device's fsync, which covers the whole mapping).
 //! - A dirty page belongs to the stream that last wrote it (fsync of a
 //!   stream writes its pages); the kernel's fsync of a block device writes
 //!   the whole mapping: [`FsyncScope::Device`].
@@ -892,8 +895,11 @@ impl PageCache {
         assert!(fr.writeback && !fr.locked);
         fr.writeback = false;
         self.writeback_pages -= 1;
-        if fr.reclaim && !fr.dirty {
-            fr.reclaim = false;
+        // folio_end_writeback clears PG_reclaim; folio_rotate_reclaimable
+        // moves only a clean folio.
+        let rotate = fr.reclaim && !fr.dirty;
+        fr.reclaim = false;
+        if rotate {
             self.move_to(f, Lru::Inactive, false);
         }
     }
@@ -1689,6 +1695,20 @@ mod tests {
         assert_eq!(c.read_hit_pages, 119);
     }
 
+    /// read_ahead_kb = 2048: max 512 pages, and the 4x ramp while the
+    /// window is below max/16 = 32: get_init_ra_size(1) = 4 (1 <= 16),
+    /// then 16, 64 (4x), 128, 256, 512 (2x up to max/2), 512.
+    #[test]
+    fn large_read_ahead_ramps_by_four_then_two() {
+        let mut p = params(4096);
+        p.read_ahead_kb = 2048;
+        let mut rig = Rig::new(p);
+        for page in 0..500 {
+            rig.read_page(0, page, page);
+        }
+        assert_eq!(rig.read_sizes_pages(), [4, 16, 64, 128, 256, 512, 512]);
+    }
+
     #[test]
     fn random_reads_issue_no_readahead() {
         let mut rig = Rig::new(params(4096));
@@ -1865,6 +1885,33 @@ mod tests {
             "stream 1's pages stay dirty"
         );
         assert_eq!(rig.pc.counters().flushes, 2);
+    }
+
+    /// A page written while its read is in flight is dirty and busy: the
+    /// fsync waits for the read, writes the page, then flushes.
+    #[test]
+    fn fsync_waits_for_a_read_under_a_dirty_page() {
+        let mut p = writer_params();
+        p.read_ahead_kb = 0;
+        let mut rig = Rig::new(p);
+        rig.read(0, 0, 50, 1);
+        rig.write(0, 1, 50, 1);
+        rig.pc.fsync(0, 0, 2, FsyncScope::Device, &mut rig.out);
+        rig.take();
+        assert_eq!(rig.ios.len(), 1, "only the read: no write, no flush yet");
+        rig.complete(0);
+        assert_eq!(rig.done, [1, 0]);
+        let write = BlockIo {
+            id: 1,
+            dir: Dir::Write,
+            sector: 400,
+            sectors: 8,
+        };
+        assert_eq!(rig.ios, [write]);
+        rig.complete(0);
+        assert_eq!(rig.ios[0].dir, Dir::Flush);
+        rig.complete(0);
+        assert_eq!(rig.done.last(), Some(&2));
     }
 
     #[test]
