@@ -49,9 +49,9 @@
 //!   `blkdev_issue_flush`; fdatasync is the same here: a block device has
 //!   no metadata to write).
 //!
-//! Simplifications ([estimate] where a number is ours):
+//! Simplifications (\[estimate\] where a number is ours):
 //! - The dirty thresholds are percentages of the pool; the kernel uses
-//!   dirtyable ("available") memory, free plus file pages [estimate].
+//!   dirtyable ("available") memory, free plus file pages \[estimate\].
 //! - Throttling: the kernel's pause comes from the position ratio (a cubic
 //!   around the setpoint), the bdi's estimated write bandwidth and the
 //!   task's dirty rate, checked every `nr_dirtied_pause` (32 pages at
@@ -60,7 +60,7 @@
 //!   freerun no pause, between freerun and the limit a pause growing
 //!   linearly from 0 to `max_pause_ns` (MAX_PAUSE = HZ/5 = 200 ms), at or
 //!   above the limit the writer waits until `dirty + writeback` drops
-//!   below the limit [estimate].
+//!   below the limit \[estimate\].
 //! - Expiry is per page (`dirtied_ns`); the kernel keeps `dirtied_when`
 //!   per inode and, once an inode expired, writes all its dirty pages.
 //!   Background writeback walks the device's dirty pages in offset order
@@ -131,8 +131,12 @@ pub struct Params {
     pub dirty_expire_centisecs: u32,
     /// vm.dirty_writeback_centisecs (0: no periodic writeback).
     pub dirty_writeback_centisecs: u32,
-    /// Pages the flusher writes per chunk and most pages per block write
-    /// (MIN_WRITEBACK_PAGES: 4 MiB).
+    /// Pages the flusher writes per chunk before it checks the background
+    /// threshold again, and most pages per block write. 1024 pages is
+    /// fs/fs-writeback.c's MIN_WRITEBACK_PAGES ("4MB minimal write chunk
+    /// size"); the kernel's `writeback_chunk_size` grows with the
+    /// estimated write bandwidth, and its bios are split by the queue's
+    /// limits below, not by the chunk \[estimate\].
     pub writeback_chunk_pages: u32,
     /// Longest throttle pause (MAX_PAUSE = HZ / 5).
     pub max_pause_ns: u64,
@@ -438,7 +442,10 @@ pub struct PageCache {
 }
 
 impl PageCache {
-    /// A cache with `params`; the dirty thresholds follow
+    /// A cache with `params`; refuses an empty pool or device, ratios
+    /// beyond 100, and a pool whose dirty limit is under 2 pages. A
+    /// read_ahead_kb of 0 is allowed (no read-ahead). The dirty thresholds
+    /// follow
     /// `domain_dirty_limits`: `dirty_ratio` and `dirty_background_ratio`
     /// percent of the pool, and a background threshold at or above the
     /// limit becomes half the limit (the kernel allows the setting).
