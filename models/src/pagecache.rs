@@ -1716,6 +1716,22 @@ mod tests {
         assert_eq!(rig.read_sizes_pages(), [4, 16, 64, 128, 256, 512, 512]);
     }
 
+    /// A read of a page whose read-ahead is in flight waits for that I/O
+    /// and issues none.
+    #[test]
+    fn read_of_a_page_in_flight_waits_for_its_io() {
+        let mut p = params(4096);
+        p.streams = 2;
+        let mut rig = Rig::new(p);
+        rig.read(0, 0, 0, 1);
+        rig.read(1, 1, 2, 1);
+        assert_eq!(rig.issued.len(), 1, "one read, [0, 4)");
+        assert!(rig.done.is_empty());
+        rig.complete(0);
+        assert_eq!(rig.done, [0, 1]);
+        assert_eq!(rig.pc.counters().read_miss_pages, 2);
+    }
+
     #[test]
     fn random_reads_issue_no_readahead() {
         let mut rig = Rig::new(params(4096));
