@@ -34,6 +34,7 @@ pub mod layer;
 pub mod limits;
 pub mod observe;
 pub mod offsets;
+pub mod pagecache;
 pub mod pmem;
 pub mod profile;
 pub mod raid10;
