@@ -179,7 +179,7 @@ fn every_unmodelled_option_in_one_error() {
         "{err}"
     );
     assert!(
-        err.contains("unmodelled.fio:11: job [write-and-verify]: job option `flow`"),
+        err.contains("unmodelled.fio:11: job [write-and-verify]: job option `atomic`"),
         "{err}"
     );
     assert!(err.contains("modelled fio options:"), "{err}");

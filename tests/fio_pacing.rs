@@ -263,6 +263,20 @@ fn latency_target_finds_a_depth_and_ends_or_fails_as_fio() {
 }
 
 #[test]
+fn flows_keep_their_jobs_in_the_ratio_of_their_weights() {
+    let (out, _) = run_ok("flow.fio");
+    let n = issued(&out);
+    // flow 0: 3:1 within a few I/Os (each job is checked before each I/O).
+    let (heavy, light) = (n[0] as f64, n[1] as f64);
+    assert!((heavy / light - 3.0).abs() < 0.05, "{n:?}\n{out}");
+    // flow 1: 1:1, the writer's bursts of up to 16 held back.
+    let (burst, steady) = (n[2] as i64, n[3] as i64);
+    assert!((burst - steady).abs() <= 16, "{n:?}\n{out}");
+    // Spinning costs the spinner CPU time.
+    assert!(usr_pct(&out)[1] > 10.0, "{out}");
+}
+
+#[test]
 fn rate_min_and_rate_cycle_are_noted() {
     let text = "[j]\nioengine=psync\ndirect=1\nsize=1g\nio_size=1m\nrate_min=1m\nrate_cycle=500\nfilename=/dev/nvme0n1\n";
     let f = temp_file("pacing", "min.fio", text);

@@ -672,6 +672,9 @@ pub const MODELLED_OPTIONS: &[&str] = &[
     "io_submit_mode",
     "exitall",
     "exit_what",
+    "flow",
+    "flow_id",
+    "flow_sleep",
 ];
 
 /// The logical block size every I/O is aligned to (blocksim's devices all
@@ -1533,7 +1536,7 @@ mod tests {
         assert!(e.to_string().contains("did you mean `iodepth`"), "{e}");
         let opts = [("zonemode", s("zbd")), ("filename", s("x"))];
         let e = JobConfig::from_options("j", opts.iter().map(|(k, v)| (*k, v))).unwrap_err();
-        assert!(e.to_string().contains("`zonemode` is not modelled"), "{e}");
+        assert!(e.to_string().contains("zonemode=zbd, fio's host-managed"), "{e}");
     }
 
     #[test]

@@ -75,7 +75,16 @@ pub struct Pacing {
     pub exitall: bool,
     /// `exit_what`: which jobs `exitall` ends.
     pub exit_what: ExitWhat,
+    /// `flow`: the job's weight in its flow (0: not in one; at most
+    /// [`FLOW_WEIGHT_MAX`]), `flow_id` the flow, `flow_sleep` the stall
+    /// (us in fio) after the job got ahead of its share.
+    pub flow_weight: u32,
+    pub flow_id: u32,
+    pub flow_sleep_ns: u64,
 }
+
+/// fio's `FLOW_MAX_WEIGHT` (flow.h).
+pub const FLOW_WEIGHT_MAX: u64 = 1000;
 
 /// fio's `exit_what` (`fio_terminate_threads`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -107,6 +116,9 @@ impl Default for Pacing {
             rate_poisson: false,
             exitall: false,
             exit_what: ExitWhat::Group,
+            flow_weight: 0,
+            flow_id: 0,
+            flow_sleep_ns: 0,
         }
     }
 }
@@ -254,11 +266,24 @@ impl JobConfig {
                     _ => ExitWhat::All,
                 }
             }
-            "flow" | "flow_id" | "flow_sleep" => {
-                return Err(JobError::Unsupported {
-                    key: key.to_string(),
-                    hint: ": fio's token-based balance between jobs (a counter shared by the jobs of one flow_id) is not modelled; cap the jobs with rate or rate_iops instead".to_string(),
-                });
+            "flow" | "flow_id" => {
+                let (max, what) = match key {
+                    "flow" => (FLOW_WEIGHT_MAX, "a weight 0..=1000 (fio's FLOW_MAX_WEIGHT)"),
+                    _ => (u64::from(u32::MAX), "a flow id 0..=4294967295"),
+                };
+                let n = as_u64(key, v)?;
+                if n > max {
+                    return Err(invalid(key, v, what));
+                }
+                *if key == "flow" { &mut p.flow_weight } else { &mut p.flow_id } = n as u32;
+            }
+            // fio: an unsigned int of microseconds.
+            "flow_sleep" => {
+                let us = as_u64(key, v)?;
+                if us > u64::from(u32::MAX) {
+                    return Err(invalid(key, v, "microseconds 0..=4294967295"));
+                }
+                p.flow_sleep_ns = us * 1_000;
             }
             "rate_min" => {
                 per_direction(key, v, true)?;
@@ -386,7 +411,8 @@ mod tests {
         assert!(err(&[("rate", "1m"), ("rate_iops", "10")]).contains("mutually exclusive"));
         assert!(err(&[("wait_for", "j")]).contains("not the job itself"));
         assert!(err(&[("thinktime", "-5")]).contains("a duration"));
-        assert!(err(&[("flow", "1")]).contains("token-based balance"));
+        assert!(err(&[("flow", "1001")]).contains("FLOW_MAX_WEIGHT"));
+        assert!(err(&[("flow_sleep", "5000000000")]).contains("microseconds"));
         // rate_min and friends are checked, then noted.
         assert!(err(&[("rate_min", "fast")]).contains("bytes per second"));
         let j = job(&[("rate_min", "1m"), ("rate_cycle", "500")]).unwrap();

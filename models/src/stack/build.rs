@@ -228,7 +228,12 @@ impl<const OBS: bool> AsyncStack<OBS> {
             &assembled.bio_layers,
         )?;
         check_programs_apart(&assembled, &acct_index)?;
-        Ok(Self::assemble(sc, assembled))
+        let mut s = Self::assemble(sc, assembled);
+        for t in 0..s.threads.len() {
+            let g = s.threads[t].group;
+            s.threads[t].flow = s.flows.thread_of(&s.jobs_cfg[g]);
+        }
+        Ok(s)
     }
 
     /// The machine from its built parts, at time zero.
@@ -281,6 +286,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             bio_layers: a.bio_layers,
             programs: a.programs,
             order: a.order,
+            flows: flow::Flows::default(),
         }
     }
 }

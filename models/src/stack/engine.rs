@@ -447,6 +447,7 @@ pub(super) fn job_threads(
                 end_synced: false,
                 pace: pace::PaceState::of(j, pace_rng),
                 lat: super::lat::LatState::of(j, SimTime(0)),
+                flow: None,
                 read_pct: j.rwmixread_pct,
                 verify: j
                     .verify

@@ -65,6 +65,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
             if self.threads[t].lat.is_some() && self.lat_holds(t, now, ctx) {
                 return;
             }
+            if self.threads[t].flow.is_some() && self.flow_holds(t, now, ctx) {
+                return;
+            }
             self.start_submit(t, now, ctx);
         } else if th.in_flight > 0 {
             self.sleep_for_reap(t, now);
@@ -87,6 +90,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// (`exitall`), starting jobs that wait for its job, or the run.
     fn thread_done(&mut self, t: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
         self.threads[t].state = JobState::Done;
+        if let Some(f) = self.threads[t].flow.as_mut() {
+            self.flows.leave(f);
+        }
         let gi = self.threads[t].group;
         let g = &mut self.groups[gi];
         g.clones_done += 1;

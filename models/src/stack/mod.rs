@@ -53,6 +53,7 @@ mod build;
 mod dispatch;
 mod engine;
 mod jobs;
+mod flow;
 mod lat;
 mod layers;
 mod observe;
@@ -239,6 +240,8 @@ struct JobThread {
     verify: Option<Box<verify::VerifyState>>,
     /// fio's latency target search (None: no `latency_target`).
     lat: Option<Box<lat::LatState>>,
+    /// The thread's part of its flow (None: no `flow` weight).
+    flow: Option<Box<flow::ThreadFlow>>,
 }
 
 /// Statistics of one `[[job]]` (all its clones). Per data direction
@@ -540,6 +543,8 @@ pub struct AsyncStack<const OBS: bool = false> {
     obs: Option<Box<observe::ObsState>>,
     /// When jobs start (None: every thread at time 0).
     order: Option<Box<pace::JobOrder>>,
+    /// fio's flows (`flow_id`), for the jobs with a `flow` weight.
+    flows: flow::Flows,
 }
 
 fn cfg_err(msg: impl Into<String>) -> ModelError {

@@ -62,7 +62,7 @@ enum Rate {
 }
 
 /// `t` + `ns`, saturating.
-fn later(t: SimTime, ns: u64) -> SimTime {
+pub(super) fn later(t: SimTime, ns: u64) -> SimTime {
     SimTime(t.as_ns().saturating_add(ns))
 }
 
