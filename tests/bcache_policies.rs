@@ -1,13 +1,13 @@
 //! bcache in the stack (issue 7): the replacement policies side by side,
-//! and the mechanisms under them driven through `blocksim_models::bcache`
+//! and the mechanisms under them driven through `blocksim_models::layers::bcache`
 //! (gens and stale pointers, GC, cache modes, bypass rules, writeback,
 //! journal).
 
 use std::process::Command;
 
-use blocksim_models::bcache::{Bcache, BcacheConfig, BgIo, Route};
-use blocksim_models::costs::BtreeCosts;
-use blocksim_models::device::Dir;
+use blocksim_models::layers::bcache::{Bcache, BcacheConfig, BgIo, Route};
+use blocksim_models::cpu::costs::BtreeCosts;
+use blocksim_models::devices::device::Dir;
 
 /// A bcache on a 64 MiB cache of 64 KiB buckets (1024 buckets) over a 16 GiB
 /// backing device, with `extra` TOML lines for `[bcache]`.
@@ -74,7 +74,7 @@ impl Driver {
             }
             for io in out {
                 self.now_ns += 100_000;
-                if io.dir == Dir::Write && io.dev == blocksim_models::bcache::BgDev::Cache {
+                if io.dir == Dir::Write && io.dev == blocksim_models::layers::bcache::BgDev::Cache {
                     self.cache_writes += 1;
                 }
                 done.extend(self.b.bg_done(io.token, self.now_ns));

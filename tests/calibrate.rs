@@ -431,7 +431,7 @@ fn blktrace_d2c_gives_service_times_and_a_replay_row() {
     let want = format!(
         "[[generic.read]]\nbytes = 4096\n# fitted to {} D2C quantiles (200 4k read requests dispatched to an idle device)\nservice_ns = [{}]",
         trace.display(),
-        vec!["90000"; blocksim_models::generic::SERVICE_QUANTILES.len()].join(", ")
+        vec!["90000"; blocksim_models::devices::generic::SERVICE_QUANTILES.len()].join(", ")
     );
     assert!(toml.contains(&want), "{toml}");
     // Too few idle requests: the fix is named.

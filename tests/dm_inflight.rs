@@ -15,7 +15,7 @@
 //! `cargo test --release --test dm_inflight scaling -- --nocapture`.
 
 use blocksim_models::config::{Scenario, ScenarioFile};
-use blocksim_models::job::JobConfig;
+use blocksim_models::workload::job::JobConfig;
 use blocksim_models::{ModelError, RunOptions};
 use rayon::prelude::*;
 
@@ -283,12 +283,12 @@ fn scaling_sweep_writes_csv_and_svg() {
     let v = variants(&[("job.runtime", toml::Value::String("1ms".into()))]);
     let base = &v[4].1;
     let numjobs: Vec<u32> = (1..=24).collect();
-    let runs = blocksim_models::sweep::scaling_scenarios(base, &numjobs).unwrap();
+    let runs = blocksim_models::machine::sweep::scaling_scenarios(base, &numjobs).unwrap();
     let points: Vec<(String, u32, f64)> = runs
         .par_iter()
         .map(|(label, n, s)| (label.clone(), *n, iops(s).unwrap()))
         .collect();
-    let (table, plot) = blocksim_models::sweep::scaling_report(&points);
+    let (table, plot) = blocksim_models::machine::sweep::scaling_report(&points);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("dm_scaling.csv"), table.to_csv().unwrap()).unwrap();

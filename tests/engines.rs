@@ -9,7 +9,7 @@ use common::sim;
 use std::path::Path;
 
 use blocksim::scenario::{load, LoadOptions};
-use blocksim_models::stack::AsyncStack;
+use blocksim_models::machine::stack::AsyncStack;
 use blocksim_models::{RunOptions, Scenario};
 
 fn scenario(file: &str, sets: &[&str]) -> Scenario {

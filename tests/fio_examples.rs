@@ -13,7 +13,7 @@ use std::process::Command;
 mod common;
 use common::TempDir;
 
-use blocksim_models::job::{MODELLED_OPTIONS, NO_EFFECT_OPTIONS, OPTION_ALIASES};
+use blocksim_models::workload::job::{MODELLED_OPTIONS, NO_EFFECT_OPTIONS, OPTION_ALIASES};
 
 const STACK: &str = "tests/data/fio-examples/stack.toml";
 const DIR: &str = "tests/data/fio-examples";

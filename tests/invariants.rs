@@ -82,7 +82,7 @@ fn faulted_run(fault: &str) -> (String, String, i32) {
 }
 
 /// Random faults on a device's upward edge, every device wrapped in the
-/// invariant harness (models/src/faults.rs): a lost completion shows as the
+/// invariant harness (models/src/devices/faults.rs): a lost completion shows as the
 /// device's gauge disagreeing with the requests it holds.
 #[test]
 fn random_drop_is_caught_by_the_harness() {

@@ -6,9 +6,9 @@
 //! kernel's [`EventQueue`]: timers the device sets become events, and
 //! completions feed a closed-loop workload (fio-like `iodepth`).
 
-use blocksim_models::device::{BlockDevice, DevCtx, DevRequest, Dir, ReqTag};
-use blocksim_models::hdd::{Hdd, HddConfig};
-use blocksim_models::raid10::{Raid10, Raid10Config};
+use blocksim_models::devices::device::{BlockDevice, DevCtx, DevRequest, Dir, ReqTag};
+use blocksim_models::devices::hdd::{Hdd, HddConfig};
+use blocksim_models::layers::raid10::{Raid10, Raid10Config};
 use blocksim_sim::units::{Bytes, Nanos};
 use blocksim_sim::{component_rng, EventQueue, SimTime};
 
@@ -574,7 +574,7 @@ fn sequential_reads_stream_with_readahead() {
 
 #[test]
 fn build_raid10_resolves_member_names() {
-    use blocksim_models::raid10::build_raid10;
+    use blocksim_models::layers::raid10::build_raid10;
     let disks: Vec<HddConfig> = ["sda", "sdb"]
         .iter()
         .map(|n| HddConfig::with_name(n))

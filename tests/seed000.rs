@@ -258,7 +258,7 @@ fn path_ns(paths: &toml::Table, name: &str) -> f64 {
 }
 
 /// The CPU ceiling the scenario's cost paths set, computed here from
-/// scenarios/corsair_nova.toml and the stack's rules (models/src/stack.rs:
+/// scenarios/corsair_nova.toml and the stack's rules (models/src/machine/stack/mod.rs:
 /// a submission runs fio_prep, io_submit_call, submit_io, fs_lookup on a
 /// file, make_request, bcache_request and make_request again through
 /// bcache, and issue_cmd when a tag is free; each reaped I/O runs

@@ -3,10 +3,10 @@
 //! clone), buckets up to 1 MiB run.
 
 mod common;
-use blocksim_models::bcache::BcacheConfig;
-use blocksim_models::device::BlockDevice;
-use blocksim_models::hdd::{Hdd, HddConfig};
-use blocksim_models::raid10::{build_raid10, Raid10Config};
+use blocksim_models::layers::bcache::BcacheConfig;
+use blocksim_models::devices::device::BlockDevice;
+use blocksim_models::devices::hdd::{Hdd, HddConfig};
+use blocksim_models::layers::raid10::{build_raid10, Raid10Config};
 use common::sim;
 
 fn bcache_cfg(bucket: &str) -> BcacheConfig {

@@ -185,7 +185,7 @@ fn duplicated_completion_panic_is_caught() {
     // around it catches the second delivery.
     assert!(out.contains("a completion delivered twice"), "{out}");
     assert!(
-        out.contains("models/src/faults.rs"),
+        out.contains("models/src/devices/faults.rs"),
         "panic location is reported: {out}"
     );
 }
