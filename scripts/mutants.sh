@@ -23,8 +23,8 @@
 # mutated code does not build: rewrite the patch against the current code).
 #
 # The suites: the designs crate's unit tests and the four model-checking
-# suites (tests/loom_btree.rs, tests/shuttle_btree.rs, tests/loom_inflight.rs,
-# tests/shuttle_inflight.rs). They use only blocksim-designs, so the scratch
+# suites (tests/concurrency/loom_btree.rs, tests/concurrency/shuttle_btree.rs, tests/concurrency/loom_inflight.rs,
+# tests/concurrency/shuttle_inflight.rs). They use only blocksim-designs, so the scratch
 # copy runs them as the designs crate's own integration tests (copied to
 # designs/tests/): a mutant rebuilds that one crate, not the simulator. A
 # patch's `# Suites:` line orders them (most likely catcher first); the run
@@ -90,7 +90,7 @@ mkdir -p "$SRC"
 (cd "$ROOT" && git ls-files -z | tar --null -T - -cf -) | tar -xmf - -C "$SRC"
 mkdir -p "$SRC/designs/tests"
 for s in loom_btree shuttle_btree loom_inflight shuttle_inflight; do
-  cp "$ROOT/tests/$s.rs" "$SRC/designs/tests/$s.rs"
+  cp "$ROOT/tests/concurrency/$s.rs" "$SRC/designs/tests/$s.rs"
 done
 (cd "$SRC" && git init -q && git add -A && git -c user.name=mutants -c user.email=mutants@localhost commit -qm pristine)
 

@@ -32,7 +32,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Result};
-use blocksim_models::generic::{
+use blocksim_models::devices::generic::{
     closed_loop, quantile_index, GenericConfig, ServicePoint, SERVICE_QUANTILES,
 };
 

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use blocksim::calibrate::{self, Options, FIT_SEED};
 use blocksim::fioresult;
-use blocksim_models::generic::quantile_index;
+use blocksim_models::devices::generic::quantile_index;
 
 use crate::cmd_common::TraceInput;
 

@@ -10,8 +10,10 @@ use anyhow::{anyhow, Context, Result};
 use blocksim_analysis::{
     render_json, render_text, Cell, JsonOptions, RunReport, Table, TextOptions,
 };
-use blocksim_models::device::Dir;
-use blocksim_models::stack::{run_replay_observed, ReplayFeed, ReplayRequest, ReplayStats};
+use blocksim_models::devices::device::Dir;
+use blocksim_models::machine::stack::{
+    run_replay_observed, ReplayFeed, ReplayRequest, ReplayStats,
+};
 use blocksim_models::RunOptions;
 use blocksim_traces::replay::{d2c_demerit, parse_map_entry, ReplayOptions, ReplaySource, Timing};
 use blocksim_traces::{
@@ -403,7 +405,7 @@ fn replay(args: &ReplayArgs) -> Result<Replayed> {
         profile: args.observe.wants_profile(),
         ..RunOptions::default()
     };
-    let obs = writers.map(|w| Box::new(w) as Box<dyn blocksim_models::observe::Observer>);
+    let obs = writers.map(|w| Box::new(w) as Box<dyn blocksim_models::machine::observe::Observer>);
     let (out, stats, obs) = run_replay_observed(&loaded.base, &opts, feed, obs)?;
     if let Some(w) = crate::observe::take_back(obs) {
         crate::observe::conclude(&w)?;

@@ -100,9 +100,9 @@ pub fn run_one_observed(
     writers: Option<Writers>,
 ) -> Result<(RunOutput, Option<Writers>)> {
     let t0 = Instant::now();
-    let obs = writers.map(|w| Box::new(w) as Box<dyn blocksim_models::observe::Observer>);
+    let obs = writers.map(|w| Box::new(w) as Box<dyn blocksim_models::machine::observe::Observer>);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        blocksim_models::stack::run_observed(sc, opts, obs)
+        blocksim_models::machine::stack::run_observed(sc, opts, obs)
     }));
     let (out, writers) = match result {
         Ok(Ok((out, obs))) => (out, crate::observe::take_back(obs)),

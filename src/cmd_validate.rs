@@ -17,7 +17,8 @@ use blocksim::fioresult::{self, expand, FioRun, LatencySource};
 use blocksim::scenario::{load, LoadOptions};
 use blocksim_analysis::plot::{plot_lines, LinePlot, Series, Unit};
 use blocksim_analysis::{Cell, LatencyHist, RunReport, Table};
-use blocksim_models::job::{JobConfig, OptValue};
+use blocksim_models::workload::job::JobConfig;
+use blocksim_models::workload::opt::OptValue;
 use blocksim_models::Scenario;
 use blocksim_traces::replay::d2c_demerit;
 

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Result};
-use blocksim_models::job::{JobConfig, JobError, OptValue, MODELLED_OPTIONS, NO_EFFECT_OPTIONS};
+use blocksim_models::workload::job::{JobConfig, JobError, MODELLED_OPTIONS, NO_EFFECT_OPTIONS};
+use blocksim_models::workload::opt::OptValue;
 
 /// One option as written, with where it was written.
 #[derive(Debug, Clone, PartialEq)]

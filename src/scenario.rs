@@ -7,7 +7,8 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 use blocksim_models::config::{ScenarioFile, SECTION_NAMES};
-use blocksim_models::job::{did_you_mean, JobConfig, JobError, OptValue, NO_EFFECT_OPTIONS};
+use blocksim_models::workload::job::{did_you_mean, JobConfig, JobError, NO_EFFECT_OPTIONS};
+use blocksim_models::workload::opt::OptValue;
 use blocksim_models::Scenario;
 use serde::Deserialize;
 
@@ -491,7 +492,7 @@ fn parse_jobs(
     notes.extend(jobs.iter().filter_map(rounding_note));
     notes.extend(
         jobs.iter()
-            .filter_map(|j| blocksim_models::job_ext::verify_note(&j.name, &j.verify)),
+            .filter_map(|j| blocksim_models::workload::job_ext::verify_note(&j.name, &j.verify)),
     );
     Ok((jobs, notes))
 }
@@ -908,7 +909,7 @@ fn check_ranges(
 /// it is in a file it extends), or the `--set` that gave it, and the line
 /// of the other section it involves.
 fn check_graph(path: &Path, text: &str, sets: &[String], file: &ScenarioFile) -> Result<()> {
-    let Err(e) = blocksim_models::graph::Graph::of(file) else {
+    let Err(e) = blocksim_models::machine::graph::Graph::of(file) else {
         return Ok(());
     };
     let line_of = |section: &str, index: usize, key: Option<&str>| {

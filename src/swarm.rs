@@ -33,7 +33,7 @@ use std::fmt::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use blocksim_analysis::{DirReport, DiskReport, JobReport, RunReport, Table};
-use blocksim_models::job::JobConfig;
+use blocksim_models::workload::job::JobConfig;
 use blocksim_models::{Fault, FaultPlan, ModelError, RunOptions, Scenario};
 use blocksim_sim::{component_rng, ComponentRng};
 use rand::Rng;
@@ -150,7 +150,8 @@ pub fn draw_faults(seed: u64, index: u64, devices: &[String]) -> FaultPlan {
         plan.delay_ppm = rng.random_range(1..=300_000);
         plan.delay_ns = rng.random_range(1..=100_000);
         if !devices.is_empty() && rng.random_bool(0.5) {
-            plan.device = blocksim_models::faults::DevName::new(pick::<String>(&mut rng, devices));
+            plan.device =
+                blocksim_models::devices::faults::DevName::new(pick::<String>(&mut rng, devices));
         }
         // Drawn after the delays, so the delays of a seed stay as they were.
         if rng.random_bool(0.25) {
@@ -264,9 +265,9 @@ impl Dev {
 /// The accounting designs of a block device (`designs::inflight`), as
 /// pmem names them, and of dm.
 fn dev_accounting(rng: &mut ComponentRng) -> &'static str {
-    pick(rng, blocksim_models::pmem::PMEM_ACCOUNTING).0
+    pick(rng, blocksim_models::devices::pmem::PMEM_ACCOUNTING).0
 }
-use blocksim_models::dm::DM_ACCOUNTING;
+use blocksim_models::layers::dm::DM_ACCOUNTING;
 
 /// An `accounting = ...` line with probability `p`.
 fn gen_accounting(rng: &mut ComponentRng, t: &mut String, p: f64) {
@@ -406,7 +407,7 @@ fn gen_flash(
     let background = threshold + rng.random_range(0..=4u32);
     // Blocks per die must leave the GC reserve (background + 2 open) and
     // room: shrink the drawn geometry until they do.
-    // The FTL's own bound (models/src/ssd/ftl.rs FtlParams::validate):
+    // The FTL's own bound (models/src/devices/ssd/ftl.rs FtlParams::validate):
     // the user's pages must fit in the blocks left after the reserve.
     let logical = bytes / page;
     let fits = |d: u32, p: u32, b: u32, op: f64| {
@@ -1426,7 +1427,7 @@ pub fn check_report(sc: &Scenario, r: &RunReport) -> Result<(), Violation> {
             ),
         ));
     }
-    let program = |j: &JobConfig| blocksim_models::stack::runs_as_program(sc, j);
+    let program = |j: &JobConfig| blocksim_models::machine::stack::runs_as_program(sc, j);
     let sync = sc.jobs.iter().any(program);
     let ramp = sc.jobs.iter().any(|j| j.ramp_time_ns > 0);
     for (job, jr) in sc.jobs.iter().zip(&r.jobs) {
@@ -1522,9 +1523,9 @@ fn check_device_counts(sc: &Scenario, r: &RunReport) -> Result<(), Violation> {
     // A device whose kernel keeps no I/O counts (pmem without iostat)
     // cannot be compared.
     let disk = |name: &str| {
-        r.disks
-            .iter()
-            .find(|d| d.name == name && d.stats_kept != blocksim_models::device::StatsKept::None)
+        r.disks.iter().find(|d| {
+            d.name == name && d.stats_kept != blocksim_models::devices::device::StatsKept::None
+        })
     };
     let got =
         |name: &str| disk(name).map(|d| [d.read_ios + d.read_merges, d.write_ios + d.write_merges]);

@@ -153,7 +153,7 @@ impl DesignKind {
 }
 
 /// Deviations from the kernel's code: each is a known bug the model
-/// checkers must find (`tests/loom_inflight.rs`, `tests/shuttle_inflight.rs`).
+/// checkers must find (`tests/concurrency/loom_inflight.rs`, `tests/concurrency/shuttle_inflight.rs`).
 /// All `false` (the default) is the code the simulator runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Faults {

@@ -4,7 +4,7 @@
 //!
 //! * **checkers**: [`backend::LoomBackend`] (exhaustive under a preemption
 //!   bound) and [`backend::ShuttleBackend`] (PCT / random schedules), driven by
-//!   `check` (`sim check` and the `tests/loom_*.rs`, `tests/shuttle_*.rs`
+//!   `check` (`sim check` and the `tests/concurrency/loom_*.rs`, `tests/concurrency/shuttle_*.rs`
 //!   suites). No `--cfg loom` build is needed: the backend is a type parameter.
 //! * **the simulator**: [`traced::TracedBackend`] cells hold real values and
 //!   append every access as an [`traced::Access`] (cache line, load / store /

@@ -13,7 +13,7 @@
 use std::time::Instant;
 
 use blocksim_models::config::{Scenario, ScenarioFile};
-use blocksim_models::job::JobConfig;
+use blocksim_models::workload::job::JobConfig;
 use blocksim_models::{run, RunOptions};
 
 /// `section.key = value` into a table or every table of an array (the rule
@@ -115,7 +115,7 @@ fn main() {
     });
     let total_wall = t0.elapsed().as_secs_f64();
     let mut events_all = 0u64;
-    // Seed figures live in tests/dm_inflight.rs and the README, not here.
+    // Seed figures live in tests/layers/dm_inflight.rs and the README, not here.
     for ((name, _), (iops, events, wall)) in vs.iter().zip(&results) {
         events_all += events;
         println!(

@@ -13,7 +13,7 @@
 
 use std::time::Instant;
 
-use blocksim_models::ssd::ftl::{Ftl, FtlParams, GcPolicy, Pattern, Precondition, Spare};
+use blocksim_models::devices::ssd::ftl::{Ftl, FtlParams, GcPolicy, Pattern, Precondition, Spare};
 use blocksim_sim::component_rng;
 
 fn env_f64(name: &str, default: f64) -> f64 {

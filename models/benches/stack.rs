@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use blocksim_models::config::ScenarioFile;
-use blocksim_models::job::{JobConfig, OptValue};
+use blocksim_models::workload::job::JobConfig;
+use blocksim_models::workload::opt::OptValue;
 use blocksim_models::{run, RunOptions};
 
 fn load(path: &str) -> blocksim_models::Scenario {

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use crate::job::{JobConfig, OptValue};
+use crate::workload::job::JobConfig;
+use crate::workload::opt::OptValue;
 
 /// `[simulation]`.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -41,7 +42,7 @@ fn default_report_interval() -> Nanos {
     Nanos(10_000_000_000)
 }
 
-pub use crate::topology::CpuConfig;
+pub use crate::cpu::topology::CpuConfig;
 
 /// `[[variant]]`: a named set of overrides applied to the base scenario, in
 /// the same `path.to.key = value` form as `--set`. A scenario with variants
@@ -63,27 +64,27 @@ pub struct ScenarioT<J> {
     pub simulation: SimulationConfig,
     pub cpu: CpuConfig,
     #[serde(default)]
-    pub costs: crate::costs::CostsConfig,
+    pub costs: crate::cpu::costs::CostsConfig,
     #[serde(default)]
-    pub filesystem: Option<crate::fs::FsConfig>,
+    pub filesystem: Option<crate::workload::fs::FsConfig>,
     #[serde(default)]
-    pub bcache: Option<crate::bcache::BcacheConfig>,
+    pub bcache: Option<crate::layers::bcache::BcacheConfig>,
     #[serde(default)]
-    pub ahci: Option<crate::ahci::AhciConfig>,
+    pub ahci: Option<crate::machine::ahci::AhciConfig>,
     #[serde(default)]
-    pub ssd: Vec<crate::ssd::SsdConfig>,
+    pub ssd: Vec<crate::devices::ssd::SsdConfig>,
     #[serde(default)]
-    pub hdd: Vec<crate::hdd::HddConfig>,
+    pub hdd: Vec<crate::devices::hdd::HddConfig>,
     #[serde(default)]
-    pub generic: Vec<crate::generic::GenericConfig>,
+    pub generic: Vec<crate::devices::generic::GenericConfig>,
     #[serde(default)]
-    pub raid10: Vec<crate::raid10::Raid10Config>,
+    pub raid10: Vec<crate::layers::raid10::Raid10Config>,
     #[serde(default)]
-    pub coherence: Option<crate::coherence::CoherenceConfig>,
+    pub coherence: Option<crate::cpu::coherence::CoherenceConfig>,
     #[serde(default)]
-    pub pmem: Vec<crate::pmem::PmemConfig>,
+    pub pmem: Vec<crate::devices::pmem::PmemConfig>,
     #[serde(default)]
-    pub dm: Option<crate::dm::DmConfig>,
+    pub dm: Option<crate::layers::dm::DmConfig>,
     #[serde(rename = "job")]
     pub jobs: Vec<J>,
     #[serde(default, rename = "variant")]

@@ -24,8 +24,10 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
-use blocksim_models::device::Dir;
-use blocksim_models::observe::{BlockAction, BlockEvent, Machine, Obs, Observer, KWORKER_PID};
+use blocksim_models::devices::device::Dir;
+use blocksim_models::machine::observe::{
+    BlockAction, BlockEvent, Machine, Obs, Observer, KWORKER_PID,
+};
 use blocksim_traces::blktrace::{self, Record};
 use blocksim_traces::{cat, Action};
 

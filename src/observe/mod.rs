@@ -1,7 +1,7 @@
 //! What `sim run` and `sim replay` let a user look at besides the report:
 //! blktrace files of the simulated run ([`blktrace`]), a Chrome/Perfetto
 //! timeline ([`timeline`]), flame graphs of the CPU profile ([`flame`]).
-//! The writers are observers of the machine ([`blocksim_models::observe`]);
+//! The writers are observers of the machine ([`blocksim_models::machine::observe`]);
 //! nothing they do changes a figure of the run.
 
 pub mod blktrace;
@@ -11,7 +11,7 @@ pub mod timeline;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use blocksim_models::observe::{BlockEvent, Machine, Obs, Observer};
+use blocksim_models::machine::observe::{BlockEvent, Machine, Obs, Observer};
 
 /// The observation flags `sim run` and `sim replay` share.
 #[derive(clap::Args, Debug, Clone)]

@@ -19,10 +19,9 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use blocksim_models::device::Dir;
-use blocksim_models::observe::{
-    BlockAction, BlockEvent, CounterSample, CpuSpan, CpuWork, DevKind, DevSpan, DevTrack, Machine,
-    Obs, Observer,
+use blocksim_models::devices::device::{DevSpan, DevTrack, Dir};
+use blocksim_models::machine::observe::{
+    BlockAction, BlockEvent, CounterSample, CpuSpan, CpuWork, DevKind, Machine, Obs, Observer,
 };
 
 /// Default bound on the events of one timeline (~100 bytes each).

@@ -3,19 +3,19 @@
 //! required fields of all sections, and the first problem of each section,
 //! each with the file line of its section or key.
 
-use blocksim_models::ahci::AhciConfig;
-use blocksim_models::bcache::{BcacheConfig, PopulateConfig};
-use blocksim_models::coherence::CoherenceConfig;
 use blocksim_models::config::{CpuConfig, SimulationConfig, VariantConfig};
-use blocksim_models::costs::{BtreeCosts, CostsConfig, StepConfig, PATH_NAMES};
-use blocksim_models::dm::{DmConfig, DM_ACCOUNTING};
-use blocksim_models::fs::FsConfig;
-use blocksim_models::generic::GenericConfig;
-use blocksim_models::hdd::HddConfig;
-use blocksim_models::job::did_you_mean;
-use blocksim_models::pmem::PmemConfig;
-use blocksim_models::raid10::Raid10Config;
-use blocksim_models::ssd::SsdConfig;
+use blocksim_models::cpu::coherence::CoherenceConfig;
+use blocksim_models::cpu::costs::{BtreeCosts, CostsConfig, StepConfig, PATH_NAMES};
+use blocksim_models::devices::generic::GenericConfig;
+use blocksim_models::devices::hdd::HddConfig;
+use blocksim_models::devices::pmem::PmemConfig;
+use blocksim_models::devices::ssd::SsdConfig;
+use blocksim_models::layers::bcache::{BcacheConfig, PopulateConfig};
+use blocksim_models::layers::dm::{DmConfig, DM_ACCOUNTING};
+use blocksim_models::layers::raid10::Raid10Config;
+use blocksim_models::machine::ahci::AhciConfig;
+use blocksim_models::workload::fs::FsConfig;
+use blocksim_models::workload::job::did_you_mean;
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 
@@ -80,7 +80,7 @@ const CHOICES: &[(&str, &str, &[&str])] = &[
     (
         "ssd",
         "read_parallelism",
-        blocksim_models::ssd::READ_PARALLELISM,
+        blocksim_models::devices::ssd::READ_PARALLELISM,
     ),
     ("hdd", "accounting", PART0_ACCOUNTING),
     ("raid10", "accounting", PART0_ACCOUNTING),

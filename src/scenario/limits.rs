@@ -8,7 +8,7 @@
 //! value and the limit; the loader adds where the value came from.
 
 use blocksim_models::config::ScenarioFile;
-use blocksim_models::stack::size_text;
+use blocksim_models::machine::stack::size_text;
 use blocksim_sim::units::duration_text;
 
 /// Longest per-operation time (a command's, a seek's, a CPU path's): 1 s

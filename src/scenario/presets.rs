@@ -2,8 +2,8 @@
 //! `scenarios/presets/ssd/`, with every value's source beside it, built into
 //! the binary. A section's own keys win; the preset fills the others.
 
-use blocksim_models::job::did_you_mean;
-use blocksim_models::ssd::SSD_MODELS;
+use blocksim_models::devices::ssd::SSD_MODELS;
+use blocksim_models::workload::job::did_you_mean;
 
 /// (model name, its `[[ssd]]` keys as TOML).
 const SSD_PRESETS: &[(&str, &str)] = &[

@@ -3,7 +3,27 @@
 #![allow(dead_code)] // each test crate uses its own subset
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
+
+/// The `sim` binary of this build: every test that runs `sim` runs it
+/// through this module.
+pub const SIM: &str = env!("CARGO_BIN_EXE_sim");
+
+/// A `Command` for `sim`, for a test that sets up the rest itself (stdin,
+/// pipes, working directory).
+pub fn sim_cmd() -> Command {
+    Command::new(SIM)
+}
+
+/// Runs `sim` with `args` and extra environment variables in the test's
+/// working directory; returns its `Output` as it is.
+pub fn sim_output(args: &[&str], env: &[(&str, &str)]) -> Output {
+    sim_cmd()
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run sim")
+}
 
 /// Runs `sim` from the repository root; returns (stdout, stderr, exit code).
 pub fn sim(args: &[&str]) -> (String, String, i32) {
@@ -12,10 +32,19 @@ pub fn sim(args: &[&str]) -> (String, String, i32) {
 
 /// [`sim`] with extra environment variables.
 pub fn sim_env(args: &[&str], env: &[(&str, &str)]) -> (String, String, i32) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
+    sim_env_in(Path::new(env!("CARGO_MANIFEST_DIR")), args, env)
+}
+
+/// [`sim`] run in `cwd` (a test whose run writes files there).
+pub fn sim_in(cwd: &Path, args: &[&str]) -> (String, String, i32) {
+    sim_env_in(cwd, args, &[])
+}
+
+fn sim_env_in(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> (String, String, i32) {
+    let out = sim_cmd()
         .args(args)
         .envs(env.iter().copied())
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(cwd)
         .output()
         .expect("run sim");
     (

@@ -1,6 +1,6 @@
 //! The bodies of the input fuzz targets, shared by `fuzz/fuzz_targets/
 //! {scenario_toml,fio_job,set_expr}.rs` (cargo-fuzz) and
-//! `tests/fuzz_regressions.rs` (replays saved inputs on every `cargo test`).
+//! `tests/cli/fuzz_regressions.rs` (replays saved inputs on every `cargo test`).
 //!
 //! Each body must return normally for any input: bad input is an `Err`, never
 //! a panic. The bodies stop at the loaded [`Scenario`] (parsing, `extends`,

@@ -1,5 +1,5 @@
 //! The in-flight accounting scenario checked by `sim check inflight` and the
-//! `tests/loom_inflight.rs` / `tests/shuttle_inflight.rs` suites.
+//! `tests/concurrency/loom_inflight.rs` / `tests/concurrency/shuttle_inflight.rs` suites.
 //!
 //! Threads (all spawned by the model's main thread):
 //!

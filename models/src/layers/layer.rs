@@ -1,0 +1,327 @@
+//! Stacking layers: bio-based devices that sit on other devices.
+//!
+//! A [`Layer`] receives a request from above ([`Layer::submit`]) and hands a
+//! bio down for it, may issue requests of its own to the devices below it
+//! ([`LayerCx::issue`]), completes requests (or fails them,
+//! [`LayerCx::fail`])
+//! upward ([`LayerCx::complete`]) and learns of its own requests'
+//! completions ([`Layer::child_done`]). It never sees the event queue, the
+//! CPUs or the other layers: the machine ([`crate::machine::stack`]) delivers every
+//! completion to whoever issued the request, through one routing function,
+//! with the [`Origin`] each request carries.
+//!
+//! Leaves are [`crate::devices::device::BlockDevice`]s behind host queues; bcache
+//! ([`crate::layers::bcache::layer::BcacheLayer`]) is a layer. Adding a layer is one file
+//! implementing [`Layer`] plus one arm in the builder (ARCHITECTURE.md walks
+//! through it).
+//!
+//! ```
+//! use blocksim_models::layers::layer::{Origin, Owner};
+//! let up = Origin::job(7);
+//! assert_eq!(up.owner(), Owner::Job(7));
+//! let child = Origin::of_layer(2, 99);
+//! assert_eq!(child.owner(), Owner::Layer { layer: 2, token: 99 });
+//! ```
+//!
+//! **Architecture Invariant:** a layer's requests come back to it and to
+//! nothing else: the machine routes a completion by its [`Origin`] alone
+//! (no per-layer kinds in the machine), and each request from above is
+//! completed upward exactly once (the machine asserts it at the job).
+
+use blocksim_analysis::{Cell, StatsKept};
+use blocksim_sim::SymbolId;
+
+use crate::devices::device::Dir;
+pub use crate::machine::ahci::Origin;
+
+/// Whom a request belongs to, decoded from its [`Origin`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// A job's (or a replayed trace's) I/O: the slot of the I/O.
+    Job(u32),
+    /// A request layer `layer` issued, with the token it chose.
+    Layer { layer: u8, token: u32 },
+}
+
+/// Bits of a layer's token (a layer's own in-flight requests are bounded
+/// far below 2^24).
+pub const TOKEN_BITS: u32 = 24;
+/// Most layers a machine can hold (6 bits of the origin).
+pub const LAYERS_MAX: usize = 63;
+
+impl Origin {
+    /// A job I/O's origin (its slot).
+    #[inline]
+    pub fn job(io: u32) -> Origin {
+        assert!(
+            io < 1 << 30,
+            "job I/O slot {io} beyond the origin's 30 bits"
+        );
+        Origin(io)
+    }
+
+    /// The origin of a request layer `layer` issued with `token`.
+    #[inline]
+    pub fn of_layer(layer: u8, token: u32) -> Origin {
+        assert!((layer as usize) < LAYERS_MAX && token < 1 << TOKEN_BITS);
+        Origin(1 << 30 | u32::from(layer) << TOKEN_BITS | token)
+    }
+
+    /// Whom the request belongs to.
+    #[inline]
+    pub fn owner(self) -> Owner {
+        if self.0 >> 30 == 0 {
+            Owner::Job(self.0)
+        } else {
+            Owner::Layer {
+                layer: ((self.0 >> TOKEN_BITS) & 0x3f) as u8,
+                token: self.0 & ((1 << TOKEN_BITS) - 1),
+            }
+        }
+    }
+}
+
+/// A request as a layer receives or issues it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayerReq {
+    pub dir: Dir,
+    pub sector: u64,
+    pub sectors: u32,
+    /// The task that submitted it (a fio thread; `u16::MAX` for a replayed
+    /// trace), for layers that keep per-task state.
+    pub task: u32,
+}
+
+/// How a child request's completion is routed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// To the issuing layer's [`Layer::child_done`] with this token.
+    Token(u32),
+    /// Straight up to the parent (the layer remapped the bio and has
+    /// nothing to do when it completes).
+    Remap,
+}
+
+/// A request a layer issues to a device below it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Child {
+    /// Index into the layer's [`Layer::below`].
+    pub below: u8,
+    pub route: Route,
+    pub dir: Dir,
+    pub sector: u64,
+    pub sectors: u32,
+    /// The request from above whose data it carries (None: the layer's own
+    /// work, such as a cache fill or a journal write). The machine follows
+    /// it to the job I/O behind the request (its CPU, its dispatch time).
+    pub serves: Option<Origin>,
+}
+
+/// Where a layer's CPU work is charged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkCtx {
+    /// In the submitter's context, as part of its submission.
+    Submitter,
+    /// In a kernel worker on the interrupt CPU of the layer's first device
+    /// below.
+    Worker,
+}
+
+/// Most CPU-work entries a layer call charges to the submitter.
+pub const SUBMITTER_WORK_MAX: usize = 4;
+
+/// What a layer did in one call: the machine carries it out.
+#[derive(Debug, Default)]
+pub struct LayerCx {
+    pub now_ns: u64,
+    children: Vec<Child>,
+    /// Requests from above completed, each with whether it failed.
+    completed: Vec<(Origin, bool)>,
+    /// CPU work in the submitter's context (bounded: a layer charges a
+    /// few symbols per bio).
+    submitter: [(Option<SymbolId>, u64); SUBMITTER_WORK_MAX],
+    submitter_len: u8,
+    /// CPU work in a kernel worker.
+    worker: Vec<(Option<SymbolId>, u64)>,
+    /// The call issued a request of the layer's own or did worker work
+    /// (the machine skips that part when not).
+    background: bool,
+}
+
+impl LayerCx {
+    /// Starts a call at `now_ns`; buffers are reused.
+    pub fn begin(&mut self, now_ns: u64) {
+        debug_assert!(self.is_empty(), "a layer call's effects were not taken");
+        self.now_ns = now_ns;
+    }
+
+    /// Issues a request of the layer's own to a device below, at once
+    /// (the bio a submission hands down is [`Layer::submit`]'s result).
+    pub fn issue(&mut self, child: Child) {
+        self.background = true;
+        self.children.push(child);
+    }
+
+    /// Completes a request from above.
+    pub fn complete(&mut self, up: Origin) {
+        self.completed.push((up, false));
+    }
+
+    /// CPU work of `ns`, charged to `sym` in the profile (`None`: time
+    /// the CPU spends without a profile symbol).
+    #[inline]
+    pub fn work(&mut self, ctx: WorkCtx, sym: Option<SymbolId>, ns: u64) {
+        match ctx {
+            WorkCtx::Submitter => {
+                let n = self.submitter_len as usize;
+                assert!(
+                    n < SUBMITTER_WORK_MAX,
+                    "a layer call charged the submitter more than {SUBMITTER_WORK_MAX} times"
+                );
+                self.submitter[n] = (sym, ns);
+                self.submitter_len += 1;
+            }
+            WorkCtx::Worker => {
+                self.background = true;
+                self.worker.push((sym, ns));
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.children.is_empty()
+            && self.completed.is_empty()
+            && self.submitter_len == 0
+            && self.worker.is_empty()
+    }
+
+    /// Whether the call issued a request of the layer's own or did
+    /// kernel-worker work.
+    pub fn has_background(&self) -> bool {
+        self.background
+    }
+
+    /// The requests issued, in order.
+    pub fn children(&self) -> &[Child] {
+        &self.children
+    }
+
+    /// Completes a request from above with an I/O error.
+    pub fn fail(&mut self, up: Origin) {
+        self.completed.push((up, true));
+    }
+
+    /// The requests from above completed, in order, each with whether it
+    /// failed.
+    pub fn completed(&self) -> &[(Origin, bool)] {
+        &self.completed
+    }
+
+    /// The CPU work done in the submitter's context, in order.
+    pub fn submitter_work(&self) -> &[(Option<SymbolId>, u64)] {
+        &self.submitter[..self.submitter_len as usize]
+    }
+
+    /// The CPU work done in a kernel worker, in order.
+    pub fn worker_work(&self) -> &[(Option<SymbolId>, u64)] {
+        &self.worker
+    }
+
+    /// Forgets the call's effects once carried out (the buffers keep their
+    /// capacity).
+    pub fn clear(&mut self) {
+        self.children.clear();
+        self.completed.clear();
+        self.submitter_len = 0;
+        self.worker.clear();
+        self.background = false;
+    }
+}
+
+/// A child request that completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChildDone {
+    pub token: u32,
+    /// The device completed it with an I/O error.
+    pub failed: bool,
+    /// Index into [`Layer::below`] of the device that completed it.
+    pub below: u8,
+    /// Time since the job I/O it serves was last dispatched to a device
+    /// (0 for the layer's own I/O).
+    pub since_dispatch_ns: u64,
+}
+
+/// A bio-based layer over one or more devices.
+pub trait Layer {
+    /// The device name (`bcache0`).
+    fn name(&self) -> &str;
+    /// The devices below, by name, in the order [`Child::below`] indexes.
+    fn below(&self) -> &[String];
+    /// The size of the device the layer presents.
+    fn capacity_sectors(&self) -> u64;
+    /// A request from above; `up` is where its completion goes. Returns
+    /// the bio it hands down, which enters the queue below when the
+    /// submitter's path ends.
+    fn submit(&mut self, up: Origin, req: LayerReq, cx: &mut LayerCx) -> Child;
+    /// A request this layer issued with [`Route::Token`] completed.
+    fn child_done(&mut self, done: ChildDone, cx: &mut LayerCx);
+    /// The layer's invariants at the end of a run.
+    fn check_invariants(&self) -> Result<(), String>;
+    /// Which device below (index into [`Layer::below`]) a discard from
+    /// above goes on to; `None` (the default): the layer takes no
+    /// discards, and the machine refuses a trim job on it.
+    fn discard_below(&self) -> Option<usize> {
+        None
+    }
+    /// What the layer keeps of fio's disk statistics, and why.
+    fn stats_kept(&self) -> (StatsKept, &'static str) {
+        (StatsKept::None, "")
+    }
+    /// Cache hits and misses so far, for a caching layer.
+    fn hits_misses(&self) -> Option<(u64, u64)> {
+        None
+    }
+    /// A line for the report's notes.
+    fn report_note(&self) -> Option<String> {
+        None
+    }
+    /// Named counters for the report's metrics table.
+    fn metrics(&self) -> Vec<(String, Cell)> {
+        Vec::new()
+    }
+    /// What the request this layer issued with token `token` is (`"hit"`,
+    /// `"fill"`, ...), for traces and timelines; asked only while a run is
+    /// observed ([`crate::machine::observe`]).
+    fn token_label(&self, token: u32) -> &'static str {
+        let _ = token;
+        "request"
+    }
+    /// The layer's gauges now (dirty data, space in use), for a timeline's
+    /// counter tracks; asked only while a run is observed.
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_round_trip_and_do_not_collide() {
+        for io in [0, 1, (1 << 30) - 1] {
+            assert_eq!(Origin::job(io).owner(), Owner::Job(io));
+        }
+        for (layer, token) in [(0, 0), (5, 1), (62, (1 << TOKEN_BITS) - 1)] {
+            let o = Origin::of_layer(layer, token);
+            assert_eq!(o.owner(), Owner::Layer { layer, token });
+            assert_ne!(o.owner(), Owner::Job(o.0));
+        }
+    }
+
+    #[test]
+    #[should_panic]
+    fn a_token_beyond_its_bits_is_refused() {
+        let _ = Origin::of_layer(0, 1 << TOKEN_BITS);
+    }
+}

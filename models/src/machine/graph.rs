@@ -1,0 +1,502 @@
+//! The device graph of a scenario: every device the scenario names, what it
+//! sits on, and a bottom-up order to assemble them in.
+//!
+//! Each device section names the devices below it: `[[raid10]] members`,
+//! `[bcache] cache` and `backing`, `[dm] device`, `[filesystem] device`.
+//! [`Graph::of`] collects them into [`Node`]s, rejects names used twice,
+//! names that point nowhere and cycles, and returns the nodes in an order in
+//! which every device comes after everything it sits on
+//! ([`Graph::bottom_up`]). The machine builder walks that order; the root
+//! package turns a [`GraphError`] into `file:line` of the offending section.
+//!
+//! ```
+//! use blocksim_models::machine::graph::{Graph, Kind};
+//! let sc: blocksim_models::config::ScenarioFile = toml::from_str(r#"
+//!     [simulation]
+//!     [cpu]
+//!     clock_mhz = 2000
+//!     [[hdd]]
+//!     name = "sda"
+//!     [dm]
+//!     name = "linear"
+//!     device = "/dev/sda"
+//!     accounting = "percpu"
+//!     submit_ns = 40
+//!     clone_ns = 70
+//!     map_ns = 25
+//!     endio_ns = 60
+//!     [[job]]
+//! "#).unwrap();
+//! let g = Graph::of(&sc).unwrap();
+//! let order: Vec<&str> = g.bottom_up().map(|n| n.name.as_str()).collect();
+//! assert_eq!(order, ["sda", "linear"]);
+//! assert_eq!(g.node("linear").unwrap().kind, Kind::DmLinear);
+//! ```
+//!
+//! **Architecture Invariant:** the graph is acyclic and every name below a
+//! device is a device of the scenario; a device is built only after every
+//! device it sits on.
+
+use std::collections::BTreeMap;
+
+use crate::config::ScenarioT;
+use crate::devices::device::device_name;
+
+/// What a device is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Ssd,
+    Hdd,
+    Generic,
+    Pmem,
+    Raid10,
+    Bcache,
+    DmLinear,
+}
+
+impl Kind {
+    /// The scenario section that defines this kind of device.
+    pub fn section(self) -> &'static str {
+        match self {
+            Kind::Ssd => "ssd",
+            Kind::Hdd => "hdd",
+            Kind::Generic => "generic",
+            Kind::Pmem => "pmem",
+            Kind::Raid10 => "raid10",
+            Kind::Bcache => "bcache",
+            Kind::DmLinear => "dm",
+        }
+    }
+
+    /// Whether the section is an array of tables (`[[ssd]]`) rather than a
+    /// single table (`[bcache]`).
+    pub fn is_array(self) -> bool {
+        matches!(
+            self,
+            Kind::Ssd | Kind::Hdd | Kind::Generic | Kind::Pmem | Kind::Raid10
+        )
+    }
+}
+
+/// One device of the graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Device name without `/dev/` (`md0`, `bcache0`, `linear`).
+    pub name: String,
+    pub kind: Kind,
+    /// Index of its table within its section (0 for single tables).
+    pub index: usize,
+    /// The devices it sits on, by name, with the key that names each.
+    pub below: Vec<(&'static str, String)>,
+}
+
+/// Why a scenario's devices do not form a graph. `section`/`index` locate
+/// the offending table (the root package turns them into file:line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("[{}] {name:?}: {msg}", section_header(.section))]
+pub struct GraphError {
+    pub section: &'static str,
+    pub index: usize,
+    pub name: String,
+    pub msg: String,
+    /// The key of the section the error is about (`backing`), if one.
+    pub key: Option<&'static str>,
+    /// Another section the error involves (the first claimer of a device):
+    /// its section, index and key.
+    pub other: Option<Box<(&'static str, usize, &'static str)>>,
+}
+
+fn section_header(s: &str) -> String {
+    let k = [
+        Kind::Ssd,
+        Kind::Hdd,
+        Kind::Generic,
+        Kind::Pmem,
+        Kind::Raid10,
+        Kind::Bcache,
+        Kind::DmLinear,
+    ]
+    .into_iter()
+    .find(|k| k.section() == s);
+    match k {
+        Some(k) if k.is_array() => format!("[{s}]"),
+        _ => s.to_string(),
+    }
+}
+
+/// Most devices a scenario may define (a stated bound).
+pub const MAX_DEVICES: usize = 4096;
+
+/// The devices of a scenario and what each sits on.
+#[derive(Debug, Clone)]
+pub struct Graph {
+    nodes: Vec<Node>,
+    by_name: BTreeMap<String, usize>,
+    order: Vec<usize>,
+}
+
+fn collect<J>(sc: &ScenarioT<J>) -> Vec<Node> {
+    let node = |name: &str, kind, index, below: Vec<(&'static str, String)>| Node {
+        name: name.to_string(),
+        kind,
+        index,
+        below,
+    };
+    let mut v = Vec::new();
+    for (i, s) in sc.ssd.iter().enumerate() {
+        v.push(node(&s.name, Kind::Ssd, i, vec![]));
+    }
+    for (i, h) in sc.hdd.iter().enumerate() {
+        v.push(node(&h.name, Kind::Hdd, i, vec![]));
+    }
+    for (i, g) in sc.generic.iter().enumerate() {
+        v.push(node(&g.name, Kind::Generic, i, vec![]));
+    }
+    for (i, p) in sc.pmem.iter().enumerate() {
+        v.push(node(&p.name, Kind::Pmem, i, vec![]));
+    }
+    for (i, r) in sc.raid10.iter().enumerate() {
+        let below = r.members.iter().map(|m| ("members", m.clone())).collect();
+        v.push(node(&r.name, Kind::Raid10, i, below));
+    }
+    if let Some(b) = &sc.bcache {
+        let below = vec![("cache", b.cache.clone()), ("backing", b.backing.clone())];
+        v.push(node(&b.name, Kind::Bcache, 0, below));
+    }
+    if let Some(d) = &sc.dm {
+        let below = vec![("device", device_name(&d.device).to_string())];
+        v.push(node(&d.name, Kind::DmLinear, 0, below));
+    }
+    v
+}
+
+impl Graph {
+    /// Collects and checks a scenario's devices.
+    pub fn of<J>(sc: &ScenarioT<J>) -> Result<Graph, GraphError> {
+        let nodes = collect(sc);
+        let err = graph_err;
+        if nodes.len() > MAX_DEVICES {
+            return Err(err(
+                &nodes[MAX_DEVICES],
+                format!("more than {MAX_DEVICES} devices"),
+            ));
+        }
+        let mut by_name = BTreeMap::new();
+        for (i, n) in nodes.iter().enumerate() {
+            if let Some(&first) = by_name.get(&n.name) {
+                let f: &Node = &nodes[first];
+                return Err(err(
+                    n,
+                    format!(
+                        "the name is already used by [{}] #{}; give each device its own name",
+                        f.kind.section(),
+                        f.index + 1
+                    ),
+                ));
+            }
+            by_name.insert(n.name.clone(), i);
+        }
+        check_below(&nodes, &by_name)?;
+        let order = topo_order(&nodes, &by_name).map_err(|cycle| {
+            let n = &nodes[cycle[0]];
+            let path: Vec<&str> = cycle.iter().map(|&i| nodes[i].name.as_str()).collect();
+            err(
+                n,
+                format!(
+                    "the devices form a cycle ({} -> {}); a device cannot sit on itself",
+                    path.join(" -> "),
+                    path[0]
+                ),
+            )
+        })?;
+        check_bcache_below(&nodes, &by_name).map_err(|(n, key, b)| GraphError {
+            key: Some(key),
+            ..err(
+                &nodes[n],
+                format!(
+                    "{key} = {b:?} is a dm-linear device: bcache over dm-linear is not modelled; \
+                     dm-linear over bcache is: give bcache the device dm maps and set [dm] device = \"/dev/{}\"",
+                    nodes[n].name
+                ),
+            )
+        })?;
+        check_claims(&nodes, &by_name)
+            .map_err(|(n, key, other)| claim_error(&nodes, n, key, other))?;
+        Ok(Graph {
+            nodes,
+            by_name,
+            order,
+        })
+    }
+
+    /// Every device after all the devices it sits on (ties in scenario
+    /// order: leaves by section, then arrays, caches, dm).
+    pub fn bottom_up(&self) -> impl Iterator<Item = &Node> {
+        self.order.iter().map(|&i| &self.nodes[i])
+    }
+
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.by_name.get(name).map(|&i| &self.nodes[i])
+    }
+
+    /// The devices that sit directly on `name`.
+    pub fn above(&self, name: &str) -> Vec<&Node> {
+        self.nodes
+            .iter()
+            .filter(|n| n.below.iter().any(|(_, b)| b == name))
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+}
+
+/// The names of every device above `name` (that sits on it, directly or
+/// through others), without recursion.
+fn above_all(nodes: &[Node], name: &str) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut todo = vec![name.to_string()];
+    while let Some(x) = todo.pop() {
+        for n in nodes
+            .iter()
+            .filter(|n| n.below.iter().any(|(_, b)| *b == x))
+        {
+            if out.insert(n.name.clone()) {
+                todo.push(n.name.clone());
+            }
+        }
+    }
+    out
+}
+
+/// An error about node `n`.
+fn graph_err(n: &Node, msg: String) -> GraphError {
+    GraphError {
+        section: n.kind.section(),
+        index: n.index,
+        name: n.name.clone(),
+        msg,
+        key: None,
+        other: None,
+    }
+}
+
+/// Every name below a device is another device of the scenario; the
+/// error's list of names leaves out the device itself and those above it.
+fn check_below(nodes: &[Node], by_name: &BTreeMap<String, usize>) -> Result<(), GraphError> {
+    for n in nodes {
+        for (key, b) in &n.below {
+            let keyed = |msg: String| GraphError {
+                key: Some(*key),
+                ..graph_err(n, msg)
+            };
+            if b == &n.name {
+                return Err(keyed(format!(
+                    "{key} = {b:?} names the device itself; a layer cannot sit on itself"
+                )));
+            }
+            if !by_name.contains_key(b) {
+                let above = above_all(nodes, &n.name);
+                let known: Vec<&str> = by_name
+                    .keys()
+                    .map(|s| s.as_str())
+                    .filter(|k| *k != n.name && !above.contains(*k))
+                    .collect();
+                return Err(keyed(format!(
+                    "{key} = {b:?} names no device; define it or use one of: {}",
+                    known.join(", ")
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// bcache sits on devices with a queue, not on dm-linear: `Err((node,
+/// key, device))`.
+fn check_bcache_below(
+    nodes: &[Node],
+    by_name: &BTreeMap<String, usize>,
+) -> Result<(), (usize, &'static str, String)> {
+    for (i, n) in nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.kind == Kind::Bcache)
+    {
+        for (key, b) in &n.below {
+            if nodes[by_name[b]].kind == Kind::DmLinear {
+                return Err((i, key, b.clone()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The error of node `n`'s claim by `key` of a device `other` claimed
+/// first.
+fn claim_error(
+    nodes: &[Node],
+    n: usize,
+    key: &'static str,
+    other: (usize, &'static str),
+) -> GraphError {
+    let (o, okey) = other;
+    let dev = &nodes[n]
+        .below
+        .iter()
+        .find(|(k, _)| *k == key)
+        .expect("claim")
+        .1;
+    let msg = if o == n {
+        format!(
+            "{okey} and {key} both name {dev:?}; a layer claims a device once: give each its own"
+        )
+    } else {
+        format!(
+            "{key} = {dev:?} is already claimed by [{}] {:?} ({okey}): the kernel opens a device under a layer exclusively, so a second layer on it fails with EBUSY; stack one layer on the other instead",
+            nodes[o].kind.section(),
+            nodes[o].name
+        )
+    };
+    GraphError {
+        key: Some(key),
+        other: (o != n).then(|| Box::new((nodes[o].kind.section(), nodes[o].index, okey))),
+        ..graph_err(&nodes[n], msg)
+    }
+}
+
+/// Each device sits under at most one layer, once: the kernel's exclusive
+/// open (`blkdev_get` with `FMODE_EXCL`, by md, bcache and dm alike)
+/// refuses a second holder with EBUSY. `Err((node, key, (first node,
+/// first key)))` for the second claim.
+#[allow(clippy::type_complexity)]
+fn check_claims(
+    nodes: &[Node],
+    by_name: &BTreeMap<String, usize>,
+) -> Result<(), (usize, &'static str, (usize, &'static str))> {
+    let mut claimed: BTreeMap<usize, (usize, &'static str)> = BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        for (key, b) in &n.below {
+            let dev = by_name[b];
+            if let Some(&first) = claimed.get(&dev) {
+                return Err((i, key, first));
+            }
+            claimed.insert(dev, (i, key));
+        }
+    }
+    Ok(())
+}
+
+/// Depth-first post-order; `Err(cycle)` with the node indices of a cycle.
+fn topo_order(nodes: &[Node], by_name: &BTreeMap<String, usize>) -> Result<Vec<usize>, Vec<usize>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Open,
+        Done,
+    }
+    let mut mark = vec![Mark::New; nodes.len()];
+    let mut order = Vec::with_capacity(nodes.len());
+    for root in 0..nodes.len() {
+        if mark[root] != Mark::New {
+            continue;
+        }
+        // Explicit stack of (node, next child index): bounded by the node
+        // count, no recursion.
+        let mut stack = vec![(root, 0usize)];
+        mark[root] = Mark::Open;
+        while let Some(&mut (n, ref mut next)) = stack.last_mut() {
+            if let Some((_, b)) = nodes[n].below.get(*next) {
+                *next += 1;
+                let c = by_name[b];
+                match mark[c] {
+                    Mark::New => {
+                        mark[c] = Mark::Open;
+                        stack.push((c, 0));
+                    }
+                    Mark::Open => {
+                        let from = stack.iter().position(|&(s, _)| s == c).expect("open");
+                        return Err(stack[from..].iter().map(|&(s, _)| s).collect());
+                    }
+                    Mark::Done => {}
+                }
+            } else {
+                mark[n] = Mark::Done;
+                order.push(n);
+                stack.pop();
+            }
+        }
+    }
+    debug_assert_eq!(order.len(), nodes.len());
+    Ok(order)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ScenarioFile;
+
+    fn scenario(devices: &str) -> ScenarioFile {
+        let text = format!("[simulation]\n[cpu]\nclock_mhz = 1000\n{devices}\n[[job]]\n");
+        toml::from_str(&text).unwrap()
+    }
+
+    const DM: &str =
+        "accounting = \"shared\"\nsubmit_ns = 1\nclone_ns = 1\nmap_ns = 1\nendio_ns = 1\n";
+
+    #[test]
+    fn dm_over_bcache_over_raid10_of_ssds_is_built_bottom_up() {
+        let sc = scenario(&format!(
+            "[[hdd]]\nname = \"a\"\n\
+             [[hdd]]\nname = \"b\"\n\
+             [[hdd]]\nname = \"c\"\n\
+             [[raid10]]\nname = \"md0\"\nmembers = [\"b\", \"c\"]\n\
+             [bcache]\nname = \"bcache0\"\ncache = \"a\"\nbacking = \"md0\"\n\
+             [dm]\nname = \"linear\"\ndevice = \"/dev/bcache0\"\n{DM}"
+        ));
+        let g = Graph::of(&sc).unwrap();
+        let pos = |n: &str| g.bottom_up().position(|x| x.name == n).unwrap();
+        assert!(pos("b") < pos("md0") && pos("c") < pos("md0"));
+        assert!(pos("md0") < pos("bcache0") && pos("a") < pos("bcache0"));
+        assert!(pos("bcache0") < pos("linear"));
+        assert_eq!(g.above("bcache0")[0].name, "linear");
+    }
+
+    #[test]
+    fn dangling_names_and_duplicates_are_rejected() {
+        let sc = scenario("[[raid10]]\nname = \"md0\"\nmembers = [\"sda\"]\n");
+        let e = Graph::of(&sc).unwrap_err();
+        assert_eq!((e.section, e.index), ("raid10", 0));
+        assert!(e.msg.contains("members = \"sda\" names no device"), "{e}");
+        let sc = scenario(
+            "[[hdd]]\nname = \"y\"\n[[hdd]]\nname = \"x\"\n[[raid10]]\nname = \"x\"\nmembers = [\"y\"]\n",
+        );
+        let e = Graph::of(&sc).unwrap_err();
+        assert_eq!((e.section, e.index), ("raid10", 0));
+        assert!(e.msg.contains("already used by [hdd] #2"), "{e}");
+    }
+
+    #[test]
+    fn cycles_are_rejected_with_their_path() {
+        let sc = scenario(&format!(
+            "[[hdd]]\nname = \"a\"\n\
+             [bcache]\nname = \"bcache0\"\ncache = \"a\"\nbacking = \"linear\"\n\
+             [dm]\nname = \"linear\"\ndevice = \"/dev/bcache0\"\n{DM}"
+        ));
+        let e = Graph::of(&sc).unwrap_err();
+        assert!(
+            e.msg.contains("cycle (bcache0 -> linear -> bcache0)"),
+            "{e}"
+        );
+        let sc = scenario(&format!(
+            "[dm]\nname = \"linear\"\ndevice = \"/dev/linear\"\n{DM}"
+        ));
+        let e = Graph::of(&sc).unwrap_err();
+        assert!(e.msg.contains("names the device itself"), "{e}");
+    }
+}

@@ -1,0 +1,663 @@
+//! Assembly of the machine from a scenario.
+
+use super::engine::JobThreads;
+use super::*;
+use crate::machine::blkmq::{Coalescing, CpuLayout, NvmeQueues, VectorMatrix};
+
+pub(super) fn add_dev(
+    devs: &mut Vec<DevNode>,
+    names: &mut BTreeMap<String, usize>,
+    name: &str,
+    dev: Box<dyn BlockDevice>,
+    queues: HostQueues,
+    fault: Option<Fault>,
+) -> Result<(), ModelError> {
+    if names.insert(name.to_string(), devs.len()).is_some() {
+        return Err(cfg_err(format!("device name {name:?} is used twice")));
+    }
+    if devs.len() >= u16::MAX as usize {
+        return Err(cfg_err("too many devices"));
+    }
+    let dev = Fault::wrap(fault, name, queues.commands_max(), dev);
+    devs.push(DevNode {
+        name: name.to_string(),
+        inline: dev.completes_inline(),
+        dev,
+        port: queues,
+        records: DevRecords::default(),
+        acct: acct::NO_ACCT,
+    });
+    Ok(())
+}
+
+/// The devices of a scenario with their host queues: SATA SSDs, disks and
+/// md arrays behind one AHCI-like queue of NCQ tags; NVMe SSDs with queue
+/// pairs spread over the CPUs as Linux's managed affinity does.
+pub(super) fn build_devices(
+    sc: &Scenario,
+    opts: &RunOptions,
+) -> Result<(Vec<DevNode>, BTreeMap<String, usize>), ModelError> {
+    let seed = sc.simulation.seed;
+    let ncq_tags = sc.ahci.as_ref().map(|a| a.ncq_tags).unwrap_or(31);
+    if ncq_tags == 0 || ncq_tags > 32 {
+        return Err(cfg_err("[ahci] ncq_tags must be 1..=32"));
+    }
+    let layout = CpuLayout {
+        sockets: sc.cpu.sockets,
+        cores_per_socket: sc.cpu.cores_per_socket,
+        threads_per_core: sc.cpu.threads_per_core,
+    };
+    // Managed vectors of every NVMe device share the CPUs' vector counts.
+    let mut matrix = VectorMatrix::new(layout.cpus());
+    let mut devs: Vec<DevNode> = Vec::new();
+    let mut names: BTreeMap<String, usize> = BTreeMap::new();
+    // md owns its members: they get no queues of their own.
+    let in_array = crate::machine::backing::array_members(sc);
+    for s in sc.ssd.iter().filter(|s| !in_array.contains(&s.name)) {
+        s.validate().map_err(cfg_err)?;
+        let (queues, dev_cfg) = if s.interface == "nvme" {
+            let q = NvmeQueues {
+                queues: s.nvme_io_queues(layout.cpus()),
+                depth: s.queue_depth,
+                coalescing: Coalescing::from_feature(
+                    s.irq_aggregation_time_100us,
+                    s.irq_aggregation_threshold,
+                ),
+            };
+            let hq = HostQueues::nvme(&layout, q, &mut matrix, PORT_WAIT_BOUND);
+            // The drive holds every queue's commands at once.
+            let mut c = s.clone();
+            c.queue_depth = u32::try_from(u64::from(q.queues) * u64::from(q.depth))
+                .ok()
+                .filter(|&n| n <= 1 << 24)
+                .ok_or_else(|| {
+                    cfg_err(format!(
+                        "[[ssd]] {}: nvme queues x queue_depth must stay within 16M commands",
+                        s.name
+                    ))
+                })?;
+            debug_assert_eq!(c.queue_depth, hq.commands_max());
+            (hq, c)
+        } else {
+            let tags = ncq_tags.min(s.queue_depth);
+            (HostQueues::single(tags, PORT_WAIT_BOUND), s.clone())
+        };
+        add_dev(
+            &mut devs,
+            &mut names,
+            &s.name,
+            Box::new(
+                Ssd::new(dev_cfg, component_rng(seed, &s.name))
+                    .with_series(sc.simulation.report_interval.0.max(1_000)),
+            ),
+            queues,
+            opts.fault,
+        )?;
+    }
+    crate::machine::backing::add_backing_devices(
+        sc,
+        seed,
+        ncq_tags,
+        opts.fault,
+        &mut |name, dev, tags| {
+            let q = match md_over_nvme_queues(sc, name, layout.cpus()) {
+                // md completes a bio where its member's interrupt runs: with
+                // NVMe members, on the vector of the submitter's queue.
+                Some(queues) => {
+                    let q = NvmeQueues {
+                        queues,
+                        depth: tags / queues,
+                        coalescing: Coalescing::from_feature(0, 0),
+                    };
+                    HostQueues::nvme(&layout, q, &mut matrix, PORT_WAIT_BOUND)
+                }
+                None => HostQueues::single(tags, PORT_WAIT_BOUND),
+            };
+            add_dev(&mut devs, &mut names, name, dev, q, opts.fault)
+        },
+    )?;
+    for p in &sc.pmem {
+        p.validate().map_err(cfg_err)?;
+        let dev = Box::new(crate::devices::pmem::Pmem::new(p.clone()));
+        let q = HostQueues::single(crate::machine::backing::BIO_BASED_TAGS, PORT_WAIT_BOUND);
+        add_dev(&mut devs, &mut names, &p.name, dev, q, opts.fault)?;
+    }
+    Ok((devs, names))
+}
+
+/// For an md array whose members are all NVMe drives: the queues its
+/// completions arrive on (the fewest any member has); `None` otherwise.
+fn md_over_nvme_queues(sc: &Scenario, name: &str, cpus: u32) -> Option<u32> {
+    let r = sc.raid10.iter().find(|r| r.name == name)?;
+    r.members
+        .iter()
+        .map(|m| {
+            let s = sc.ssd.iter().find(|s| &s.name == m)?;
+            (s.interface == "nvme").then(|| s.nvme_io_queues(cpus))
+        })
+        .collect::<Option<Vec<u32>>>()?
+        .into_iter()
+        .min()
+}
+
+impl<const OBS: bool> AsyncStack<OBS> {
+    /// Builds the stack for a scenario whose jobs use an asynchronous engine.
+    pub fn build(sc: &Scenario, opts: &RunOptions) -> Result<Self, ModelError> {
+        let (ncpu, irq_cpu) = machine_cpus(sc)?;
+        let mut profile = CpuProfile::new(ncpu);
+        let ctxs = Contexts {
+            fio: profile.context("fio"),
+            swapper: profile.context("swapper"),
+            kworker: profile.context("kworker/u:1"),
+        };
+        let paths = build_paths(sc, &mut profile)?;
+        profile.set_enabled(opts.profile);
+        let syms = build_symbols(sc, &mut profile)?;
+        if !(0.0..=1.0).contains(&sc.costs.perf_idle_weight) {
+            return Err(cfg_err("[costs] perf_idle_weight must be within 0..=1"));
+        }
+
+        // The device graph: names, what sits on what, no cycles.
+        let graph = crate::machine::graph::Graph::of(sc).map_err(|e| cfg_err(e.to_string()))?;
+        check_fault_target(&graph, opts)?;
+        // Devices, each with its host queues.
+        let (mut devs, names) = build_devices(sc, opts)?;
+
+        // In-flight accounting designs (none in most scenarios).
+        let (accounting, acct_index) = build_accounting(sc, &mut devs, &mut profile)?;
+        // Index 0: no layers (most jobs).
+        let mut bio_layers = vec![layers::BioLayers::default()];
+        let (layers, targets) = build_layers(
+            &LayersInput {
+                sc,
+                devs: &devs,
+                names: &names,
+                syms: &syms,
+                acct_index: &acct_index,
+            },
+            &mut profile,
+        )?;
+        let size_sectors_of = |t: Target| match t {
+            Target::Dev(i) => devs[i].dev.capacity_sectors(),
+            Target::Layer(i) => layers[i].layer.capacity_sectors(),
+        };
+        let JobThreads {
+            threads,
+            groups,
+            logs,
+            order,
+        } = build_jobs(
+            &JobsInput {
+                sc,
+                graph: &graph,
+                targets: &targets,
+                make_request: &paths.make_request,
+                acct_index: &acct_index,
+                size_sectors_of: &size_sectors_of,
+                irq_cpu,
+            },
+            &mut profile,
+            &mut bio_layers,
+        )?;
+        let programs = program::build_programs(
+            &program::ProgramsInput {
+                sc,
+                acct_index: &acct_index,
+                fio: ctxs.fio,
+            },
+            &mut profile,
+        )?
+        .map(Box::new);
+        let assembled = Assembled {
+            threads,
+            groups,
+            logs,
+            order,
+            devs,
+            layers,
+            profile,
+            paths,
+            syms,
+            ctxs,
+            accounting,
+            bio_layers,
+            irq_cpu,
+            ncpu,
+            programs,
+        };
+        check_jobs(&assembled, opts)?;
+        layers::check_discards(
+            sc,
+            &assembled.threads,
+            &assembled.devs,
+            &assembled.layers,
+            &assembled.bio_layers,
+        )?;
+        check_programs_apart(&assembled, &acct_index)?;
+        let mut s = Self::assemble(sc, assembled);
+        for t in 0..s.threads.len() {
+            let g = s.threads[t].group;
+            s.threads[t].flow = s.flows.thread_of(&s.jobs_cfg[g]);
+        }
+        Ok(s)
+    }
+
+    /// The machine from its built parts, at time zero.
+    fn assemble(sc: &Scenario, a: Assembled) -> Self {
+        let threads_running = a.threads.len();
+        AsyncStack {
+            seed: sc.simulation.seed,
+            name: sc.simulation.name.clone(),
+            jobs_cfg: sc.jobs.clone(),
+            threads: a.threads,
+            groups: a.groups,
+            devs: a.devs,
+            layers: a.layers,
+            lcx: LayerCx::default(),
+            ios: Slab::with_bound(IO_SLAB_BOUND),
+            cpus: Cpus::new(a.ncpu),
+            irq_cpu: a.irq_cpu,
+            irq_delivery_ns: sc
+                .ahci
+                .as_ref()
+                .map(|ahci| ahci.irq_delivery.0)
+                .unwrap_or(0),
+            profile: a.profile,
+            paths: a.paths,
+            syms: a.syms,
+            ctxs: a.ctxs,
+            perf_idle_weight: sc.costs.perf_idle_weight,
+            measure_start: SimTime::ZERO,
+            threads_running,
+            sample_interval_ns: sc.simulation.report_interval.0.max(1_000),
+            intervals: Some(IntervalSampler::new(sc)),
+            logs: a.logs,
+            hit_series: Vec::new(),
+            last_sample: (0, 0),
+            scratch_timers: Vec::with_capacity(16),
+            scratch_done: Vec::with_capacity(16),
+            submitted_total: 0,
+            reaped_total: 0,
+            wake_epoch: 0,
+            replay: None,
+            acct: a.accounting,
+            completing_cpu: 0,
+            obs: None,
+            dm_disk: sc.dm.as_ref().map(|d| {
+                (
+                    d.name.clone(),
+                    crate::devices::device::DiskAccounting::new(SimTime::ZERO),
+                )
+            }),
+            bio_layers: a.bio_layers,
+            programs: a.programs,
+            order: a.order,
+            flows: flow::Flows::default(),
+        }
+    }
+}
+
+/// The parts [`AsyncStack::build`] assembles.
+struct Assembled {
+    threads: Vec<JobThread>,
+    groups: Vec<GroupStats>,
+    logs: Vec<Option<(LogRecorder, u64)>>,
+    order: Option<Box<pace::JobOrder>>,
+    devs: Vec<DevNode>,
+    layers: Vec<LayerNode>,
+    profile: CpuProfile,
+    paths: Paths,
+    syms: Symbols,
+    ctxs: Contexts,
+    accounting: Option<acct::Accounting>,
+    bio_layers: Vec<layers::BioLayers>,
+    irq_cpu: Option<usize>,
+    ncpu: usize,
+    programs: Option<Box<program::Programs>>,
+}
+
+/// The machine has jobs to run (or a trace to replay), not too many, and
+/// a fault it can inject.
+fn check_jobs(a: &Assembled, opts: &RunOptions) -> Result<(), ModelError> {
+    let checks_only = matches!(opts.fault, Some(Fault::Random(plan)) if plan.checks_only());
+    if a.programs.is_some() && a.threads.is_empty() && opts.fault.is_some() && !checks_only {
+        return Err(cfg_err(
+            "--inject-fault: every job is psync on pmem/dm, which runs as a program and sends \
+             no request to a device, so no fault could be injected (only `check` applies); \
+             use ioengine=pvsync or libaio",
+        ));
+    }
+    if a.threads.is_empty() && a.programs.is_none() && !opts.replay {
+        return Err(cfg_err("the scenario has no [[job]]"));
+    }
+    if a.threads.len() > u16::MAX as usize {
+        return Err(cfg_err("too many job threads (max 65535)"));
+    }
+    Ok(())
+}
+
+/// A program job owns its CPU: no job thread may share it (time-sharing
+/// with a program is not modelled). And an accounted device is priced one
+/// way: a design instance the programs replay access by access is not
+/// also priced on arrival by job threads (the two would interleave
+/// reservations of one line).
+fn check_programs_apart(
+    a: &Assembled,
+    acct_index: &BTreeMap<String, u8>,
+) -> Result<(), ModelError> {
+    let Some(p) = a.programs.as_deref() else {
+        return Ok(());
+    };
+    let name_of = |i: u8| {
+        acct_index
+            .iter()
+            .find(|(_, &x)| x == i)
+            .map_or("?", |(n, _)| n.as_str())
+    };
+    let theirs = p.instances();
+    for t in &a.threads {
+        let mut used = vec![a.bio_layers[t.layers as usize].acct];
+        match t.target {
+            Target::Dev(d) => used.push(a.devs[d].acct),
+            Target::Layer(l) => used.push(a.layers[l].acct),
+        }
+        if let Some(&i) = used.iter().find(|i| theirs.contains(i)) {
+            return Err(cfg_err(format!(
+                "[[job]] #{} and a psync job share the accounted device {}: psync on pmem/dm \
+                 prices its accounting access by access, other engines on arrival, and one \
+                 design cannot be priced both ways; give both jobs the same engine or drop \
+                 the device's accounting",
+                t.group + 1,
+                name_of(i)
+            )));
+        }
+    }
+    let threads = &a.threads;
+    for cpu in p.cpus() {
+        if let Some(t) = threads.iter().find(|t| t.cpu == cpu) {
+            return Err(cfg_err(format!(
+                "a job of [[job]] #{} would share logical CPU {cpu} with a psync job on pmem/dm, \
+                 which owns its CPU: time-sharing is not modelled; use cpus_allowed",
+                t.group + 1
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A fault aimed at `@DEVICE` names a device of the graph (md's members
+/// included): a typo must not give a fault-free run that passes.
+fn check_fault_target(
+    graph: &crate::machine::graph::Graph,
+    opts: &RunOptions,
+) -> Result<(), ModelError> {
+    let Some(Fault::Random(plan)) = opts.fault else {
+        return Ok(());
+    };
+    let Some(d) = plan.device else {
+        return Ok(());
+    };
+    if graph.node(d.as_str()).is_some() {
+        return Ok(());
+    }
+    let known: Vec<&str> = graph.bottom_up().map(|n| n.name.as_str()).collect();
+    Err(cfg_err(format!(
+        "--inject-fault ...@{}: no device of the stack is named {:?} (devices: {})",
+        d.as_str(),
+        d.as_str(),
+        known.join(", ")
+    )))
+}
+
+/// The machine's logical CPUs and its IRQ CPU, checked.
+fn machine_cpus(sc: &Scenario) -> Result<(usize, Option<usize>), ModelError> {
+    let ncpu = sc.cpu.logical_cpus() as usize;
+    if ncpu == 0 || ncpu > 4096 {
+        return Err(cfg_err("[cpu] needs 1..=4096 logical CPUs"));
+    }
+    let irq_cpu = match sc.cpu.irq_cpu {
+        Some(c) if (c as usize) < ncpu => Some(c as usize),
+        Some(c) => {
+            return Err(cfg_err(format!(
+                "[cpu] irq_cpu = {c} but the machine has {ncpu} logical CPUs (0..{})",
+                ncpu - 1
+            )))
+        }
+        None => None,
+    };
+    Ok((ncpu, irq_cpu))
+}
+
+/// The cost paths the machine charges, resolved against the profile's
+/// symbols, with the precombined submission bundles.
+fn build_paths(sc: &Scenario, profile: &mut CpuProfile) -> Result<Paths, ModelError> {
+    let resolved = sc.costs.resolve(profile).map_err(cfg_err)?;
+    let get = |n: &str| resolved.get(n).cloned().unwrap_or_default();
+    let (sync_calls, lseek_call) = engine::sync_call_paths(&resolved, &sc.jobs)?;
+    Ok(Paths {
+        fio_prep: get("fio_prep"),
+        fio_complete: get("fio_complete"),
+        io_submit_call: get("io_submit_call"),
+        submit_io: get("submit_io"),
+        fs_lookup: get("fs_lookup"),
+        make_request: get("make_request"),
+        bcache_request: get("bcache_request"),
+        issue_cmd: get("issue_cmd"),
+        getevents_call: get("getevents_call"),
+        reap_event: get("reap_event"),
+        sleep: get("sleep"),
+        wakeup_target: get("wakeup_target"),
+        irq_entry: get("irq_entry"),
+        irq_per_cmd: get("irq_per_cmd"),
+        wake_remote: get("wake_remote"),
+        idle_exit: get("idle_exit"),
+        submit_bundles: Vec::new(),
+        reap_one: Path::default(),
+        sync_calls,
+        lseek_call,
+    }
+    .with_bundles())
+}
+
+/// The symbols the machine charges by name (B+tree work, the idle loop).
+fn build_symbols(sc: &Scenario, profile: &mut CpuProfile) -> Result<Symbols, ModelError> {
+    Ok(Symbols {
+        bset_search: profile.symbol("__bset_search", "[kernel.kallsyms]", Mode::Kernel),
+        search_leaf: profile.symbol("btree_search_leaf", "[kernel.kallsyms]", Mode::Kernel),
+        btree_insert: profile.symbol("bch_btree_insert", "[kernel.kallsyms]", Mode::Kernel),
+        idle: {
+            let total: f64 = sc.costs.idle_symbols.iter().map(|s| s.share).sum();
+            if !(total > 0.0 && sc.costs.idle_symbols.iter().all(|s| s.share >= 0.0)) {
+                return Err(cfg_err(
+                    "[costs] idle_symbols shares must be >= 0 with a positive sum",
+                ));
+            }
+            sc.costs
+                .idle_symbols
+                .iter()
+                .map(|s| {
+                    (
+                        profile.symbol(&s.sym, "[kernel.kallsyms]", Mode::Idle),
+                        s.share / total,
+                    )
+                })
+                .collect()
+        },
+    })
+}
+
+/// What [`build_layers`] reads from the machine being built.
+struct LayersInput<'a> {
+    sc: &'a Scenario,
+    devs: &'a [DevNode],
+    names: &'a BTreeMap<String, usize>,
+    syms: &'a Symbols,
+    acct_index: &'a BTreeMap<String, u8>,
+}
+
+/// Every stacking layer over its (already built) devices, and the queueing
+/// targets by device name: the devices and the layers. One arm per kind of
+/// layer.
+fn build_layers(
+    input: &LayersInput<'_>,
+    profile: &mut CpuProfile,
+) -> Result<(Vec<LayerNode>, BTreeMap<String, Target>), ModelError> {
+    let mut layers: Vec<LayerNode> = Vec::new();
+    let mut targets: BTreeMap<String, Target> = input
+        .names
+        .iter()
+        .map(|(n, &i)| (n.clone(), Target::Dev(i)))
+        .collect();
+    if let Some(b) = &input.sc.bcache {
+        let layer = build_bcache(input, b, profile)?;
+        if targets.contains_key(&b.name) {
+            return Err(cfg_err(format!(
+                "[bcache] name {:?} is already a device",
+                b.name
+            )));
+        }
+        let below = layer
+            .below()
+            .iter()
+            .map(|n| input.names[n.as_str()])
+            .collect();
+        targets.insert(b.name.clone(), Target::Layer(layers.len()));
+        layers.push(LayerNode {
+            layer,
+            below,
+            acct: input
+                .acct_index
+                .get(&b.name)
+                .copied()
+                .unwrap_or(acct::NO_ACCT),
+        });
+    }
+    if layers.len() > crate::layers::layer::LAYERS_MAX {
+        return Err(cfg_err("too many stacking layers"));
+    }
+    Ok((layers, targets))
+}
+
+/// bcache over its cache and backing devices.
+fn build_bcache(
+    input: &LayersInput<'_>,
+    b: &crate::layers::bcache::BcacheConfig,
+    profile: &mut CpuProfile,
+) -> Result<Box<dyn Layer>, ModelError> {
+    let (sc, devs, names) = (input.sc, input.devs, input.names);
+    let cache = *names
+        .get(&b.cache)
+        .ok_or_else(|| cfg_err(not_a_queue("cache", &b.cache)))?;
+    let backing = *names
+        .get(&b.backing)
+        .ok_or_else(|| cfg_err(not_a_queue("backing", &b.backing)))?;
+    if cache == backing {
+        return Err(cfg_err("[bcache] cache and backing must differ"));
+    }
+    b.check_backing(&devs[backing].dev.limits())
+        .map_err(cfg_err)?;
+    let backing_sectors = devs[backing].dev.capacity_sectors();
+    let mut bc = crate::layers::bcache::Bcache::new(
+        b.clone(),
+        devs[cache].dev.capacity_sectors(),
+        backing_sectors,
+        sc.costs.btree.clone(),
+        sc.simulation.seed,
+    )
+    .map_err(cfg_err)?;
+    bc.populate().map_err(cfg_err)?;
+    bc.register_symbols(profile);
+    // Its counters restart with the job statistics after ramp_time.
+    bc.set_measure_start(sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0));
+    let syms = crate::layers::bcache::layer::BcacheSyms {
+        bset_search: input.syms.bset_search,
+        search_leaf: input.syms.search_leaf,
+        btree_insert: input.syms.btree_insert,
+    };
+    Ok(Box::new(crate::layers::bcache::layer::BcacheLayer::new(
+        bc,
+        &b.cache,
+        (&b.backing, backing_sectors),
+        syms,
+    )))
+}
+
+/// The accounting design instances, with each device's and layer's index.
+fn build_accounting(
+    sc: &Scenario,
+    devs: &mut [DevNode],
+    profile: &mut CpuProfile,
+) -> Result<(Option<acct::Accounting>, BTreeMap<String, u8>), ModelError> {
+    let wanted = acct::wanted(sc)?;
+    let acct_index = acct::index_by_name(&wanted);
+    // Program jobs price their accounting calls on the machine's coherence
+    // model, which exists with them even when no device is accounted.
+    let programs = sc.jobs.iter().any(|j| program::runs_as_program(sc, j));
+    let accounting = match wanted.is_empty() && !programs {
+        true => None,
+        false => Some(acct::Accounting::new(sc, wanted, profile)?),
+    };
+    for d in devs.iter_mut() {
+        d.acct = acct_index.get(&d.name).copied().unwrap_or(acct::NO_ACCT);
+    }
+    Ok((accounting, acct_index))
+}
+
+/// What [`build_jobs`] reads from the machine being built.
+struct JobsInput<'a> {
+    sc: &'a Scenario,
+    graph: &'a crate::machine::graph::Graph,
+    targets: &'a BTreeMap<String, Target>,
+    make_request: &'a Path,
+    acct_index: &'a BTreeMap<String, u8>,
+    size_sectors_of: &'a dyn Fn(Target) -> u64,
+    irq_cpu: Option<usize>,
+}
+
+/// The job threads, each job's target resolved through the graph: its
+/// queueing device and the bio-based layers above it (pushed to
+/// `bio_layers`; index 0: none).
+fn build_jobs(
+    input: &JobsInput<'_>,
+    profile: &mut CpuProfile,
+    bio_layers: &mut Vec<layers::BioLayers>,
+) -> Result<JobThreads, ModelError> {
+    let known: Vec<String> = input.graph.bottom_up().map(|n| n.name.clone()).collect();
+    let mut resolve = |name: &str| -> Result<Option<(Target, u16)>, ModelError> {
+        if input.graph.node(name).is_none() {
+            return Ok(None);
+        }
+        let resolver = layers::Resolver {
+            sc: input.sc,
+            graph: input.graph,
+            targets: input.targets,
+            make_request: input.make_request,
+            acct: input.acct_index,
+        };
+        let (target, bio) = layers::resolve(&resolver, profile, name)?;
+        if bio.is_empty() {
+            return Ok(Some((target, 0)));
+        }
+        bio_layers.push(bio);
+        let index = u16::try_from(bio_layers.len() - 1)
+            .map_err(|_| cfg_err("too many jobs with dm/pmem layers"))?;
+        Ok(Some((target, index)))
+    };
+    engine::job_threads(
+        input.sc,
+        &mut engine::Targets {
+            resolve: &mut resolve,
+            known: &known,
+            size_sectors_of: input.size_sectors_of,
+        },
+        input.irq_cpu,
+    )
+}
+
+/// Why bcache cannot sit on `name`.
+fn not_a_queue(key: &str, name: &str) -> String {
+    format!(
+        "[bcache] {key} = {name:?} is not a device with a queue ([[ssd]], [[hdd]], [[generic]], [[raid10]]): \
+         bcache over dm-linear or over another bcache is not modelled"
+    )
+}

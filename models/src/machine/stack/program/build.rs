@@ -1,0 +1,389 @@
+//! Building the program jobs: each `[[job]]` that runs as a program, its
+//! per-I/O steps, and its clones placed on CPUs.
+
+use super::*;
+
+/// What building the program jobs reads from the machine being built.
+pub(in crate::machine::stack) struct ProgramsInput<'a> {
+    pub(in crate::machine::stack) sc: &'a Scenario,
+    /// Accounting instance of each accounted device, by name.
+    pub(in crate::machine::stack) acct_index: &'a BTreeMap<String, u8>,
+    pub(in crate::machine::stack) fio: ContextId,
+}
+
+/// The program jobs of `sc` (`None` if no job runs as one).
+pub(in crate::machine::stack) fn build_programs(
+    input: &ProgramsInput<'_>,
+    profile: &mut CpuProfile,
+) -> Result<Option<Programs>, ModelError> {
+    let sc = input.sc;
+    if !sc.jobs.iter().any(|j| runs_as_program(sc, j)) {
+        return Ok(None);
+    }
+    let topo = Topology::new(&sc.cpu).map_err(cfg_err)?;
+    let coh = sc.coherence.clone().unwrap_or_default();
+    for p in &sc.pmem {
+        p.validate().map_err(cfg_err)?;
+    }
+    if let Some(d) = &sc.dm {
+        d.validate().map_err(cfg_err)?;
+    }
+    let paths = sc.costs.resolve(profile).map_err(cfg_err)?;
+    let mut ps = Programs {
+        jobs: Vec::new(),
+        groups: Vec::new(),
+        group_of_cfg: vec![None; sc.jobs.len()],
+        ramp_end: SimTime::ZERO,
+        end: SimTime::ZERO,
+        rfo_window: coh.rfo_window_accesses as usize,
+        events: 0,
+        finished: false,
+        inst_paths: inst_paths(sc, input.acct_index),
+        fio: input.fio,
+        empty: LatencyHistogram::new(),
+        free_transfers: coh.free_transfers,
+    };
+    let mut runtime: Option<(u64, u64)> = None;
+    for (cfg, jc) in sc.jobs.iter().enumerate() {
+        if !runs_as_program(sc, jc) {
+            continue;
+        }
+        let (dir, rt) = job_dir_runtime(jc)?;
+        if runtime.is_some_and(|r| r != (rt, jc.ramp_time_ns)) {
+            return Err(cfg_err(
+                "all psync jobs on pmem/dm must share runtime and ramp_time",
+            ));
+        }
+        runtime = Some((rt, jc.ramp_time_ns));
+        let b = GroupBuild {
+            input,
+            paths: &paths,
+            topo: &topo,
+        };
+        b.add_group(&mut ps, profile, (cfg, jc), dir)?;
+    }
+    let (rt, ramp) = runtime.expect("at least one program job");
+    ps.ramp_end = SimTime(ramp);
+    ps.end = SimTime(ramp + rt);
+    Ok(Some(ps))
+}
+
+/// The device path of each accounting instance, for naming its lines.
+fn inst_paths(sc: &Scenario, acct_index: &BTreeMap<String, u8>) -> Vec<(u8, String)> {
+    let mut v = Vec::new();
+    if let Some(d) = &sc.dm {
+        if let Some(&i) = acct_index.get(&d.name) {
+            v.push((i, d.dev_path()));
+        }
+    }
+    for p in &sc.pmem {
+        if let Some(&i) = acct_index.get(&p.name) {
+            v.push((i, p.dev_path()));
+        }
+    }
+    v
+}
+
+/// What every group of a run is built from.
+struct GroupBuild<'a> {
+    input: &'a ProgramsInput<'a>,
+    paths: &'a BTreeMap<String, crate::cpu::costs::Path>,
+    topo: &'a Topology,
+}
+
+/// What every clone of a program job shares.
+struct JobShape {
+    group: usize,
+    dir: DDir,
+    bs: u64,
+    ios_limit: u64,
+    has_acct: bool,
+    user_per_io_ns: u64,
+}
+
+impl GroupBuild<'_> {
+    /// Adds the clones of `[[job]]` `jc` (index `cfg`) as a group.
+    fn add_group(
+        &self,
+        ps: &mut Programs,
+        profile: &mut CpuProfile,
+        (cfg, jc): (usize, &JobConfig),
+        dir: DDir,
+    ) -> Result<(), ModelError> {
+        let sc = self.input.sc;
+        let target = find_target(sc, jc).expect("a program job's target");
+        if jc.logs.offset {
+            return Err(cfg_err(format!(
+                "job `{}`: log_offset = 1 with psync on a pmem/dm target: offsets are not modelled there; drop log_offset",
+                jc.name
+            )));
+        }
+        let pmem = match target {
+            ProgTarget::Pmem(p) | ProgTarget::Dm(_, p) => p,
+        };
+        // The region is checked as a queued job's is, though a program's
+        // I/O costs do not depend on where on the pmem device it lands.
+        let name = match target {
+            ProgTarget::Pmem(p) => p.name.as_str(),
+            ProgTarget::Dm(d, _) => d.name.as_str(),
+        };
+        crate::machine::stack::engine::job_extent(jc, name, 0, pmem.size_bytes)?;
+        let bs = jc.bs_bytes_min;
+        let ios_limit = if jc.time_based {
+            u64::MAX
+        } else {
+            (jc.io_limit_bytes(pmem.size_bytes) / bs.max(1)).max(1)
+        };
+        let (steps, syms) = program(profile, self.paths, self.input.acct_index, target, bs);
+        let user_per_io_ns = syms
+            .iter()
+            .filter(|(s, _)| profile.symbols()[s.0 as usize].mode == Mode::User)
+            .map(|(_, ns)| ns)
+            .sum();
+        let shape = JobShape {
+            group: ps.groups.len(),
+            dir,
+            bs,
+            ios_limit,
+            has_acct: steps
+                .iter()
+                .any(|s| matches!(s.kind, StepKind::Acct { .. })),
+            user_per_io_ns,
+        };
+        // fio numbers log files by thread over all jobs, from 1.
+        let first_log = self.input.sc.jobs[..cfg]
+            .iter()
+            .map(|j| u64::from(j.numjobs))
+            .sum::<u64>()
+            + 1;
+        place_clones(
+            self.topo,
+            jc,
+            (&shape, first_log),
+            (&steps, &syms),
+            &mut ps.jobs,
+        )?;
+        ps.group_of_cfg[cfg] = Some(ps.groups.len());
+        ps.groups.push(PGroup {
+            hist: LatencyHistogram::new(),
+            dir,
+            accounting: match target {
+                ProgTarget::Pmem(p) if p.iostat => format!("pmem {}", p.accounting),
+                ProgTarget::Pmem(_) => "none (iostat off)".to_string(),
+                ProgTarget::Dm(d, _) => d.accounting.clone(),
+            },
+            dm: match target {
+                ProgTarget::Dm(d, _) => Some(d.clone()),
+                ProgTarget::Pmem(_) => None,
+            },
+            filename: jc.filename.clone(),
+            pmem: pmem.clone(),
+        });
+        Ok(())
+    }
+}
+
+/// Places a job's clones on CPUs and adds them to `jobs`, each with its
+/// program scaled by its CPU's SMT speed.
+#[allow(clippy::type_complexity)]
+fn place_clones(
+    topo: &Topology,
+    jc: &JobConfig,
+    (shape, first_log): (&JobShape, u64),
+    program: (&[Step], &[(SymbolId, u64)]),
+    jobs: &mut Vec<PJob>,
+) -> Result<(), ModelError> {
+    let placement = topo
+        .place_jobs(jc.numjobs, jc.cpus_allowed.as_deref())
+        .map_err(|e| cfg_err(format!("job `{}`: {e}", jc.name)))?;
+    let speeds = topo.speed_factors(&placement);
+    for (k, (&cpu, &speed)) in placement.iter().zip(&speeds).enumerate() {
+        if jobs.iter().any(|o| o.cpu == cpu) {
+            return Err(cfg_err(format!(
+                "job `{}` clone {k} would share logical CPU {cpu} with another job: \
+                 time-sharing is not modelled; use cpus_allowed",
+                jc.name
+            )));
+        }
+        let scale = |ns: u64| (ns as f64 / speed).round() as u64;
+        let mut steps = program.0.to_vec();
+        for s in &mut steps {
+            s.ns = scale(s.ns);
+        }
+        jobs.push(PJob {
+            cpu,
+            group: shape.group,
+            dir: shape.dir,
+            bytes_per_io: shape.bs,
+            steps,
+            sym_costs: program.1.iter().map(|&(s, ns)| (s, scale(ns))).collect(),
+            has_acct: shape.has_acct,
+            pos: 0,
+            accesses: Vec::with_capacity(64),
+            cursor: 0,
+            acct_running: false,
+            acct_began: SimTime::ZERO,
+            io_start: SimTime::ZERO,
+            ios_left: shape.ios_limit,
+            // psync measures no submission latency (no slat).
+            log: jc.logs.any().then(|| {
+                LogRecorder::new(
+                    u32::try_from(first_log + k as u64).unwrap_or(u32::MAX),
+                    jc.logs.clone(),
+                    false,
+                )
+            }),
+            ios: 0,
+            busy_ns: 0,
+            user_per_io_ns: shape.user_per_io_ns,
+            stalled_ns: 0,
+        });
+    }
+    Ok(())
+}
+
+/// A program job's direction and runtime, or why it cannot run as one.
+fn job_dir_runtime(jc: &JobConfig) -> Result<(DDir, u64), ModelError> {
+    use crate::workload::job::RwMode;
+    let dir = match jc.rw {
+        RwMode::Read | RwMode::RandRead => DDir::Read,
+        RwMode::Write | RwMode::RandWrite => DDir::Write,
+        _ => {
+            return Err(cfg_err(format!(
+                "job `{}`: rw = {} with psync on pmem/dm is not modelled; use read, randread, write or randwrite",
+                jc.name,
+                jc.rw.as_str()
+            )))
+        }
+    };
+    if jc.fsync_blocks > 0 || jc.end_fsync {
+        return Err(cfg_err(format!(
+            "job `{}`: fsync, fdatasync and end_fsync with psync on pmem/dm are not modelled (its program has no flush step); drop them or use ioengine=pvsync",
+            jc.name
+        )));
+    }
+    if jc.bs_bytes_min != jc.bs_bytes_max {
+        return Err(cfg_err(format!(
+            "job `{}`: bsrange and bssplit with psync on pmem/dm are not modelled; give one bs",
+            jc.name
+        )));
+    }
+    match (jc.time_based, jc.runtime_ns) {
+        (_, Some(r)) => Ok((dir, r)),
+        (true, None) => Err(cfg_err(format!(
+            "job `{}`: time_based needs runtime",
+            jc.name
+        ))),
+        (false, None) => Err(cfg_err(format!(
+            "job `{}`: give runtime (a size-bound run of a pmem device takes billions of I/Os)",
+            jc.name
+        ))),
+    }
+}
+
+/// Builds the per-I/O program: steps and the symbols they charge.
+struct ProgramBuilder<'p> {
+    profile: &'p mut CpuProfile,
+    steps: Vec<Step>,
+    syms: Vec<(SymbolId, u64)>,
+    open: Option<usize>,
+}
+
+impl ProgramBuilder<'_> {
+    fn work(&mut self, name: &str, ns: u64) {
+        if ns == 0 {
+            return;
+        }
+        let sym = self.profile.symbol(name, KERNEL, Mode::Kernel);
+        self.work_sym(sym, ns);
+    }
+
+    fn work_sym(&mut self, sym: SymbolId, ns: u64) {
+        let i = match self.open {
+            Some(i) => i,
+            None => {
+                self.steps.push(Step {
+                    kind: StepKind::Work,
+                    ns: 0,
+                    sym_first: self.syms.len() as u32,
+                    sym_len: 0,
+                    sym: SymbolId(0),
+                });
+                self.open = Some(self.steps.len() - 1);
+                self.steps.len() - 1
+            }
+        };
+        self.syms.push((sym, ns));
+        self.steps[i].ns += ns;
+        self.steps[i].sym_len += 1;
+    }
+
+    fn path(&mut self, paths: &BTreeMap<String, crate::cpu::costs::Path>, name: &str) {
+        if let Some(p) = paths.get(name) {
+            for &(sym, ns) in &p.steps {
+                self.work_sym(sym, ns);
+            }
+        }
+    }
+
+    fn step(&mut self, kind: StepKind, sym: SymbolId) {
+        self.open = None;
+        self.steps.push(Step {
+            kind,
+            ns: 0,
+            sym_first: 0,
+            sym_len: 0,
+            sym,
+        });
+    }
+
+    fn acct(&mut self, inst: Option<u8>, start: bool, symbol: &str) {
+        if let Some(inst) = inst {
+            let sym = self.profile.symbol(symbol, KERNEL, Mode::Kernel);
+            self.step(StepKind::Acct { inst, start }, sym);
+        }
+    }
+}
+
+/// One I/O's steps on `target` (unscaled), with the symbols they charge.
+#[allow(clippy::type_complexity)]
+fn program(
+    profile: &mut CpuProfile,
+    paths: &BTreeMap<String, crate::cpu::costs::Path>,
+    acct_index: &BTreeMap<String, u8>,
+    target: ProgTarget<'_>,
+    bs: u64,
+) -> (Vec<Step>, Vec<(SymbolId, u64)>) {
+    let mut b = ProgramBuilder {
+        profile,
+        steps: Vec::new(),
+        syms: Vec::new(),
+        open: None,
+    };
+    b.path(paths, "fio_prep");
+    b.path(paths, "pread_call");
+    b.path(paths, "make_request");
+    let pmem = match target {
+        ProgTarget::Pmem(p) => p,
+        ProgTarget::Dm(d, p) => {
+            b.work("dm_make_request", d.submit_ns);
+            b.acct(acct_index.get(&d.name).copied(), true, "start_io_acct");
+            b.work("__bio_clone_fast", d.clone_ns);
+            b.work("linear_map", d.map_ns);
+            b.path(paths, "make_request");
+            p
+        }
+    };
+    let pi = acct_index.get(&pmem.name).copied();
+    b.acct(pi, true, "generic_start_io_acct");
+    b.work("pmem_make_request", pmem.request_ns);
+    b.work("memcpy_mcsafe", pmem.bio_ns(bs) - pmem.request_ns);
+    b.acct(pi, false, "generic_end_io_acct");
+    if let ProgTarget::Dm(d, _) = target {
+        b.work("clone_endio", d.endio_ns);
+        b.acct(acct_index.get(&d.name).copied(), false, "end_io_acct");
+    }
+    b.path(paths, "fio_complete");
+    b.step(StepKind::IoDone, SymbolId(0));
+    (b.steps, b.syms)
+}
