@@ -261,12 +261,12 @@ mod tests {
 
     #[test]
     fn errors_name_lines() {
-        let text = "[a]\nfilename=/dev/x\nrw=randread\nzonemode=zbd\n";
+        let text = "[a]\nfilename=/dev/x\nrw=randread\natomic=1\n";
         let e = parse_job_text(Path::new("j.fio"), text)
             .unwrap_err()
             .to_string();
         assert!(
-            e.starts_with("j.fio:4: job [a]: job option `zonemode` is not modelled"),
+            e.starts_with("j.fio:4: job [a]: job option `atomic` is not modelled"),
             "{e}"
         );
         let e = parse_job_text(Path::new("j.fio"), "[a]\nfilename=x\nbs=4q\n")

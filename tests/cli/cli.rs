@@ -75,16 +75,12 @@ fn bad_unit_is_located() {
 
 #[test]
 fn bad_job_option_is_located() {
-    let text = base_scenario().replacen("iodepth = 64", "iodepth = 64\nzonemode = \"zbd\"", 1);
-    let line = text
-        .lines()
-        .position(|l| l.starts_with("zonemode"))
-        .unwrap()
-        + 1;
+    let text = base_scenario().replacen("iodepth = 64", "iodepth = 64\natomic = 1", 1);
+    let line = text.lines().position(|l| l.starts_with("atomic")).unwrap() + 1;
     let p = temp_file("cli", "job.toml", &text);
     assert_input_error(
         &["run", p.to_str().unwrap()],
-        &[&format!("job.toml:{line}:"), "`zonemode` is not modelled"],
+        &[&format!("job.toml:{line}:"), "`atomic` is not modelled"],
     );
 }
 

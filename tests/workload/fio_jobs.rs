@@ -152,7 +152,10 @@ fn bssplit_per_direction_sizes_reads_and_writes_apart() {
     let (read_bytes, write_bytes) = bytes_per_io(&out);
     // Reads: half 4 KiB, half 64 KiB (34 KiB on average); writes: 1 MiB.
     assert_eq!(write_bytes, 1048576.0, "{out}");
-    assert!((8192.0..61440.0).contains(&read_bytes), "{read_bytes}:\n{out}");
+    assert!(
+        (8192.0..61440.0).contains(&read_bytes),
+        "{read_bytes}:\n{out}"
+    );
 }
 
 #[test]

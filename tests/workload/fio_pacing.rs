@@ -242,8 +242,14 @@ fn depth_share(out: &str, job: usize, d: &str) -> f64 {
         .filter(|l| l.contains("IO depths"))
         .nth(job)
         .unwrap_or_else(|| panic!("no IO depths line {job}:\n{out}"));
-    let cell = l.split([':', ',']).find(|c| c.trim().starts_with(&format!("{d}="))).unwrap();
-    cell.trim()[d.len() + 1..].trim_end_matches('%').parse().unwrap()
+    let cell = l
+        .split([':', ','])
+        .find(|c| c.trim().starts_with(&format!("{d}=")))
+        .unwrap();
+    cell.trim()[d.len() + 1..]
+        .trim_end_matches('%')
+        .parse()
+        .unwrap()
 }
 
 #[test]
@@ -257,10 +263,16 @@ fn latency_target_finds_a_depth_and_ends_or_fails_as_fio() {
     assert!(run.contains("run=20-20msec"), "{run}");
     assert!(depth_share(&out, 0, "4") > 99.0, "{out}");
     // The strict job: err=110 and fio's lat_fatal line.
-    let strict = out.lines().find(|l| l.starts_with("strict:") && l.contains("err=")).unwrap();
+    let strict = out
+        .lines()
+        .find(|l| l.starts_with("strict:") && l.contains("err="))
+        .unwrap();
     assert!(strict.contains("err=110"), "{strict}");
     let all = format!("{out}{err}");
-    assert!(all.contains("fio: latency of ") && all.contains("exceeds specified max (20000 nsec)"), "{all}");
+    assert!(
+        all.contains("fio: latency of ") && all.contains("exceeds specified max (20000 nsec)"),
+        "{all}"
+    );
 }
 
 #[test]

@@ -1198,6 +1198,63 @@ impl JobConfig {
         Ok(())
     }
 
+    /// fio's `ioengine`: a modelled block engine, or why not.
+    fn apply_engine(&mut self, key: &str, v: &OptValue) -> Result<(), JobError> {
+        let s = as_str(key, v)?;
+        if s == "io_uring" {
+            return Err(JobError::IoUringNotModelled);
+        }
+        self.sync_call = SyncCall::parse(s).unwrap_or_default();
+        self.ioengine = match (IoEngine::parse(s), IoEngine::non_block(s)) {
+            (Some(e), _) => e,
+            (None, Some(what)) => {
+                return Err(JobError::NotBlockEngine {
+                    engine: s.to_string(),
+                    what: what.to_string(),
+                })
+            }
+            (None, None) => {
+                let mut choices: Vec<&str> = IoEngine::NAMES.split(", ").collect();
+                choices.push("io_uring");
+                return Err(not_a_choice(key, v, IoEngine::NAMES, &choices));
+            }
+        };
+        Ok(())
+    }
+
+    /// fio's `offset` and `offset_increment`.
+    fn apply_offset(&mut self, key: &str, v: &OptValue) -> Result<(), JobError> {
+        match key {
+            "offset" => {
+                let b = as_size(key, v)?;
+                if b % SECTOR_BYTES != 0 {
+                    // fio passes the offset to the first I/O as it is; with
+                    // direct=1 that pread/io_submit fails with EINVAL
+                    // ("io_u error ... Invalid argument", fio 3.33).
+                    return Err(invalid(
+                        key,
+                        v,
+                        "a multiple of 512 bytes: direct I/O starts on a sector boundary (fio's first I/O at an unaligned offset fails with EINVAL)",
+                    ));
+                }
+                self.offset_bytes = b;
+            }
+            // offset_increment
+            _ => {
+                let text = v.text_trimmed();
+                if text.ends_with('%') || text.ends_with('z') {
+                    return Err(invalid(key, v, "a size such as \"1g\" (a percentage of the file or a count of zones is not modelled)"));
+                }
+                let b = as_size(key, v)?;
+                if b % SECTOR_BYTES != 0 {
+                    return Err(invalid(key, v, "a multiple of 512 bytes: each clone's direct I/O starts on a sector boundary"));
+                }
+                self.offset_increment_bytes = b;
+            }
+        }
+        Ok(())
+    }
+
     fn apply_other(&mut self, key: &str, v: &OptValue) -> Result<(), JobError> {
         match key {
             "name" => self.name = as_str(key, v)?.to_string(),
@@ -1215,56 +1272,12 @@ impl JobConfig {
                 }
                 self.numjobs = n as u32;
             }
-            "ioengine" => {
-                let s = as_str(key, v)?;
-                if s == "io_uring" {
-                    return Err(JobError::IoUringNotModelled);
-                }
-                self.sync_call = SyncCall::parse(s).unwrap_or_default();
-                self.ioengine = match (IoEngine::parse(s), IoEngine::non_block(s)) {
-                    (Some(e), _) => e,
-                    (None, Some(what)) => {
-                        return Err(JobError::NotBlockEngine {
-                            engine: s.to_string(),
-                            what: what.to_string(),
-                        })
-                    }
-                    (None, None) => {
-                        let mut choices: Vec<&str> = IoEngine::NAMES.split(", ").collect();
-                        choices.push("io_uring");
-                        return Err(not_a_choice(key, v, IoEngine::NAMES, &choices));
-                    }
-                };
-            }
+            "ioengine" => self.apply_engine(key, v)?,
             "direct" => self.direct = as_bool(key, v)?,
             "buffered" => self.direct = !as_bool(key, v)?,
             "size" => self.size_bytes = Some(as_size(key, v)?),
             "io_size" | "io_limit" => self.io_size_bytes = Some(as_size(key, v)?),
-            "offset" => {
-                let b = as_size(key, v)?;
-                if b % SECTOR_BYTES != 0 {
-                    // fio passes the offset to the first I/O as it is; with
-                    // direct=1 that pread/io_submit fails with EINVAL
-                    // ("io_u error ... Invalid argument", fio 3.33).
-                    return Err(invalid(
-                        key,
-                        v,
-                        "a multiple of 512 bytes: direct I/O starts on a sector boundary (fio's first I/O at an unaligned offset fails with EINVAL)",
-                    ));
-                }
-                self.offset_bytes = b;
-            }
-            "offset_increment" => {
-                let text = v.text_trimmed();
-                if text.ends_with('%') || text.ends_with('z') {
-                    return Err(invalid(key, v, "a size such as \"1g\" (a percentage of the file or a count of zones is not modelled)"));
-                }
-                let b = as_size(key, v)?;
-                if b % SECTOR_BYTES != 0 {
-                    return Err(invalid(key, v, "a multiple of 512 bytes: each clone's direct I/O starts on a sector boundary"));
-                }
-                self.offset_increment_bytes = b;
-            }
+            "offset" | "offset_increment" => self.apply_offset(key, v)?,
             "runtime" | "timeout" => self.runtime_ns = Some(as_time_s(key, v)?),
             "time_based" => self.time_based = as_bool(key, v)?,
             "ramp_time" => self.ramp_time_ns = as_time_s(key, v)?,
@@ -1306,13 +1319,15 @@ impl JobConfig {
         Ok(())
     }
 
-    /// Resolves options that depend on others and checks the whole job.
-    fn finish(&mut self, p: Pending) -> Result<(), JobError> {
-        self.rwmixread_pct = p.rwmix.unwrap_or_else(|| self.rw.read_pct_default());
-        if !matches!(self.rw, RwMode::ReadWrite | RwMode::RandRw) {
-            self.rwmixread_pct = self.rw.read_pct_default();
-        }
-        if let Some([r, w, t]) = p.bssplit {
+    /// Resolves the options that shape each I/O and the depth: `bssplit`
+    /// per direction, strided zones, the latency target.
+    fn finish_sizes(
+        &mut self,
+        bssplit: Option<[Vec<BsWeight>; 3]>,
+        zones: &crate::workload::job_ext::ZoneOptions,
+        lat: lat_target::LatTargetOptions,
+    ) -> Result<(), JobError> {
+        if let Some([r, w, t]) = bssplit {
             // A job of one direction keeps its list; a mixed one both.
             (self.bs_split, self.bs_split_write) = if self.rw.trims() {
                 (t, None)
@@ -1324,16 +1339,16 @@ impl JobConfig {
                 (r, Some(w))
             };
         }
-        self.strided = p.zones.resolve(self.rw.is_random()).map_err(|(k, e)| {
-            invalid(k, &OptValue::Str(p.zones.written(k)), &e)
-        })?;
-        self.lat_target = (p.lat.target_ns > 0).then_some(p.lat);
+        self.strided = zones
+            .resolve(self.rw.is_random())
+            .map_err(|(k, e)| invalid(k, &OptValue::Str(zones.written(k)), &e))?;
+        self.lat_target = (lat.target_ns > 0).then_some(lat);
         if self.lat_target.is_some() && self.numjobs > 1 {
             // fio restarts each clone's statistics for its final window;
             // blocksim keeps one set per job.
             return Err(invalid(
                 "latency_target",
-                &OptValue::Str(format!("{}us", p.lat.target_ns / 1000)),
+                &OptValue::Str(format!("{}us", lat.target_ns / 1000)),
                 "a job of one clone (latency_target with numjobs > 1 is not modelled)",
             ));
         }
@@ -1346,10 +1361,24 @@ impl JobConfig {
             ));
         }
         if !self.bs_split.is_empty() {
-            let all = || self.bs_split.iter().chain(self.bs_split_write.iter().flatten());
+            let all = || {
+                self.bs_split
+                    .iter()
+                    .chain(self.bs_split_write.iter().flatten())
+            };
             self.bs_bytes_min = all().map(|w| w.bytes).min().unwrap_or(4096);
             self.bs_bytes_max = all().map(|w| w.bytes).max().unwrap_or(4096);
         }
+        Ok(())
+    }
+
+    /// Resolves options that depend on others and checks the whole job.
+    fn finish(&mut self, p: Pending) -> Result<(), JobError> {
+        self.rwmixread_pct = p.rwmix.unwrap_or_else(|| self.rw.read_pct_default());
+        if !matches!(self.rw, RwMode::ReadWrite | RwMode::RandRw) {
+            self.rwmixread_pct = self.rw.read_pct_default();
+        }
+        self.finish_sizes(p.bssplit, &p.zones, p.lat)?;
         if self.steadystate.active() && self.steadystate.samples() == 0 {
             let ss = &self.steadystate;
             return Err(invalid(
@@ -1464,7 +1493,10 @@ mod tests {
         assert!(e.to_string().contains("did you mean `iodepth`"), "{e}");
         let opts = [("zonemode", s("zbd")), ("filename", s("x"))];
         let e = JobConfig::from_options("j", opts.iter().map(|(k, v)| (*k, v))).unwrap_err();
-        assert!(e.to_string().contains("zonemode=zbd, fio's host-managed"), "{e}");
+        assert!(
+            e.to_string().contains("zonemode=zbd, fio's host-managed"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1530,13 +1562,20 @@ mod tests {
         // A zonesize alone means strided; zonerange defaults to zonesize.
         let j = z(&[("zonesize", "256m"), ("zoneskip", "2g")]).unwrap();
         let s = j.strided.unwrap();
-        assert_eq!((s.size_bytes, s.range_bytes, s.skip_bytes), (256 << 20, 256 << 20, 2 << 30));
+        assert_eq!(
+            (s.size_bytes, s.range_bytes, s.skip_bytes),
+            (256 << 20, 256 << 20, 2 << 30)
+        );
         assert!(z(&[("zonemode", "none")]).unwrap().strided.is_none());
         for bad in [
             vec![("zonemode", "strided")],
             vec![("zonemode", "none"), ("zonesize", "1m")],
             vec![("zonemode", "zbd")],
-            vec![("zonemode", "strided"), ("zonesize", "1m"), ("rw", "randread")],
+            vec![
+                ("zonemode", "strided"),
+                ("zonesize", "1m"),
+                ("rw", "randread"),
+            ],
         ] {
             assert!(z(&bad).is_err(), "{bad:?}");
         }
@@ -1559,8 +1598,12 @@ mod tests {
         let [r, w, t] = parse_bssplit_dirs("2k/50:4k/50,4k/90:8k/10").unwrap();
         assert_eq!((r.len(), w[0].bytes, t[0].bytes), (2, 4096, 4096));
         assert!(parse_bssplit_dirs("4k,8k,16k,32k").is_err());
-        let mixed = |rw| job(&[("filename", "x"), ("rw", rw), ("bssplit", "4k/100,64k/100")]).unwrap();
-        assert_eq!(mixed("randrw").bs_split_write.as_ref().unwrap()[0].bytes, 65536);
+        let mixed =
+            |rw| job(&[("filename", "x"), ("rw", rw), ("bssplit", "4k/100,64k/100")]).unwrap();
+        assert_eq!(
+            mixed("randrw").bs_split_write.as_ref().unwrap()[0].bytes,
+            65536
+        );
         assert_eq!(mixed("randrw").bs_bytes_max, 65536);
         assert_eq!(mixed("randwrite").bs_split[0].bytes, 65536);
         assert!(mixed("randwrite").bs_split_write.is_none());

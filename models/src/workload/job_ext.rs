@@ -523,10 +523,16 @@ impl ZoneOptions {
         let size = self.size.as_ref().map(|s| s.0).filter(|&b| b > 0);
         let strided = match (self.mode.as_deref(), size) {
             (Some("none"), Some(_)) => {
-                return Err(("zonesize", "no zonesize with zonemode=none (fio refuses the pair)".into()))
+                return Err((
+                    "zonesize",
+                    "no zonesize with zonemode=none (fio refuses the pair)".into(),
+                ))
             }
             (Some("strided"), None) => {
-                return Err(("zonemode", "a zonesize with zonemode=strided (fio requires one)".into()))
+                return Err((
+                    "zonemode",
+                    "a zonesize with zonemode=strided (fio requires one)".into(),
+                ))
             }
             (_, None) => return Ok(None),
             (_, Some(size_bytes)) => Strided {
@@ -538,10 +544,17 @@ impl ZoneOptions {
         if random {
             // fio's random offsets in a strided zone (a map of zonerange,
             // reset each zone) are not modelled.
-            return Err(("zonemode", "strided zones with a sequential rw (random I/O in strided zones is not modelled)".into()));
+            return Err((
+                "zonemode",
+                "strided zones with a sequential rw (random I/O in strided zones is not modelled)"
+                    .into(),
+            ));
         }
         if strided.range_bytes % 512 != 0 || strided.skip_bytes % 512 != 0 {
-            return Err(("zonerange", "zonerange and zoneskip in multiples of 512 bytes".into()));
+            return Err((
+                "zonerange",
+                "zonerange and zoneskip in multiples of 512 bytes".into(),
+            ));
         }
         Ok(Some(strided))
     }
@@ -605,7 +618,9 @@ fn check_cmdprio_bssplit(s: &str) -> Result<(), String> {
         for entry in list.split(':').map(str::trim).filter(|e| !e.is_empty()) {
             let parts: Vec<&str> = entry.split('/').map(str::trim).collect();
             let size_ok = parse_size_bytes(parts[0]).is_ok();
-            let pct_ok = parts.get(1).is_some_and(|p| p.parse::<u32>().is_ok_and(|n| n <= 100));
+            let pct_ok = parts
+                .get(1)
+                .is_some_and(|p| p.parse::<u32>().is_ok_and(|n| n <= 100));
             let rest_ok = matches!(parts.len(), 2 | 4 | 5)
                 && parts[2..].iter().all(|p| p.parse::<u32>().is_ok());
             if !(size_ok && pct_ok && rest_ok) {

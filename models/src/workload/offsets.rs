@@ -13,10 +13,10 @@ use blocksim_sim::ComponentRng;
 use rand::Rng;
 use rand_distr::{Distribution, Normal, Zipf};
 
-use crate::workload::job_ext::Strided;
 use crate::workload::job::{
     BsWeight, JobConfig, RandomDistribution, RwModifier, RwSequencer, ZoneSplit,
 };
+use crate::workload::job_ext::Strided;
 
 /// A keyed bijection on `[0, n)`.
 #[derive(Debug, Clone)]

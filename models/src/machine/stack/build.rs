@@ -2,6 +2,7 @@
 
 use super::engine::JobThreads;
 use super::*;
+use crate::devices::ssd::SsdConfig;
 use crate::machine::blkmq::{Coalescing, CpuLayout, NvmeQueues, VectorMatrix};
 
 pub(super) fn add_dev(
@@ -30,6 +31,42 @@ pub(super) fn add_dev(
     Ok(())
 }
 
+/// An SSD's host queues: NVMe queue pairs over the CPUs, or SATA's NCQ
+/// tags; and its configuration with the commands it holds at once.
+fn ssd_queues(
+    s: &SsdConfig,
+    layout: &CpuLayout,
+    matrix: &mut VectorMatrix,
+    ncq_tags: u32,
+) -> Result<(HostQueues, SsdConfig), ModelError> {
+    if s.interface != "nvme" {
+        let tags = ncq_tags.min(s.queue_depth);
+        return Ok((HostQueues::single(tags, PORT_WAIT_BOUND), s.clone()));
+    }
+    let q = NvmeQueues {
+        queues: s.nvme_io_queues(layout.cpus()),
+        depth: s.queue_depth,
+        coalescing: Coalescing::from_feature(
+            s.irq_aggregation_time_100us,
+            s.irq_aggregation_threshold,
+        ),
+    };
+    let hq = HostQueues::nvme(layout, q, matrix, PORT_WAIT_BOUND);
+    // The drive holds every queue's commands at once.
+    let mut c = s.clone();
+    c.queue_depth = u32::try_from(u64::from(q.queues) * u64::from(q.depth))
+        .ok()
+        .filter(|&n| n <= 1 << 24)
+        .ok_or_else(|| {
+            cfg_err(format!(
+                "[[ssd]] {}: nvme queues x queue_depth must stay within 16M commands",
+                s.name
+            ))
+        })?;
+    debug_assert_eq!(c.queue_depth, hq.commands_max());
+    Ok((hq, c))
+}
+
 /// The devices of a scenario with their host queues: SATA SSDs, disks and
 /// md arrays behind one AHCI-like queue of NCQ tags; NVMe SSDs with queue
 /// pairs spread over the CPUs as Linux's managed affinity does.
@@ -55,33 +92,7 @@ pub(super) fn build_devices(
     let in_array = crate::machine::backing::array_members(sc);
     for s in sc.ssd.iter().filter(|s| !in_array.contains(&s.name)) {
         s.validate().map_err(cfg_err)?;
-        let (queues, dev_cfg) = if s.interface == "nvme" {
-            let q = NvmeQueues {
-                queues: s.nvme_io_queues(layout.cpus()),
-                depth: s.queue_depth,
-                coalescing: Coalescing::from_feature(
-                    s.irq_aggregation_time_100us,
-                    s.irq_aggregation_threshold,
-                ),
-            };
-            let hq = HostQueues::nvme(&layout, q, &mut matrix, PORT_WAIT_BOUND);
-            // The drive holds every queue's commands at once.
-            let mut c = s.clone();
-            c.queue_depth = u32::try_from(u64::from(q.queues) * u64::from(q.depth))
-                .ok()
-                .filter(|&n| n <= 1 << 24)
-                .ok_or_else(|| {
-                    cfg_err(format!(
-                        "[[ssd]] {}: nvme queues x queue_depth must stay within 16M commands",
-                        s.name
-                    ))
-                })?;
-            debug_assert_eq!(c.queue_depth, hq.commands_max());
-            (hq, c)
-        } else {
-            let tags = ncq_tags.min(s.queue_depth);
-            (HostQueues::single(tags, PORT_WAIT_BOUND), s.clone())
-        };
+        let (queues, dev_cfg) = ssd_queues(s, &layout, &mut matrix, ncq_tags)?;
         add_dev(
             &mut devs,
             &mut names,
@@ -225,27 +236,14 @@ impl<const OBS: bool> AsyncStack<OBS> {
             ncpu,
             programs,
         };
-        check_jobs(&assembled, opts)?;
-        layers::check_discards(
-            sc,
-            &assembled.threads,
-            &assembled.devs,
-            &assembled.layers,
-            &assembled.bio_layers,
-        )?;
-        check_programs_apart(&assembled, &acct_index)?;
-        let mut s = Self::assemble(sc, assembled);
-        for t in 0..s.threads.len() {
-            let g = s.threads[t].group;
-            s.threads[t].flow = s.flows.thread_of(&s.jobs_cfg[g]);
-        }
-        Ok(s)
+        check_assembled(sc, opts, &assembled, &acct_index)?;
+        Ok(Self::assemble(sc, assembled))
     }
 
     /// The machine from its built parts, at time zero.
     fn assemble(sc: &Scenario, a: Assembled) -> Self {
         let threads_running = a.threads.len();
-        AsyncStack {
+        let mut s = AsyncStack {
             seed: sc.simulation.seed,
             name: sc.simulation.name.clone(),
             jobs_cfg: sc.jobs.clone(),
@@ -293,8 +291,27 @@ impl<const OBS: bool> AsyncStack<OBS> {
             programs: a.programs,
             order: a.order,
             flows: flow::Flows::default(),
+        };
+        // fio's flows, for the threads of jobs with a `flow` weight.
+        for t in 0..s.threads.len() {
+            let g = s.threads[t].group;
+            s.threads[t].flow = s.flows.thread_of(&s.jobs_cfg[g]);
         }
+        s
     }
+}
+
+/// The checks of the assembled parts against each other: the jobs, the
+/// discards they would send, programs kept apart from queued jobs.
+fn check_assembled(
+    sc: &Scenario,
+    opts: &RunOptions,
+    a: &Assembled,
+    acct_index: &BTreeMap<String, u8>,
+) -> Result<(), ModelError> {
+    check_jobs(a, opts)?;
+    layers::check_discards(sc, &a.threads, &a.devs, &a.layers, &a.bio_layers)?;
+    check_programs_apart(a, acct_index)
 }
 
 /// The parts [`AsyncStack::build`] assembles.

@@ -49,8 +49,10 @@ impl<const OBS: bool> AsyncStack<OBS> {
             return false;
         };
         if now >= l.ramp_until && !l.quiescing {
-            match l.search.check(now.0) {
-                Step::Go => {}
+            let step = l.search.check(now.0);
+            debug_assert_ne!(step, Step::Fatal, "a window check is never fatal");
+            match step {
+                Step::Go | Step::Fatal => {}
                 Step::Quiesce => l.quiescing = true,
                 Step::FinalRun => (l.quiescing, l.restart_stats) = (true, true),
                 Step::Done => th.stop_issue_at = Some(now),
@@ -92,12 +94,14 @@ impl<const OBS: bool> AsyncStack<OBS> {
             return;
         };
         match l.search.completed(lat_ns, now.0) {
-            Ok(Step::Quiesce) => l.quiescing = true,
-            Ok(_) => {}
-            Err(()) => {
+            Step::Quiesce => l.quiescing = true,
+            Step::Go | Step::FinalRun | Step::Done => {}
+            Step::Fatal => {
                 // fio's lat_fatal: ETIMEDOUT, and the job issues no more.
                 th.errored = true;
-                let target_ns = self.jobs_cfg[th.group].lat_target.map_or(0, |o| o.target_ns);
+                let target_ns = self.jobs_cfg[th.group]
+                    .lat_target
+                    .map_or(0, |o| o.target_ns);
                 self.groups[th.group].first_error.get_or_insert(IoError {
                     dir: io.0,
                     offset_bytes: io.1,

@@ -178,7 +178,10 @@ impl<const OBS: bool> AsyncStack<OBS> {
             let per_job_cpu = runtime_ns as f64 * jc.numjobs as f64;
             jobs.push(JobReport {
                 error: match g.first_error {
-                    Some(IoError { latency_ns: Some(_), .. }) => ETIMEDOUT,
+                    Some(IoError {
+                        latency_ns: Some(_),
+                        ..
+                    }) => ETIMEDOUT,
                     Some(_) => EIO,
                     None => 0,
                 },

@@ -86,6 +86,9 @@ pub enum Step {
     FinalRun,
     /// The final window is over: the job ends (fio's `td->done`).
     Done,
+    /// An I/O over the target at depth 1 with `latency_percentile=100`:
+    /// the job ends with ETIMEDOUT (fio's `lat_fatal`).
+    Fatal,
 }
 
 /// One job thread's search.
@@ -135,19 +138,18 @@ impl LatTarget {
         self.qd
     }
 
-    /// An I/O completed with total latency `lat_ns`. `Err(())`: fio ends
-    /// the job with ETIMEDOUT (`lat_fatal`): an I/O over the target at
-    /// depth 1 with `latency_percentile=100`.
-    pub fn completed(&mut self, lat_ns: u64, now_ns: u64) -> Result<Step, ()> {
+    /// An I/O completed with total latency `lat_ns`: `Go`, `Quiesce` (the
+    /// depth went down) or `Fatal`.
+    pub fn completed(&mut self, lat_ns: u64, now_ns: u64) -> Step {
         self.ios += 1;
         if lat_ns <= self.opt.target_ns {
-            return Ok(Step::Go);
+            return Step::Go;
         }
         if self.opt.percentile < 100.0 {
             self.failed += 1;
-            return Ok(Step::Go);
+            return Step::Go;
         }
-        self.failed_window(now_ns).ok_or(())
+        self.failed_window(now_ns).unwrap_or(Step::Fatal)
     }
 
     /// fio's `lat_target_check`: at the end of a window, the depth goes up
@@ -249,7 +251,7 @@ mod tests {
         for w in 1..=40u64 {
             let lat = if lt.depth() > knee { 2 * MS } else { MS / 2 };
             for _ in 0..100 {
-                assert_eq!(lt.completed(lat, w * 10 * MS - 1), Ok(Step::Go));
+                assert_eq!(lt.completed(lat, w * 10 * MS - 1), Step::Go);
             }
             let step = lt.check(w * 10 * MS);
             depths.push(lt.depth());
@@ -281,20 +283,20 @@ mod tests {
     #[test]
     fn latency_percentile_100_at_depth_1_is_fatal() {
         let mut lt = LatTarget::new(opt(100.0), 4, 0);
-        assert_eq!(lt.completed(2 * MS, 1), Err(()));
+        assert_eq!(lt.completed(2 * MS, 1), Step::Fatal);
         // Above depth 1 one miss lowers the depth at once.
         let mut lt = LatTarget::new(opt(100.0), 4, 0);
-        lt.completed(MS, 1).unwrap();
+        assert_eq!(lt.completed(MS, 1), Step::Go);
         assert_eq!(lt.check(10 * MS), Step::Go);
         assert_eq!(lt.depth(), 2);
-        assert_eq!(lt.completed(2 * MS, 10 * MS + 1), Ok(Step::Quiesce));
+        assert_eq!(lt.completed(2 * MS, 10 * MS + 1), Step::Quiesce);
         assert_eq!(lt.depth(), 1);
     }
 
     #[test]
     fn a_window_without_completions_fails() {
         let mut lt = LatTarget::new(opt(99.0), 4, 0);
-        lt.completed(MS, 1).unwrap();
+        assert_eq!(lt.completed(MS, 1), Step::Go);
         assert_eq!(lt.check(10 * MS), Step::Go);
         assert_eq!(lt.depth(), 2);
         assert_eq!(lt.check(20 * MS), Step::Quiesce);

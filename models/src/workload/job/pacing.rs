@@ -142,6 +142,26 @@ impl Pacing {
     }
 }
 
+/// fio's `flow` (a weight up to `FLOW_MAX_WEIGHT`), `flow_id` and
+/// `flow_sleep` (unsigned ints; microseconds for the sleep).
+fn apply_flow(p: &mut Pacing, key: &str, v: &OptValue) -> Result<(), JobError> {
+    let (max, what) = match key {
+        "flow" => (FLOW_WEIGHT_MAX, "a weight 0..=1000 (fio's FLOW_MAX_WEIGHT)"),
+        "flow_id" => (u64::from(u32::MAX), "a flow id 0..=4294967295"),
+        _ => (u64::from(u32::MAX), "microseconds 0..=4294967295"),
+    };
+    let n = as_u64(key, v)?;
+    if n > max {
+        return Err(invalid(key, v, what));
+    }
+    match key {
+        "flow" => p.flow_weight = n as u32,
+        "flow_id" => p.flow_id = n as u32,
+        _ => p.flow_sleep_ns = n * 1_000,
+    }
+    Ok(())
+}
+
 /// A fio time with `unit_ns` for a bare number, at most
 /// [`JOB_TIME_NS_MAX`].
 pub(super) fn as_time(key: &str, v: &OptValue, unit_ns: u64) -> Result<u64, JobError> {
@@ -267,25 +287,7 @@ impl JobConfig {
                     _ => ExitWhat::All,
                 }
             }
-            "flow" | "flow_id" => {
-                let (max, what) = match key {
-                    "flow" => (FLOW_WEIGHT_MAX, "a weight 0..=1000 (fio's FLOW_MAX_WEIGHT)"),
-                    _ => (u64::from(u32::MAX), "a flow id 0..=4294967295"),
-                };
-                let n = as_u64(key, v)?;
-                if n > max {
-                    return Err(invalid(key, v, what));
-                }
-                *if key == "flow" { &mut p.flow_weight } else { &mut p.flow_id } = n as u32;
-            }
-            // fio: an unsigned int of microseconds.
-            "flow_sleep" => {
-                let us = as_u64(key, v)?;
-                if us > u64::from(u32::MAX) {
-                    return Err(invalid(key, v, "microseconds 0..=4294967295"));
-                }
-                p.flow_sleep_ns = us * 1_000;
-            }
+            "flow" | "flow_id" | "flow_sleep" => apply_flow(p, key, v)?,
             "rate_min" => {
                 per_direction(key, v, true)?;
                 return Ok(Applied::NoEffect);
