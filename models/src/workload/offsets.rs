@@ -251,6 +251,17 @@ impl OffsetGen {
     }
 }
 
+/// What few jobs have: one box, so the others test one `Option`.
+#[derive(Debug, Clone)]
+struct Extra {
+    /// Writes' `bssplit` list when it differs from reads' (then the
+    /// caller draws the direction first and calls [`Offsets::next_for`]).
+    split_write: Option<Vec<BsWeight>>,
+    /// fio's strided zones: the zones' shape, the current zone's start
+    /// and the bytes done in it.
+    strided: Option<(Strided, u64, u64)>,
+}
+
 /// Where and how large a job clone's next I/O is: the offset generator
 /// plus fio's `rw=MODE:N` suffix and the block-size choice (`bs`,
 /// `bsrange`, `bssplit`). Offsets are bytes from the start of the region.
@@ -263,13 +274,10 @@ pub struct Offsets {
     bs_min: u64,
     bs_max: u64,
     split: Vec<BsWeight>,
-    /// Writes' `bssplit` list when it differs from reads' (then the
-    /// caller draws the direction first and calls [`Offsets::next_for`]).
-    split_write: Option<Vec<BsWeight>>,
+    /// Per-direction sizes and strided zones, rare: one test per I/O for
+    /// the jobs without them.
+    extra: Option<Box<Extra>>,
     modifier: RwModifier,
-    /// fio's strided zones: the zones' shape, the current zone's start
-    /// and the bytes done in it.
-    strided: Option<(Strided, u64, u64)>,
     sequencer: RwSequencer,
     time_based: bool,
     region_bytes: u64,
@@ -310,9 +318,13 @@ impl Offsets {
             bs_min: job.bs_bytes_min,
             bs_max: job.bs_bytes_max,
             split: job.bs_split.clone(),
-            split_write: job.bs_split_write.clone(),
             modifier: job.rw_modifier,
-            strided: job.strided.map(|z| (z, 0, 0)),
+            extra: (job.bs_split_write.is_some() || job.strided.is_some()).then(|| {
+                Box::new(Extra {
+                    split_write: job.bs_split_write.clone(),
+                    strided: job.strided.map(|z| (z, 0, 0)),
+                })
+            }),
             sequencer: job.rw_sequencer,
             time_based: job.time_based,
             region_bytes,
@@ -332,47 +344,84 @@ impl Offsets {
     /// Without an `rw` suffix or `bssplit`, the draws are exactly those of
     /// the offset generator and `bsrange`, in that order.
     pub fn next(&mut self, rng: &mut ComponentRng) -> (u64, u64) {
-        self.next_for(false, rng)
+        if self.extra.is_some() {
+            return self.next_extra(false, rng);
+        }
+        let offset = self.next_offset(rng);
+        let bytes = self.draw_bytes(None, offset, rng);
+        self.took(offset, bytes)
     }
 
     /// Whether sizes depend on the direction (fio's per-direction
     /// `bssplit`): the direction is drawn first, as fio does.
     pub fn sizes_by_direction(&self) -> bool {
-        self.split_write.is_some()
+        self.extra.as_ref().is_some_and(|x| x.split_write.is_some())
     }
 
     /// The next I/O of a write (`write`) or another direction.
     pub fn next_for(&mut self, write: bool, rng: &mut ComponentRng) -> (u64, u64) {
-        if self.strided.is_some() {
-            self.strided_zone();
+        match self.extra {
+            Some(_) => self.next_extra(write, rng),
+            None => self.next(rng),
+        }
+    }
+
+    /// The next I/O of a job with per-direction sizes or strided zones.
+    #[cold]
+    #[inline(never)]
+    fn next_extra(&mut self, write: bool, rng: &mut ComponentRng) -> (u64, u64) {
+        let mut x = self.extra.take().expect("a job with extras");
+        let strided = x.strided.is_some();
+        if let Some(z) = &mut x.strided {
+            self.strided_zone(z);
         }
         let offset = match self.modifier {
             // A strided zone's runs continue from the last I/O's end.
-            RwModifier::None if self.strided.is_some() => self.next_seq(0).unwrap_or(0),
+            RwModifier::None if strided => self.next_seq(0).unwrap_or(0),
+            _ => self.next_offset(rng),
+        };
+        let split = x.split_write.as_deref().filter(|_| write);
+        let bytes = self.draw_bytes(split, offset, rng);
+        if let Some((_, _, done)) = &mut x.strided {
+            *done += bytes;
+        }
+        self.extra = Some(x);
+        self.took(offset, bytes)
+    }
+
+    /// The next offset (fio's `get_next_offset`).
+    #[inline(always)]
+    fn next_offset(&mut self, rng: &mut ComponentRng) -> u64 {
+        match self.modifier {
             RwModifier::None => self.gen.next_block(rng) * self.align,
             // Where fio would end the job (the region is done), start over:
             // the job's I/O count or runtime still ends it.
             RwModifier::SeqAddBytes(add) => self.next_seq(add).unwrap_or(0),
             RwModifier::RandomEvery(n) => self.next_random_every(n, rng),
-        };
-        let split = match &self.split_write {
-            Some(w) if write => w,
-            _ => &self.split,
-        };
-        let bytes = if !split.is_empty() {
+        }
+    }
+
+    /// The I/O's length (fio's `get_next_buflen`): from `split` (None: the
+    /// job's `bssplit`), or `bsrange`, or `bs`.
+    #[inline(always)]
+    fn draw_bytes(&self, split: Option<&[BsWeight]>, offset: u64, rng: &mut ComponentRng) -> u64 {
+        let split = split.unwrap_or(&self.split);
+        if !split.is_empty() {
             self.pick_split(split, offset, rng)
         } else if self.bs_max > self.bs_min {
             let steps = (self.bs_max - self.bs_min) / 512;
             self.bs_min + 512 * rng.random_range(0..=steps)
         } else {
             self.bs_min
-        };
+        }
+    }
+
+    /// Records the I/O handed out.
+    #[inline(always)]
+    fn took(&mut self, offset: u64, bytes: u64) -> (u64, u64) {
         self.last_start = Some(offset);
         self.last_end = offset + bytes;
         self.issued_bytes += bytes;
-        if let Some((_, _, done)) = &mut self.strided {
-            *done += bytes;
-        }
         (offset, bytes)
     }
 
@@ -381,10 +430,8 @@ impl Offsets {
     /// region's end, at its start: fio wraps at the file's end, the
     /// region's when the job has no `size`); within a zone, a sequential
     /// run past `zonerange` starts the zone over.
-    fn strided_zone(&mut self) {
-        let Some((z, start, done)) = &mut self.strided else {
-            return;
-        };
+    fn strided_zone(&mut self, zone: &mut (Strided, u64, u64)) {
+        let (z, start, done) = zone;
         if *done >= z.size_bytes {
             *done = 0;
             *start += z.range_bytes + z.skip_bytes;

@@ -296,6 +296,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
         for t in 0..s.threads.len() {
             let g = s.threads[t].group;
             s.threads[t].flow = s.flows.thread_of(&s.jobs_cfg[g]);
+            let th = &mut s.threads[t];
+            th.gated = th.pace.is_some() || th.lat.is_some() || th.flow.is_some();
         }
         s
     }

@@ -452,6 +452,7 @@ pub(super) fn job_threads(
                 pace: pace::PaceState::of(j, pace_rng),
                 lat: super::lat::LatState::of(j, SimTime(0)),
                 flow: None,
+                gated: false,
                 read_pct: j.rwmixread_pct,
                 verify: j
                     .verify

@@ -59,13 +59,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             && !th.sync_in_flight
             && (!issuing_over() || self.verify_read_due(t, now))
         {
-            if th.pace.is_some() && self.pace_holds(t, now, ctx) {
-                return;
-            }
-            if self.threads[t].lat.is_some() && self.lat_holds(t, now, ctx) {
-                return;
-            }
-            if self.threads[t].flow.is_some() && self.flow_holds(t, now, ctx) {
+            if th.gated && self.gates_hold(t, now, ctx) {
                 return;
             }
             self.start_submit(t, now, ctx);
@@ -146,6 +140,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 );
             }
             Action::Reap { count } => {
+                let lat_target = self.threads[t].lat.is_some();
                 for _ in 0..count {
                     let id = self.threads[t]
                         .ready
@@ -162,15 +157,14 @@ impl<const OBS: bool> AsyncStack<OBS> {
                     let d = io.dir as usize;
                     g.clat[d].record(now.since(io.t_submitted));
                     g.lat[d].record(now.since(io.t_prep));
-                    if self.threads[t].lat.is_some() {
+                    g.io_bytes[d] += io.sectors as u64 * 512;
+                    g.ios[d] += 1;
+                    if lat_target {
                         let th = &self.threads[t];
                         let off = io.sector.saturating_sub(th.region_sector) * 512;
                         let what = (io.dir, off, u64::from(io.sectors) * 512);
                         self.lat_reaped(t, now.since(io.t_prep), now, what);
                     }
-                    let g = &mut self.groups[self.threads[t].group];
-                    g.io_bytes[d] += io.sectors as u64 * 512;
-                    g.ios[d] += 1;
                     if let Some((rec, file_start)) = &mut self.logs[t] {
                         let ramp_ns = self.jobs_cfg[self.threads[t].group].ramp_time_ns;
                         log_io(rec, *file_start, ramp_ns, &io, now);
@@ -335,9 +329,13 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 .expect("job offset inside a region that fits its target");
             (dir, sector, (bytes / 512) as u32)
         } else {
-            let by_dir = th.offsets.sizes_by_direction();
-            let draw_dir = |th: &mut JobThread| {
-                if trims {
+            // fio draws the direction, then the offset and size; blocksim
+            // draws it last unless sizes depend on it (the seeds' streams).
+            let (offset_bytes, bytes, dir) = if th.offsets.sizes_by_direction() {
+                draw_dir_first(th, read_pct, trims)
+            } else {
+                let (offset_bytes, bytes) = th.offsets.next(&mut th.rng);
+                let dir = if trims {
                     Dir::Discard
                 } else if read_pct >= 100
                     || (read_pct > 0 && th.rng.random_range(0..100) < read_pct)
@@ -346,17 +344,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 } else {
                     th.writes_issued += 1;
                     Dir::Write
-                }
-            };
-            // fio draws the direction, then the offset and size; blocksim
-            // draws it last unless sizes depend on it (the seeds' streams).
-            let (offset_bytes, bytes, dir) = if by_dir {
-                let dir = draw_dir(th);
-                let (o, b) = th.offsets.next_for(dir == Dir::Write, &mut th.rng);
-                (o, b, dir)
-            } else {
-                let (o, b) = th.offsets.next(&mut th.rng);
-                (o, b, draw_dir(th))
+                };
+                (offset_bytes, bytes, dir)
             };
             th.issued += 1;
             // The offset lies inside the region, which `job_extent` checked
@@ -450,4 +439,21 @@ impl<const OBS: bool> AsyncStack<OBS> {
         }
         self.run_job_path(t, JobPath::Submit(bundle))
     }
+}
+
+/// A job whose sizes depend on the direction (fio's per-direction
+/// `bssplit`): the direction first, as fio draws it, then the offset and
+/// the size from that direction's list.
+#[cold]
+#[inline(never)]
+fn draw_dir_first(th: &mut JobThread, read_pct: u32, trims: bool) -> (u64, u64, Dir) {
+    debug_assert!(!trims, "a trim job keeps one bssplit list");
+    let dir = if read_pct >= 100 || (read_pct > 0 && th.rng.random_range(0..100) < read_pct) {
+        Dir::Read
+    } else {
+        th.writes_issued += 1;
+        Dir::Write
+    };
+    let (offset_bytes, bytes) = th.offsets.next_for(dir == Dir::Write, &mut th.rng);
+    (offset_bytes, bytes, dir)
 }

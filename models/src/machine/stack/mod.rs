@@ -242,6 +242,8 @@ struct JobThread {
     lat: Option<Box<lat::LatState>>,
     /// The thread's part of its flow (None: no `flow` weight).
     flow: Option<Box<flow::ThreadFlow>>,
+    /// It has a `pace`, `lat` or `flow`: `gates_hold` before a submission.
+    gated: bool,
 }
 
 /// Statistics of one `[[job]]` (all its clones). Per data direction

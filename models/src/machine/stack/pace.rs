@@ -424,6 +424,16 @@ impl<const OBS: bool> AsyncStack<OBS> {
         self.order.as_ref().is_none_or(|o| o.started[g])
     }
 
+    /// Whether thread `t` (`gated`), about to submit, must wait: for its
+    /// rate or thinktime, its latency target's depth, or its flow.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn gates_hold(&mut self, t: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) -> bool {
+        (self.threads[t].pace.is_some() && self.pace_holds(t, now, ctx))
+            || (self.threads[t].lat.is_some() && self.lat_holds(t, now, ctx))
+            || (self.threads[t].flow.is_some() && self.flow_holds(t, now, ctx))
+    }
+
     /// Thread `t` starts: its runtime, ramp and pacing count from now.
     pub(super) fn job_start(&mut self, t: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
