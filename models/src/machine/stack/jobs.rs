@@ -335,17 +335,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 draw_dir_first(th, read_pct, trims)
             } else {
                 let (offset_bytes, bytes) = th.offsets.next(&mut th.rng);
-                let dir = if trims {
-                    Dir::Discard
-                } else if read_pct >= 100
-                    || (read_pct > 0 && th.rng.random_range(0..100) < read_pct)
-                {
-                    Dir::Read
-                } else {
-                    th.writes_issued += 1;
-                    Dir::Write
-                };
-                (offset_bytes, bytes, dir)
+                (offset_bytes, bytes, draw_dir(th, read_pct, trims))
             };
             th.issued += 1;
             // The offset lies inside the region, which `job_extent` checked
@@ -441,6 +431,21 @@ impl<const OBS: bool> AsyncStack<OBS> {
     }
 }
 
+/// The direction of a thread's next I/O: a discard for a trim job, else
+/// a read with probability `read_pct` percent (one draw when mixed), else
+/// a write (counted for `fsync=N`).
+#[inline(always)]
+fn draw_dir(th: &mut JobThread, read_pct: u32, trims: bool) -> Dir {
+    if trims {
+        Dir::Discard
+    } else if read_pct >= 100 || (read_pct > 0 && th.rng.random_range(0..100) < read_pct) {
+        Dir::Read
+    } else {
+        th.writes_issued += 1;
+        Dir::Write
+    }
+}
+
 /// A job whose sizes depend on the direction (fio's per-direction
 /// `bssplit`): the direction first, as fio draws it, then the offset and
 /// the size from that direction's list.
@@ -448,12 +453,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
 #[inline(never)]
 fn draw_dir_first(th: &mut JobThread, read_pct: u32, trims: bool) -> (u64, u64, Dir) {
     debug_assert!(!trims, "a trim job keeps one bssplit list");
-    let dir = if read_pct >= 100 || (read_pct > 0 && th.rng.random_range(0..100) < read_pct) {
-        Dir::Read
-    } else {
-        th.writes_issued += 1;
-        Dir::Write
-    };
+    let dir = draw_dir(th, read_pct, trims);
     let (offset_bytes, bytes) = th.offsets.next_for(dir == Dir::Write, &mut th.rng);
     (offset_bytes, bytes, dir)
 }

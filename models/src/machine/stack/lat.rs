@@ -78,8 +78,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             // Ended by the search with nothing in flight: the next wake
             // finds the job's issuing over.
             debug_assert!(done, "a hold waits for an I/O in flight");
-            self.groups[g].ctx_switches += 1;
-            ctx.schedule_at(now, Ev::JobWake(t as u16));
+            self.sleep_until(t, now, ctx);
         }
         true
     }

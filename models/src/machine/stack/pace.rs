@@ -261,8 +261,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         if in_flight > 0 {
             self.sleep_for_reap(t, now);
         } else {
-            self.groups[self.threads[t].group].ctx_switches += 1;
-            ctx.schedule_at(wake, Ev::JobWake(t as u16));
+            self.sleep_until(t, wake, ctx);
         }
         true
     }
@@ -422,6 +421,13 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// starts then); the others' restart from their start.
     pub(super) fn starts_at_zero(&self, g: usize) -> bool {
         self.order.as_ref().is_none_or(|o| o.started[g])
+    }
+
+    /// Thread `t`, with nothing in flight, sleeps until `at` (a context
+    /// switch) and then tries again.
+    pub(super) fn sleep_until(&mut self, t: usize, at: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        self.groups[self.threads[t].group].ctx_switches += 1;
+        ctx.schedule_at(at, Ev::JobWake(t as u16));
     }
 
     /// Whether thread `t` (`gated`), about to submit, must wait: for its
