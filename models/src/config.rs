@@ -85,6 +85,8 @@ pub struct ScenarioT<J> {
     pub pmem: Vec<crate::devices::pmem::PmemConfig>,
     #[serde(default)]
     pub dm: Option<crate::layers::dm::DmConfig>,
+    #[serde(default)]
+    pub pagecache: Option<crate::layers::pagecache::PageCacheConfig>,
     #[serde(rename = "job")]
     pub jobs: Vec<J>,
     #[serde(default, rename = "variant")]
@@ -112,6 +114,7 @@ pub const SECTION_NAMES: &[&str] = &[
     "coherence",
     "pmem",
     "dm",
+    "pagecache",
     "job",
     "variant",
 ];
@@ -170,6 +173,7 @@ impl<J> ScenarioT<J> {
             coherence: self.coherence,
             pmem: self.pmem,
             dm: self.dm,
+            pagecache: self.pagecache,
             jobs,
             variants: self.variants,
         }

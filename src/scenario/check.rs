@@ -12,6 +12,7 @@ use blocksim_models::devices::pmem::PmemConfig;
 use blocksim_models::devices::ssd::SsdConfig;
 use blocksim_models::layers::bcache::{BcacheConfig, PopulateConfig};
 use blocksim_models::layers::dm::{DmConfig, DM_ACCOUNTING};
+use blocksim_models::layers::pagecache::PageCacheConfig;
 use blocksim_models::layers::raid10::Raid10Config;
 use blocksim_models::machine::ahci::AhciConfig;
 use blocksim_models::workload::fs::FsConfig;
@@ -42,6 +43,7 @@ const SECTIONS: &[(&str, bool, Check)] = &[
     ("coherence", false, check::<CoherenceConfig>),
     ("pmem", true, check::<PmemConfig>),
     ("dm", false, check::<DmConfig>),
+    ("pagecache", false, check::<PageCacheConfig>),
     ("variant", true, check::<VariantConfig>),
 ];
 

@@ -384,6 +384,9 @@ fn others(file: &ScenarioFile, out: &mut Vec<OutOfRange>) {
             a.ns(key, ns, OP_NS_MAX);
         }
     }
+    if let Some(pc) = &file.pagecache {
+        pagecache(pc, out);
+    }
     if let Some(c) = &file.coherence {
         let mut a = at(out, "coherence", 0, None);
         for (key, ns) in [
@@ -422,5 +425,50 @@ fn others(file: &ScenarioFile, out: &mut Vec<OutOfRange>) {
                 );
             }
         }
+    }
+}
+
+/// `[pagecache]`: a pool of whole pages the model can index, the kernel's
+/// ranges for its knobs.
+fn pagecache(pc: &blocksim_models::layers::pagecache::PageCacheConfig, out: &mut Vec<OutOfRange>) {
+    use blocksim_models::layers::pagecache::{PAGE_BYTES, POOL_PAGES_MAX, READ_AHEAD_KB_MAX};
+    let mut a = at(out, "pagecache", 0, None);
+    a.bytes(
+        "memory",
+        pc.memory.0,
+        64 * PAGE_BYTES,
+        POOL_PAGES_MAX * PAGE_BYTES,
+        PAGE_BYTES,
+    );
+    a.count(
+        "read_ahead_kb",
+        u64::from(pc.read_ahead_kb),
+        u64::from(READ_AHEAD_KB_MAX),
+    );
+    if pc.dirty_ratio == 0 || pc.dirty_ratio > 100 {
+        let v = pc.dirty_ratio.to_string();
+        a.push("dirty_ratio", v, "a percentage in 1 ..= 100".into());
+    }
+    a.count(
+        "dirty_background_ratio",
+        u64::from(pc.dirty_background_ratio),
+        100,
+    );
+    // One hour, in centiseconds.
+    a.count(
+        "dirty_expire_centisecs",
+        u64::from(pc.dirty_expire_centisecs),
+        360_000,
+    );
+    a.count(
+        "dirty_writeback_centisecs",
+        u64::from(pc.dirty_writeback_centisecs),
+        360_000,
+    );
+    // 1 TB/s: a 4 KiB copy still takes a few ns (a buffered call is never
+    // free, so a job of cache hits advances time).
+    if pc.copy_bytes_per_us == 0 || pc.copy_bytes_per_us > 1_000_000 {
+        let v = pc.copy_bytes_per_us.to_string();
+        a.push("copy_bytes_per_us", v, "1 ..= 1000000 (1 TB/s)".into());
     }
 }

@@ -113,3 +113,16 @@ fn a_job_error_found_when_the_machine_is_built_has_its_line_or_set() {
         "{err}"
     );
 }
+
+#[test]
+fn size_hints_do_not_say_expected_twice() {
+    // A size option whose parser's hint starts with "expected" (it was
+    // printed as "expected expected a number ...").
+    let text = corsair().replace(
+        "rw = \"randread\"",
+        "rw = \"randread\"\nblockalign = \"4q\"",
+    );
+    let err = fails("align.toml", &text, &[]);
+    assert!(err.contains("blockalign"), "{err}");
+    assert!(err.contains("expected a number"), "{err}");
+}

@@ -23,7 +23,7 @@ const DIR: &str = "tests/data/fio-examples";
 /// priority and NUMA options were taken, 10 before the 64 GiB drive, 13
 /// before `io_submit_mode=offload`, 19 before flows (and the 128 GiB drive
 /// flow.fio's 100 GiB needs).
-const RUNNING_MIN: usize = 21;
+const RUNNING_MIN: usize = 32;
 
 /// The options of a job file that blocksim does not know: (line, key).
 fn unknown_options(text: &str) -> Vec<(usize, String)> {

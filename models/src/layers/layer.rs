@@ -41,6 +41,9 @@ pub enum Owner {
     Job(u32),
     /// A request layer `layer` issued, with the token it chose.
     Layer { layer: u8, token: u32 },
+    /// A block I/O of the page cache (buffered jobs), with the machine's
+    /// token for it.
+    PageCache { token: u32 },
 }
 
 /// Bits of a layer's token (a layer's own in-flight requests are bounded
@@ -67,16 +70,26 @@ impl Origin {
         Origin(1 << 30 | u32::from(layer) << TOKEN_BITS | token)
     }
 
+    /// The origin of a block I/O the page cache issued, by the machine's
+    /// `token` for it (the layer number past the last layer's).
+    #[inline]
+    pub fn page_cache(token: u32) -> Origin {
+        assert!(token < 1 << TOKEN_BITS);
+        Origin(1 << 30 | (LAYERS_MAX as u32) << TOKEN_BITS | token)
+    }
+
     /// Whom the request belongs to.
     #[inline]
     pub fn owner(self) -> Owner {
         if self.0 >> 30 == 0 {
-            Owner::Job(self.0)
+            return Owner::Job(self.0);
+        }
+        let layer = ((self.0 >> TOKEN_BITS) & 0x3f) as u8;
+        let token = self.0 & ((1 << TOKEN_BITS) - 1);
+        if usize::from(layer) == LAYERS_MAX {
+            Owner::PageCache { token }
         } else {
-            Owner::Layer {
-                layer: ((self.0 >> TOKEN_BITS) & 0x3f) as u8,
-                token: self.0 & ((1 << TOKEN_BITS) - 1),
-            }
+            Owner::Layer { layer, token }
         }
     }
 }

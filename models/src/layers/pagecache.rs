@@ -161,6 +161,97 @@ impl Params {
     }
 }
 
+/// `[pagecache]`: the page cache buffered jobs (`direct=0`) go through.
+/// Each key is the kernel's knob of the same name; the defaults are the
+/// kernel's (Linux 6.x), except `memory`.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageCacheConfig {
+    /// Memory the page cache may hold, per device that buffered jobs use
+    /// (`MemAvailable` in /proc/meminfo is the figure to give). Default
+    /// 8 GiB \[estimate\]: a test box's free memory.
+    #[serde(default = "default_memory")]
+    pub memory: blocksim_sim::units::Bytes,
+    /// /sys/block/DEV/queue/read_ahead_kb (block/blk-core.c
+    /// VM_READAHEAD_PAGES: 128).
+    #[serde(default = "default_read_ahead_kb")]
+    pub read_ahead_kb: u32,
+    /// vm.dirty_background_ratio (mm/page-writeback.c: 10).
+    #[serde(default = "default_background_ratio")]
+    pub dirty_background_ratio: u32,
+    /// vm.dirty_ratio (mm/page-writeback.c: 20).
+    #[serde(default = "default_dirty_ratio")]
+    pub dirty_ratio: u32,
+    /// vm.dirty_expire_centisecs (mm/page-writeback.c: 3000).
+    #[serde(default = "default_expire")]
+    pub dirty_expire_centisecs: u32,
+    /// vm.dirty_writeback_centisecs (mm/page-writeback.c: 500).
+    #[serde(default = "default_writeback")]
+    pub dirty_writeback_centisecs: u32,
+    /// Bytes per µs one core copies between the page cache and a user
+    /// buffer (`copy_user_enhanced_fast_string`, `copy_page_to_iter`),
+    /// charged to the job's CPU per buffered read or write. Default 8,000
+    /// (8 GB/s) \[estimate\]: one core of a 2015-2020 x86 server copying
+    /// 4 KiB-1 MiB buffers that are not in its cache.
+    #[serde(default = "default_copy")]
+    pub copy_bytes_per_us: u64,
+}
+
+/// `[pagecache] memory` when the scenario does not say \[estimate\].
+pub const DEFAULT_MEMORY_BYTES: u64 = 8 << 30;
+
+fn default_memory() -> blocksim_sim::units::Bytes {
+    blocksim_sim::units::Bytes(DEFAULT_MEMORY_BYTES)
+}
+fn default_read_ahead_kb() -> u32 {
+    128
+}
+fn default_background_ratio() -> u32 {
+    10
+}
+fn default_dirty_ratio() -> u32 {
+    20
+}
+fn default_expire() -> u32 {
+    3000
+}
+fn default_writeback() -> u32 {
+    500
+}
+fn default_copy() -> u64 {
+    8_000
+}
+
+impl Default for PageCacheConfig {
+    fn default() -> PageCacheConfig {
+        PageCacheConfig {
+            memory: default_memory(),
+            read_ahead_kb: default_read_ahead_kb(),
+            dirty_background_ratio: default_background_ratio(),
+            dirty_ratio: default_dirty_ratio(),
+            dirty_expire_centisecs: default_expire(),
+            dirty_writeback_centisecs: default_writeback(),
+            copy_bytes_per_us: default_copy(),
+        }
+    }
+}
+
+impl Params {
+    /// The parameters `[pagecache]` gives, over a device of `device_pages`
+    /// with `streams` open files.
+    pub fn of_config(c: &PageCacheConfig, device_pages: u64, streams: u32) -> Params {
+        Params {
+            streams,
+            read_ahead_kb: c.read_ahead_kb,
+            dirty_background_ratio: c.dirty_background_ratio,
+            dirty_ratio: c.dirty_ratio,
+            dirty_expire_centisecs: c.dirty_expire_centisecs,
+            dirty_writeback_centisecs: c.dirty_writeback_centisecs,
+            ..Params::new(c.memory.0, device_pages)
+        }
+    }
+}
+
 /// Parameters the page cache refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParamError {

@@ -683,6 +683,8 @@ pub const MODELLED_OPTIONS: &[&str] = &[
 pub const SECTOR_BYTES: u64 = 512;
 
 fn invalid(key: &str, v: &OptValue, expected: &str) -> JobError {
+    // The message says "expected" itself; parsers' hints often do too.
+    let expected = expected.strip_prefix("expected ").unwrap_or(expected);
     JobError::Invalid {
         key: key.to_string(),
         value: v.text(),

@@ -155,18 +155,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// Builds the stack for a scenario whose jobs use an asynchronous engine.
     pub fn build(sc: &Scenario, opts: &RunOptions) -> Result<Self, ModelError> {
         let (ncpu, irq_cpu) = machine_cpus(sc)?;
-        let mut profile = CpuProfile::new(ncpu);
-        let ctxs = Contexts {
-            fio: profile.context("fio"),
-            swapper: profile.context("swapper"),
-            kworker: profile.context("kworker/u:1"),
-        };
-        let paths = build_paths(sc, &mut profile)?;
-        profile.set_enabled(opts.profile);
-        let syms = build_symbols(sc, &mut profile)?;
-        if !(0.0..=1.0).contains(&sc.costs.perf_idle_weight) {
-            return Err(cfg_err("[costs] perf_idle_weight must be within 0..=1"));
-        }
+        let (mut profile, ctxs, paths, syms) = cpu_parts(sc, opts, ncpu)?;
 
         // The device graph: names, what sits on what, no cycles.
         let graph = crate::machine::graph::Graph::of(sc).map_err(|e| cfg_err(e.to_string()))?;
@@ -193,7 +182,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             Target::Layer(i) => layers[i].layer.capacity_sectors(),
         };
         let JobThreads {
-            threads,
+            mut threads,
             groups,
             logs,
             order,
@@ -219,7 +208,15 @@ impl<const OBS: bool> AsyncStack<OBS> {
             &mut profile,
         )?
         .map(Box::new);
+        let buffered = build_buffered(
+            sc,
+            (&names, &devs, &layers, &bio_layers),
+            &size_sectors_of,
+            &mut threads,
+            &mut profile,
+        )?;
         let assembled = Assembled {
+            buffered,
             threads,
             groups,
             logs,
@@ -291,6 +288,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             programs: a.programs,
             order: a.order,
             flows: flow::Flows::default(),
+            buffered: a.buffered,
         };
         // fio's flows, for the threads of jobs with a `flow` weight.
         for t in 0..s.threads.len() {
@@ -333,6 +331,7 @@ struct Assembled {
     irq_cpu: Option<usize>,
     ncpu: usize,
     programs: Option<Box<program::Programs>>,
+    buffered: Option<Box<buffered::Buffered>>,
 }
 
 /// The machine has jobs to run (or a trace to replay), not too many, and
@@ -679,4 +678,65 @@ fn not_a_queue(key: &str, name: &str) -> String {
         "[bcache] {key} = {name:?} is not a device with a queue ([[ssd]], [[hdd]], [[generic]], [[raid10]]): \
          bcache over dm-linear or over another bcache is not modelled"
     )
+}
+
+/// The page caches of the buffered jobs (see `buffered`).
+#[allow(clippy::type_complexity)]
+fn build_buffered(
+    sc: &Scenario,
+    (names, devs, layers, bio_layers): (
+        &BTreeMap<String, usize>,
+        &[DevNode],
+        &[LayerNode],
+        &[layers::BioLayers],
+    ),
+    size_sectors_of: &dyn Fn(Target) -> u64,
+    threads: &mut [JobThread],
+    profile: &mut CpuProfile,
+) -> Result<Option<Box<buffered::Buffered>>, ModelError> {
+    let name_of = |t: Target| match t {
+        Target::Dev(i) => names
+            .iter()
+            .find(|(_, &d)| d == i)
+            .map_or_else(|| format!("device {i}"), |(n, _)| n.clone()),
+        Target::Layer(i) => layers[i].layer.name().to_string(),
+    };
+    let accounted = |th: &JobThread| {
+        let target = match th.target {
+            Target::Dev(d) => devs[d].acct,
+            Target::Layer(l) => layers[l].acct,
+        };
+        target != acct::NO_ACCT || bio_layers[th.layers as usize].acct != acct::NO_ACCT
+    };
+    buffered::build(
+        &buffered::BufferedInput {
+            sc,
+            name_of: &name_of,
+            size_sectors_of,
+            accounted: &accounted,
+        },
+        threads,
+        profile,
+    )
+}
+
+/// The CPU profile with its contexts, the cost paths and the symbols.
+fn cpu_parts(
+    sc: &Scenario,
+    opts: &RunOptions,
+    ncpu: usize,
+) -> Result<(CpuProfile, Contexts, Paths, Symbols), ModelError> {
+    let mut profile = CpuProfile::new(ncpu);
+    let ctxs = Contexts {
+        fio: profile.context("fio"),
+        swapper: profile.context("swapper"),
+        kworker: profile.context("kworker/u:1"),
+    };
+    let paths = build_paths(sc, &mut profile)?;
+    profile.set_enabled(opts.profile);
+    let syms = build_symbols(sc, &mut profile)?;
+    if !(0.0..=1.0).contains(&sc.costs.perf_idle_weight) {
+        return Err(cfg_err("[costs] perf_idle_weight must be within 0..=1"));
+    }
+    Ok((profile, ctxs, paths, syms))
 }

@@ -154,10 +154,7 @@ fn job_region(
     targets: &mut Targets<'_, '_>,
 ) -> Result<Region, ModelError> {
     if !j.direct {
-        return Err(cfg_err(format!(
-            "job `{}`: buffered I/O (direct=0) is not modelled: the page cache is out of scope; set direct=1",
-            j.name
-        )));
+        super::buffered::check_job(j)?;
     }
     let (target_name, on_file, file_start) = match &sc.filesystem {
         Some(fs) if fs.holds(&j.filename) => (fs.device.clone(), true, fs.file_start.0),
@@ -453,6 +450,7 @@ pub(super) fn job_threads(
                 lat: super::lat::LatState::of(j, SimTime(0)),
                 flow: None,
                 gated: false,
+                buffered: None,
                 read_pct: j.rwmixread_pct,
                 verify: j
                     .verify

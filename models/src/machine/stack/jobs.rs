@@ -139,6 +139,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
                     ctx,
                 );
             }
+            Action::SubmitBuffered { io } => self.buffered_enter(t, io, now, ctx),
             Action::Reap { count } => {
                 let lat_target = self.threads[t].lat.is_some();
                 for _ in 0..count {
@@ -236,6 +237,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// sync paths grew it past LLVM's own threshold.
     #[inline(always)]
     pub(super) fn start_submit(&mut self, t: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        if self.threads[t].buffered.is_some() {
+            return self.start_buffered(t, now, ctx);
+        }
         let (io, seek) = self.new_io(t, now);
         let v = *self.ios.get(io);
         let (group, target) = (self.threads[t].group, self.threads[t].target);
@@ -310,7 +314,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// puts it in the slab; also whether a synchronous call must lseek. A
     /// sync is an empty flush: no offset, no data, not counted against
     /// the job's size or number of I/Os.
-    fn new_io(&mut self, t: usize, now: SimTime) -> (SlotId, bool) {
+    pub(super) fn new_io(&mut self, t: usize, now: SimTime) -> (SlotId, bool) {
         let (group, target, region_sector, read_pct) = {
             let th = &self.threads[t];
             (th.group, th.target, th.region_sector, th.read_pct)

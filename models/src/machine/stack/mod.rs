@@ -49,6 +49,7 @@ use crate::workload::job::{IoEngine, JobConfig, SyncCall};
 use crate::workload::offsets::Offsets;
 
 mod acct;
+mod buffered;
 mod build;
 mod dispatch;
 mod engine;
@@ -110,6 +111,11 @@ pub enum Ev {
     ProgramsEnd,
     /// A job's steady-state check (`ss_dur`) is due.
     SteadyCheck(u16),
+    /// A page cache's flusher timer (cache index).
+    PageCacheWake(u16),
+    /// A buffered writer's dirty-throttle pause is over: its call returns
+    /// (the I/O's slot).
+    BufferedDone(u32),
 }
 
 /// Largest number of I/Os in flight in the whole stack (a stated bound).
@@ -119,7 +125,7 @@ const PORT_WAIT_BOUND: usize = 1 << 20;
 
 /// Where a job's I/O goes: a device behind host queues, or a stacking
 /// layer.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Target {
     Dev(usize),
     Layer(usize),
@@ -177,6 +183,10 @@ enum Action {
     },
     Reap {
         count: u32,
+    },
+    /// A buffered I/O's call enters the page cache.
+    SubmitBuffered {
+        io: SlotId,
     },
 }
 
@@ -244,6 +254,8 @@ struct JobThread {
     flow: Option<Box<flow::ThreadFlow>>,
     /// It has a `pace`, `lat` or `flow`: `gates_hold` before a submission.
     gated: bool,
+    /// A buffered job's (`direct=0`) page cache and stream (None: direct).
+    buffered: Option<buffered::BufferedThread>,
 }
 
 /// Statistics of one `[[job]]` (all its clones). Per data direction
@@ -547,6 +559,8 @@ pub struct AsyncStack<const OBS: bool = false> {
     order: Option<Box<pace::JobOrder>>,
     /// fio's flows (`flow_id`), for the jobs with a `flow` weight.
     flows: flow::Flows,
+    /// The page caches of buffered jobs (None: every job is direct).
+    buffered: Option<Box<buffered::Buffered>>,
 }
 
 fn cfg_err(msg: impl Into<String>) -> ModelError {
@@ -586,6 +600,8 @@ impl<const OBS: bool> Model for AsyncStack<OBS> {
             Ev::LineGrant(line) => self.line_grant(line, ctx),
             Ev::ProgramsEnd => self.programs_end(ctx),
             Ev::SteadyCheck(g) => self.steady_check(g as usize, ctx),
+            Ev::PageCacheWake(c) => self.pc_wake(c, ctx),
+            Ev::BufferedDone(io) => self.pc_complete(SlotId(io), ctx.now(), ctx),
         }
         // I/O conservation at every event (debug builds; the end-of-run
         // check is always on): every submitted I/O not yet reaped is live in

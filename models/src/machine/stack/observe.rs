@@ -223,6 +223,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     fn obs_what(&self, origin: Origin) -> (&'static str, Option<u8>) {
         match origin.owner() {
             Owner::Job(_) => ("io", None),
+            Owner::PageCache { .. } => ("pagecache", None),
             Owner::Layer { layer, token } => (
                 self.layers[layer as usize].layer.token_label(token),
                 Some(layer),
@@ -494,7 +495,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     #[inline(never)]
     pub(super) fn obs_job_span(&mut self, t: usize, start: SimTime, end: SimTime) {
         let work = match self.threads[t].action {
-            Action::Submit { .. } => CpuWork::Submit(t as u16),
+            Action::Submit { .. } | Action::SubmitBuffered { .. } => CpuWork::Submit(t as u16),
             Action::Reap { .. } | Action::None => CpuWork::Reap(t as u16),
         };
         self.obs_cpu(self.threads[t].cpu, start, end, work);

@@ -135,6 +135,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         if self.layers.iter().any(|l| l.layer.hits_misses().is_some()) {
             self.hit_series.push((now.as_ns(), dh, dm));
         }
+        self.pc_sample(now);
         if let Some(mut iv) = self.intervals.take() {
             for gi in 0..self.groups.len() {
                 iv.sample(gi, &self.group_totals(gi), now);
@@ -260,6 +261,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         if let Some(t) = self.bcache_metrics(end) {
             extra_tables.push(t);
         }
+        self.pc_report(&mut extra_tables, &mut notes);
         if let Some(a) = &self.acct {
             let mut ios: u64 = self.groups.iter().map(|g| g.ios[0] + g.ios[1]).sum();
             if let Some(p) = &self.programs {

@@ -133,6 +133,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 return self.job_io_done(io, now, ctx);
             }
             Owner::Layer { layer, token } => (layer as usize, token),
+            o @ Owner::PageCache { .. } => return self.pc_delivered(o, owner.failed, ctx),
         };
         let since_dispatch_ns =
             dispatch::root_slot(owner.root).map_or(0, |io| now.since(self.ios.get(io).t_dispatch));
@@ -181,11 +182,13 @@ impl<const OBS: bool> AsyncStack<OBS> {
         now: SimTime,
         ctx: &mut Ctx<'_, Ev>,
     ) {
-        let Owner::Job(io) = up.owner() else {
-            panic!(
+        let io = match up.owner() {
+            Owner::Job(io) => io,
+            o @ Owner::PageCache { .. } => return self.pc_delivered(o, failed, ctx),
+            Owner::Layer { .. } => panic!(
                 "layer {} completed a request of another layer",
                 self.layers[l].layer.name()
-            )
+            ),
         };
         if failed {
             self.ios.get_mut(SlotId(io)).failed = true;
@@ -201,13 +204,14 @@ impl<const OBS: bool> AsyncStack<OBS> {
 }
 
 /// The job (or replayed) I/O behind the request a child serves:
-/// [`NO_ROOT`] for a layer's own work. Layers sit on queueing devices only,
-/// so the request a child serves is a job's I/O.
+/// [`NO_ROOT`] for a layer's own work and for the page cache's I/O (it
+/// serves no one job I/O). Layers sit on queueing devices only (the
+/// builder refuses a layer over a layer), so no child serves a layer's
+/// request.
 #[inline]
 fn root_of(serves: Option<Origin>) -> u32 {
     match serves.map(Origin::owner) {
         Some(Owner::Job(io)) => io,
-        Some(Owner::Layer { .. }) => unreachable!("a layer over a layer is refused by the builder"),
-        None => NO_ROOT,
+        Some(Owner::Layer { .. } | Owner::PageCache { .. }) | None => NO_ROOT,
     }
 }
