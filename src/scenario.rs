@@ -948,6 +948,8 @@ fn job_error_key(msg: &str) -> Option<&'static str> {
     [
         ("job.size", "size"),
         ("job.offset", "offset"),
+        ("a block of", "bs"),
+        ("region starts at byte", "offset"),
         ("direct=0", "direct"),
         ("filename", "filename"),
         ("cpus_allowed", "cpus_allowed"),

@@ -103,7 +103,7 @@ fn a_job_error_found_when_the_machine_is_built_has_its_line_or_set() {
     let line = line_of(&text, "direct =");
     assert!(
         err.contains(&format!(
-            "direct0.toml:{line}:1: job `randwrite`: buffered I/O (direct=0)"
+            "direct0.toml:{line}:1: job `randwrite`: direct=0 on bcache0 is not modelled"
         )),
         "{err}"
     );

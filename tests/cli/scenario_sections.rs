@@ -68,6 +68,10 @@ mount = "/mnt"
 device = "bcache0"
 file_start = "1g"
 
+[pagecache]
+memory = "1g"
+dirty_ratio = 20
+
 [[pmem]]
 name = "pmem0"
 size_bytes = 1073741824
@@ -126,6 +130,7 @@ const TYPOS: &[(&str, &str, &str)] = &[
     ("[bcache]", "backing", "backin"),
     ("[bcache.populate]", "extent_size", "extent_sise"),
     ("[filesystem]", "device", "devise"),
+    ("[pagecache]", "memory", "memroy"),
     ("[[pmem]]", "request_ns", "request_nss"),
     ("[dm]", "endio_ns", "endio_nss"),
     ("[costs]", "perf_idle_weight", "perf_idle_weigth"),
@@ -194,6 +199,7 @@ typo_tests! {
     typo_in_bcache: "[bcache]",
     typo_in_bcache_populate: "[bcache.populate]",
     typo_in_filesystem: "[filesystem]",
+    typo_in_pagecache: "[pagecache]",
     typo_in_pmem: "[[pmem]]",
     typo_in_dm: "[dm]",
     typo_in_costs: "[costs]",

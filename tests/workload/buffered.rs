@@ -128,7 +128,7 @@ fn partial_pages_trims_and_bad_pagecache_keys_are_refused() {
     let (_, err, code) = run("bad-bs.fio");
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("bad-bs.fio:2:") && err.contains("whole 4 KiB pages"),
+        err.contains("bad-bs.fio:4:") && err.contains("whole 4 KiB pages"),
         "{err}"
     );
     let trim = temp_file(

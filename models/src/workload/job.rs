@@ -463,7 +463,7 @@ pub const NO_EFFECT_OPTIONS: &[(&str, &str)] = &[
     ("eta", "progress display"),
     ("eta_newline", "progress display"),
     ("unified_rw_reporting", "fio report layout"),
-    ("invalidate", "the page cache is not modelled"),
+    ("invalidate", "the page cache starts empty, as after fio's default invalidate=1"),
     (
         "randrepeat",
         "every random stream derives from the scenario seed or randseed",

@@ -2,7 +2,7 @@
 //! syncs go to the page cache of their target
 //! ([`crate::layers::pagecache`]), one cache per target device, and the
 //! block I/Os the cache decides on (misses, read-ahead, writeback,
-//! flushes) go down the target's stack as a replayed request's do.
+//! flushes) go into the target device's queue.
 //!
 //! What a buffered job's engine does, as Linux runs it:
 //! - A synchronous call (`psync`, `sync`, ...) returns when the cache
@@ -25,17 +25,14 @@
 //! are counted).
 
 use super::*;
-use crate::layers::layer::{LayerReq, Owner};
+use crate::layers::layer::Owner;
 use crate::layers::pagecache::{
-    Actions, FsyncScope, Gauges, PageCache, Params, PAGE_BYTES, PAGE_SECTORS,
+    Actions, BlockIo, FsyncScope, Gauges, PageCache, Params, PAGE_BYTES, PAGE_SECTORS,
 };
 
 /// Most page-cache block I/Os in flight over all caches (the origin's
 /// token bits).
 const TOKENS_MAX: usize = 1 << crate::layers::layer::TOKEN_BITS;
-/// The task a layer below (bcache's per-task sequential detection) sees
-/// for the cache's block I/Os: one task, the cache's.
-const PAGECACHE_TASK: u32 = u16::MAX as u32 - 1;
 /// Most page caches (devices with buffered jobs) in one machine.
 const CACHES_MAX: usize = 64;
 
@@ -58,7 +55,8 @@ pub(super) struct Buffered {
 
 struct CacheNode {
     name: String,
-    target: Target,
+    /// The device below (a buffered job's target is a device).
+    dev: usize,
     cache: PageCache,
     /// Block I/Os that completed with an error.
     failed_ios: u64,
@@ -118,17 +116,18 @@ pub(super) fn build(
     profile: &mut CpuProfile,
 ) -> Result<Option<Box<Buffered>>, ModelError> {
     let sc = input.sc;
-    let mut targets: Vec<(Target, u32)> = Vec::new();
+    // (device, streams).
+    let mut targets: Vec<(usize, u32)> = Vec::new();
     for t in threads.iter_mut() {
         let j = &sc.jobs[t.group];
         if j.direct {
             continue;
         }
-        check_thread(input, j, t)?;
-        let c = match targets.iter().position(|(x, _)| *x == t.target) {
+        let dev = check_thread(input, j, t)?;
+        let c = match targets.iter().position(|(x, _)| *x == dev) {
             Some(c) => c,
             None => {
-                targets.push((t.target, 0));
+                targets.push((dev, 0));
                 targets.len() - 1
             }
         };
@@ -149,9 +148,9 @@ pub(super) fn build(
     }
     let config = sc.pagecache.clone().unwrap_or_default();
     let mut caches = Vec::with_capacity(targets.len());
-    for (target, streams) in targets {
-        let name = (input.name_of)(target);
-        let device_pages = (input.size_sectors_of)(target) / PAGE_SECTORS;
+    for (dev, streams) in targets {
+        let name = (input.name_of)(Target::Dev(dev));
+        let device_pages = (input.size_sectors_of)(Target::Dev(dev)) / PAGE_SECTORS;
         let params = Params::of_config(&config, device_pages, streams);
         let cache = PageCache::new(params).map_err(|e| {
             cfg_err(format!(
@@ -160,7 +159,7 @@ pub(super) fn build(
         })?;
         caches.push(CacheNode {
             name,
-            target,
+            dev,
             cache,
             failed_ios: 0,
         });
@@ -181,9 +180,14 @@ pub(super) fn build(
     })))
 }
 
-/// A buffered thread's region starts on a page, its target keeps no
-/// accounting design and no bio-based layer is above it.
-fn check_thread(input: &BufferedInput<'_>, j: &JobConfig, t: &JobThread) -> Result<(), ModelError> {
+/// A buffered thread's region starts on a page, its target is a device
+/// (not a stacking layer), keeps no accounting design and has no
+/// bio-based layer above it: that device.
+fn check_thread(
+    input: &BufferedInput<'_>,
+    j: &JobConfig,
+    t: &JobThread,
+) -> Result<usize, ModelError> {
     if t.region_sector % PAGE_SECTORS != 0 {
         return Err(cfg_err(format!(
             "job `{}`: its region starts at byte {} with direct=0: the page cache is modelled in whole 4 KiB pages; use an offset (and offset_increment) in multiples of 4k, or direct=1",
@@ -191,6 +195,13 @@ fn check_thread(input: &BufferedInput<'_>, j: &JobConfig, t: &JobThread) -> Resu
             t.region_sector * 512
         )));
     }
+    let Target::Dev(dev) = t.target else {
+        return Err(cfg_err(format!(
+            "job `{}`: direct=0 on {} is not modelled: a stacking layer (bcache) takes requests from jobs, not yet from the page cache; set direct=1, or run the buffered job on a device",
+            j.name,
+            (input.name_of)(t.target)
+        )));
+    };
     if t.layers != 0 {
         return Err(cfg_err(format!(
             "job `{}`: direct=0 over dm-linear or a pmem namespace is not modelled (their bio path is a job's); set direct=1",
@@ -203,7 +214,7 @@ fn check_thread(input: &BufferedInput<'_>, j: &JobConfig, t: &JobThread) -> Resu
             j.name
         )));
     }
-    Ok(())
+    Ok(dev)
 }
 
 impl Buffered {
@@ -347,8 +358,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
             let Some(token) = b.token_for(c, bio.id) else {
                 panic!("more than {TOKENS_MAX} page-cache block I/Os in flight");
             };
-            let target = b.caches[c as usize].target;
-            self.pc_issue(target, token, bio.dir, bio.sector, bio.sectors, ctx);
+            let dev = b.caches[c as usize].dev;
+            self.pc_issue(dev, token, bio, ctx);
         }
         for &req in &out.completed {
             self.pc_complete(SlotId(req as u32), now, ctx);
@@ -362,37 +373,14 @@ impl<const OBS: bool> AsyncStack<OBS> {
         }
     }
 
-    /// One block I/O of the cache, down its target as a replayed request
-    /// goes (no submitter's CPU time).
-    fn pc_issue(
-        &mut self,
-        target: Target,
-        token: u32,
-        dir: Dir,
-        sector: u64,
-        sectors: u32,
-        ctx: &mut Ctx<'_, Ev>,
-    ) {
-        let origin = Origin::page_cache(token);
-        let (dev, origin, root, sector) = match target {
-            Target::Dev(d) => (d, origin, NO_ROOT, sector),
-            Target::Layer(l) => {
-                let req = LayerReq {
-                    dir,
-                    sector,
-                    sectors,
-                    task: PAGECACHE_TASK,
-                };
-                let h = self.layer_submit(l, origin, req, None, ctx);
-                (h.dev, h.origin, h.root, h.sector)
-            }
-        };
+    /// One block I/O of the cache, into its device's queue.
+    fn pc_issue(&mut self, dev: usize, token: u32, bio: &BlockIo, ctx: &mut Ctx<'_, Ev>) {
         let q = Queued {
-            origin,
-            root,
-            dir,
-            sector,
-            sectors,
+            origin: Origin::page_cache(token),
+            root: NO_ROOT,
+            dir: bio.dir,
+            sector: bio.sector,
+            sectors: bio.sectors,
         };
         self.block_submit(dev, q, ctx);
     }
