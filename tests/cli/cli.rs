@@ -180,7 +180,7 @@ fn quick_overrides(name: &str) -> Vec<&'static str> {
         "dm_inflight.toml" => vec!["--set", "job.runtime=5ms"],
         "bcache_policies.toml" => vec!["--set", "job.runtime=2s"],
         "bcache_nvme_raid10.toml" => vec!["--set", "job.runtime=2s"],
-        "nvme_inflight_scale.toml" => {
+        "nvme_inflight_scale.toml" | "scale_64cpu_8nvme.toml" => {
             vec!["--set", "job.runtime=2ms", "--set", "job.ramp_time=1ms"]
         }
         _ => vec![],

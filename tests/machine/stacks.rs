@@ -246,6 +246,44 @@ fn nvme_inflight_scale_per_cpu_designs_remove_the_handoffs() {
     assert!(out.contains("md0 hardware queues"), "{out}");
 }
 
+/// Every row of the "in-flight accounting lines" table: (device,
+/// hand-offs per I/O).
+fn handoff_rows(out: &str) -> Vec<(String, f64)> {
+    let table = out
+        .split("in-flight accounting lines\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no accounting table:\n{out}"));
+    table
+        .lines()
+        .skip(2)
+        .take_while(|l| !l.is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[0].to_string(), f[f.len() - 3].parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn the_scale_benchmark_scenario_runs_its_64_jobs_on_8_drives() {
+    let out = run_ok(&[
+        "scenarios/scale_64cpu_8nvme.toml",
+        "--set",
+        "job.runtime=2ms",
+        "--set",
+        "job.ramp_time=1ms",
+    ]);
+    // Eight [[job]]s of eight clones each.
+    assert_eq!(out.matches("(groupid=").count(), 8, "{out}");
+    assert_eq!(out.matches("jobs=8)").count(), 8, "{out}");
+    // Per-CPU part0 counters on every drive: almost no line moves.
+    let rows = handoff_rows(&out);
+    let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
+    let want: Vec<String> = (0..8).map(|i| format!("nvme{i}")).collect();
+    assert_eq!(names, want, "{out}");
+    assert!(rows.iter().all(|(_, h)| *h < 0.1), "{rows:?}");
+}
+
 #[test]
 fn bcache_nvme_raid10_warms_its_cache() {
     let out = run_ok(&[
