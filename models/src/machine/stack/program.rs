@@ -45,8 +45,6 @@ const KERNEL: &str = "[kernel.kallsyms]";
 /// `[[pmem]]` device or on the `[dm]` device.
 pub fn runs_as_program(sc: &Scenario, j: &JobConfig) -> bool {
     j.ioengine == IoEngine::Psync
-        // A buffered job goes through the page cache (the queued path).
-        && j.direct
         // The program runs pread (`pread_call`); the other synchronous
         // calls take the queued path.
         && j.sync_call == SyncCall::Pread
