@@ -156,7 +156,8 @@ impl Lines {
     }
     #[inline(always)]
     fn key_word(&mut self, w: &mut SearchWork, word: usize) {
-        let line = (word * 8 / HW_CACHELINE_BYTES) as u64;
+        // (word * 8 / HW_CACHELINE_BYTES, without the multiply's wrap.)
+        let line = (word / (HW_CACHELINE_BYTES / 8)) as u64;
         if line != self.key {
             self.key = line;
             w.cachelines_touched += 1;
@@ -164,7 +165,7 @@ impl Lines {
     }
     #[inline(always)]
     fn aux_entry(&mut self, w: &mut SearchWork, idx: usize) {
-        let line = (idx * 4 / HW_CACHELINE_BYTES) as u64;
+        let line = (idx / (HW_CACHELINE_BYTES / 4)) as u64;
         if line != self.aux {
             self.aux = line;
             w.cachelines_touched += 1;
@@ -631,13 +632,13 @@ impl<B: Backend> Node<B> {
             } else {
                 ((cells[j].load(R) >> 32) as u32, cells[j + 1].load(R) as u32)
             };
-            let go_left = if f.exponent() != EXPONENT_FAILED {
-                f.mantissa() >= mantissa_of(k.sv, f.exponent())
+            let go_right = if f.exponent() != EXPONENT_FAILED {
+                f.mantissa() < mantissa_of(k.sv, f.exponent())
             } else {
-                self.walk_compare_full(k, j as u32, f, w, local)
+                !self.walk_compare_full(k, j as u32, f, w, local)
             };
-            j = 2 * j + usize::from(!go_left);
-            fbits = if go_left { el } else { er };
+            j = 2 * j + usize::from(go_right);
+            fbits = if go_right { er } else { el };
         }
         (j as u32, fbits)
     }
