@@ -5,7 +5,8 @@ use super::*;
 
 impl<const OBS: bool> AsyncStack<OBS> {
     /// Runs one path (a single one or a bundle) in a job's context; returns
-    /// its ns.
+    /// its ns. (Inlined: at most call sites `path` is a constant.)
+    #[inline(always)]
     pub(super) fn run_job_path(&mut self, t: usize, path: JobPath) -> u64 {
         let cpu = self.threads[t].cpu;
         let p = match path {
