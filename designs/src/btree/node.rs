@@ -173,6 +173,9 @@ impl Lines {
     }
 }
 
+// The linear scan's line count assumes a key's words step by less than a line.
+const _: () = assert!(KEY_U64S < HW_CACHELINE_BYTES / 8);
+
 /// One written set's tree walk: where its aux entries start, the tree's
 /// size, and the search key (as a comparison value and as a position).
 struct Walk {
@@ -575,23 +578,32 @@ impl<B: Backend> Node<B> {
             };
         }
         // Linear scan within the cacheline(s): the same reads and counts as
-        // `gt` per key, with the keys, counters and tracker kept local.
+        // `gt` per key. The words it reads (each key's two position words)
+        // step by at most two, less than a line, so the tracker meets every
+        // line from the first word's to the last's, each once: counted
+        // after the loop.
         let r = r.min(end);
         let keys: &[B::AtomicU64] = &self.keys;
-        let mut local = Lines { ..*ln };
-        let (mut compares, mut scanned) = (0u32, 0u32);
+        let first = l;
         while l < r {
             let word = l as usize * KEY_U64S;
-            local.key_word(w, word);
-            local.key_word(w, word + 1);
-            compares += 1;
             if (high_inode(keys[word].load(R)), keys[word + 1].load(R)) > s {
                 break;
             }
-            scanned += 1;
             l += 1;
         }
-        *ln = local;
+        let scanned = l - first;
+        // The key that stopped the scan was compared too.
+        let compares = scanned + u32::from(l < r);
+        if compares > 0 {
+            let words_per_line = HW_CACHELINE_BYTES / 8;
+            let first_word = first as usize * KEY_U64S;
+            let last_word = (first + compares - 1) as usize * KEY_U64S + 1;
+            ln.key_word(w, first_word);
+            let (first_line, last_line) = (first_word / words_per_line, last_word / words_per_line);
+            w.cachelines_touched += (last_line - first_line) as u32;
+            ln.key = last_line as u64;
+        }
         w.key_compares += compares;
         w.linear_scan_keys += scanned;
         l
