@@ -705,13 +705,8 @@ impl<B: Backend> Node<B> {
         let mut heap: [(u32, u32); MAX_BSETS] = [(0, 0); MAX_BSETS];
         let mut len = 0usize;
         for set in 0..n {
-            // An empty set (often the unwritten one) has no key > `s`:
-            // bset_search would return its end and count nothing.
-            let (start, end) = self.bounds_of(set);
-            if start == end {
-                continue;
-            }
             let pos = self.bset_search(set, s, set + 1 < n, w, &mut ln);
+            let end = self.bounds_of(set).1;
             if pos < end {
                 heap[len] = (pos, end);
                 len += 1;
