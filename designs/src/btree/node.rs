@@ -422,7 +422,7 @@ impl<B: Backend> Node<B> {
     // ---- search -----------------------------------------------------------
 
     /// `bch_bset_search`: first slot in `set` whose key is > `s`, or the set end.
-    #[inline]
+    #[inline(always)]
     fn bset_search(
         &self,
         set: usize,
@@ -435,6 +435,21 @@ impl<B: Backend> Node<B> {
         if start == end {
             return end;
         }
+        self.bset_search_in(set, (start, end), s, written, w, ln)
+    }
+
+    /// [`Self::bset_search`] of a non-empty set given its bounds, as just
+    /// read (the read stays the search's first).
+    #[inline]
+    fn bset_search_in(
+        &self,
+        set: usize,
+        (start, end): (u32, u32),
+        s: KeyPos,
+        written: bool,
+        w: &mut SearchWork,
+        ln: &mut Lines,
+    ) -> u32 {
         w.bsets_searched += 1;
         let gt = |node: &Self, idx: u32, w: &mut SearchWork, ln: &mut Lines| -> bool {
             node.key_gt(idx, s, w, ln)
@@ -705,7 +720,14 @@ impl<B: Backend> Node<B> {
         let mut heap: [(u32, u32); MAX_BSETS] = [(0, 0); MAX_BSETS];
         let mut len = 0usize;
         for set in 0..n {
-            let pos = self.bset_search(set, s, set + 1 < n, w, &mut ln);
+            // bset_search with its empty-set test here (an empty set, often
+            // the unwritten one, costs no call); the same reads in order.
+            let (start, end) = self.bounds_of(set);
+            let pos = if start == end {
+                end
+            } else {
+                self.bset_search_in(set, (start, end), s, set + 1 < n, w, &mut ln)
+            };
             let end = self.bounds_of(set).1;
             if pos < end {
                 heap[len] = (pos, end);
