@@ -35,7 +35,7 @@ impl<E: Copy> Ctx<'_, E> {
     }
 
     /// Schedules `event` at absolute time `at` (which must not be in the past).
-    #[inline]
+    #[inline(always)]
     pub fn schedule_at(&mut self, at: SimTime, event: E) {
         assert!(
             at >= self.now,

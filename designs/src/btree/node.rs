@@ -156,7 +156,8 @@ impl Lines {
     }
     #[inline(always)]
     fn key_word(&mut self, w: &mut SearchWork, word: usize) {
-        let line = (word * 8 / HW_CACHELINE_BYTES) as u64;
+        // (word * 8 / HW_CACHELINE_BYTES, without the multiply's wrap.)
+        let line = (word / (HW_CACHELINE_BYTES / 8)) as u64;
         if line != self.key {
             self.key = line;
             w.cachelines_touched += 1;
@@ -164,12 +165,25 @@ impl Lines {
     }
     #[inline(always)]
     fn aux_entry(&mut self, w: &mut SearchWork, idx: usize) {
-        let line = (idx * 4 / HW_CACHELINE_BYTES) as u64;
+        let line = (idx / (HW_CACHELINE_BYTES / 4)) as u64;
         if line != self.aux {
             self.aux = line;
             w.cachelines_touched += 1;
         }
     }
+}
+
+// The linear scan's line count assumes a key's words step by less than a line.
+const _: () = assert!(KEY_U64S < HW_CACHELINE_BYTES / 8);
+
+/// One written set's tree walk: where its aux entries start, the tree's
+/// size, and the search key (as a comparison value and as a position).
+struct Walk {
+    abase: usize,
+    size: u32,
+    sv: u128,
+    s: KeyPos,
+    start: u32,
 }
 
 /// A btree node.
@@ -408,7 +422,7 @@ impl<B: Backend> Node<B> {
     // ---- search -----------------------------------------------------------
 
     /// `bch_bset_search`: first slot in `set` whose key is > `s`, or the set end.
-    #[inline]
+    #[inline(always)]
     fn bset_search(
         &self,
         set: usize,
@@ -421,12 +435,24 @@ impl<B: Backend> Node<B> {
         if start == end {
             return end;
         }
+        self.bset_search_in(set, (start, end), s, written, w, ln)
+    }
+
+    /// [`Self::bset_search`] of a non-empty set given its bounds, as just
+    /// read (the read stays the search's first).
+    #[inline]
+    fn bset_search_in(
+        &self,
+        set: usize,
+        (start, end): (u32, u32),
+        s: KeyPos,
+        written: bool,
+        w: &mut SearchWork,
+        ln: &mut Lines,
+    ) -> u32 {
         w.bsets_searched += 1;
         let gt = |node: &Self, idx: u32, w: &mut SearchWork, ln: &mut Lines| -> bool {
-            ln.key_word(w, idx as usize * KEY_U64S);
-            ln.key_word(w, idx as usize * KEY_U64S + 1);
-            w.key_compares += 1;
-            node.pos(idx) > s
+            node.key_gt(idx, s, w, ln)
         };
         let (abase, asize) = self.aux_of(set);
         let clu = self.cfg.cl_u64s();
@@ -460,16 +486,26 @@ impl<B: Backend> Node<B> {
                 let aux: &[B::AtomicU64] = &self.aux;
                 let entry = |a: usize| (aux[a >> 1].load(R) >> ((a & 1) * 32)) as u32;
                 let mut local = Lines { ..*ln };
-                let mut levels = 0u32;
-                let mut j = 1u32;
-                let mut fbits = entry(abase as usize + 1);
+                let walk = Walk {
+                    abase: abase as usize,
+                    size,
+                    sv,
+                    s,
+                    start,
+                };
+                // The levels whose node has both children first (most of
+                // them), then this loop for the last one or two.
+                let (mut j, mut fbits) = if abase & 1 == 0 {
+                    self.walk_full::<true>(&walk, entry(abase as usize + 1), w, &mut local)
+                } else {
+                    self.walk_full::<false>(&walk, entry(abase as usize + 1), w, &mut local)
+                };
                 let mut n;
                 let mut f;
                 loop {
                     let a = abase as usize + j as usize;
                     local.aux_entry(w, a);
                     f = BkeyFloat(fbits);
-                    levels += 1;
                     let left = j * 2;
                     let la = abase as usize + left as usize;
                     let (el, er) = if left + 1 < size {
@@ -501,7 +537,9 @@ impl<B: Backend> Node<B> {
                     j = n;
                 }
                 *ln = local;
-                w.aux_levels += levels;
+                // One level per bit of the last node's index (the walk goes
+                // from the root, 1, down one child per level).
+                w.aux_levels += 32 - j.leading_zeros();
                 let ex = extra(size);
                 let mut inorder = to_inorder(j, size, ex);
                 if n & 1 == 1 {
@@ -555,26 +593,107 @@ impl<B: Backend> Node<B> {
             };
         }
         // Linear scan within the cacheline(s): the same reads and counts as
-        // `gt` per key, with the keys, counters and tracker kept local.
+        // `gt` per key. The words it reads (each key's two position words)
+        // step by at most two, less than a line, so the tracker meets every
+        // line from the first word's to the last's, each once: counted
+        // after the loop.
         let r = r.min(end);
         let keys: &[B::AtomicU64] = &self.keys;
-        let mut local = Lines { ..*ln };
-        let (mut compares, mut scanned) = (0u32, 0u32);
+        let first = l;
         while l < r {
             let word = l as usize * KEY_U64S;
-            local.key_word(w, word);
-            local.key_word(w, word + 1);
-            compares += 1;
             if (high_inode(keys[word].load(R)), keys[word + 1].load(R)) > s {
                 break;
             }
-            scanned += 1;
             l += 1;
         }
-        *ln = local;
+        let scanned = l - first;
+        // The key that stopped the scan was compared too.
+        let compares = scanned + u32::from(l < r);
+        if compares > 0 {
+            let words_per_line = HW_CACHELINE_BYTES / 8;
+            let first_word = first as usize * KEY_U64S;
+            let last_word = (first + compares - 1) as usize * KEY_U64S + 1;
+            ln.key_word(w, first_word);
+            let (first_line, last_line) = (first_word / words_per_line, last_word / words_per_line);
+            w.cachelines_touched += (last_line - first_line) as u32;
+            ln.key = last_line as u64;
+        }
         w.key_compares += compares;
         w.linear_scan_keys += scanned;
         l
+    }
+
+    /// The tree walk's levels whose node has both children (`2j + 1 <
+    /// size`), from the root: no end-of-tree test per level. `PAIRED`: the
+    /// two children of a node share one aux cell (`abase` is even, so the
+    /// left child's index is). Reads the same entries and counts the same
+    /// work as the general loop in [`Self::bset_search`]; returns the first
+    /// node without both children and its entry.
+    #[inline(always)]
+    fn walk_full<const PAIRED: bool>(
+        &self,
+        k: &Walk,
+        root_bits: u32,
+        w: &mut SearchWork,
+        local: &mut Lines,
+    ) -> (u32, u32) {
+        // 2j + 1 < size exactly when j < size / 2.
+        let jmax = (k.size / 2) as usize;
+        if jmax <= 1 {
+            return (1, root_bits);
+        }
+        // Node j's children are entries abase + 2j and abase + 2j + 1:
+        // cell abase / 2 + j when PAIRED, else the high half of that cell
+        // and the low half of the next. `cells` ends after the last one
+        // read, so the indexing below needs no bound check.
+        let base = k.abase >> 1;
+        let cells: &[B::AtomicU64] = &self.aux[base..base + jmax + usize::from(!PAIRED)];
+        let (mut j, mut fbits) = (1usize, root_bits);
+        while j < jmax {
+            local.aux_entry(w, k.abase + j);
+            let f = BkeyFloat(fbits);
+            let (el, er) = if PAIRED {
+                let cell = cells[j].load(R);
+                (cell as u32, (cell >> 32) as u32)
+            } else {
+                ((cells[j].load(R) >> 32) as u32, cells[j + 1].load(R) as u32)
+            };
+            let go_right = if f.exponent() != EXPONENT_FAILED {
+                f.mantissa() < mantissa_of(k.sv, f.exponent())
+            } else {
+                !self.walk_compare_full(k, j as u32, f, w, local)
+            };
+            j = 2 * j + usize::from(go_right);
+            fbits = if go_right { er } else { el };
+        }
+        (j as u32, fbits)
+    }
+
+    /// A tree node whose float could not separate its keys: compare the
+    /// search key with the node's full key (rare; out of the walk's loop).
+    #[cold]
+    #[inline(never)]
+    fn walk_compare_full(
+        &self,
+        k: &Walk,
+        j: u32,
+        f: BkeyFloat,
+        w: &mut SearchWork,
+        local: &mut Lines,
+    ) -> bool {
+        w.full_key_compares += 1;
+        let key = self.tree_key(k.start, j, k.size, f);
+        self.key_gt(key, k.s, w, local)
+    }
+
+    /// Whether key `idx` is > `s`: reads its two position words (counted).
+    #[inline(always)]
+    fn key_gt(&self, idx: u32, s: KeyPos, w: &mut SearchWork, ln: &mut Lines) -> bool {
+        ln.key_word(w, idx as usize * KEY_U64S);
+        ln.key_word(w, idx as usize * KEY_U64S + 1);
+        w.key_compares += 1;
+        self.pos(idx) > s
     }
 
     #[inline(always)]
@@ -601,7 +720,14 @@ impl<B: Backend> Node<B> {
         let mut heap: [(u32, u32); MAX_BSETS] = [(0, 0); MAX_BSETS];
         let mut len = 0usize;
         for set in 0..n {
-            let pos = self.bset_search(set, s, set + 1 < n, w, &mut ln);
+            // bset_search with its empty-set test here (an empty set, often
+            // the unwritten one, costs no call); the same reads in order.
+            let (start, end) = self.bounds_of(set);
+            let pos = if start == end {
+                end
+            } else {
+                self.bset_search_in(set, (start, end), s, set + 1 < n, w, &mut ln)
+            };
             let end = self.bounds_of(set).1;
             if pos < end {
                 heap[len] = (pos, end);

@@ -5,7 +5,8 @@ use super::*;
 
 impl<const OBS: bool> AsyncStack<OBS> {
     /// Runs one path (a single one or a bundle) in a job's context; returns
-    /// its ns.
+    /// its ns. (Inlined: at most call sites `path` is a constant.)
+    #[inline(always)]
     pub(super) fn run_job_path(&mut self, t: usize, path: JobPath) -> u64 {
         let cpu = self.threads[t].cpu;
         let p = match path {
@@ -207,6 +208,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         });
     }
 
+    #[inline(always)]
     pub(super) fn schedule_job(
         &mut self,
         t: usize,
@@ -386,6 +388,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// The submission's accounting (the designs of the devices it passes)
     /// and its bio-based layers' work (dm-linear, a pmem leaf), in the
     /// job's context; returns their time.
+    #[inline(always)]
     fn submit_side_work(&mut self, t: usize, dev: usize, v: &Io, now: SimTime) -> u64 {
         let (group, target) = (self.threads[t].group, self.threads[t].target);
         let mut cost = 0;
@@ -414,6 +417,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
 
     /// The code paths of one submission (fio_prep .. issue_cmd), charged
     /// as one bundle once the route is known; returns their time.
+    #[inline(always)]
     fn submit_bundle(&mut self, t: usize, io: SlotId, dev: usize, seek: bool, now: SimTime) -> u64 {
         let th = &self.threads[t];
         let sync_call = th.sync_call;
