@@ -219,7 +219,9 @@ fn load_vscsi(
     {
         return Ok(None);
     }
-    let mut reqs = Vec::new();
+    // A request per record (32 bytes in v1, 40 in v2): no regrowth copies of a large trace.
+    let file_bytes = std::fs::metadata(&args.trace).map_or(0, |m| m.len());
+    let mut reqs = Vec::with_capacity(usize::try_from(file_bytes / 32).unwrap_or(0));
     let push = |lbn: u64, len: u32| match unit {
         UnitArg::Objects | UnitArg::Bytes => reqs.push(Request::new(lbn, len)),
         UnitArg::Blocks(b) => {
