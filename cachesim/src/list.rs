@@ -8,29 +8,14 @@
 //! `prev` points toward the head, `next` toward the tail (as in libCacheSim).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// "No node" index.
 pub(crate) const NIL: u32 = u32::MAX;
 
-/// Hasher for `u64` keys: the murmur3 64-bit finalizer (full avalanche, so both the low
-/// bits used for bucket selection and the high bits used as control tags are well mixed).
-#[derive(Default, Clone, Copy)]
-pub struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = fmix64(self.0 ^ n);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
+/// Hasher for `u64` keys: rustc's Fx hash (one multiply; its `finish` rotates the product
+/// so that both the low bits used for bucket selection and the high bits used as control
+/// tags vary). No result depends on a map's iteration order.
+pub type KeyHasher = rustc_hash::FxHasher;
 
 /// murmur3 fmix64.
 pub(crate) fn fmix64(mut k: u64) -> u64 {
@@ -43,13 +28,68 @@ pub(crate) fn fmix64(mut k: u64) -> u64 {
 }
 
 /// Map from object key to arena index (or any small value).
-pub type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
+pub type KeyMap<V> = HashMap<u64, V, rustc_hash::FxBuildHasher>;
 
 /// A new [`KeyMap`] sized for about `n` entries (capped so a huge nominal cache size does
 /// not allocate up front; the map grows as needed).
 pub(crate) fn key_map<V>(n: u64) -> KeyMap<V> {
     let cap = usize::try_from(n.min(1 << 20)).unwrap_or(1 << 20);
-    HashMap::with_capacity_and_hasher(cap, BuildHasherDefault::default())
+    HashMap::with_capacity_and_hasher(cap, rustc_hash::FxBuildHasher)
+}
+
+/// Fx hash of a key.
+#[inline]
+fn hash_key(key: u64) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(key)
+}
+
+/// Key -> arena index of the node holding that key: an open-addressing table of bare `u32`
+/// node indices (a quarter of a `KeyMap<u32>`'s bucket bytes, so more of it stays in cache);
+/// keys are compared through the arena. Removing a node compares indices only, so an
+/// eviction reads no other node. Never iterated.
+#[derive(Debug, Default)]
+pub(crate) struct NodeIndex {
+    table: hashbrown::HashTable<u32>,
+}
+
+impl NodeIndex {
+    /// An index sized for about `n` keys (capped like [`key_map`]).
+    pub fn with_capacity(n: u64) -> Self {
+        let cap = usize::try_from(n.min(1 << 20)).unwrap_or(1 << 20);
+        Self {
+            table: hashbrown::HashTable::with_capacity(cap),
+        }
+    }
+
+    /// The node holding `key`.
+    #[inline]
+    pub fn get(&self, a: &Arena, key: u64) -> Option<u32> {
+        self.table
+            .find(hash_key(key), |&i| a.get(i).key == key)
+            .copied()
+    }
+
+    /// Index node `i` under its key, which must not be indexed yet.
+    #[inline]
+    pub fn insert_new(&mut self, a: &Arena, i: u32) {
+        debug_assert!(self.get(a, a.get(i).key).is_none());
+        self.table
+            .insert_unique(hash_key(a.get(i).key), i, |&j| hash_key(a.get(j).key));
+    }
+
+    /// Drop node `i` (indexed, still holding its key) from the index.
+    #[inline]
+    pub fn remove(&mut self, a: &Arena, i: u32) {
+        if let Ok(e) = self.table.find_entry(hash_key(a.get(i).key), |&j| j == i) {
+            e.remove();
+        }
+    }
+
+    /// Keys indexed.
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
 }
 
 /// One list node. The meaning of `freq`, `tag` and `flag` is policy specific.

@@ -2,6 +2,8 @@
 //! records) and version 2 (40-byte records), little-endian. Requests are
 //! keyed by lbn (512-byte block number); timestamps are microseconds.
 
+use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::event::TraceEvent;
@@ -25,6 +27,42 @@ pub fn detect_version(head: &[u8]) -> Option<u8> {
         return Some(1);
     }
     None
+}
+
+/// Calls `f(lbn, length in bytes)` for every record of a plain (not compressed) vscsi file,
+/// in file order, reading large chunks without building events: the request view that a
+/// cache simulation needs (every vscsi record is one request). Returns the record count,
+/// or `Ok(None)` without calling `f` when the file is not such a trace of whole records
+/// (compressed, unknown version, truncated last record): the event reader then reports
+/// or, when lenient, skips what is wrong.
+pub fn for_each_lbn(path: &Path, mut f: impl FnMut(u64, u32)) -> std::io::Result<Option<u64>> {
+    let mut file = File::open(path)?;
+    let total = file.metadata()?.len();
+    let mut head = Vec::with_capacity(V2_BYTES);
+    file.by_ref().take(V2_BYTES as u64).read_to_end(&mut head)?;
+    let Some(version) = detect_version(&head).filter(|_| !crate::compressed::is_zstd(&head)) else {
+        return Ok(None);
+    };
+    let (size, len_at) = if version == 1 {
+        (V1_BYTES, 4)
+    } else {
+        (V2_BYTES, 8)
+    };
+    if total % size as u64 != 0 {
+        return Ok(None);
+    }
+    let mut file = File::open(path)?;
+    let mut buf = vec![0u8; size * 32 * 1024];
+    let mut left = total;
+    while left > 0 {
+        let take = usize::try_from(left.min(buf.len() as u64)).unwrap_or(buf.len());
+        file.read_exact(&mut buf[..take])?;
+        for r in buf[..take].chunks_exact(size) {
+            f(le64(r, 16), le32(r, len_at));
+        }
+        left -= take as u64;
+    }
+    Ok(Some(total / size as u64))
 }
 
 pub(crate) struct VscsiReader {
@@ -157,5 +195,48 @@ impl EventSource for VscsiReader {
             .iter()
             .map(|f| format!("first skipped record: {f}"))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{open, OpenOptions};
+
+    fn lbns(path: &Path) -> Option<Vec<(u64, u32)>> {
+        let mut v = Vec::new();
+        let n = for_each_lbn(path, |lbn, len| v.push((lbn, len))).unwrap()?;
+        assert_eq!(n, v.len() as u64);
+        Some(v)
+    }
+
+    #[test]
+    fn fast_path_gives_the_event_readers_requests() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/cache");
+        let sample = dir.join("cloudPhysicsIO.vscsi");
+        let events: Vec<(u64, u32)> = open(&sample, &OpenOptions::default())
+            .unwrap()
+            .requests()
+            .map(|r| {
+                let r = r.unwrap();
+                (r.lbn.unwrap(), u32::try_from(r.len_bytes).unwrap())
+            })
+            .collect();
+        assert_eq!(events.len(), 113_872);
+        assert_eq!(lbns(&sample).unwrap(), events);
+        // A truncated last record, a compressed file and another format: not for the
+        // fast path (the event reader reports or skips them).
+        let tmp = std::env::temp_dir().join(format!("vscsi_fast_{}", std::process::id()));
+        let data = std::fs::read(&sample).unwrap();
+        std::fs::write(&tmp, &data[..V1_BYTES * 3 + 5]).unwrap();
+        assert_eq!(lbns(&tmp), None);
+        std::fs::write(&tmp, &data[..V1_BYTES * 3]).unwrap();
+        assert_eq!(lbns(&tmp).unwrap(), events[..3]);
+        std::fs::remove_file(&tmp).unwrap();
+        assert_eq!(
+            lbns(&dir.join("cloudPhysicsIO.20k.oracleGeneral.bin.zst")),
+            None
+        );
+        assert_eq!(lbns(&dir.join("cloudPhysicsIO.csv")), None);
     }
 }

@@ -3,7 +3,7 @@
 //! sets the counter (saturating at 1); eviction looks at the oldest object and, while its
 //! counter is set, clears one and moves it to the head.
 
-use crate::list::{key_map, Arena, KeyMap, List};
+use crate::list::{Arena, List, NodeIndex};
 use crate::{CachePolicy, Request, Unit};
 
 /// CLOCK with a 1-bit reference counter.
@@ -13,7 +13,7 @@ pub struct Clock {
     unit: Unit,
     max_freq: u32,
     arena: Arena,
-    map: KeyMap<u32>,
+    map: NodeIndex,
     q: List,
 }
 
@@ -26,7 +26,7 @@ impl Clock {
             // libCacheSim Clock default n-bit-counter=1 -> max_freq = (1 << 1) - 1.
             max_freq: 1,
             arena: Arena::with_capacity(capacity),
-            map: key_map(capacity),
+            map: NodeIndex::with_capacity(capacity),
             q: List::default(),
         }
     }
@@ -34,7 +34,7 @@ impl Clock {
 
 impl CachePolicy for Clock {
     fn access(&mut self, req: &Request) -> bool {
-        if let Some(&i) = self.map.get(&req.key) {
+        if let Some(i) = self.map.get(&self.arena, req.key) {
             let n = self.arena.get_mut(i);
             if n.freq < self.max_freq {
                 n.freq += 1;
@@ -53,12 +53,12 @@ impl CachePolicy for Clock {
                 t = self.q.tail;
             }
             self.q.unlink(&mut self.arena, t);
-            self.map.remove(&self.arena.get(t).key);
+            self.map.remove(&self.arena, t);
             self.arena.release(t);
         }
         let i = self.arena.alloc(req.key, size);
         self.q.push_front(&mut self.arena, i);
-        self.map.insert(req.key, i);
+        self.map.insert_new(&self.arena, i);
         false
     }
 

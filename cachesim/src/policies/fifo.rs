@@ -1,6 +1,6 @@
 //! FIFO: insert at the head, evict the oldest; hits change nothing.
 
-use crate::list::{key_map, Arena, KeyMap, List};
+use crate::list::{Arena, List, NodeIndex};
 use crate::{CachePolicy, Request, Unit};
 
 /// First-in first-out cache.
@@ -9,7 +9,7 @@ pub struct Fifo {
     capacity: u64,
     unit: Unit,
     arena: Arena,
-    map: KeyMap<u32>,
+    map: NodeIndex,
     q: List,
 }
 
@@ -20,7 +20,7 @@ impl Fifo {
             capacity,
             unit,
             arena: Arena::with_capacity(capacity),
-            map: key_map(capacity),
+            map: NodeIndex::with_capacity(capacity),
             q: List::default(),
         }
     }
@@ -28,7 +28,7 @@ impl Fifo {
 
 impl CachePolicy for Fifo {
     fn access(&mut self, req: &Request) -> bool {
-        if self.map.contains_key(&req.key) {
+        if self.map.get(&self.arena, req.key).is_some() {
             return true;
         }
         let size = self.unit.cost(req);
@@ -38,12 +38,12 @@ impl CachePolicy for Fifo {
         while self.q.units + u64::from(size) > self.capacity {
             let t = self.q.tail;
             self.q.unlink(&mut self.arena, t);
-            self.map.remove(&self.arena.get(t).key);
+            self.map.remove(&self.arena, t);
             self.arena.release(t);
         }
         let i = self.arena.alloc(req.key, size);
         self.q.push_front(&mut self.arena, i);
-        self.map.insert(req.key, i);
+        self.map.insert_new(&self.arena, i);
         false
     }
 

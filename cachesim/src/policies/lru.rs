@@ -1,6 +1,6 @@
 //! LRU: a hit moves the object to the head; evict from the tail.
 
-use crate::list::{key_map, Arena, KeyMap, List};
+use crate::list::{Arena, List, NodeIndex};
 use crate::{CachePolicy, Request, Unit};
 
 /// Least-recently-used cache.
@@ -9,7 +9,7 @@ pub struct Lru {
     capacity: u64,
     unit: Unit,
     arena: Arena,
-    map: KeyMap<u32>,
+    map: NodeIndex,
     q: List,
 }
 
@@ -20,7 +20,7 @@ impl Lru {
             capacity,
             unit,
             arena: Arena::with_capacity(capacity),
-            map: key_map(capacity),
+            map: NodeIndex::with_capacity(capacity),
             q: List::default(),
         }
     }
@@ -28,7 +28,7 @@ impl Lru {
 
 impl CachePolicy for Lru {
     fn access(&mut self, req: &Request) -> bool {
-        if let Some(&i) = self.map.get(&req.key) {
+        if let Some(i) = self.map.get(&self.arena, req.key) {
             self.q.move_to_front(&mut self.arena, i);
             return true;
         }
@@ -39,12 +39,12 @@ impl CachePolicy for Lru {
         while self.q.units + u64::from(size) > self.capacity {
             let t = self.q.tail;
             self.q.unlink(&mut self.arena, t);
-            self.map.remove(&self.arena.get(t).key);
+            self.map.remove(&self.arena, t);
             self.arena.release(t);
         }
         let i = self.arena.alloc(req.key, size);
         self.q.push_front(&mut self.arena, i);
-        self.map.insert(req.key, i);
+        self.map.insert_new(&self.arena, i);
         false
     }
 

@@ -3,7 +3,7 @@
 //! evicting the first unvisited object; the hand then rests on the evicted object's newer
 //! neighbour (wrapping to the tail).
 
-use crate::list::{key_map, Arena, KeyMap, List, NIL};
+use crate::list::{Arena, List, NodeIndex, NIL};
 use crate::{CachePolicy, Request, Unit};
 
 /// SIEVE cache.
@@ -12,7 +12,7 @@ pub struct Sieve {
     capacity: u64,
     unit: Unit,
     arena: Arena,
-    map: KeyMap<u32>,
+    map: NodeIndex,
     q: List,
     hand: u32,
 }
@@ -24,7 +24,7 @@ impl Sieve {
             capacity,
             unit,
             arena: Arena::with_capacity(capacity),
-            map: key_map(capacity),
+            map: NodeIndex::with_capacity(capacity),
             q: List::default(),
             hand: NIL,
         }
@@ -43,14 +43,14 @@ impl Sieve {
         }
         self.hand = self.arena.get(obj).prev;
         self.q.unlink(&mut self.arena, obj);
-        self.map.remove(&self.arena.get(obj).key);
+        self.map.remove(&self.arena, obj);
         self.arena.release(obj);
     }
 }
 
 impl CachePolicy for Sieve {
     fn access(&mut self, req: &Request) -> bool {
-        if let Some(&i) = self.map.get(&req.key) {
+        if let Some(i) = self.map.get(&self.arena, req.key) {
             self.arena.get_mut(i).flag = true;
             return true;
         }
@@ -63,7 +63,7 @@ impl CachePolicy for Sieve {
         }
         let i = self.arena.alloc(req.key, size);
         self.q.push_front(&mut self.arena, i);
-        self.map.insert(req.key, i);
+        self.map.insert_new(&self.arena, i);
         false
     }
 
