@@ -69,20 +69,31 @@ impl<const OBS: bool> AsyncStack<OBS> {
         } else if jc.end_fsync && !th.end_synced && !th.errored {
             // fio's end_fsync: the file is synced when the job's I/O is done.
             self.threads[t].end_synced = true;
-            self.start_submit(t, now, ctx);
+            self.start_submit_rare(t, now, ctx);
         } else if self.verify_final_due(t, now) {
             // fio's do_verify: the written blocks are read back.
             if let Some(v) = self.threads[t].verify.as_mut() {
                 v.start_final();
             }
-            self.start_submit(t, now, ctx);
+            self.start_submit_rare(t, now, ctx);
         } else {
             self.thread_done(t, now, ctx);
         }
     }
 
+    /// A submission at the end of a job (its `end_fsync`, its verify
+    /// phase): `start_submit` once more, out of line, so that `job_wake`
+    /// holds one copy of the submission path (instruction-cache lines).
+    #[cold]
+    #[inline(never)]
+    fn start_submit_rare(&mut self, t: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        self.start_submit(t, now, ctx);
+    }
+
     /// Thread `t` has nothing more to do: it ends, maybe ending others
     /// (`exitall`), starting jobs that wait for its job, or the run.
+    #[cold]
+    #[inline(never)]
     fn thread_done(&mut self, t: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
         self.threads[t].state = JobState::Done;
         if let Some(f) = self.threads[t].flow.as_mut() {
@@ -235,8 +246,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// Starts a job's next submission: draws the I/O, runs it down the
     /// stack's layers (their CPU time in the job's context) and schedules
     /// the end of the submitting path, when the bio enters its queue.
-    /// Inlined into `job_wake`'s two calls, as it was before the trim and
-    /// sync paths grew it past LLVM's own threshold.
+    /// Inlined into `job_wake`'s one call, as it was before the trim and
+    /// sync paths grew it past LLVM's own threshold (the end-of-job
+    /// submissions go through `start_submit_rare`).
     #[inline(always)]
     pub(super) fn start_submit(&mut self, t: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
         if self.threads[t].buffered.is_some() {
