@@ -271,3 +271,59 @@ fn check_key(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Bcache, BcacheConfig};
+    use super::PopulateLength;
+    use crate::cpu::costs::BtreeCosts;
+    use blocksim_sim::units::Bytes;
+
+    /// A 64 MiB cache of 64 KiB buckets over 16 GiB with `populate` lines.
+    fn bcache(populate: &str) -> Result<Bcache, String> {
+        let text = format!(
+            "name = \"bcache0\"\ncache = \"ssd\"\nbacking = \"hdd\"\nbucket_size = \"64k\"\n\
+             btree_node_size = \"4k\"\n[populate]\n{populate}"
+        );
+        let cfg: BcacheConfig = toml::from_str(&text).map_err(|e| e.to_string())?;
+        let mut b = Bcache::new(cfg, 64 << 11, 16 << 21, BtreeCosts::default(), 1)?;
+        b.populate()?;
+        Ok(b)
+    }
+
+    #[test]
+    fn length_all_parses_and_bad_lengths_say_what_is_accepted() {
+        let p = |s: &str| toml::from_str::<super::super::PopulateConfig>(s);
+        let all = p("length = \"all\"\nextent_size = \"4k\"").unwrap();
+        assert_eq!(all.length, PopulateLength::All);
+        let sized = p("length = \"16m\"\nextent_size = \"4k\"").unwrap();
+        assert_eq!(sized.length, PopulateLength::Bytes(Bytes(16 << 20)));
+        for bad in ["\"al\"", "16"] {
+            let e = p(&format!("length = {bad}\nextent_size = \"4k\"")).unwrap_err();
+            assert!(e.to_string().contains("or \"all\""), "{e}");
+        }
+        let e = bcache("length = \"all\"\nextent_size = \"24k\"").err().unwrap();
+        assert!(e.contains("needs extent_size (24576 bytes) to divide bucket_size"), "{e}");
+    }
+
+    /// `length = "all"` is the eager populate of the same length, built lazily:
+    /// the same lookups (hits, pointers, CPU costs), the same index report and
+    /// invariants, in less memory until every leaf is touched.
+    #[test]
+    fn length_all_runs_as_the_same_length_populated_eagerly() {
+        let mut lazy = bcache("length = \"all\"\nextent_size = \"4k\"").unwrap();
+        let keys = lazy.stats.inserts;
+        assert!(keys > 10_000, "{keys}");
+        let mut eager = bcache(&format!("length = \"{}k\"\nextent_size = \"4k\"", keys * 4)).unwrap();
+        assert_eq!(eager.stats.inserts, keys);
+        assert_eq!(lazy.index_stats(), eager.index_stats());
+        assert!(lazy.index.resident_bytes() * 4 < eager.index.resident_bytes());
+        for i in 0..200u64 {
+            let s = (i * 7919 * 8) % (keys * 8 + 64);
+            assert_eq!(lazy.lookup(s, 8), eager.lookup(s, 8), "sector {s}");
+        }
+        assert_eq!(lazy.index_stats(), eager.index_stats());
+        lazy.check_invariants().unwrap();
+        assert_eq!(lazy.index.keys(), eager.index.keys());
+    }
+}
