@@ -535,8 +535,21 @@ fn lazy_fill_runs_as_the_eager_one() {
         let s = rng.below(end + 100);
         if i % 3 == 0 {
             let len = 1 + rng.below(40);
-            let k = Bkey::extent(1, s, len, Ptr { dev: 0, offset: 900_000 + i * 64, gen: 4 });
-            assert_eq!(lazy.insert(k).unwrap(), eager.insert(k).unwrap(), "insert {i}");
+            let k = Bkey::extent(
+                1,
+                s,
+                len,
+                Ptr {
+                    dev: 0,
+                    offset: 900_000 + i * 64,
+                    gen: 4,
+                },
+            );
+            assert_eq!(
+                lazy.insert(k).unwrap(),
+                eager.insert(k).unwrap(),
+                "insert {i}"
+            );
         } else {
             lazy.materialize((1, s), (1, s));
             assert_eq!(lazy.lookup(1, s), eager.lookup(1, s), "lookup {i} at {s}");

@@ -302,8 +302,13 @@ mod tests {
             let e = p(&format!("length = {bad}\nextent_size = \"4k\"")).unwrap_err();
             assert!(e.to_string().contains("or \"all\""), "{e}");
         }
-        let e = bcache("length = \"all\"\nextent_size = \"24k\"").err().unwrap();
-        assert!(e.contains("needs extent_size (24576 bytes) to divide bucket_size"), "{e}");
+        let e = bcache("length = \"all\"\nextent_size = \"24k\"")
+            .err()
+            .unwrap();
+        assert!(
+            e.contains("needs extent_size (24576 bytes) to divide bucket_size"),
+            "{e}"
+        );
     }
 
     /// `length = "all"` is the eager populate of the same length, built lazily:
@@ -314,7 +319,8 @@ mod tests {
         let mut lazy = bcache("length = \"all\"\nextent_size = \"4k\"").unwrap();
         let keys = lazy.stats.inserts;
         assert!(keys > 10_000, "{keys}");
-        let mut eager = bcache(&format!("length = \"{}k\"\nextent_size = \"4k\"", keys * 4)).unwrap();
+        let mut eager =
+            bcache(&format!("length = \"{}k\"\nextent_size = \"4k\"", keys * 4)).unwrap();
         assert_eq!(eager.stats.inserts, keys);
         assert_eq!(lazy.index_stats(), eager.index_stats());
         assert!(lazy.index.resident_bytes() * 4 < eager.index.resident_bytes());
