@@ -138,6 +138,13 @@ impl Bcache {
                         bs * 512
                     ));
                 }
+                if start >= self.backing_sectors {
+                    return Err(format!(
+                        "[bcache.populate] offset {} is not inside the backing device ({} bytes): give an offset below its size",
+                        start * 512,
+                        self.backing_sectors * 512
+                    ));
+                }
                 let room = self.alloc.nbuckets().saturating_sub(first + reserve) as u64 * bs;
                 let sectors = room.min(self.backing_sectors.saturating_sub(start)) / ext * ext;
                 if sectors == 0 {
