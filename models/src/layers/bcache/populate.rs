@@ -316,6 +316,13 @@ mod tests {
             e.contains("needs extent_size (24576 bytes) to divide bucket_size"),
             "{e}"
         );
+        let e = bcache("offset = \"16g\"\nlength = \"all\"\nextent_size = \"4k\"")
+            .err()
+            .unwrap();
+        assert!(
+            e.contains("offset 17179869184 is not inside the backing device"),
+            "{e}"
+        );
     }
 
     /// `length = "all"` is the eager populate of the same length, built lazily:
