@@ -325,7 +325,9 @@ fn bcache(file: &ScenarioFile, out: &mut Vec<OutOfRange>) {
     if let Some(p) = &b.populate {
         let mut a = at(out, "bcache.populate", 0, None);
         a.bytes("offset", p.offset.0, 0, DEVICE_BYTES_MAX, 512);
-        a.bytes("length", p.length.0, 0, DEVICE_BYTES_MAX, 512);
+        if let Some(length) = p.length.bytes() {
+            a.bytes("length", length, 0, DEVICE_BYTES_MAX, 512);
+        }
         a.bytes("extent_size", p.extent_size.0, 512, 1 << 30, 512);
     }
 }

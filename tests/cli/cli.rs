@@ -365,3 +365,58 @@ fn run_takes_file_colon_variant() {
         &["has no [[variant]] tables"],
     );
 }
+
+/// `[bcache.populate] length = "all"` (the index built lazily, leaves on
+/// first touch) gives the same report, byte for byte, as the same length
+/// populated eagerly, with reads and writes (lookups and inserts) in the
+/// job; and an extent size that does not divide the bucket is refused.
+#[test]
+fn populate_all_reports_as_the_eager_populate_of_the_same_length() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/corsair_nova.toml");
+    let path = path.to_str().unwrap();
+    let run = |length: &str, rw: &str| {
+        let l = format!("bcache.populate.length={length}");
+        let rw = format!("job.rw={rw}");
+        let args = [
+            "run",
+            path,
+            "--set",
+            &l,
+            "--set",
+            "bcache.populate.offset=0",
+            "--set",
+            &rw,
+            "--set",
+            "job.size=32m",
+        ];
+        let (out, err, code) = sim(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        out
+    };
+    let read = run("all", "randread");
+    let keys: u64 = read
+        .split(" keys inserted")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no key count in {read}"));
+    assert!(keys > 100_000, "{keys}");
+    let lazy = run("all", "randrw");
+    let eager = run(&format!("{}k", keys * 512), "randrw");
+    assert!(lazy.contains("hit ratio"), "{lazy}");
+    assert_eq!(lazy, eager);
+    assert_input_error(
+        &[
+            "run",
+            path,
+            "--set",
+            "bcache.populate.length=all",
+            "--set",
+            "bcache.populate.extent_size=3k",
+        ],
+        &[
+            "bcache.populate.length=all",
+            "length = \"all\" needs extent_size (3072 bytes) to divide bucket_size",
+        ],
+    );
+}

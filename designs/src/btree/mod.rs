@@ -82,6 +82,7 @@ pub use six::{LockMode, NoTrace, SixLock, Step, Tracer};
 
 use crate::backend::{AtomicU64Cell, Backend, LineId, Ordering, StdBackend};
 use key::child_key;
+use std::collections::BTreeMap;
 
 /// Work done by one lookup; the simulator charges a per-unit cost for each.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -194,6 +195,48 @@ pub struct SequentialFill {
     pub gen: u8,
 }
 
+impl SequentialFill {
+    /// Extent `i` of the fill.
+    pub fn key(&self, i: u64) -> Bkey {
+        let ptr = Ptr {
+            dev: self.dev,
+            offset: self.first_ptr_offset + i * self.extent_sectors,
+            gen: self.gen,
+        };
+        Bkey::extent(
+            self.inode,
+            self.start_sector + i * self.extent_sectors,
+            self.extent_sectors,
+            ptr,
+        )
+    }
+}
+
+/// Checks that every extent of `f` fits bcache's key fields.
+fn check_fill(f: &SequentialFill) -> Result<(), BtreeError> {
+    if f.extent_sectors == 0 || f.extent_sectors > key::MAX_KEY_SIZE {
+        return Err(BtreeError::Range(format!(
+            "extent_sectors {} not in 1..={}",
+            f.extent_sectors,
+            key::MAX_KEY_SIZE
+        )));
+    }
+    if f.inode > key::MAX_INODE || u64::from(f.dev) > key::MAX_PTR_DEV {
+        return Err(BtreeError::Range(format!(
+            "inode {} or dev {} too large",
+            f.inode, f.dev
+        )));
+    }
+    let last_ptr = f
+        .count
+        .checked_mul(f.extent_sectors)
+        .and_then(|s| s.checked_add(f.first_ptr_offset));
+    if last_ptr.is_none_or(|p| p > key::MAX_PTR_OFFSET) {
+        return Err(BtreeError::Range("pointer offsets exceed 43 bits".into()));
+    }
+    Ok(())
+}
+
 /// Shape of a tree (for reports and tests).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TreeStats {
@@ -205,8 +248,23 @@ pub struct TreeStats {
     pub key_slots: u64,
     /// Leaves by number of bsets (index 1..=MAX_BSETS).
     pub leaves_by_nsets: [u64; MAX_BSETS + 1],
-    /// Heap bytes held by node storage.
+    /// Heap bytes held by node storage (an unmaterialised leaf of a lazy
+    /// fill counted as materialised).
     pub heap_bytes: u64,
+    /// Heap bytes node storage holds now (unmaterialised leaves as they
+    /// are), plus the lazy fill's leaf table.
+    pub resident_bytes: u64,
+}
+
+impl TreeStats {
+    /// These stats with `resident_bytes` replaced (to compare a lazy tree's
+    /// stats with an eager one's, which differ only there).
+    pub fn clone_with_resident(&self, resident_bytes: u64) -> Self {
+        Self {
+            resident_bytes,
+            ..self.clone()
+        }
+    }
 }
 
 /// The B+tree: an arena of nodes and a root.
@@ -230,6 +288,21 @@ pub struct BTree<B: Backend = StdBackend> {
     /// Nodes claimed from the arena (changed only under the root's intent
     /// lock, which every insert attempt holds).
     claimed: B::AtomicU64,
+    /// Leaves of a lazy fill ([`BTree::populate_lazy`]) whose keys are not
+    /// materialised yet, by their upper bound (the child key's position).
+    lazy: BTreeMap<KeyPos, LazyLeaf>,
+    /// The fill those leaves' keys come from.
+    lazy_fill: Option<SequentialFill>,
+}
+
+/// A leaf of a lazy fill not yet materialised: node `id` will hold keys
+/// `first..first + count` of the fill; `lo` is the previous leaf's bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LazyLeaf {
+    id: u32,
+    lo: KeyPos,
+    first: u64,
+    count: u64,
 }
 
 impl<B: Backend> std::fmt::Debug for BTree<B> {
@@ -264,6 +337,8 @@ impl<B: Backend> BTree<B> {
             nodes: vec![Node::new(0, 0, cfg, INSERT_SLACK_KEYS)],
             root: B::AtomicU64::new_named(0, TREE_LINE, "root"),
             claimed: B::AtomicU64::new_named(1, TREE_LINE, "claimed nodes"),
+            lazy: BTreeMap::new(),
+            lazy_fill: None,
         })
     }
 
@@ -391,6 +466,12 @@ impl<B: Backend> BTree<B> {
         debug_assert!(cut.finish_matches(buf.len()));
         self.emit_leaf(&buf, true, &mut level_keys);
         drop(buf);
+        self.build_interior(level_keys);
+        Ok(self.stats())
+    }
+
+    /// Builds the interior levels over the leaves' child keys and sets the root.
+    fn build_interior(&mut self, mut level_keys: Vec<Bkey>) {
         let interior_fill = self
             .cfg
             .split_left(self.cfg.cap_keys())
@@ -417,7 +498,6 @@ impl<B: Backend> BTree<B> {
         }
         let root = level_keys.first().map(|k| k.ptr.offset as u32).unwrap_or(0);
         self.set_root(root);
-        Ok(self.stats())
     }
 
     fn reset_empty(&mut self) {
@@ -442,81 +522,170 @@ impl<B: Backend> BTree<B> {
 
     /// Populates with [`SequentialFill`] extents.
     pub fn populate_sequential(&mut self, f: &SequentialFill) -> Result<TreeStats, BtreeError> {
-        if f.extent_sectors == 0 || f.extent_sectors > key::MAX_KEY_SIZE {
-            return Err(BtreeError::Range(format!(
-                "extent_sectors {} not in 1..={}",
-                f.extent_sectors,
-                key::MAX_KEY_SIZE
-            )));
+        check_fill(f)?;
+        let f = *f;
+        self.populate((0..f.count).map(|i| f.key(i)))
+    }
+
+    /// Like [`BTree::populate_sequential`], lazily: builds the same tree
+    /// shape (the same leaves, interior nodes and node ids) with every leaf
+    /// empty, and materialises a leaf's keys, exactly as the eager build
+    /// would have stored them, the first time [`BTree::materialize`] (which
+    /// [`BTree::insert`] calls) is asked for a range it covers. Queries on
+    /// `&self` ([`BTree::lookup`]) see an unmaterialised leaf as empty: call
+    /// [`BTree::materialize`] first. [`BTree::live_keys`], [`BTree::stats`],
+    /// [`BTree::for_each_live_key`] and [`BTree::check_invariants`] count the
+    /// keys of unmaterialised leaves without storing them.
+    pub fn populate_lazy(&mut self, f: &SequentialFill) -> Result<TreeStats, BtreeError> {
+        check_fill(f)?;
+        if f.count == 0 {
+            return self.populate_sequential(f);
         }
-        if f.inode > key::MAX_INODE || u64::from(f.dev) > key::MAX_PTR_DEV {
-            return Err(BtreeError::Range(format!(
-                "inode {} or dev {} too large",
-                f.inode, f.dev
-            )));
+        if !self.is_empty() {
+            return Err(BtreeError::NotEmpty(
+                self.nodes.iter().map(|n| n.total_keys()).sum(),
+            ));
         }
-        let last_ptr = f
-            .count
-            .checked_mul(f.extent_sectors)
-            .and_then(|s| s.checked_add(f.first_ptr_offset));
-        if last_ptr.is_none_or(|p| p > key::MAX_PTR_OFFSET) {
-            return Err(BtreeError::Range("pointer offsets exceed 43 bits".into()));
-        }
-        let keys = (0..f.count).map(|i| {
-            let ptr = Ptr {
-                dev: f.dev,
-                offset: f.first_ptr_offset + i * f.extent_sectors,
-                gen: f.gen,
+        self.nodes.clear();
+        let sizes = plan_sizes(&self.cfg, f.count);
+        let mut level_keys = Vec::with_capacity(sizes.len());
+        let (mut first, mut lo) = (0u64, (0, 0));
+        for (i, &count) in sizes.iter().enumerate() {
+            let id = self.nodes.len() as u32;
+            self.nodes.push(Node::new(id, 0, self.cfg, 0));
+            let hi = if i + 1 == sizes.len() {
+                MAX_POS
+            } else {
+                f.key(first + count - 1).pos()
             };
-            Bkey::extent(
-                f.inode,
-                f.start_sector + i * f.extent_sectors,
-                f.extent_sectors,
-                ptr,
-            )
-        });
-        self.populate(keys)
+            self.lazy.insert(
+                hi,
+                LazyLeaf {
+                    id,
+                    lo,
+                    first,
+                    count,
+                },
+            );
+            level_keys.push(child_key(hi, id));
+            (first, lo) = (first + count, hi);
+        }
+        self.lazy_fill = Some(*f);
+        self.build_interior(level_keys);
+        Ok(self.stats())
+    }
+
+    /// Materialises every unmaterialised leaf of a lazy fill whose key range
+    /// meets `[a, b]` (a no-op on a tree built eagerly).
+    #[inline]
+    pub fn materialize(&mut self, a: KeyPos, b: KeyPos) {
+        if !self.lazy.is_empty() {
+            self.materialize_range(a, b);
+        }
+    }
+
+    /// Leaves not materialised yet.
+    pub fn lazy_leaves(&self) -> usize {
+        self.lazy.len()
+    }
+
+    fn materialize_range(&mut self, a: KeyPos, b: KeyPos) {
+        let due: Vec<KeyPos> = self
+            .lazy
+            .range(a..)
+            .take_while(|(_, l)| l.lo <= b)
+            .map(|(hi, _)| *hi)
+            .collect();
+        for hi in due {
+            let l = self.lazy.remove(&hi).expect("listed above");
+            let keys = self.lazy_keys(&l);
+            let node = Node::new(l.id, 0, self.cfg, keys.len() + INSERT_SLACK_KEYS);
+            node.rebuild_from(&keys, &mut NoTrace);
+            self.nodes[l.id as usize] = node;
+        }
+    }
+
+    fn lazy_keys(&self, l: &LazyLeaf) -> Vec<Bkey> {
+        let f = self.lazy_fill.expect("a lazy leaf has a fill");
+        (l.first..l.first + l.count).map(|i| f.key(i)).collect()
+    }
+
+    /// The unmaterialised leaf that node `id`, bounded above by `hi`, is.
+    fn lazy_leaf(&self, id: u32, hi: KeyPos) -> Option<&LazyLeaf> {
+        self.lazy.get(&hi).filter(|l| l.id == id)
+    }
+
+    /// Calls `f` with every live key in order, without collecting them
+    /// (keys of unmaterialised leaves are generated one at a time).
+    pub fn for_each_live_key(&self, f: &mut impl FnMut(&Bkey)) {
+        self.visit(self.root(), MAX_POS, f);
+    }
+
+    fn visit(&self, id: u32, hi: KeyPos, f: &mut impl FnMut(&Bkey)) {
+        if let Some(l) = self.lazy_leaf(id, hi) {
+            let fill = self.lazy_fill.expect("a lazy leaf has a fill");
+            for i in l.first..l.first + l.count {
+                f(&fill.key(i));
+            }
+            return;
+        }
+        let n = &self.nodes[id as usize];
+        let keys = n.sorted_live_keys();
+        if n.level == 0 {
+            keys.iter().for_each(f);
+        } else {
+            for k in keys {
+                self.visit(k.ptr.offset as u32, k.pos(), f);
+            }
+        }
     }
 
     /// All live keys in order (walks every leaf; for tests and dumps).
     pub fn live_keys(&self) -> Vec<Bkey> {
         let mut out = Vec::new();
-        self.collect(self.root(), &mut out);
+        self.for_each_live_key(&mut |k| out.push(*k));
         out
     }
 
-    fn collect(&self, id: u32, out: &mut Vec<Bkey>) {
-        let n = &self.nodes[id as usize];
-        let keys = n.sorted_live_keys();
-        if n.level == 0 {
-            out.extend(keys);
-        } else {
-            for k in keys {
-                self.collect(k.ptr.offset as u32, out);
-            }
-        }
-    }
-
-    /// Tree shape and memory.
+    /// Tree shape and memory. An unmaterialised leaf of a lazy fill counts
+    /// as the leaf it stands for ([`TreeStats::heap_bytes`] as if it were
+    /// materialised; [`TreeStats::resident_bytes`] is what is held now).
     pub fn stats(&self) -> TreeStats {
         let mut s = TreeStats {
             depth: u32::from(self.nodes[self.root() as usize].level) + 1,
             ..Default::default()
         };
+        let lazy: BTreeMap<u32, u64> = self.lazy.values().map(|l| (l.id, l.count)).collect();
         for n in &self.nodes {
-            s.heap_bytes += n.heap_bytes() as u64;
+            let held = n.heap_bytes() as u64;
+            s.resident_bytes += held;
+            s.heap_bytes += match lazy.get(&n.id) {
+                Some(&c) => Node::<B>::heap_bytes_for(&self.cfg, c as usize + INSERT_SLACK_KEYS),
+                None => held as usize,
+            } as u64;
         }
         for n in self.in_use() {
-            s.key_slots += n.total_keys() as u64;
             if n.level == 0 {
                 s.leaves += 1;
+                if let Some(&c) = lazy.get(&n.id) {
+                    // Materialising builds one written bset and an empty
+                    // unwritten one.
+                    s.key_slots += c;
+                    s.leaves_by_nsets[2.min(MAX_BSETS)] += 1;
+                    s.live_keys += c;
+                    continue;
+                }
                 s.leaves_by_nsets[n.nsets().min(MAX_BSETS)] += 1;
                 s.live_keys += n.sorted_live_keys().len() as u64;
             } else {
                 s.interior_nodes += 1;
             }
+            s.key_slots += n.total_keys() as u64;
         }
-        s.heap_bytes += (self.nodes.capacity() * std::mem::size_of::<Node<B>>()) as u64;
+        let arena = (self.nodes.capacity() * std::mem::size_of::<Node<B>>()) as u64;
+        s.heap_bytes += arena;
+        s.resident_bytes +=
+            arena + (self.lazy.len() * std::mem::size_of::<(KeyPos, LazyLeaf)>()) as u64;
         s
     }
 
@@ -528,8 +697,15 @@ impl<B: Backend> BTree<B> {
 
     fn check_node(&self, id: u32, lo: KeyPos, hi: KeyPos) -> Result<(), String> {
         let n = &self.nodes[id as usize];
-        n.check_invariants()?;
-        let keys = n.sorted_live_keys();
+        let keys = if let Some(l) = self.lazy_leaf(id, hi) {
+            if n.total_keys() != 0 {
+                return Err(format!("node {id}: unmaterialised leaf holds keys"));
+            }
+            self.lazy_keys(l)
+        } else {
+            n.check_invariants()?;
+            n.sorted_live_keys()
+        };
         let mut prev = lo;
         for k in &keys {
             if k.pos() > hi || (k.pos() <= lo && lo != (0, 0)) {
@@ -650,6 +826,42 @@ pub fn leaf_plan(cfg: &NodeConfig, n: usize) -> Vec<usize> {
     let mut plan: Vec<usize> = (0..n).filter_map(|_| p.push()).collect();
     plan.push(p.finish());
     plan
+}
+
+/// [`leaf_plan`] for `n` keys, in time independent of `n` once the
+/// planner's state repeats: after a leaf is finished the planner's whole
+/// state is `(disk, set_keys, total)`, so when a state recurs, the leaves
+/// and key counts between the two occurrences repeat until the keys left
+/// no longer hold a whole period. Returns the same sizes as [`leaf_plan`].
+pub fn plan_sizes(cfg: &NodeConfig, n: u64) -> Vec<u64> {
+    let mut p = LeafPlanner::new(*cfg);
+    let mut sizes: Vec<u64> = Vec::new();
+    // State after a finished leaf -> (keys pushed, leaves finished) then.
+    let mut seen: BTreeMap<(usize, usize, usize), (u64, usize)> = BTreeMap::new();
+    let mut skipped = false;
+    let mut i = 0u64;
+    while i < n {
+        i += 1;
+        let Some(left) = p.push() else { continue };
+        sizes.push(left as u64);
+        if skipped {
+            continue;
+        }
+        let state = (p.disk, p.set_keys, p.total);
+        if let Some(&(at_i, at_len)) = seen.get(&state) {
+            let (period_keys, period) = (i - at_i, sizes[at_len..].to_vec());
+            let reps = (n - i) / period_keys;
+            for _ in 0..reps {
+                sizes.extend_from_slice(&period);
+            }
+            i += reps * period_keys;
+            skipped = true;
+        } else {
+            seen.insert(state, (i, sizes.len()));
+        }
+    }
+    sizes.push(p.finish() as u64);
+    sizes
 }
 
 #[cfg(test)]

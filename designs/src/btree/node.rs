@@ -318,6 +318,13 @@ impl<B: Backend> Node<B> {
     pub fn allocated_keys(&self) -> usize {
         self.keys.len() / KEY_U64S
     }
+    /// What [`Node::heap_bytes`] is for a node created with `slots` key
+    /// slots.
+    pub fn heap_bytes_for(cfg: &NodeConfig, slots: usize) -> usize {
+        let slots = slots.min(cfg.cap_keys());
+        (slots * KEY_U64S + cfg.aux_entries_for(slots).div_ceil(2))
+            * std::mem::size_of::<B::AtomicU64>()
+    }
     /// Bytes of heap memory held by this node (approximate).
     pub fn heap_bytes(&self) -> usize {
         (self.keys.capacity() + self.aux.capacity()) * std::mem::size_of::<B::AtomicU64>()

@@ -238,6 +238,7 @@ impl<B: Backend> BTree<B> {
     /// attempt that changed nothing is not counted.
     pub fn insert(&mut self, key: Bkey) -> Result<InsertWork, BtreeError> {
         let mut op = Self::start_insert(key)?;
+        self.materialize((key.inode, key.start()), key.pos());
         loop {
             match self.insert_step(&mut op, &mut NoTrace) {
                 Ok(true) => return Ok(op.work),

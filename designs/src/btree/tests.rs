@@ -487,3 +487,80 @@ fn serial_backend_panics_on_a_leaked_lock() {
     t.node(t.root()).lock.intent_lock();
     let _ = t.insert(Bkey::extent(1, 8, 8, Ptr::default()));
 }
+
+#[test]
+fn plan_sizes_skips_periods_and_matches_leaf_plan() {
+    for node_bytes in [2048usize, 4096, 16 << 10] {
+        let cfg = small_cfg(node_bytes);
+        for n in [0usize, 1, 7, 100, 1000, 5000, 33_333] {
+            let want: Vec<u64> = leaf_plan(&cfg, n).into_iter().map(|x| x as u64).collect();
+            assert_eq!(plan_sizes(&cfg, n as u64), want, "node {node_bytes} n {n}");
+        }
+    }
+    // A billion keys of the default geometry plans in a moment (periods).
+    let sizes = plan_sizes(&NodeConfig::default(), 1 << 30);
+    assert_eq!(sizes.iter().sum::<u64>(), 1 << 30);
+}
+
+fn fill(count: u64) -> SequentialFill {
+    SequentialFill {
+        inode: 1,
+        start_sector: 64,
+        extent_sectors: 8,
+        count,
+        dev: 0,
+        first_ptr_offset: 4096,
+        gen: 3,
+    }
+}
+
+/// A lazy fill looks up, inserts and reports exactly as the eager one: the
+/// same keys, search work and insert work, and the same tree in the end.
+#[test]
+fn lazy_fill_runs_as_the_eager_one() {
+    let cfg = small_cfg(4096);
+    let f = fill(20_000);
+    let mut eager: BTree = BTree::new(cfg).unwrap();
+    eager.populate_sequential(&f).unwrap();
+    let mut lazy: BTree = BTree::new(cfg).unwrap();
+    let st = lazy.populate_lazy(&f).unwrap();
+    assert_eq!(st, eager.stats().clone_with_resident(st.resident_bytes));
+    assert!(st.leaves > 50 && lazy.lazy_leaves() as u64 == st.leaves);
+    assert!(st.resident_bytes * 4 < st.heap_bytes, "{st:?}");
+    assert_eq!(lazy.live_keys(), eager.live_keys());
+    lazy.check_invariants().unwrap();
+    let mut rng = Rng(11);
+    let end = 64 + 8 * 20_000;
+    for i in 0..400u64 {
+        let s = rng.below(end + 100);
+        if i % 3 == 0 {
+            let len = 1 + rng.below(40);
+            let k = Bkey::extent(
+                1,
+                s,
+                len,
+                Ptr {
+                    dev: 0,
+                    offset: 900_000 + i * 64,
+                    gen: 4,
+                },
+            );
+            assert_eq!(
+                lazy.insert(k).unwrap(),
+                eager.insert(k).unwrap(),
+                "insert {i}"
+            );
+        } else {
+            lazy.materialize((1, s), (1, s));
+            assert_eq!(lazy.lookup(1, s), eager.lookup(1, s), "lookup {i} at {s}");
+        }
+    }
+    assert!(lazy.lazy_leaves() > 0, "some leaves were never touched");
+    assert_eq!(lazy.live_keys(), eager.live_keys());
+    let (a, b) = (lazy.stats(), eager.stats());
+    assert_eq!(a, b.clone_with_resident(a.resident_bytes));
+    lazy.check_invariants().unwrap();
+    let mut n = 0u64;
+    lazy.for_each_live_key(&mut |_| n += 1);
+    assert_eq!(n, b.live_keys);
+}

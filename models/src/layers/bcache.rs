@@ -40,6 +40,7 @@ pub mod alloc;
 pub mod bypass;
 pub mod index;
 pub mod layer;
+pub mod populate;
 pub mod writeback;
 
 use std::collections::BTreeMap;
@@ -57,6 +58,7 @@ use crate::devices::device::Dir;
 use crate::layers::bcache::index::{CacheIndex, Found, IndexOptions, InsertCost, NO_DEV};
 use alloc::{Allocator, AllocatorWants, Extent, RESERVE_NONE};
 use bypass::{Congestion, Sequential};
+pub use populate::PopulateLength;
 use writeback::{DirtyMap, PdController, PdOptions};
 
 /// `[bcache]`.
@@ -150,8 +152,10 @@ pub struct PopulateConfig {
     /// Start of the cached region on the backing device.
     #[serde(default)]
     pub offset: Bytes,
-    /// Length of the cached region (0: the cache starts empty).
-    pub length: Bytes,
+    /// Length of the cached region (0: the cache starts empty; `"all"`: as
+    /// much of the backing device from `offset` as the cache holds, its
+    /// keys materialised lazily, see [`populate`]).
+    pub length: PopulateLength,
     /// Size of each cached extent (the size of the writes that filled it).
     pub extent_size: Bytes,
 }
@@ -715,58 +719,6 @@ impl Bcache {
 
     pub fn symbols(&self) -> Option<BcacheSymbols> {
         self.syms
-    }
-
-    /// Fills the cache before the run: the populate region as extents, in
-    /// buckets from the first data bucket on; then the allocator fills its
-    /// free lists.
-    pub fn populate(&mut self) -> Result<(), String> {
-        let p = self.cfg.populate.clone().filter(|p| p.length.0 > 0);
-        if let Some(p) = p {
-            if p.extent_size.0 == 0 || p.extent_size.0 % 512 != 0 || p.extent_size.0 > 65535 * 512 {
-                return Err(
-                    "[bcache.populate] extent_size must be a multiple of 512 up to 32 MiB".into(),
-                );
-            }
-            let ext = p.extent_size.0 / 512;
-            let start = p.offset.0 / 512;
-            let end = start + p.length.0 / 512;
-            if (end - start) % ext != 0 {
-                return Err("[bcache.populate] length must be a multiple of extent_size".into());
-            }
-            if end > self.backing_sectors {
-                return Err(format!(
-                    "[bcache.populate] offset + length ends beyond the backing device ({} bytes)",
-                    self.backing_sectors * 512
-                ));
-            }
-            let needed = end - start;
-            let bs = self.alloc.bucket_sectors();
-            let first = self.alloc.first_bucket();
-            let nb = needed.div_ceil(bs) as usize;
-            // The free lists and free_inc must still fit.
-            let reserve = 8
-                + self.alloc.free_cap(alloc::RESERVE_PRIO)
-                + 6 * self.alloc.free_cap(RESERVE_NONE);
-            if first + nb + reserve > self.alloc.nbuckets() {
-                return Err(format!(
-                    "[bcache.populate] length {} does not fit in the cache ({} data buckets of {} bytes, {} kept free)",
-                    p.length.0,
-                    self.alloc.data_buckets(),
-                    bs * 512,
-                    reserve
-                ));
-            }
-            let cache_start = first as u64 * bs;
-            self.index
-                .populate_split(start, end, ext, cache_start, bs, 0)?;
-            let last = needed - (nb as u64 - 1) * bs;
-            self.alloc.mark_populated(first, nb, last);
-            self.alloc.set.set_fifo_hand(first + nb);
-            self.stats.inserts += needed.div_ceil(ext);
-        }
-        self.alloc.fill_at_start();
-        Ok(())
     }
 
     fn token(&mut self, p: Pending) -> u32 {
@@ -1489,63 +1441,6 @@ impl Bcache {
             ));
         }
         Ok(())
-    }
-
-    /// Checks every key against its bucket (in the data buckets, gen not
-    /// ahead, dirty keys not stale, live keys not in a free bucket) and
-    /// sums the live keys.
-    fn check_keys(&self) -> Result<LiveKeys, String> {
-        let name = &self.cfg.name;
-        let nb = self.alloc.nbuckets();
-        let first = self.alloc.first_bucket();
-        // Sized by the free lists and the keys, not by the bucket count (a
-        // 60 GiB cache of 4 KiB buckets has 15.7M of them).
-        let mut free: Vec<u32> = self.alloc.free_buckets().collect();
-        free.sort_unstable();
-        let mut used: Vec<(usize, u64)> = Vec::new();
-        let (mut live, mut dirty) = (0u64, 0u64);
-        for k in self.index.keys() {
-            if k.ptr.dev == NO_DEV {
-                continue;
-            }
-            let len = k.end - k.start;
-            let b = self.alloc.bucket_of(k.ptr.offset);
-            if b < first || b >= nb {
-                return Err(format!(
-                    "bcache {name}: key [{}, {}) points at cache sector {}, outside the data buckets {first}..{nb}",
-                    k.start, k.end, k.ptr.offset
-                ));
-            }
-            let gen = self.alloc.set.buckets[b].gen;
-            let behind = gen.wrapping_sub(k.ptr.gen);
-            if behind >= 128 {
-                return Err(format!(
-                    "bcache {name}: key [{}, {}) has gen {} newer than its bucket {b}'s gen {gen}",
-                    k.start, k.end, k.ptr.gen
-                ));
-            }
-            if behind != 0 {
-                if k.dirty {
-                    return Err(format!(
-                        "bcache {name}: dirty key [{}, {}) is stale (bucket {b} invalidated while it held dirty data)",
-                        k.start, k.end
-                    ));
-                }
-                continue;
-            }
-            if free.binary_search(&(b as u32)).is_ok() {
-                return Err(format!(
-                    "bcache {name}: live key [{}, {}) points into bucket {b}, which is on a free list",
-                    k.start, k.end
-                ));
-            }
-            used.push((b, len));
-            live += len;
-            if k.dirty {
-                dirty += len;
-            }
-        }
-        Ok(LiveKeys { used, live, dirty })
     }
 
     /// Background work due at `now_ns`: journal flush, GC, the allocator,

@@ -130,6 +130,31 @@ impl CacheIndex {
         Ok(())
     }
 
+    /// Like [`CacheIndex::populate`], lazily: a leaf's keys are built the
+    /// first time a lookup or an insert reaches it (the same keys, so the
+    /// same results).
+    pub fn populate_lazy(
+        &mut self,
+        start: u64,
+        end: u64,
+        ext: u64,
+        cache_start: u64,
+        gen: u8,
+    ) -> Result<(), String> {
+        self.tree
+            .populate_lazy(&SequentialFill {
+                inode: INODE,
+                start_sector: start,
+                extent_sectors: ext,
+                count: (end - start) / ext,
+                dev: 0,
+                first_ptr_offset: cache_start,
+                gen,
+            })
+            .map_err(|e| format!("[bcache.populate]: {e}"))?;
+        Ok(())
+    }
+
     /// Like [`CacheIndex::populate`], but extents never straddle a bucket of
     /// `bucket` sectors on the cache (bcache allocates within buckets):
     /// extents crossing a boundary are split there.
@@ -173,7 +198,8 @@ impl CacheIndex {
 
     /// The key covering `sector`, if any (valid or not: the caller checks
     /// the pointer), with the work of the search.
-    pub fn lookup(&self, sector: u64) -> (Option<Found>, Work) {
+    pub fn lookup(&mut self, sector: u64) -> (Option<Found>, Work) {
+        self.tree.materialize((INODE, sector), (INODE, sector));
         let (k, w) = self.tree.lookup(INODE, sector);
         let f = k.map(|k: Bkey| Found {
             start: k.start(),
@@ -241,20 +267,31 @@ impl CacheIndex {
 
     /// Every live key in order (what GC walks).
     pub fn keys(&self) -> Vec<Found> {
-        self.tree
-            .live_keys()
-            .into_iter()
-            .map(|k| Found {
+        let mut out = Vec::new();
+        self.for_each_key(&mut |k| out.push(*k));
+        out
+    }
+
+    /// Calls `f` with every live key in order, without collecting them.
+    pub fn for_each_key(&self, f: &mut impl FnMut(&Found)) {
+        self.tree.for_each_live_key(&mut |k: &Bkey| {
+            f(&Found {
                 start: k.start(),
                 end: k.end,
                 ptr: k.ptr,
                 dirty: k.dirty,
             })
-            .collect()
+        });
     }
 
     pub fn live_keys(&self) -> u64 {
         self.tree.stats().live_keys
+    }
+
+    /// Bytes the index holds now (a lazy index's unbuilt leaves count
+    /// what they hold, not what they will).
+    pub fn resident_bytes(&self) -> u64 {
+        self.tree.stats().resident_bytes
     }
 
     pub fn describe(&self) -> String {
