@@ -286,6 +286,14 @@ pub trait Layer {
     fn discard_below(&self) -> Option<usize> {
         None
     }
+    /// Whether a bio through it runs the stacking layers' request path
+    /// (the `bcache_request` cost path, then `make_request` again for the
+    /// bio it hands down), charged in the submission of a job that
+    /// targets it; `false` (the default): the layer charges its own work
+    /// through [`LayerCx::work`] only.
+    fn runs_request_path(&self) -> bool {
+        false
+    }
     /// What the layer keeps of fio's disk statistics, and why.
     fn stats_kept(&self) -> (StatsKept, &'static str) {
         (StatsKept::None, "")

@@ -450,6 +450,7 @@ pub(super) fn job_threads(
                 lat: super::lat::LatState::of(j, SimTime(0)),
                 flow: None,
                 gated: false,
+                via_request_path: false,
                 buffered: None,
                 read_pct: j.rwmixread_pct,
                 verify: j

@@ -425,7 +425,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             sync_call,
             seek,
             th.on_file,
-            matches!(th.target, Target::Layer(_)),
+            th.via_request_path,
             self.devs[dev].port.can_issue_now(th.cpu),
         );
         if sync_call.is_some() {

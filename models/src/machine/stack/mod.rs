@@ -163,8 +163,11 @@ const NO_LAYER: u16 = u16::MAX;
 /// A stacking layer with the devices below it, wired at assembly.
 struct LayerNode {
     layer: Box<dyn Layer>,
-    /// Device index of each of the layer's devices below, in its order.
-    below: Vec<usize>,
+    /// Each of the layer's nodes below (a device or a layer), in its order.
+    below: Vec<Target>,
+    /// A bio through it runs the stacking layers' request path
+    /// ([`Layer::runs_request_path`]).
+    request_path: bool,
     /// Accounting design instance ([`acct::NO_ACCT`]: none).
     acct: u8,
 }
@@ -254,6 +257,9 @@ struct JobThread {
     flow: Option<Box<flow::ThreadFlow>>,
     /// It has a `pace`, `lat` or `flow`: `gates_hold` before a submission.
     gated: bool,
+    /// Its target is a layer that runs the stacking layers' request path
+    /// (bcache's): the submission bundle charges it.
+    via_request_path: bool,
     /// A buffered job's (`direct=0`) page cache and stream (None: direct).
     buffered: Option<buffered::BufferedThread>,
 }
@@ -515,6 +521,10 @@ pub struct AsyncStack<const OBS: bool = false> {
     layers: Vec<LayerNode>,
     /// The effects of the layer call in progress (buffers reused).
     lcx: LayerCx,
+    /// The job I/O behind each request a layer issued to a layer below it,
+    /// while in flight there (by origin); empty unless layers sit on
+    /// layers.
+    layer_roots: BTreeMap<u32, u32>,
     ios: Slab<Io>,
     cpus: Cpus,
     irq_cpu: Option<usize>,
