@@ -241,6 +241,7 @@ impl Graph {
         check_claims(&nodes, &by_name)
             .map_err(|(n, key, other)| claim_error(&nodes, n, key, other))?;
         check_depth(&nodes, &by_name, &order)?;
+        check_over_bcache(&nodes, &by_name)?;
         Ok(Graph {
             nodes,
             by_name,
@@ -444,6 +445,30 @@ fn check_depth(
                     path.join(" -> ")
                 ),
             ));
+        }
+    }
+    Ok(())
+}
+
+/// No layer sits on bcache: bcache keys the requests it serves by the job
+/// I/O they come from, so it takes requests from jobs (and from dm-linear,
+/// which remaps a job's bio), not from another layer.
+fn check_over_bcache(nodes: &[Node], by_name: &BTreeMap<String, usize>) -> Result<(), GraphError> {
+    for n in nodes.iter().filter(|n| n.kind.is_layer()) {
+        for (key, b) in &n.below {
+            if nodes[by_name[b]].kind == Kind::Bcache {
+                return Err(GraphError {
+                    key: Some(*key),
+                    ..graph_err(
+                        n,
+                        format!(
+                            "{key} = {b:?} is bcache: a layer over bcache is not modelled (bcache \
+                             takes requests from jobs and dm-linear only); put this layer under \
+                             bcache or target bcache directly"
+                        ),
+                    )
+                });
+            }
         }
     }
     Ok(())

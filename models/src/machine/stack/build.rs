@@ -298,12 +298,26 @@ impl<const OBS: bool> AsyncStack<OBS> {
             s.threads[t].flow = s.flows.thread_of(&s.jobs_cfg[g]);
             let th = &mut s.threads[t];
             th.gated = th.pace.is_some() || th.lat.is_some() || th.flow.is_some();
-            th.via_request_path = match th.target {
-                Target::Layer(l) => s.layers[l].request_path,
-                Target::Dev(_) => false,
-            };
+            th.via_request_path = runs_request_path(&s.layers, th.target);
         }
         s
+    }
+}
+
+/// Whether a bio to `t` runs the stacking layers' request path: `t` runs
+/// it, or a layer with one node below hands every bio to one that does
+/// (a passthrough over bcache charges bcache's). Bounded: the graph is
+/// acyclic.
+fn runs_request_path(layers: &[LayerNode], mut t: Target) -> bool {
+    loop {
+        match t {
+            Target::Dev(_) => return false,
+            Target::Layer(l) if layers[l].request_path => return true,
+            Target::Layer(l) => match layers[l].below[..] {
+                [one] => t = one,
+                _ => return false,
+            },
+        }
     }
 }
 
