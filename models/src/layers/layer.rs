@@ -11,7 +11,11 @@
 //! with the [`Origin`] each request carries.
 //!
 //! Leaves are [`crate::devices::device::BlockDevice`]s behind host queues; bcache
-//! ([`crate::layers::bcache::layer::BcacheLayer`]) is a layer. Adding a layer is one file
+//! ([`crate::layers::bcache::layer::BcacheLayer`]) and the test layer
+//! [`crate::layers::passthrough::Passthrough`] are layers. A layer's nodes
+//! below are devices or layers: the machine carries a request down and its
+//! completion up through any depth (bounded at assembly,
+//! [`crate::machine::graph::LAYER_DEPTH_MAX`]). Adding a layer is one file
 //! implementing [`Layer`] plus one arm in the builder (ARCHITECTURE.md walks
 //! through it).
 //!
@@ -115,7 +119,7 @@ pub enum Route {
     Remap,
 }
 
-/// A request a layer issues to a device below it.
+/// A request a layer issues to a node below it (a device or a layer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Child {
     /// Index into the layer's [`Layer::below`].

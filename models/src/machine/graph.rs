@@ -2,9 +2,11 @@
 //! sits on, and a bottom-up order to assemble them in.
 //!
 //! Each device section names the devices below it: `[[raid10]] members`,
-//! `[bcache] cache` and `backing`, `[dm] device`, `[filesystem] device`.
+//! `[bcache] cache` and `backing`, `[dm] device`, `[[passthrough]] device`,
+//! `[filesystem] device`.
 //! [`Graph::of`] collects them into [`Node`]s, rejects names used twice,
-//! names that point nowhere and cycles, and returns the nodes in an order in
+//! names that point nowhere, cycles, a stack more than [`LAYER_DEPTH_MAX`]
+//! layers deep and a layer over bcache, and returns the nodes in an order in
 //! which every device comes after everything it sits on
 //! ([`Graph::bottom_up`]). The machine builder walks that order; the root
 //! package turns a [`GraphError`] into `file:line` of the offending section.
