@@ -298,7 +298,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
             s.threads[t].flow = s.flows.thread_of(&s.jobs_cfg[g]);
             let th = &mut s.threads[t];
             th.gated = th.pace.is_some() || th.lat.is_some() || th.flow.is_some();
-            th.via_request_path = runs_request_path(&s.layers, th.target);
+            let via = runs_request_path(&s.layers, th.target);
+            th.route_bits = submit_bundle_index(th.on_file, via, false) as u8;
         }
         s
     }
@@ -314,7 +315,7 @@ fn runs_request_path(layers: &[LayerNode], mut t: Target) -> bool {
             Target::Dev(_) => return false,
             Target::Layer(l) if layers[l].request_path => return true,
             Target::Layer(l) => match layers[l].below[..] {
-                [one] => t = one,
+                [one] => t = one.target(),
                 _ => return false,
             },
         }
@@ -556,7 +557,7 @@ impl Built<'_> {
         loop {
             match t {
                 Target::Dev(d) => return self.devs[d].dev.limits(),
-                Target::Layer(l) => t = self.layers[l].below[0],
+                Target::Layer(l) => t = self.layers[l].below[0].target(),
             }
         }
     }
@@ -599,7 +600,7 @@ fn build_layers(
         let below = layer
             .below()
             .iter()
-            .map(|n| b.targets[n.as_str()])
+            .map(|n| Below::of(b.targets[n.as_str()]))
             .collect();
         let name = layer.name().to_string();
         b.targets.insert(name.clone(), Target::Layer(b.layers.len()));

@@ -209,7 +209,7 @@ pub(super) fn check_discards(
                     let Some(i) = node.layer.discard_below() else {
                         return Err(refuse(node.layer.name(), "the layer passes no discard on"));
                     };
-                    at = node.below[i];
+                    at = node.below[i].target();
                 }
             }
         };

@@ -378,7 +378,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             sector,
             sectors,
         };
-        self.submit_to(target, q, u32::from(REPLAY_JOB), ctx);
+        self.submit_to(target, q, ctx);
     }
 
     pub(super) fn replay_done(&mut self, io: SlotId, now: SimTime, ctx: &mut Ctx<'_, Ev>) {

@@ -425,7 +425,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             .iter()
             .find(|l| l.layer.hits_misses().is_some())?;
         let mut t = Table::new("metrics", &["name", "value"]);
-        let disk = self.devs[self.first_dev(cache_layer.below[0])]
+        let disk = self.devs[self.first_dev(cache_layer.below[0].target())]
             .dev
             .disk_stats(end);
         let mut rows = cache_layer.layer.metrics();

@@ -4,7 +4,7 @@
 //! whoever issued the request, by its [`Origin`] alone.
 
 use super::*;
-use crate::layers::layer::{Child, ChildDone, LayerReq, Owner, Route};
+use crate::layers::layer::{ChildDone, LayerReq, Owner, Route};
 
 /// Where the child a submission hands down goes: (device, origin, device
 /// sector), and the layers' CPU time in the submitter's context.
@@ -19,9 +19,8 @@ pub(super) struct HandedDown {
 }
 
 impl<const OBS: bool> AsyncStack<OBS> {
-    /// Submits `req` (whose completion goes to `up`, serving job I/O
-    /// `root`) to layer `l`, and the bio it hands down to the layer below
-    /// in turn, until a bio reaches a device: that bio is returned (it
+    /// Submits `req` (whose completion goes to `up`) to layer `l`, and the
+    /// bio it hands down to the layer below in turn, until a bio reaches a device: that bio is returned (it
     /// enters its queue when the submitting path ends); each layer's own
     /// I/O is issued now. The layers' CPU time in the submitter's context
     /// is charged on `submitter` (a job's CPU) or not at all (a replayed
@@ -35,60 +34,16 @@ impl<const OBS: bool> AsyncStack<OBS> {
         submitter: Option<usize>,
         ctx: &mut Ctx<'_, Ev>,
     ) -> HandedDown {
-        let (mut l, mut up, mut req) = (l, up, req);
-        let mut submitter_ns = 0;
-        loop {
-            let c = self.layer_call(l, up, req, submitter, &mut submitter_ns, ctx);
-            let origin = match c.route {
-                Route::Token(t) => Origin::of_layer(l as u8, t),
-                Route::Remap => up,
-            };
-            let root = self.root_of(c.serves);
-            match self.layers[l].below[c.below as usize] {
-                Target::Dev(dev) => {
-                    return HandedDown {
-                        dev,
-                        origin,
-                        root,
-                        sector: c.sector,
-                        submitter_ns,
-                    }
-                }
-                Target::Layer(next) => {
-                    self.note_root(origin, root);
-                    (l, up) = (next, origin);
-                    req = LayerReq {
-                        dir: c.dir,
-                        sector: c.sector,
-                        sectors: c.sectors,
-                        task: req.task,
-                    };
-                }
-            }
-        }
-    }
-
-    /// One layer's `submit`: its submitter work charged (and added to
-    /// `submitter_ns`), its own I/O issued; returns the bio it hands down.
-    #[inline]
-    fn layer_call(
-        &mut self,
-        l: usize,
-        up: Origin,
-        req: LayerReq,
-        submitter: Option<usize>,
-        submitter_ns: &mut u64,
-        ctx: &mut Ctx<'_, Ev>,
-    ) -> Child {
         let now = ctx.now();
         self.lcx.begin(now.as_ns());
         let c = self.layers[l].layer.submit(up, req, &mut self.lcx);
+        let mut submitter_ns = 0;
         if let Some(cpu) = submitter {
             for &(sym, ns) in self.lcx.submitter_work() {
                 if let Some(sym) = sym {
                     self.profile.charge(cpu, self.ctxs.fio, sym, ns);
                 }
-                *submitter_ns += ns;
+                submitter_ns += ns;
             }
         }
         assert!(
@@ -106,7 +61,56 @@ impl<const OBS: bool> AsyncStack<OBS> {
         } else {
             self.lcx.clear();
         }
-        c
+        let origin = match c.route {
+            Route::Token(t) => Origin::of_layer(l as u8, t),
+            Route::Remap => up,
+        };
+        let root = self.root_of(c.serves);
+        match self.layers[l].below[c.below as usize].target() {
+            Target::Dev(dev) => HandedDown {
+                dev,
+                origin,
+                root,
+                sector: c.sector,
+                submitter_ns,
+            },
+            Target::Layer(next) => {
+                let down = Queued {
+                    origin,
+                    root,
+                    dir: c.dir,
+                    sector: c.sector,
+                    sectors: c.sectors,
+                };
+                let mut h = self.submit_below(next, down, submitter, ctx);
+                h.submitter_ns += submitter_ns;
+                h
+            }
+        }
+    }
+
+    /// The bio a layer handed down (`q`) enters layer `l` below it: its
+    /// job I/O is noted ([`Self::note_root`]) and it is submitted there, on
+    /// behalf of the task behind that job I/O (none for a layer's own I/O).
+    #[cold]
+    #[inline(never)]
+    fn submit_below(
+        &mut self,
+        l: usize,
+        q: Queued,
+        submitter: Option<usize>,
+        ctx: &mut Ctx<'_, Ev>,
+    ) -> HandedDown {
+        self.note_root(q.origin, q.root);
+        let task = dispatch::root_slot(q.root)
+            .map_or(u32::from(REPLAY_JOB), |io| u32::from(self.ios.get(io).job));
+        let req = LayerReq {
+            dir: q.dir,
+            sector: q.sector,
+            sectors: q.sectors,
+            task,
+        };
+        self.layer_submit(l, q.origin, req, submitter, ctx)
     }
 
     /// Hands request `q` to graph node `node`: a device's queue, or a layer
@@ -114,19 +118,12 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// replayed request and a layer's own I/O take; a job's submission
     /// takes the same [`Self::layer_submit`] but enters the queue when
     /// its submitting path ends.
-    pub(super) fn submit_to(&mut self, node: Target, q: Queued, task: u32, ctx: &mut Ctx<'_, Ev>) {
+    pub(super) fn submit_to(&mut self, node: Target, q: Queued, ctx: &mut Ctx<'_, Ev>) {
         let l = match node {
             Target::Dev(d) => return self.block_submit(d, q, ctx),
             Target::Layer(l) => l,
         };
-        self.note_root(q.origin, q.root);
-        let req = LayerReq {
-            dir: q.dir,
-            sector: q.sector,
-            sectors: q.sectors,
-            task,
-        };
-        let h = self.layer_submit(l, q.origin, req, None, ctx);
+        let h = self.submit_below(l, q, None, ctx);
         let down = Queued {
             origin: h.origin,
             root: h.root,
@@ -144,15 +141,22 @@ impl<const OBS: bool> AsyncStack<OBS> {
     fn root_of(&self, serves: Option<Origin>) -> u32 {
         match serves.map(Origin::owner) {
             Some(Owner::Job(io)) => io,
-            Some(Owner::Layer { .. }) => self.cold_root_of(serves),
-            Some(Owner::PageCache { .. }) | None => NO_ROOT,
+            None => NO_ROOT,
+            Some(_) => self.layer_root_of(serves),
         }
     }
 
+    /// [`Self::root_of`] a layer's request (or the page cache's, which has
+    /// none).
     #[cold]
-    fn cold_root_of(&self, serves: Option<Origin>) -> u32 {
-        let key = serves.map_or(u32::MAX, |o| o.0);
-        self.layer_roots.get(&key).copied().unwrap_or(NO_ROOT)
+    #[inline(never)]
+    fn layer_root_of(&self, serves: Option<Origin>) -> u32 {
+        match serves {
+            Some(o) if matches!(o.owner(), Owner::Layer { .. }) => {
+                self.layer_roots.get(&o.0).copied().unwrap_or(NO_ROOT)
+            }
+            _ => NO_ROOT,
+        }
     }
 
     /// A layer's request `origin` (serving `root`) enters the layer below:
@@ -183,8 +187,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 sector: c.sector,
                 sectors: c.sectors,
             };
-            let below = self.layers[l].below[c.below as usize];
-            self.submit_to(below, q, u32::from(REPLAY_JOB), ctx);
+            let below = self.layers[l].below[c.below as usize].target();
+            self.submit_to(below, q, ctx);
         }
         let total: u64 = cx.worker_work().iter().map(|w| w.1).sum();
         if total == 0 {
@@ -211,7 +215,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     pub(super) fn deliver(
         &mut self,
         owner: TagOwner,
-        from: Target,
+        from: Below,
         now: SimTime,
         ctx: &mut Ctx<'_, Ev>,
     ) {
@@ -299,7 +303,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             root,
             failed,
         };
-        self.deliver(owner, Target::Layer(l), now, ctx);
+        self.deliver(owner, Below::of(Target::Layer(l)), now, ctx);
     }
 
     /// The device below graph node `t` by first devices (`t` itself if a
@@ -308,7 +312,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         loop {
             match t {
                 Target::Dev(d) => return d,
-                Target::Layer(l) => t = self.layers[l].below[0],
+                Target::Layer(l) => t = self.layers[l].below[0].target(),
             }
         }
     }
