@@ -49,7 +49,12 @@ fn passthrough_over_passthrough_over_nvme_gives_the_nvme_figures() {
         &["--set", "job.io_size=32m", "--profile"][..],
         // Failures from the device's own stream travel up through both
         // layers: the same I/O fails the same way.
-        &["--set", "job.io_size=8m", "--inject-fault", "fail:0.01@nvme0n1"][..],
+        &[
+            "--set",
+            "job.io_size=8m",
+            "--inject-fault",
+            "fail:0.01@nvme0n1",
+        ][..],
     ] {
         let mut a = vec!["tests/data/stacks/passthrough_over_passthrough.toml"];
         a.extend_from_slice(extra);
@@ -63,7 +68,10 @@ fn passthrough_over_passthrough_over_nvme_gives_the_nvme_figures() {
             "{extra:?}"
         );
         // Every request reached the SSD through both layers.
-        assert!(field(&layered, "nvme0n1: ios=").contains("ios="), "{layered}");
+        assert!(
+            field(&layered, "nvme0n1: ios=").contains("ios="),
+            "{layered}"
+        );
         assert!(layered.contains("pt1: ios=0/0"), "{layered}");
     }
     let failed = run_ok(&[
@@ -73,7 +81,10 @@ fn passthrough_over_passthrough_over_nvme_gives_the_nvme_figures() {
         "--inject-fault",
         "fail:0.01@nvme0n1",
     ]);
-    assert!(failed.contains("err= 5"), "no I/O error reached the job:\n{failed}");
+    assert!(
+        failed.contains("err= 5"),
+        "no I/O error reached the job:\n{failed}"
+    );
 }
 
 #[test]
@@ -101,7 +112,10 @@ fn bcache_over_passthroughs_gives_bcache_over_the_devices_figures() {
                 "{rw} {mode}"
             );
             // The cache's writes (fills, writes) went through ptcache.
-            assert!(!field(&layered, "nvme0: ios=").contains("ios=0/0"), "{layered}");
+            assert!(
+                !field(&layered, "nvme0: ios=").contains("ios=0/0"),
+                "{layered}"
+            );
         }
     }
 }

@@ -603,7 +603,8 @@ fn build_layers(
             .map(|n| Below::of(b.targets[n.as_str()]))
             .collect();
         let name = layer.name().to_string();
-        b.targets.insert(name.clone(), Target::Layer(b.layers.len()));
+        b.targets
+            .insert(name.clone(), Target::Layer(b.layers.len()));
         b.layers.push(LayerNode {
             request_path: layer.runs_request_path(),
             layer,
