@@ -88,6 +88,30 @@ fn passthrough_over_passthrough_over_nvme_gives_the_nvme_figures() {
 }
 
 #[test]
+fn a_trace_replayed_through_two_passthroughs_gives_the_nvme_figures() {
+    let replay = |stack: &str| {
+        let (out, err, code) = sim(&[
+            "replay",
+            "tests/data/traces/blktrace/sample.blktrace.0",
+            "--stack",
+            stack,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let all = format!("{out}{err}");
+        (out, all)
+    };
+    let (layered, note) = replay("tests/data/stacks/passthrough_over_passthrough.toml");
+    // Without --map the trace goes to the top of the stack, through both.
+    assert!(note.contains("requests go to pt1, the top of the stack"), "{note}");
+    let (alone, _) = replay("scenarios/nvme.toml");
+    assert_eq!(
+        figures(&layered, &["pt0", "pt1"], "pt1"),
+        figures(&alone, &[], "nvme0n1")
+    );
+    assert!(layered.contains("issued rwts: total=963,0,0,0"), "{layered}");
+}
+
+#[test]
 fn bcache_over_passthroughs_gives_bcache_over_the_devices_figures() {
     for rw in ["randread", "randrw"] {
         for mode in ["writethrough", "writeback"] {

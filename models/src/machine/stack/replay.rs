@@ -193,9 +193,10 @@ impl<const OBS: bool> AsyncStack<OBS> {
     ) -> Result<(), ModelError> {
         let mut targets = Vec::new();
         let names: Vec<String> = if feed.targets.is_empty() {
-            // The top of the stack: the (first) stacking layer if any, else
-            // the only device.
-            if let Some(l) = self.layers.first() {
+            // The top of the stack: the last stacking layer built (layers
+            // are built bottom-up, so nothing sits on it) if any, else the
+            // only device.
+            if let Some(l) = self.layers.last() {
                 vec![l.layer.name().to_string()]
             } else if self.devs.len() == 1 {
                 vec![self.devs[0].name.clone()]
