@@ -23,7 +23,7 @@ fn run_ok(args: &[&str]) -> String {
 /// path written as `target`.
 fn figures(out: &str, names: &[&str], target: &str) -> String {
     out.lines()
-        .filter(|l| !l.contains("scenario"))
+        .filter(|l| !l.contains("scenario") && !l.starts_with("blocksim: "))
         .filter(|l| {
             let t = l.trim_start();
             !names
