@@ -105,8 +105,8 @@ fn a_trace_replayed_through_two_passthroughs_gives_the_nvme_figures() {
     assert!(note.contains("requests go to pt1, the top of the stack"), "{note}");
     let (alone, _) = replay("scenarios/nvme.toml");
     assert_eq!(
-        figures(&layered, &["pt0", "pt1"], "pt1"),
-        figures(&alone, &[], "nvme0n1")
+        figures(&layered, &["pt0", "pt1"], "go to pt1"),
+        figures(&alone, &[], "go to nvme0n1")
     );
     assert!(layered.contains("issued rwts: total=963,0,0,0"), "{layered}");
 }
