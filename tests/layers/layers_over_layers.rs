@@ -102,13 +102,19 @@ fn a_trace_replayed_through_two_passthroughs_gives_the_nvme_figures() {
     };
     let (layered, note) = replay("tests/data/stacks/passthrough_over_passthrough.toml");
     // Without --map the trace goes to the top of the stack, through both.
-    assert!(note.contains("requests go to pt1, the top of the stack"), "{note}");
+    assert!(
+        note.contains("requests go to pt1, the top of the stack"),
+        "{note}"
+    );
     let (alone, _) = replay("scenarios/nvme.toml");
     assert_eq!(
         figures(&layered, &["pt0", "pt1"], "go to pt1"),
         figures(&alone, &[], "go to nvme0n1")
     );
-    assert!(layered.contains("issued rwts: total=963,0,0,0"), "{layered}");
+    assert!(
+        layered.contains("issued rwts: total=963,0,0,0"),
+        "{layered}"
+    );
 }
 
 #[test]
