@@ -87,6 +87,8 @@ pub struct ScenarioT<J> {
     pub dm: Option<crate::layers::dm::DmConfig>,
     #[serde(default)]
     pub pagecache: Option<crate::layers::pagecache::PageCacheConfig>,
+    #[serde(default)]
+    pub passthrough: Vec<crate::layers::passthrough::PassthroughConfig>,
     #[serde(rename = "job")]
     pub jobs: Vec<J>,
     #[serde(default, rename = "variant")]
@@ -115,6 +117,7 @@ pub const SECTION_NAMES: &[&str] = &[
     "pmem",
     "dm",
     "pagecache",
+    "passthrough",
     "job",
     "variant",
 ];
@@ -131,6 +134,7 @@ impl<J> ScenarioT<J> {
             .chain(self.generic.iter().map(|d| &d.name))
             .chain(self.raid10.iter().map(|d| &d.name))
             .chain(self.bcache.iter().map(|d| &d.name))
+            .chain(self.passthrough.iter().map(|d| &d.name))
             .map(|n| format!("/dev/{n}"));
         block
             .chain(self.pmem.iter().map(|p| p.dev_path()))
@@ -154,6 +158,7 @@ impl<J> ScenarioT<J> {
             || self.generic.iter().any(|d| d.name == bare)
             || self.raid10.iter().any(|d| d.name == bare)
             || self.bcache.as_ref().is_some_and(|b| b.name == bare)
+            || self.passthrough.iter().any(|p| p.name == bare)
     }
 
     /// The same scenario with its jobs replaced (raw option maps to parsed
@@ -174,6 +179,7 @@ impl<J> ScenarioT<J> {
             pmem: self.pmem,
             dm: self.dm,
             pagecache: self.pagecache,
+            passthrough: self.passthrough,
             jobs,
             variants: self.variants,
         }

@@ -13,6 +13,7 @@ use blocksim_models::devices::ssd::SsdConfig;
 use blocksim_models::layers::bcache::{BcacheConfig, PopulateConfig};
 use blocksim_models::layers::dm::{DmConfig, DM_ACCOUNTING};
 use blocksim_models::layers::pagecache::PageCacheConfig;
+use blocksim_models::layers::passthrough::PassthroughConfig;
 use blocksim_models::layers::raid10::Raid10Config;
 use blocksim_models::machine::ahci::AhciConfig;
 use blocksim_models::workload::fs::FsConfig;
@@ -44,6 +45,7 @@ const SECTIONS: &[(&str, bool, Check)] = &[
     ("pmem", true, check::<PmemConfig>),
     ("dm", false, check::<DmConfig>),
     ("pagecache", false, check::<PageCacheConfig>),
+    ("passthrough", true, check::<PassthroughConfig>),
     ("variant", true, check::<VariantConfig>),
 ];
 

@@ -78,6 +78,10 @@ size_bytes = 1073741824
 request_ns = 60
 copy_bytes_per_us = 4000
 
+[[passthrough]]
+name = "pt0"
+device = "vda"
+
 [dm]
 name = "linear"
 device = "/dev/pmem0"
@@ -132,6 +136,7 @@ const TYPOS: &[(&str, &str, &str)] = &[
     ("[filesystem]", "device", "devise"),
     ("[pagecache]", "memory", "memroy"),
     ("[[pmem]]", "request_ns", "request_nss"),
+    ("[[passthrough]]", "device", "devce"),
     ("[dm]", "endio_ns", "endio_nss"),
     ("[costs]", "perf_idle_weight", "perf_idle_weigth"),
     ("[costs.btree]", "ns_per_node", "ns_per_nod"),
@@ -201,6 +206,7 @@ typo_tests! {
     typo_in_filesystem: "[filesystem]",
     typo_in_pagecache: "[pagecache]",
     typo_in_pmem: "[[pmem]]",
+    typo_in_passthrough: "[[passthrough]]",
     typo_in_dm: "[dm]",
     typo_in_costs: "[costs]",
     typo_in_costs_btree: "[costs.btree]",

@@ -11,7 +11,11 @@
 //! with the [`Origin`] each request carries.
 //!
 //! Leaves are [`crate::devices::device::BlockDevice`]s behind host queues; bcache
-//! ([`crate::layers::bcache::layer::BcacheLayer`]) is a layer. Adding a layer is one file
+//! ([`crate::layers::bcache::layer::BcacheLayer`]) and the test layer
+//! [`crate::layers::passthrough::Passthrough`] are layers. A layer's nodes
+//! below are devices or layers: the machine carries a request down and its
+//! completion up through any depth (bounded at assembly,
+//! [`crate::machine::graph::LAYER_DEPTH_MAX`]). Adding a layer is one file
 //! implementing [`Layer`] plus one arm in the builder (ARCHITECTURE.md walks
 //! through it).
 //!
@@ -115,7 +119,7 @@ pub enum Route {
     Remap,
 }
 
-/// A request a layer issues to a device below it.
+/// A request a layer issues to a node below it (a device or a layer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Child {
     /// Index into the layer's [`Layer::below`].
@@ -285,6 +289,14 @@ pub trait Layer {
     /// discards, and the machine refuses a trim job on it.
     fn discard_below(&self) -> Option<usize> {
         None
+    }
+    /// Whether a bio through it runs the stacking layers' request path
+    /// (the `bcache_request` cost path, then `make_request` again for the
+    /// bio it hands down), charged in the submission of a job that
+    /// targets it; `false` (the default): the layer charges its own work
+    /// through [`LayerCx::work`] only.
+    fn runs_request_path(&self) -> bool {
+        false
     }
     /// What the layer keeps of fio's disk statistics, and why.
     fn stats_kept(&self) -> (StatsKept, &'static str) {

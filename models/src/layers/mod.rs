@@ -12,4 +12,5 @@ pub mod layer;
 /// The Linux page cache as a state machine, not yet wired into the
 /// machine (buffered jobs are still refused).
 pub mod pagecache;
+pub mod passthrough;
 pub mod raid10;

@@ -2,9 +2,11 @@
 //! sits on, and a bottom-up order to assemble them in.
 //!
 //! Each device section names the devices below it: `[[raid10]] members`,
-//! `[bcache] cache` and `backing`, `[dm] device`, `[filesystem] device`.
+//! `[bcache] cache` and `backing`, `[dm] device`, `[[passthrough]] device`,
+//! `[filesystem] device`.
 //! [`Graph::of`] collects them into [`Node`]s, rejects names used twice,
-//! names that point nowhere and cycles, and returns the nodes in an order in
+//! names that point nowhere, cycles, a stack more than [`LAYER_DEPTH_MAX`]
+//! layers deep and a layer over bcache, and returns the nodes in an order in
 //! which every device comes after everything it sits on
 //! ([`Graph::bottom_up`]). The machine builder walks that order; the root
 //! package turns a [`GraphError`] into `file:line` of the offending section.
@@ -52,6 +54,7 @@ pub enum Kind {
     Raid10,
     Bcache,
     DmLinear,
+    Passthrough,
 }
 
 impl Kind {
@@ -65,6 +68,7 @@ impl Kind {
             Kind::Raid10 => "raid10",
             Kind::Bcache => "bcache",
             Kind::DmLinear => "dm",
+            Kind::Passthrough => "passthrough",
         }
     }
 
@@ -73,10 +77,21 @@ impl Kind {
     pub fn is_array(self) -> bool {
         matches!(
             self,
-            Kind::Ssd | Kind::Hdd | Kind::Generic | Kind::Pmem | Kind::Raid10
+            Kind::Ssd | Kind::Hdd | Kind::Generic | Kind::Pmem | Kind::Raid10 | Kind::Passthrough
         )
     }
+
+    /// Whether it is a stacking layer behind the `Layer` interface (it
+    /// counts towards [`LAYER_DEPTH_MAX`]).
+    pub fn is_layer(self) -> bool {
+        matches!(self, Kind::Bcache | Kind::Passthrough)
+    }
 }
+
+/// Most stacking layers ([`Kind::is_layer`]) on any path from a job down to
+/// a device (a stated bound: a request and its completion travel through
+/// at most this many layers).
+pub const LAYER_DEPTH_MAX: usize = 8;
 
 /// One device of the graph.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +130,7 @@ fn section_header(s: &str) -> String {
         Kind::Raid10,
         Kind::Bcache,
         Kind::DmLinear,
+        Kind::Passthrough,
     ]
     .into_iter()
     .find(|k| k.section() == s);
@@ -166,6 +182,10 @@ fn collect<J>(sc: &ScenarioT<J>) -> Vec<Node> {
     if let Some(d) = &sc.dm {
         let below = vec![("device", device_name(&d.device).to_string())];
         v.push(node(&d.name, Kind::DmLinear, 0, below));
+    }
+    for (i, p) in sc.passthrough.iter().enumerate() {
+        let below = vec![("device", device_name(&p.device).to_string())];
+        v.push(node(&p.name, Kind::Passthrough, i, below));
     }
     v
 }
@@ -222,6 +242,8 @@ impl Graph {
         })?;
         check_claims(&nodes, &by_name)
             .map_err(|(n, key, other)| claim_error(&nodes, n, key, other))?;
+        check_depth(&nodes, &by_name, &order)?;
+        check_over_bcache(&nodes, &by_name)?;
         Ok(Graph {
             nodes,
             by_name,
@@ -387,6 +409,68 @@ fn check_claims(
                 return Err((i, key, first));
             }
             claimed.insert(dev, (i, key));
+        }
+    }
+    Ok(())
+}
+
+/// No path down from a job crosses more than [`LAYER_DEPTH_MAX`] layers:
+/// each node's layer depth (the layers on its longest path down, itself
+/// included) from those below it, bottom-up.
+fn check_depth(
+    nodes: &[Node],
+    by_name: &BTreeMap<String, usize>,
+    order: &[usize],
+) -> Result<(), GraphError> {
+    let mut depth = vec![0usize; nodes.len()];
+    for &n in order {
+        let below = nodes[n].below.iter().map(|(_, b)| depth[by_name[b]]);
+        depth[n] = below.max().unwrap_or(0) + usize::from(nodes[n].kind.is_layer());
+        if depth[n] > LAYER_DEPTH_MAX {
+            let mut path = vec![nodes[n].name.as_str()];
+            let mut at = n;
+            while let Some(next) = nodes[at]
+                .below
+                .iter()
+                .map(|(_, b)| by_name[b])
+                .max_by_key(|&b| depth[b])
+            {
+                path.push(nodes[next].name.as_str());
+                at = next;
+            }
+            return Err(graph_err(
+                &nodes[n],
+                format!(
+                    "{} stacking layers deep ({}); at most {LAYER_DEPTH_MAX} layers may sit on one \
+                     another: stack fewer layers",
+                    depth[n],
+                    path.join(" -> ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// No layer sits on bcache: bcache keys the requests it serves by the job
+/// I/O they come from, so it takes requests from jobs (and from dm-linear,
+/// which remaps a job's bio), not from another layer.
+fn check_over_bcache(nodes: &[Node], by_name: &BTreeMap<String, usize>) -> Result<(), GraphError> {
+    for n in nodes.iter().filter(|n| n.kind.is_layer()) {
+        for (key, b) in &n.below {
+            if nodes[by_name[b]].kind == Kind::Bcache {
+                return Err(GraphError {
+                    key: Some(*key),
+                    ..graph_err(
+                        n,
+                        format!(
+                            "{key} = {b:?} is bcache: a layer over bcache is not modelled (bcache \
+                             takes requests from jobs and dm-linear only); put this layer under \
+                             bcache or target bcache directly"
+                        ),
+                    )
+                });
+            }
         }
     }
     Ok(())

@@ -225,6 +225,10 @@ impl Layer for BcacheLayer {
         self.backing_sectors
     }
 
+    fn runs_request_path(&self) -> bool {
+        true
+    }
+
     fn submit(&mut self, up: Origin, req: LayerReq, cx: &mut LayerCx) -> Child {
         let (route, lc) =
             self.bc

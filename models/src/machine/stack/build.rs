@@ -170,6 +170,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let (layers, targets) = build_layers(
             &LayersInput {
                 sc,
+                graph: &graph,
                 devs: &devs,
                 names: &names,
                 syms: &syms,
@@ -249,6 +250,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             devs: a.devs,
             layers: a.layers,
             lcx: LayerCx::default(),
+            layer_roots: BTreeMap::new(),
             ios: Slab::with_bound(IO_SLAB_BOUND),
             cpus: Cpus::new(a.ncpu),
             irq_cpu: a.irq_cpu,
@@ -296,8 +298,27 @@ impl<const OBS: bool> AsyncStack<OBS> {
             s.threads[t].flow = s.flows.thread_of(&s.jobs_cfg[g]);
             let th = &mut s.threads[t];
             th.gated = th.pace.is_some() || th.lat.is_some() || th.flow.is_some();
+            let via = runs_request_path(&s.layers, th.target);
+            th.route_bits = submit_bundle_index(th.on_file, via, false) as u8;
         }
         s
+    }
+}
+
+/// Whether a bio to `t` runs the stacking layers' request path: `t` runs
+/// it, or a layer with one node below hands every bio to one that does
+/// (a passthrough over bcache charges bcache's). Bounded: the graph is
+/// acyclic.
+fn runs_request_path(layers: &[LayerNode], mut t: Target) -> bool {
+    loop {
+        match t {
+            Target::Dev(_) => return false,
+            Target::Layer(l) if layers[l].request_path => return true,
+            Target::Layer(l) => match layers[l].below[..] {
+                [one] => t = one.target(),
+                _ => return false,
+            },
+        }
     }
 }
 
@@ -507,77 +528,141 @@ fn build_symbols(sc: &Scenario, profile: &mut CpuProfile) -> Result<Symbols, Mod
 /// What [`build_layers`] reads from the machine being built.
 struct LayersInput<'a> {
     sc: &'a Scenario,
+    graph: &'a crate::machine::graph::Graph,
     devs: &'a [DevNode],
     names: &'a BTreeMap<String, usize>,
     syms: &'a Symbols,
     acct_index: &'a BTreeMap<String, u8>,
 }
 
-/// Every stacking layer over its (already built) devices, and the queueing
-/// targets by device name: the devices and the layers. One arm per kind of
-/// layer.
+/// The layers built so far and the queueing targets by name (the devices
+/// and those layers): what a layer being built sits on.
+struct Built<'a> {
+    devs: &'a [DevNode],
+    layers: Vec<LayerNode>,
+    targets: BTreeMap<String, Target>,
+}
+
+impl Built<'_> {
+    fn capacity(&self, t: Target) -> u64 {
+        match t {
+            Target::Dev(d) => self.devs[d].dev.capacity_sectors(),
+            Target::Layer(l) => self.layers[l].layer.capacity_sectors(),
+        }
+    }
+
+    /// The limits of the device under `t` by first devices below (a layer
+    /// over one device passes its requests on as they come).
+    fn limits(&self, mut t: Target) -> crate::devices::limits::Limits {
+        loop {
+            match t {
+                Target::Dev(d) => return self.devs[d].dev.limits(),
+                Target::Layer(l) => t = self.layers[l].below[0].target(),
+            }
+        }
+    }
+}
+
+/// Every stacking layer over its (already built) devices and layers, in
+/// the graph's bottom-up order, and the queueing targets by device name:
+/// the devices and the layers. One arm per kind of layer.
 fn build_layers(
     input: &LayersInput<'_>,
     profile: &mut CpuProfile,
 ) -> Result<(Vec<LayerNode>, BTreeMap<String, Target>), ModelError> {
-    let mut layers: Vec<LayerNode> = Vec::new();
-    let mut targets: BTreeMap<String, Target> = input
-        .names
-        .iter()
-        .map(|(n, &i)| (n.clone(), Target::Dev(i)))
-        .collect();
-    if let Some(b) = &input.sc.bcache {
-        let layer = build_bcache(input, b, profile)?;
-        if targets.contains_key(&b.name) {
+    use crate::machine::graph::Kind;
+    let mut b = Built {
+        devs: input.devs,
+        layers: Vec::new(),
+        targets: input
+            .names
+            .iter()
+            .map(|(n, &i)| (n.clone(), Target::Dev(i)))
+            .collect(),
+    };
+    for node in input.graph.bottom_up() {
+        let layer = match node.kind {
+            Kind::Bcache => {
+                let cfg = input.sc.bcache.as_ref().expect("graph node from [bcache]");
+                build_bcache(input, &b, cfg, profile)?
+            }
+            Kind::Passthrough => build_passthrough(&b, &input.sc.passthrough[node.index])?,
+            _ => continue,
+        };
+        if b.layers.len() >= crate::layers::layer::LAYERS_MAX {
             return Err(cfg_err(format!(
-                "[bcache] name {:?} is already a device",
-                b.name
+                "[{}] {:?}: more than {} stacking layers",
+                node.kind.section(),
+                node.name,
+                crate::layers::layer::LAYERS_MAX
             )));
         }
         let below = layer
             .below()
             .iter()
-            .map(|n| input.names[n.as_str()])
+            .map(|n| Below::of(b.targets[n.as_str()]))
             .collect();
-        targets.insert(b.name.clone(), Target::Layer(layers.len()));
-        layers.push(LayerNode {
+        let name = layer.name().to_string();
+        b.targets
+            .insert(name.clone(), Target::Layer(b.layers.len()));
+        b.layers.push(LayerNode {
+            request_path: layer.runs_request_path(),
             layer,
             below,
             acct: input
                 .acct_index
-                .get(&b.name)
+                .get(&name)
                 .copied()
                 .unwrap_or(acct::NO_ACCT),
         });
     }
-    if layers.len() > crate::layers::layer::LAYERS_MAX {
-        return Err(cfg_err("too many stacking layers"));
-    }
-    Ok((layers, targets))
+    Ok((b.layers, b.targets))
 }
 
-/// bcache over its cache and backing devices.
+/// A passthrough layer over its device or layer.
+fn build_passthrough(
+    b: &Built<'_>,
+    p: &crate::layers::passthrough::PassthroughConfig,
+) -> Result<Box<dyn Layer>, ModelError> {
+    let below = crate::devices::device::device_name(&p.device);
+    let t = *b.targets.get(below).ok_or_else(|| {
+        cfg_err(format!(
+            "[[passthrough]] {:?}: device = {below:?} is not a device with a queue or a layer \
+             (an md member, pmem or dm-linear cannot be under a layer): name one",
+            p.name
+        ))
+    })?;
+    Ok(Box::new(crate::layers::passthrough::Passthrough::new(
+        p,
+        below,
+        b.capacity(t),
+    )))
+}
+
+/// bcache over its cache and backing devices (or layers).
 fn build_bcache(
     input: &LayersInput<'_>,
+    built: &Built<'_>,
     b: &crate::layers::bcache::BcacheConfig,
     profile: &mut CpuProfile,
 ) -> Result<Box<dyn Layer>, ModelError> {
-    let (sc, devs, names) = (input.sc, input.devs, input.names);
-    let cache = *names
+    let sc = input.sc;
+    let cache = *built
+        .targets
         .get(&b.cache)
         .ok_or_else(|| cfg_err(not_a_queue("cache", &b.cache)))?;
-    let backing = *names
+    let backing = *built
+        .targets
         .get(&b.backing)
         .ok_or_else(|| cfg_err(not_a_queue("backing", &b.backing)))?;
     if cache == backing {
         return Err(cfg_err("[bcache] cache and backing must differ"));
     }
-    b.check_backing(&devs[backing].dev.limits())
-        .map_err(cfg_err)?;
-    let backing_sectors = devs[backing].dev.capacity_sectors();
+    b.check_backing(&built.limits(backing)).map_err(cfg_err)?;
+    let backing_sectors = built.capacity(backing);
     let mut bc = crate::layers::bcache::Bcache::new(
         b.clone(),
-        devs[cache].dev.capacity_sectors(),
+        built.capacity(cache),
         backing_sectors,
         sc.costs.btree.clone(),
         sc.simulation.seed,
@@ -675,8 +760,8 @@ fn build_jobs(
 /// Why bcache cannot sit on `name`.
 fn not_a_queue(key: &str, name: &str) -> String {
     format!(
-        "[bcache] {key} = {name:?} is not a device with a queue ([[ssd]], [[hdd]], [[generic]], [[raid10]]): \
-         bcache over dm-linear or over another bcache is not modelled"
+        "[bcache] {key} = {name:?} is not a device with a queue ([[ssd]], [[hdd]], [[generic]], [[raid10]]) \
+         or a layer ([[passthrough]]): bcache over dm-linear or pmem is not modelled"
     )
 }
 

@@ -306,7 +306,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let retiring = std::mem::take(&mut self.devs[d].port.hw[q].retiring);
         for &tag in &retiring {
             let owner = self.devs[d].port.hw[q].release_tag(tag);
-            self.deliver(owner, d, now, ctx);
+            self.deliver(owner, Below(d), now, ctx);
         }
         // Dispatch waiting requests into the freed tags.
         let mut retiring = retiring;
@@ -374,7 +374,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 self.completing_cpu = self.submit_cpu(d, owner.root);
                 self.account_inline_end(d, owner.root, now);
             }
-            self.deliver(owner, d, now, ctx);
+            self.deliver(owner, Below(d), now, ctx);
         }
         done.clear();
         self.scratch_done = done;

@@ -38,14 +38,15 @@ fn submit_call_index(call: Option<SyncCall>, seek: bool) -> usize {
 }
 
 /// Index into [`Paths::submit_bundles`] of a submission.
+/// `route_bits`: the thread's `submit_bundle_index(on_file, via_bcache,
+/// false)`.
 pub(super) fn bundle_index(
     call: Option<SyncCall>,
     seek: bool,
-    on_file: bool,
-    via_bcache: bool,
+    route_bits: u8,
     issue_now: bool,
 ) -> usize {
-    submit_call_index(call, seek) * 8 + submit_bundle_index(on_file, via_bcache, issue_now)
+    submit_call_index(call, seek) * 8 + (usize::from(route_bits) | usize::from(issue_now) << 2)
 }
 
 impl Paths {
@@ -450,6 +451,7 @@ pub(super) fn job_threads(
                 lat: super::lat::LatState::of(j, SimTime(0)),
                 flow: None,
                 gated: false,
+                route_bits: 0,
                 buffered: None,
                 read_pct: j.rwmixread_pct,
                 verify: j

@@ -436,8 +436,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let bundle = engine::bundle_index(
             sync_call,
             seek,
-            th.on_file,
-            matches!(th.target, Target::Layer(_)),
+            th.route_bits,
             self.devs[dev].port.can_issue_now(th.cpu),
         );
         if sync_call.is_some() {

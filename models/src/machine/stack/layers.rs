@@ -199,14 +199,18 @@ pub(super) fn check_discards(
                 .no_discard;
             return Err(refuse(&p.dev_path(), why.unwrap_or("no discard path")));
         }
-        let dev = match t.target {
-            Target::Dev(d) => d,
-            Target::Layer(l) => {
-                let node = &layers[l];
-                let Some(i) = node.layer.discard_below() else {
-                    return Err(refuse(node.layer.name(), "the layer passes no discard on"));
-                };
-                node.below[i]
+        // Down through the layers (bounded: the graph is acyclic).
+        let mut at = t.target;
+        let dev = loop {
+            match at {
+                Target::Dev(d) => break d,
+                Target::Layer(l) => {
+                    let node = &layers[l];
+                    let Some(i) = node.layer.discard_below() else {
+                        return Err(refuse(node.layer.name(), "the layer passes no discard on"));
+                    };
+                    at = node.below[i].target();
+                }
             }
         };
         if let Some(why) = devs[dev].dev.limits().no_discard {

@@ -160,11 +160,40 @@ const ETIMEDOUT: i32 = 110;
 const REPLAY_JOB: u16 = u16::MAX;
 const NO_LAYER: u16 = u16::MAX;
 
+/// A graph node below a layer, packed in one word as the machine routes
+/// and compares it per request: a device's index, or a layer's index with
+/// [`Below::LAYER`] set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Below(usize);
+
+impl Below {
+    const LAYER: usize = 1 << 31;
+
+    fn of(t: Target) -> Below {
+        match t {
+            Target::Dev(d) => Below(d),
+            Target::Layer(l) => Below(Self::LAYER | l),
+        }
+    }
+
+    #[inline(always)]
+    fn target(self) -> Target {
+        if self.0 & Self::LAYER == 0 {
+            Target::Dev(self.0)
+        } else {
+            Target::Layer(self.0 & !Self::LAYER)
+        }
+    }
+}
+
 /// A stacking layer with the devices below it, wired at assembly.
 struct LayerNode {
     layer: Box<dyn Layer>,
-    /// Device index of each of the layer's devices below, in its order.
-    below: Vec<usize>,
+    /// Each of the layer's nodes below (a device or a layer), in its order.
+    below: Vec<Below>,
+    /// A bio through it runs the stacking layers' request path
+    /// ([`Layer::runs_request_path`]).
+    request_path: bool,
     /// Accounting design instance ([`acct::NO_ACCT`]: none).
     acct: u8,
 }
@@ -254,6 +283,10 @@ struct JobThread {
     flow: Option<Box<flow::ThreadFlow>>,
     /// It has a `pace`, `lat` or `flow`: `gates_hold` before a submission.
     gated: bool,
+    /// `submit_bundle_index(on_file, via, false)`, fixed at assembly, where
+    /// `via`: its target is a layer that runs the stacking layers' request
+    /// path (bcache's), which the submission bundle charges.
+    route_bits: u8,
     /// A buffered job's (`direct=0`) page cache and stream (None: direct).
     buffered: Option<buffered::BufferedThread>,
 }
@@ -515,6 +548,10 @@ pub struct AsyncStack<const OBS: bool = false> {
     layers: Vec<LayerNode>,
     /// The effects of the layer call in progress (buffers reused).
     lcx: LayerCx,
+    /// The job I/O behind each request a layer issued to a layer below it,
+    /// while in flight there (by origin); empty unless layers sit on
+    /// layers.
+    layer_roots: BTreeMap<u32, u32>,
     ios: Slab<Io>,
     cpus: Cpus,
     irq_cpu: Option<usize>,

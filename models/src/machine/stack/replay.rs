@@ -193,9 +193,10 @@ impl<const OBS: bool> AsyncStack<OBS> {
     ) -> Result<(), ModelError> {
         let mut targets = Vec::new();
         let names: Vec<String> = if feed.targets.is_empty() {
-            // The top of the stack: the (first) stacking layer if any, else
-            // the only device.
-            if let Some(l) = self.layers.first() {
+            // The top of the stack: the last stacking layer built (layers
+            // are built bottom-up, so nothing sits on it) if any, else the
+            // only device.
+            if let Some(l) = self.layers.last() {
                 vec![l.layer.name().to_string()]
             } else if self.devs.len() == 1 {
                 vec![self.devs[0].name.clone()]
@@ -370,31 +371,15 @@ impl<const OBS: bool> AsyncStack<OBS> {
             })
             .expect("I/O slab bound: more than 2^20 replayed I/Os in flight");
         self.submitted_total += 1;
-        let (dev, origin, root, dev_sector) = match target {
-            Target::Dev(d) => (d, Origin::job(io.0), io.0, sector),
-            Target::Layer(l) => {
-                let req = LayerReq {
-                    dir: req.dir,
-                    sector,
-                    sectors,
-                    task: u32::from(REPLAY_JOB),
-                };
-                // A replayed request's CPU time is not modelled.
-                let h = self.layer_submit(l, Origin::job(io.0), req, None, ctx);
-                (h.dev, h.origin, h.root, h.sector)
-            }
+        // (A replayed request's CPU time in the layers is not modelled.)
+        let q = Queued {
+            origin: Origin::job(io.0),
+            root: io.0,
+            dir: req.dir,
+            sector,
+            sectors,
         };
-        self.block_submit(
-            dev,
-            Queued {
-                origin,
-                root,
-                dir: req.dir,
-                sector: dev_sector,
-                sectors,
-            },
-            ctx,
-        );
+        self.submit_to(target, q, ctx);
     }
 
     pub(super) fn replay_done(&mut self, io: SlotId, now: SimTime, ctx: &mut Ctx<'_, Ev>) {

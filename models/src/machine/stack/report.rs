@@ -425,7 +425,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
             .iter()
             .find(|l| l.layer.hits_misses().is_some())?;
         let mut t = Table::new("metrics", &["name", "value"]);
-        let disk = self.devs[cache_layer.below[0]].dev.disk_stats(end);
+        let disk = self.devs[self.first_dev(cache_layer.below[0].target())]
+            .dev
+            .disk_stats(end);
         let mut rows = cache_layer.layer.metrics();
         rows.push(("cache_write_ios".into(), Cell::Int(disk.ios[1] as i64)));
         rows.push(("cache_read_ios".into(), Cell::Int(disk.ios[0] as i64)));

@@ -4,7 +4,7 @@
 //! whoever issued the request, by its [`Origin`] alone.
 
 use super::*;
-use crate::layers::layer::{Child, ChildDone, LayerReq, Owner, Route};
+use crate::layers::layer::{ChildDone, LayerReq, Owner, Route};
 
 /// Where the child a submission hands down goes: (device, origin, device
 /// sector), and the layers' CPU time in the submitter's context.
@@ -19,11 +19,13 @@ pub(super) struct HandedDown {
 }
 
 impl<const OBS: bool> AsyncStack<OBS> {
-    /// Submits `req` (whose completion goes to `up`) to layer `l`. The bio
-    /// handed down is returned (it enters its queue when the submitting
-    /// path ends); the layer's own I/O is issued now. The layer's CPU time
-    /// in the submitter's context is charged on `submitter` (a job's CPU)
-    /// or not at all (a replayed request).
+    /// Submits `req` (whose completion goes to `up`) to layer `l`, and the
+    /// bio it hands down to the layer below in turn, until a bio reaches a device: that bio is returned (it
+    /// enters its queue when the submitting path ends); each layer's own
+    /// I/O is issued now. The layers' CPU time in the submitter's context
+    /// is charged on `submitter` (a job's CPU) or not at all (a replayed
+    /// request, a layer's own I/O). Bounded: the graph refuses a stack
+    /// deeper than [`crate::machine::graph::LAYER_DEPTH_MAX`] layers.
     pub(super) fn layer_submit(
         &mut self,
         l: usize,
@@ -49,8 +51,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
             "a layer completed a bio inside its submission"
         );
         if self.lcx.has_background() {
-            // Issuing may re-enter a layer (a device completing inline):
-            // the effects are carried out from a buffer of their own.
+            // Issuing may re-enter a layer (a device completing inline, a
+            // layer below): the effects are carried out from a buffer of
+            // their own.
             let mut cx = std::mem::take(&mut self.lcx);
             self.carry_out(l, &cx, now, ctx);
             cx.clear();
@@ -58,20 +61,109 @@ impl<const OBS: bool> AsyncStack<OBS> {
         } else {
             self.lcx.clear();
         }
-        let origin = self.child_origin(l, up, &c);
-        HandedDown {
-            dev: self.layers[l].below[c.below as usize],
-            origin,
-            root: root_of(c.serves),
-            sector: c.sector,
-            submitter_ns,
+        let origin = match c.route {
+            Route::Token(t) => Origin::of_layer(l as u8, t),
+            Route::Remap => up,
+        };
+        let root = self.root_of(c.serves);
+        match self.layers[l].below[c.below as usize].target() {
+            Target::Dev(dev) => HandedDown {
+                dev,
+                origin,
+                root,
+                sector: c.sector,
+                submitter_ns,
+            },
+            Target::Layer(next) => {
+                let down = Queued {
+                    origin,
+                    root,
+                    dir: c.dir,
+                    sector: c.sector,
+                    sectors: c.sectors,
+                };
+                let mut h = self.submit_below(next, down, submitter, ctx);
+                h.submitter_ns += submitter_ns;
+                h
+            }
         }
     }
 
-    fn child_origin(&self, l: usize, up: Origin, c: &Child) -> Origin {
-        match c.route {
-            Route::Token(t) => Origin::of_layer(l as u8, t),
-            Route::Remap => up,
+    /// The bio a layer handed down (`q`) enters layer `l` below it: its
+    /// job I/O is noted ([`Self::note_root`]) and it is submitted there, on
+    /// behalf of the task behind that job I/O (none for a layer's own I/O).
+    #[cold]
+    #[inline(never)]
+    fn submit_below(
+        &mut self,
+        l: usize,
+        q: Queued,
+        submitter: Option<usize>,
+        ctx: &mut Ctx<'_, Ev>,
+    ) -> HandedDown {
+        self.note_root(q.origin, q.root);
+        let task = dispatch::root_slot(q.root)
+            .map_or(u32::from(REPLAY_JOB), |io| u32::from(self.ios.get(io).job));
+        let req = LayerReq {
+            dir: q.dir,
+            sector: q.sector,
+            sectors: q.sectors,
+            task,
+        };
+        self.layer_submit(l, q.origin, req, submitter, ctx)
+    }
+
+    /// Hands request `q` to graph node `node`: a device's queue, or a layer
+    /// (whose bio handed down enters its device's queue now). What a
+    /// replayed request and a layer's own I/O take; a job's submission
+    /// takes the same [`Self::layer_submit`] but enters the queue when
+    /// its submitting path ends.
+    pub(super) fn submit_to(&mut self, node: Target, q: Queued, ctx: &mut Ctx<'_, Ev>) {
+        let l = match node {
+            Target::Dev(d) => return self.block_submit(d, q, ctx),
+            Target::Layer(l) => l,
+        };
+        let h = self.submit_below(l, q, None, ctx);
+        let down = Queued {
+            origin: h.origin,
+            root: h.root,
+            sector: h.sector,
+            ..q
+        };
+        self.block_submit(h.dev, down, ctx);
+    }
+
+    /// The job I/O behind the request a child serves: [`NO_ROOT`] for a
+    /// layer's own work and for the page cache's I/O (it serves no one
+    /// job I/O); a layer's request, as it was noted when it entered the
+    /// layer below ([`Self::note_root`]).
+    #[inline]
+    fn root_of(&self, serves: Option<Origin>) -> u32 {
+        match serves.map(Origin::owner) {
+            Some(Owner::Job(io)) => io,
+            None => NO_ROOT,
+            Some(_) => self.layer_root_of(serves),
+        }
+    }
+
+    /// [`Self::root_of`] a layer's request (or the page cache's, which has
+    /// none).
+    #[cold]
+    #[inline(never)]
+    fn layer_root_of(&self, serves: Option<Origin>) -> u32 {
+        match serves {
+            Some(o) if matches!(o.owner(), Owner::Layer { .. }) => {
+                self.layer_roots.get(&o.0).copied().unwrap_or(NO_ROOT)
+            }
+            _ => NO_ROOT,
+        }
+    }
+
+    /// A layer's request `origin` (serving `root`) enters the layer below:
+    /// the machine keeps its job I/O until it completes upward.
+    fn note_root(&mut self, origin: Origin, root: u32) {
+        if let Owner::Layer { .. } = origin.owner() {
+            self.layer_roots.insert(origin.0, root);
         }
     }
 
@@ -90,18 +182,19 @@ impl<const OBS: bool> AsyncStack<OBS> {
             };
             let q = Queued {
                 origin: Origin::of_layer(l as u8, token),
-                root: root_of(c.serves),
+                root: self.root_of(c.serves),
                 dir: c.dir,
                 sector: c.sector,
                 sectors: c.sectors,
             };
-            self.block_submit(self.layers[l].below[c.below as usize], q, ctx);
+            let below = self.layers[l].below[c.below as usize].target();
+            self.submit_to(below, q, ctx);
         }
         let total: u64 = cx.worker_work().iter().map(|w| w.1).sum();
         if total == 0 {
             return;
         }
-        let cpu = self.irq_cpu_for(self.layers[l].below[0]);
+        let cpu = self.irq_cpu_for(self.first_dev(Target::Layer(l)));
         let k = self.ctxs.kworker;
         for &(sym, ns) in cx.worker_work() {
             if let Some(sym) = sym {
@@ -116,12 +209,13 @@ impl<const OBS: bool> AsyncStack<OBS> {
     }
 
     /// Delivers a completed request to whoever issued it: a job's I/O
-    /// completes; a layer's request goes to its `child_done` (from device
-    /// `d`), whose completions upward are delivered in turn.
+    /// completes; a layer's request goes to its `child_done` (from graph
+    /// node `from`, a device or the layer below), whose completions upward
+    /// are delivered in turn, through any depth.
     pub(super) fn deliver(
         &mut self,
         owner: TagOwner,
-        d: usize,
+        from: Below,
         now: SimTime,
         ctx: &mut Ctx<'_, Ev>,
     ) {
@@ -137,13 +231,13 @@ impl<const OBS: bool> AsyncStack<OBS> {
         };
         let since_dispatch_ns =
             dispatch::root_slot(owner.root).map_or(0, |io| now.since(self.ios.get(io).t_dispatch));
-        let below = self.layers[l].below.iter().position(|&b| b == d);
+        let below = self.layers[l].below.iter().position(|&b| b == from);
         let done = ChildDone {
             token,
             // The layer decides what a failed request means for the one
             // it serves (`LayerCx::fail`).
             failed: owner.failed,
-            below: below.expect("a layer's request completes on a device below it") as u8,
+            below: below.expect("a layer's request completes on a node below it") as u8,
             since_dispatch_ns,
         };
         self.lcx.begin(now.as_ns());
@@ -171,9 +265,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
         self.lcx = cx;
     }
 
-    /// Layer `l` completed `up` (`failed`: with an I/O error). Layers sit
-    /// on queueing devices only (the builder refuses a layer over a layer),
-    /// so `up` is a job's I/O.
+    /// Layer `l` completed `up` (`failed`: with an I/O error): a job's
+    /// I/O, a page cache's block I/O, or the request of the layer above,
+    /// which learns of it as from a node below it.
     #[inline]
     fn deliver_up(
         &mut self,
@@ -185,10 +279,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let io = match up.owner() {
             Owner::Job(io) => io,
             o @ Owner::PageCache { .. } => return self.pc_delivered(o, failed, ctx),
-            Owner::Layer { .. } => panic!(
-                "layer {} completed a request of another layer",
-                self.layers[l].layer.name()
-            ),
+            Owner::Layer { .. } => return self.deliver_to_layer_above(up, failed, l, now, ctx),
         };
         if failed {
             self.ios.get_mut(SlotId(io)).failed = true;
@@ -196,22 +287,39 @@ impl<const OBS: bool> AsyncStack<OBS> {
         self.job_io_done(io, now, ctx);
     }
 
+    /// Layer `l` completed `up`, a request of the layer above it.
+    #[cold]
+    fn deliver_to_layer_above(
+        &mut self,
+        up: Origin,
+        failed: bool,
+        l: usize,
+        now: SimTime,
+        ctx: &mut Ctx<'_, Ev>,
+    ) {
+        let root = self.layer_roots.remove(&up.0).unwrap_or(NO_ROOT);
+        let owner = TagOwner {
+            origin: up,
+            root,
+            failed,
+        };
+        self.deliver(owner, Below::of(Target::Layer(l)), now, ctx);
+    }
+
+    /// The device below graph node `t` by first devices (`t` itself if a
+    /// device): where a layer's kernel-worker work runs.
+    pub(super) fn first_dev(&self, mut t: Target) -> usize {
+        loop {
+            match t {
+                Target::Dev(d) => return d,
+                Target::Layer(l) => t = self.layers[l].below[0].target(),
+            }
+        }
+    }
+
     /// A job's (or replayed) I/O completed.
     #[inline]
     fn job_io_done(&mut self, io: u32, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
         self.io_done(SlotId(io), now, ctx);
-    }
-}
-
-/// The job (or replayed) I/O behind the request a child serves:
-/// [`NO_ROOT`] for a layer's own work and for the page cache's I/O (it
-/// serves no one job I/O). Layers sit on queueing devices only (the
-/// builder refuses a layer over a layer), so no child serves a layer's
-/// request.
-#[inline]
-fn root_of(serves: Option<Origin>) -> u32 {
-    match serves.map(Origin::owner) {
-        Some(Owner::Job(io)) => io,
-        Some(Owner::Layer { .. } | Owner::PageCache { .. }) | None => NO_ROOT,
     }
 }
