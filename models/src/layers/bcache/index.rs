@@ -115,17 +115,8 @@ impl CacheIndex {
         cache_start: u64,
         gen: u8,
     ) -> Result<(), String> {
-        let count = (end - start) / ext;
         self.tree
-            .populate_sequential(&SequentialFill {
-                inode: INODE,
-                start_sector: start,
-                extent_sectors: ext,
-                count,
-                dev: 0,
-                first_ptr_offset: cache_start,
-                gen,
-            })
+            .populate_sequential(&fill(start, end, ext, cache_start, gen))
             .map_err(|e| format!("[bcache.populate]: {e}"))?;
         Ok(())
     }
@@ -142,15 +133,7 @@ impl CacheIndex {
         gen: u8,
     ) -> Result<(), String> {
         self.tree
-            .populate_lazy(&SequentialFill {
-                inode: INODE,
-                start_sector: start,
-                extent_sectors: ext,
-                count: (end - start) / ext,
-                dev: 0,
-                first_ptr_offset: cache_start,
-                gen,
-            })
+            .populate_lazy(&fill(start, end, ext, cache_start, gen))
             .map_err(|e| format!("[bcache.populate]: {e}"))?;
         Ok(())
     }
@@ -304,6 +287,20 @@ impl CacheIndex {
             s.interior_nodes,
             s.heap_bytes / 1024
         )
+    }
+}
+
+/// The sequential fill of `[start, end)` as extents of `ext` sectors, stored
+/// contiguously on the cache from `cache_start` with generation `gen`.
+fn fill(start: u64, end: u64, ext: u64, cache_start: u64, gen: u8) -> SequentialFill {
+    SequentialFill {
+        inode: INODE,
+        start_sector: start,
+        extent_sectors: ext,
+        count: (end - start) / ext,
+        dev: 0,
+        first_ptr_offset: cache_start,
+        gen,
     }
 }
 
