@@ -32,7 +32,7 @@ use blocksim_sim::rng::derive_seed;
 use rayon::prelude::*;
 
 use crate::cmd_common::load_spec;
-use crate::cmd_run::{InvariantViolation, RunArgs};
+use crate::run_args::{InvariantViolation, RunArgs};
 use crate::scenario::LoadOptions;
 
 /// One named number taken from a run report. The name ends in its unit

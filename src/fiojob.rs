@@ -74,7 +74,7 @@ fn strip_comment(line: &str) -> &str {
 
 /// Reads a job file (see [`read_job_text`]).
 pub fn read_job_file(path: &Path) -> Result<FioJobFile> {
-    let text = crate::scenario::read_text(path)?;
+    let text = crate::input::read_text(path)?;
     read_job_text(path, &text)
 }
 
@@ -130,7 +130,7 @@ pub fn problems_message(lines: &[String]) -> String {
     } else {
         String::new()
     };
-    format!("{}{tail}", crate::scenario::list_problems(lines))
+    format!("{}{tail}", crate::input::list_problems(lines))
 }
 
 /// Splits the text into `[global]` and job sections.

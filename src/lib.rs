@@ -21,4 +21,5 @@
 pub mod calibrate;
 pub mod fiojob;
 pub mod fioresult;
+pub mod input;
 pub mod scenario;

@@ -24,6 +24,7 @@ mod cmd_trace;
 mod cmd_validate;
 mod experiment;
 mod observe;
+mod run_args;
 mod swarm;
 
 use blocksim::scenario;

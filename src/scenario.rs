@@ -13,49 +13,13 @@ use blocksim_models::Scenario;
 use serde::Deserialize;
 
 use crate::fiojob::FioJobFile;
+use crate::input::line_col_of_offset_bytes;
+pub use crate::input::{list_problems, read_text};
 
 mod check;
 pub mod extremes;
 pub mod limits;
 mod presets;
-
-/// Largest scenario or job file accepted (a scenario is a few KiB).
-const FILE_BYTES_MAX: u64 = 16 << 20;
-
-/// Reads a text file with a size bound and a clear error.
-pub fn read_text(path: &Path) -> Result<String> {
-    let meta = std::fs::metadata(path)
-        .with_context(|| format!("{}: cannot read the file", path.display()))?;
-    if meta.len() > FILE_BYTES_MAX {
-        bail!(
-            "{}: file is {} bytes; scenario and job files are limited to {} bytes",
-            path.display(),
-            meta.len(),
-            FILE_BYTES_MAX
-        );
-    }
-    let bytes =
-        std::fs::read(path).with_context(|| format!("{}: cannot read the file", path.display()))?;
-    String::from_utf8(bytes).map_err(|e| {
-        let (line, col) = line_col_of_offset_bytes(e.as_bytes(), e.utf8_error().valid_up_to());
-        anyhow!(
-            "{}:{line}:{col}: the file is not valid UTF-8",
-            path.display()
-        )
-    })
-}
-
-fn line_col_of_offset_bytes(bytes: &[u8], offset: usize) -> (usize, usize) {
-    let before = &bytes[..offset.min(bytes.len())];
-    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let col = offset
-        - before
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |p| p + 1)
-        + 1;
-    (line, col)
-}
 
 /// 1-based line and column of a byte offset.
 pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
@@ -212,14 +176,6 @@ pub fn split_set(s: &str) -> Result<(&str, &str)> {
         .split_once('=')
         .ok_or_else(|| anyhow!("--set {s:?}: expected path.to.key=value, e.g. job.iodepth=8"))?;
     Ok((k.trim(), v.trim()))
-}
-
-/// One problem on its own; several under a count, one per line.
-pub fn list_problems(lines: &[String]) -> String {
-    match lines {
-        [one] => one.clone(),
-        _ => format!("{} problems:\n  {}", lines.len(), lines.join("\n  ")),
-    }
 }
 
 /// A scenario with its variants resolved.

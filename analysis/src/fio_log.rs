@@ -26,7 +26,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::Dir;
+use crate::dir::Dir;
 
 /// One kind of log file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -46,6 +46,7 @@
 //! print!("{text}");
 //! ```
 
+mod dir;
 mod fio_common;
 mod json;
 mod num;

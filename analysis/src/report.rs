@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::dir::Dir;
 use crate::hist::LatencyHist;
 use crate::table::Table;
 
@@ -320,26 +321,6 @@ impl JobReport {
         h.merge(&self.write.clat);
         h.merge(&self.trim.clat);
         h
-    }
-}
-
-/// A data direction.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Dir {
-    #[default]
-    Read,
-    Write,
-    Trim,
-}
-
-impl Dir {
-    /// fio's lower-case name (`read`, `write`, `trim`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Dir::Read => "read",
-            Dir::Write => "write",
-            Dir::Trim => "trim",
-        }
     }
 }
 
