@@ -77,3 +77,28 @@ pub fn metrics_table(mut rows: Vec<(String, Cell)>, cache: usize, cx: &dyn Repor
     }
     t
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hit_series_keeps_each_intervals_hits_and_misses() {
+        let mut s = HitSeries::default();
+        assert!(s.table().is_none(), "no table before a sample");
+        s.sample(1_000_000_000, 3, 1);
+        s.sample(2_000_000_000, 3, 1);
+        s.sample(3_000_000_000, 10, 1);
+        assert_eq!(
+            s.rows,
+            vec![
+                (1_000_000_000, 3, 1),
+                (2_000_000_000, 0, 0),
+                (3_000_000_000, 7, 0)
+            ]
+        );
+        let t = s.table().expect("sampled");
+        assert_eq!(t.title, "bcache hit ratio over time");
+        assert_eq!(t.rows.len(), 3);
+    }
+}

@@ -305,7 +305,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
 
 /// Whether a bio to `t` runs the stacking layers' request path: `t` runs
 /// it, or a layer with one node below hands every bio to one that does
-/// (a passthrough over bcache charges bcache's). Bounded: the graph is
+/// (a passthrough over such a layer charges its path). Bounded: the graph is
 /// acyclic.
 fn runs_request_path(layers: &[LayerNode], mut t: Target) -> bool {
     loop {
