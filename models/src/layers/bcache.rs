@@ -41,6 +41,7 @@ pub mod bypass;
 pub mod index;
 pub mod layer;
 pub mod populate;
+pub mod report;
 pub mod writeback;
 
 use std::collections::BTreeMap;

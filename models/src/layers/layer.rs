@@ -32,10 +32,10 @@
 //! (no per-layer kinds in the machine), and each request from above is
 //! completed upward exactly once (the machine asserts it at the job).
 
-use blocksim_analysis::{Cell, StatsKept};
+use blocksim_analysis::{LatencyHist, StatsKept, Table};
 use blocksim_sim::SymbolId;
 
-use crate::devices::device::Dir;
+use crate::devices::device::{Dir, DiskStats};
 pub use crate::machine::ahci::Origin;
 
 /// Whom a request belongs to, decoded from its [`Origin`].
@@ -268,6 +268,23 @@ pub struct ChildDone {
     pub since_dispatch_ns: u64,
 }
 
+/// The cost path a bio runs through a layer whose
+/// [`Layer::runs_request_path`] holds (bcache's request path, the profile's
+/// name for it).
+pub const REQUEST_PATH: &str = "bcache_request";
+
+/// What a layer may read of the rest of the run when it builds its report
+/// tables ([`Layer::report_tables`]); the machine answers, at report time.
+pub trait ReportCx {
+    /// Disk statistics of the first device under below index `below`.
+    fn disk_below(&self, below: usize) -> DiskStats;
+    /// Completion latencies of all jobs in direction `dir` (0 read, 1
+    /// write), merged.
+    fn jobs_clat(&self, dir: usize) -> LatencyHist;
+    /// Whether any job wrote.
+    fn jobs_wrote(&self) -> bool;
+}
+
 /// A bio-based layer over one or more devices.
 pub trait Layer {
     /// The device name (`bcache0`).
@@ -291,7 +308,7 @@ pub trait Layer {
         None
     }
     /// Whether a bio through it runs the stacking layers' request path
-    /// (the `bcache_request` cost path, then `make_request` again for the
+    /// (the [`REQUEST_PATH`] cost path, then `make_request` again for the
     /// bio it hands down), charged in the submission of a job that
     /// targets it; `false` (the default): the layer charges its own work
     /// through [`LayerCx::work`] only.
@@ -302,16 +319,21 @@ pub trait Layer {
     fn stats_kept(&self) -> (StatsKept, &'static str) {
         (StatsKept::None, "")
     }
-    /// Cache hits and misses so far, for a caching layer.
-    fn hits_misses(&self) -> Option<(u64, u64)> {
-        None
-    }
     /// A line for the report's notes.
     fn report_note(&self) -> Option<String> {
         None
     }
-    /// Named counters for the report's metrics table.
-    fn metrics(&self) -> Vec<(String, Cell)> {
+    /// Takes the layer's per-interval samples (a hit ratio over time): at
+    /// each of the run's sample ticks, never per I/O. The default keeps
+    /// none.
+    fn sample(&mut self, now_ns: u64) {
+        let _ = now_ns;
+    }
+    /// The layer's own tables for the report (bcache's hit ratio over time
+    /// and its metrics), asked once when the report is built; `cx` answers
+    /// what the layer needs of the rest of the run. The default adds none.
+    fn report_tables(&self, cx: &dyn ReportCx) -> Vec<Table> {
+        let _ = cx;
         Vec::new()
     }
     /// What the request this layer issued with token `token` is (`"hit"`,

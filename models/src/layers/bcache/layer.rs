@@ -9,15 +9,16 @@
 //! Tokens: two bits of kind, then the parent's origin (a hit, a miss, the
 //! backing half of a writethrough write) or the index of a background I/O.
 
-use blocksim_analysis::{Cell, StatsKept};
+use blocksim_analysis::{StatsKept, Table};
 use blocksim_sim::{Slab, SlotId, SymbolId};
 
 use crate::devices::device::Dir;
+use crate::layers::bcache::report::HitSeries;
 use crate::layers::bcache::{Bcache, BgDev, Route};
 use crate::layers::layer::{
     Child, ChildDone, Layer, LayerCx, LayerReq, Origin, Route as ChildRoute,
 };
-use crate::layers::layer::{WorkCtx, TOKEN_BITS};
+use crate::layers::layer::{ReportCx, WorkCtx, TOKEN_BITS};
 
 const CACHE: u8 = 0;
 const BACKING: u8 = 1;
@@ -62,6 +63,8 @@ pub struct BcacheLayer {
     /// write's earlier piece).
     failed_parents: std::collections::BTreeSet<u32>,
     syms: BcacheSyms,
+    /// Hits and misses per sample interval, for the report.
+    hit_series: HitSeries,
 }
 
 fn token(kind: u32, payload: u32) -> u32 {
@@ -83,7 +86,13 @@ impl BcacheLayer {
             misses: Vec::new(),
             failed_parents: std::collections::BTreeSet::new(),
             syms,
+            hit_series: HitSeries::default(),
         }
+    }
+
+    /// Cache hits and misses so far.
+    pub fn hits_misses(&self) -> Option<(u64, u64)> {
+        Some((self.bc.hits, self.bc.misses))
     }
 
     pub fn bcache(&self) -> &Bcache {
@@ -292,16 +301,22 @@ impl Layer for BcacheLayer {
         (StatsKept::None, BCACHE_NO_STATS)
     }
 
-    fn hits_misses(&self) -> Option<(u64, u64)> {
-        Some((self.bc.hits, self.bc.misses))
-    }
-
     fn report_note(&self) -> Option<String> {
         Some(self.bc.report_note())
     }
 
-    fn metrics(&self) -> Vec<(String, Cell)> {
-        self.bc.metrics()
+    fn sample(&mut self, now_ns: u64) {
+        self.hit_series.sample(now_ns, self.bc.hits, self.bc.misses);
+    }
+
+    /// The hit ratio over time, then the metrics table.
+    fn report_tables(&self, cx: &dyn ReportCx) -> Vec<Table> {
+        let metrics = super::report::metrics_table(self.bc.metrics(), CACHE as usize, cx);
+        self.hit_series
+            .table()
+            .into_iter()
+            .chain([metrics])
+            .collect()
     }
 
     fn token_label(&self, token: u32) -> &'static str {

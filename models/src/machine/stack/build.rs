@@ -269,8 +269,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
             sample_interval_ns: sc.simulation.report_interval.0.max(1_000),
             intervals: Some(IntervalSampler::new(sc)),
             logs: a.logs,
-            hit_series: Vec::new(),
-            last_sample: (0, 0),
             scratch_timers: Vec::with_capacity(16),
             scratch_done: Vec::with_capacity(16),
             submitted_total: 0,
@@ -307,7 +305,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
 
 /// Whether a bio to `t` runs the stacking layers' request path: `t` runs
 /// it, or a layer with one node below hands every bio to one that does
-/// (a passthrough over bcache charges bcache's). Bounded: the graph is
+/// (a passthrough over such a layer charges its path). Bounded: the graph is
 /// acyclic.
 fn runs_request_path(layers: &[LayerNode], mut t: Target) -> bool {
     loop {
@@ -480,7 +478,7 @@ fn build_paths(sc: &Scenario, profile: &mut CpuProfile) -> Result<Paths, ModelEr
         submit_io: get("submit_io"),
         fs_lookup: get("fs_lookup"),
         make_request: get("make_request"),
-        bcache_request: get("bcache_request"),
+        layer_request: get(crate::layers::layer::REQUEST_PATH),
         issue_cmd: get("issue_cmd"),
         getevents_call: get("getevents_call"),
         reap_event: get("reap_event"),

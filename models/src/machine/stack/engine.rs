@@ -38,7 +38,7 @@ fn submit_call_index(call: Option<SyncCall>, seek: bool) -> usize {
 }
 
 /// Index into [`Paths::submit_bundles`] of a submission.
-/// `route_bits`: the thread's `submit_bundle_index(on_file, via_bcache,
+/// `route_bits`: the thread's `submit_bundle_index(on_file, via_layer_path,
 /// false)`.
 pub(super) fn bundle_index(
     call: Option<SyncCall>,

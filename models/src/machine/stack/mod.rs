@@ -285,7 +285,8 @@ struct JobThread {
     gated: bool,
     /// `submit_bundle_index(on_file, via, false)`, fixed at assembly, where
     /// `via`: its target is a layer that runs the stacking layers' request
-    /// path (bcache's), which the submission bundle charges.
+    /// path ([`crate::layers::layer::Layer::runs_request_path`]), which the
+    /// submission bundle charges.
     route_bits: u8,
     /// A buffered job's (`direct=0`) page cache and stream (None: direct).
     buffered: Option<buffered::BufferedThread>,
@@ -461,9 +462,10 @@ struct Paths {
     submit_io: Path,
     fs_lookup: Path,
     make_request: Path,
-    /// What a bio-based stacking layer runs per bio (bcache's request
-    /// path), before the bio it hands down enters make_request again.
-    bcache_request: Path,
+    /// What a bio-based stacking layer runs per bio (the layer request
+    /// path, [`crate::layers::layer::REQUEST_PATH`]), before the bio it
+    /// hands down enters make_request again.
+    layer_request: Path,
     issue_cmd: Path,
     getevents_call: Path,
     reap_event: Path,
@@ -475,8 +477,9 @@ struct Paths {
     idle_exit: Path,
     /// What one submission runs, as one path per combination of
     /// [`submit_bundle_index`]: fio_prep, io_submit_call, submit_io, then
-    /// fs_lookup on a file, make_request, bcache_request and make_request
-    /// again through bcache, issue_cmd when a tag is free.
+    /// fs_lookup on a file, make_request, the layer request path and
+    /// make_request again through a layer that runs it, issue_cmd when a
+    /// tag is free.
     submit_bundles: Vec<Path>,
     /// reap_event + fio_complete: per I/O reaped.
     reap_one: Path,
@@ -496,23 +499,24 @@ enum JobPath {
 }
 
 /// Index into [`Paths::submit_bundles`].
-fn submit_bundle_index(on_file: bool, via_bcache: bool, issue_now: bool) -> usize {
-    usize::from(on_file) | usize::from(via_bcache) << 1 | usize::from(issue_now) << 2
+fn submit_bundle_index(on_file: bool, via_layer_path: bool, issue_now: bool) -> usize {
+    usize::from(on_file) | usize::from(via_layer_path) << 1 | usize::from(issue_now) << 2
 }
 
 impl Paths {
     /// What every engine's submission runs below its system call:
-    /// submit_io, then fs_lookup on a file, make_request, bcache_request and
-    /// make_request again through bcache, issue_cmd when a tag is free.
+    /// submit_io, then fs_lookup on a file, make_request, the layer request
+    /// path and make_request again through a layer that runs it, issue_cmd
+    /// when a tag is free.
     fn block_parts<'a>(&'a self, parts: &mut Vec<&'a Path>, route: (bool, bool, bool)) {
-        let (on_file, via_bcache, issue_now) = route;
+        let (on_file, via_layer_path, issue_now) = route;
         parts.push(&self.submit_io);
         if on_file {
             parts.push(&self.fs_lookup);
         }
         parts.push(&self.make_request);
-        if via_bcache {
-            parts.extend([&self.bcache_request, &self.make_request]);
+        if via_layer_path {
+            parts.extend([&self.layer_request, &self.make_request]);
         }
         if issue_now {
             parts.push(&self.issue_cmd);
@@ -569,8 +573,6 @@ pub struct AsyncStack<const OBS: bool = false> {
     /// fio log recorders per job thread (with the byte offset of the job's
     /// file on its target, for `log_offset`), for jobs that asked.
     logs: Vec<Option<(LogRecorder, u64)>>,
-    hit_series: Vec<(u64, u64, u64)>,
-    last_sample: (u64, u64),
     scratch_timers: Vec<(u64, u32)>,
     scratch_done: Vec<ReqTag>,
     submitted_total: u64,

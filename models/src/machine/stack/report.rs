@@ -128,12 +128,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
     }
 
     pub(super) fn sample(&mut self, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
-        let caches = self.layers.iter().filter_map(|l| l.layer.hits_misses());
-        let (h, m) = caches.fold((0, 0), |(h, m), (lh, lm)| (h + lh, m + lm));
-        let (dh, dm) = (h - self.last_sample.0, m - self.last_sample.1);
-        self.last_sample = (h, m);
-        if self.layers.iter().any(|l| l.layer.hits_misses().is_some()) {
-            self.hit_series.push((now.as_ns(), dh, dm));
+        for l in &mut self.layers {
+            l.layer.sample(now.as_ns());
         }
         self.pc_sample(now);
         if let Some(mut iv) = self.intervals.take() {
@@ -234,33 +230,16 @@ impl<const OBS: bool> AsyncStack<OBS> {
             extra_tables.extend(p.tables(a));
             notes.extend(p.notes());
         }
-        if !self.hit_series.is_empty() {
-            let mut t = Table::new(
-                "bcache hit ratio over time",
-                &["time_s", "hits", "misses", "hit_ratio_pct"],
-            );
-            for &(ns, h, m) in &self.hit_series {
-                let total = h + m;
-                let ratio = if total == 0 {
-                    0.0
-                } else {
-                    h as f64 * 100.0 / total as f64
-                };
-                t.push_row(vec![
-                    Cell::float(ns as f64 / 1e9, 1),
-                    Cell::Int(h as i64),
-                    Cell::Int(m as i64),
-                    Cell::float(ratio, 2),
-                ])
-                .expect("row shape");
-            }
-            extra_tables.push(t);
+        for li in 0..self.layers.len() {
+            let cx = LayerReportCx {
+                m: self,
+                layer: li,
+                end,
+            };
+            extra_tables.extend(self.layers[li].layer.report_tables(&cx));
         }
         notes.extend(self.layers.iter().filter_map(|l| l.layer.report_note()));
         notes.extend(self.devs.iter().flat_map(|d| d.dev.notes()));
-        if let Some(t) = self.bcache_metrics(end) {
-            extra_tables.push(t);
-        }
         self.pc_report(&mut extra_tables, &mut notes);
         if let Some(a) = &self.acct {
             let mut ios: u64 = self.groups.iter().map(|g| g.ios[0] + g.ios[1]).sum();
@@ -416,44 +395,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
             .unwrap_or_else(|| self.groups[g].totals())
     }
 
-    /// The "metrics" table `sim run` puts in its variant comparison: the
-    /// bcache counters of the measurement, the cache device's writes and the
-    /// latency percentiles of all jobs per direction with I/O.
-    pub(super) fn bcache_metrics(&self, end: SimTime) -> Option<Table> {
-        let cache_layer = self
-            .layers
-            .iter()
-            .find(|l| l.layer.hits_misses().is_some())?;
-        let mut t = Table::new("metrics", &["name", "value"]);
-        let disk = self.devs[self.first_dev(cache_layer.below[0].target())]
-            .dev
-            .disk_stats(end);
-        let mut rows = cache_layer.layer.metrics();
-        rows.push(("cache_write_ios".into(), Cell::Int(disk.ios[1] as i64)));
-        rows.push(("cache_read_ios".into(), Cell::Int(disk.ios[0] as i64)));
-        for (d, dir) in ["read", "write"].iter().enumerate() {
-            let mut clat = LatencyHist::default();
-            for g in &self.groups {
-                clat.merge(&LatencyHist::from_histogram(g.clat[d].histogram()));
-            }
-            // A direction without I/O gets no rows (its zeros would read
-            // as measured latencies).
-            if clat.is_empty() && !(d == 0 && self.groups.iter().all(|g| g.ios[1] == 0)) {
-                continue;
-            }
-            for (name, p) in [("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9)] {
-                rows.push((
-                    format!("{dir}_clat_{name}_us"),
-                    Cell::float(clat.percentile_ns(p) as f64 / 1000.0, 1),
-                ));
-            }
-        }
-        for (n, v) in rows {
-            t.push_row(vec![Cell::Text(n), v]).expect("row shape");
-        }
-        Some(t)
-    }
-
     pub(super) fn build_profile(&mut self, elapsed: u64) -> Profile {
         // Idle time on every CPU, sampled at perf_idle_weight.
         let ncpu = self.cpus.count();
@@ -470,5 +411,33 @@ impl<const OBS: bool> AsyncStack<OBS> {
             }
         }
         crate::cpu::profile::finish(crate::cpu::profile::rows(&self.profile), None)
+    }
+}
+
+/// What a layer reads of the run for its report tables: the machine at the
+/// end of the run, seen from layer `layer`.
+struct LayerReportCx<'a, const OBS: bool> {
+    m: &'a AsyncStack<OBS>,
+    layer: usize,
+    end: SimTime,
+}
+
+impl<const OBS: bool> crate::layers::layer::ReportCx for LayerReportCx<'_, OBS> {
+    fn disk_below(&self, below: usize) -> DiskStats {
+        let m = self.m;
+        let dev = m.first_dev(m.layers[self.layer].below[below].target());
+        m.devs[dev].dev.disk_stats(self.end)
+    }
+
+    fn jobs_clat(&self, dir: usize) -> LatencyHist {
+        let mut clat = LatencyHist::default();
+        for g in &self.m.groups {
+            clat.merge(&LatencyHist::from_histogram(g.clat[dir].histogram()));
+        }
+        clat
+    }
+
+    fn jobs_wrote(&self) -> bool {
+        self.m.groups.iter().any(|g| g.ios[1] != 0)
     }
 }
