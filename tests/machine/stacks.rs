@@ -358,38 +358,6 @@ fn programs_and_the_queued_path_agree_where_no_line_is_contended() {
     }
 }
 
-#[test]
-fn bcache_over_dm_linear_is_refused_with_the_reason() {
-    let base = std::fs::read_to_string("tests/data/stacks/dm_over_bcache.toml").unwrap();
-    let abs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/corsair_nova.toml");
-    let text = base
-        .replace(
-            "../../../scenarios/corsair_nova.toml",
-            abs.to_str().unwrap(),
-        )
-        .replace("device = \"/dev/bcache0\"", "device = \"/dev/md0\"")
-        .replace(
-            "[dm]\nname = \"linear\"",
-            "[bcache]\nbacking = \"linear\"\n\n[dm]\nname = \"linear\"",
-        );
-    let p = temp_file("stacks", "bcache_over_dm.toml", &text);
-    let (_, err, code) = sim(&["run", p.to_str().unwrap()]);
-    assert_eq!(code, 2, "{err}");
-    let line = text
-        .lines()
-        .position(|l| l == "backing = \"linear\"")
-        .unwrap()
-        + 1;
-    assert!(
-        err.contains(&format!(
-            "bcache_over_dm.toml:{line}: [bcache] \"bcache0\": backing = \"linear\" is a dm-linear device: bcache over dm-linear is not modelled"
-        )),
-        "{err}"
-    );
-    // The alternative: dm-linear over bcache.
-    assert!(err.contains("set [dm] device = \"/dev/bcache0\""), "{err}");
-}
-
 /// Seed 003's scenario without its variants, with a second `[[job]]`:
 /// libaio on CPUs `cpus` beside the 12 psync jobs.
 fn psync_beside_libaio(cpus: &str) -> std::path::PathBuf {

@@ -11,8 +11,16 @@
 //! itself is real design code ([`blocksim_designs::inflight`]) run through
 //! the traced backend; its line traffic is charged by [`crate::cpu::coherence`].
 
+use blocksim_analysis::StatsKept;
 use blocksim_designs::inflight::DesignKind;
+use blocksim_sim::{SimTime, SymbolId};
+
+use crate::devices::device::{Dir, DiskAccounting, DiskStats};
 use serde::{Deserialize, Serialize};
+
+use crate::layers::layer::{
+    Child, ChildDone, Layer, LayerCx, LayerReq, Origin, Route, WorkCtx, SUBMITTER_WORK_MAX,
+};
 
 /// `[dm]`.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -62,6 +70,24 @@ impl DmConfig {
         Ok(DesignKind::from_name(&self.accounting).expect("dm designs exist"))
     }
 
+    /// What a bio runs in dm on its way down, in the submitter's context,
+    /// before its clone enters `generic_make_request` again: the one
+    /// statement of dm-linear's submission path (the queued machine, its
+    /// layer and the psync programs all take it from here).
+    pub fn down_steps(&self) -> [(&'static str, u64); 3] {
+        [
+            ("dm_make_request", self.submit_ns),
+            ("__bio_clone_fast", self.clone_ns),
+            ("linear_map", self.map_ns),
+        ]
+    }
+
+    /// What the clone's completion runs (`clone_endio`), where the bio
+    /// completes.
+    pub fn endio_steps(&self) -> [(&'static str, u64); 1] {
+        [("clone_endio", self.endio_ns)]
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if self.target != "linear" {
             return Err(format!(
@@ -70,6 +96,148 @@ impl DmConfig {
             ));
         }
         self.design().map(|_| ())
+    }
+}
+
+/// dm-linear as a stacking layer: each bio from above is cloned and
+/// remapped to the one device below (sector for sector: the table maps the
+/// whole device at offset 0), its submission path charged to the submitter
+/// and `clone_endio` to whoever completes the clone. A job whose target is
+/// dm-linear directly over its device takes the same steps, precombined
+/// into its submission when the machine is assembled (`machine/stack/
+/// layers.rs`); this layer carries the bios that reach dm from another
+/// layer (bcache over dm-linear), a replayed trace or the page cache.
+pub struct DmLinear {
+    name: String,
+    below: [String; 1],
+    capacity_sectors: u64,
+    /// The submission path, then `generic_make_request` for the clone
+    /// (bounded by [`SUBMITTER_WORK_MAX`], checked in [`DmLinear::new`]).
+    down: Vec<(SymbolId, u64)>,
+    endio: (SymbolId, u64),
+    /// Each bio in flight by token (`None`: free): its origin, when it
+    /// entered dm, its direction and length (for dm's disk statistics).
+    up: Vec<Option<InFlight>>,
+    free: Vec<u32>,
+    /// dm's own disk statistics (`/sys/block/dm-N/stat`), of the bios
+    /// this layer carries.
+    disk: DiskAccounting,
+}
+
+/// A bio dm carries.
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    up: Origin,
+    entered: SimTime,
+    dir: Dir,
+    sectors: u32,
+}
+
+impl DmLinear {
+    /// The layer over `below` (`capacity_sectors` long): `down` is
+    /// [`DmConfig::down_steps`] then the clone's `make_request` path,
+    /// resolved to profile symbols.
+    pub fn new(
+        cfg: &DmConfig,
+        (below, capacity_sectors): (&str, u64),
+        down: Vec<(SymbolId, u64)>,
+        endio: (SymbolId, u64),
+    ) -> Result<Self, String> {
+        if down.len() > SUBMITTER_WORK_MAX {
+            return Err(format!(
+                "[dm] {:?}: its submission path and `make_request` have {} steps; at most {SUBMITTER_WORK_MAX} are modelled: merge steps of [costs.paths] make_request",
+                cfg.name,
+                down.len()
+            ));
+        }
+        Ok(DmLinear {
+            name: cfg.name.clone(),
+            below: [below.to_string()],
+            capacity_sectors,
+            down,
+            endio,
+            up: Vec::new(),
+            free: Vec::new(),
+            disk: DiskAccounting::new(SimTime::ZERO),
+        })
+    }
+}
+
+impl Layer for DmLinear {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn below(&self) -> &[String] {
+        &self.below
+    }
+    fn capacity_sectors(&self) -> u64 {
+        self.capacity_sectors
+    }
+    fn submit(&mut self, up: Origin, req: LayerReq, cx: &mut LayerCx) -> Child {
+        for &(sym, ns) in &self.down {
+            cx.work(WorkCtx::Submitter, Some(sym), ns);
+        }
+        let entered = SimTime(cx.now_ns);
+        self.disk.start(entered);
+        let bio = Some(InFlight {
+            up,
+            entered,
+            dir: req.dir,
+            sectors: req.sectors,
+        });
+        let token = match self.free.pop() {
+            Some(t) => {
+                self.up[t as usize] = bio;
+                t
+            }
+            None => {
+                self.up.push(bio);
+                u32::try_from(self.up.len() - 1).expect("dm tokens bounded by the I/Os in flight")
+            }
+        };
+        Child {
+            below: 0,
+            route: Route::Token(token),
+            dir: req.dir,
+            sector: req.sector,
+            sectors: req.sectors,
+            serves: Some(up),
+        }
+    }
+    fn child_done(&mut self, done: ChildDone, cx: &mut LayerCx) {
+        let bio = self.up[done.token as usize]
+            .take()
+            .expect("a dm clone completed twice");
+        self.free.push(done.token);
+        cx.work(WorkCtx::Completion, Some(self.endio.0), self.endio.1);
+        let now = SimTime(cx.now_ns);
+        self.disk
+            .done(now, bio.dir, bio.sectors, now.since(bio.entered));
+        let up = bio.up;
+        if done.failed {
+            cx.fail(up);
+        } else {
+            cx.complete(up);
+        }
+    }
+    fn check_invariants(&self) -> Result<(), String> {
+        let held = self.up.iter().flatten().count();
+        if held + self.free.len() != self.up.len() {
+            return Err(format!("{}: dm clones lost", self.name));
+        }
+        Ok(())
+    }
+    fn discard_below(&self) -> Option<usize> {
+        Some(0)
+    }
+    fn stats_kept(&self) -> (StatsKept, &'static str) {
+        (StatsKept::All, "")
+    }
+    fn disk_stats(&self, now: SimTime) -> Option<DiskStats> {
+        Some(self.disk.snapshot(now))
+    }
+    fn reset_stats(&mut self, now: SimTime) {
+        self.disk.reset(now);
     }
 }
 

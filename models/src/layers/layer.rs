@@ -33,7 +33,7 @@
 //! completed upward exactly once (the machine asserts it at the job).
 
 use blocksim_analysis::{LatencyHist, StatsKept, Table};
-use blocksim_sim::SymbolId;
+use blocksim_sim::{SimTime, SymbolId};
 
 use crate::devices::device::{Dir, DiskStats};
 pub use crate::machine::ahci::Origin;
@@ -142,10 +142,17 @@ pub enum WorkCtx {
     /// In a kernel worker on the interrupt CPU of the layer's first device
     /// below.
     Worker,
+    /// Where the completion of the layer's child is delivered (the
+    /// interrupt handler's CPU, or the submitter's for a device that
+    /// completes inline): only in [`Layer::child_done`].
+    Completion,
 }
 
 /// Most CPU-work entries a layer call charges to the submitter.
-pub const SUBMITTER_WORK_MAX: usize = 4;
+pub const SUBMITTER_WORK_MAX: usize = 8;
+/// Most CPU-work entries a [`Layer::child_done`] charges where the
+/// completion runs.
+pub const COMPLETION_WORK_MAX: usize = 4;
 
 /// What a layer did in one call: the machine carries it out.
 #[derive(Debug, Default)]
@@ -158,6 +165,9 @@ pub struct LayerCx {
     /// few symbols per bio).
     submitter: [(Option<SymbolId>, u64); SUBMITTER_WORK_MAX],
     submitter_len: u8,
+    /// CPU work where a child's completion runs (bounded likewise).
+    completion: [(Option<SymbolId>, u64); COMPLETION_WORK_MAX],
+    completion_len: u8,
     /// CPU work in a kernel worker.
     worker: Vec<(Option<SymbolId>, u64)>,
     /// The call issued a request of the layer's own or did worker work
@@ -202,6 +212,15 @@ impl LayerCx {
                 self.background = true;
                 self.worker.push((sym, ns));
             }
+            WorkCtx::Completion => {
+                let n = self.completion_len as usize;
+                assert!(
+                    n < COMPLETION_WORK_MAX,
+                    "a layer charged a completion more than {COMPLETION_WORK_MAX} times"
+                );
+                self.completion[n] = (sym, ns);
+                self.completion_len += 1;
+            }
         }
     }
 
@@ -209,6 +228,7 @@ impl LayerCx {
         self.children.is_empty()
             && self.completed.is_empty()
             && self.submitter_len == 0
+            && self.completion_len == 0
             && self.worker.is_empty()
     }
 
@@ -239,6 +259,11 @@ impl LayerCx {
         &self.submitter[..self.submitter_len as usize]
     }
 
+    /// The CPU work done where a child's completion runs, in order.
+    pub fn completion_work(&self) -> &[(Option<SymbolId>, u64)] {
+        &self.completion[..self.completion_len as usize]
+    }
+
     /// The CPU work done in a kernel worker, in order.
     pub fn worker_work(&self) -> &[(Option<SymbolId>, u64)] {
         &self.worker
@@ -250,6 +275,7 @@ impl LayerCx {
         self.children.clear();
         self.completed.clear();
         self.submitter_len = 0;
+        self.completion_len = 0;
         self.worker.clear();
         self.background = false;
     }
@@ -318,6 +344,16 @@ pub trait Layer {
     /// What the layer keeps of fio's disk statistics, and why.
     fn stats_kept(&self) -> (StatsKept, &'static str) {
         (StatsKept::None, "")
+    }
+    /// The disk statistics the layer keeps of the requests it carried
+    /// (with [`Layer::stats_kept`] `All`); `None` (the default): none.
+    fn disk_stats(&self, now: SimTime) -> Option<DiskStats> {
+        let _ = now;
+        None
+    }
+    /// Restarts the layer's statistics (the end of the jobs' ramp time).
+    fn reset_stats(&mut self, now: SimTime) {
+        let _ = now;
     }
     /// A line for the report's notes.
     fn report_note(&self) -> Option<String> {

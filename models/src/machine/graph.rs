@@ -84,7 +84,7 @@ impl Kind {
     /// Whether it is a stacking layer behind the `Layer` interface (it
     /// counts towards [`LAYER_DEPTH_MAX`]).
     pub fn is_layer(self) -> bool {
-        matches!(self, Kind::Bcache | Kind::Passthrough)
+        matches!(self, Kind::Bcache | Kind::Passthrough | Kind::DmLinear)
     }
 }
 
@@ -229,21 +229,11 @@ impl Graph {
                 ),
             )
         })?;
-        check_bcache_below(&nodes, &by_name).map_err(|(n, key, b)| GraphError {
-            key: Some(key),
-            ..err(
-                &nodes[n],
-                format!(
-                    "{key} = {b:?} is a dm-linear device: bcache over dm-linear is not modelled; \
-                     dm-linear over bcache is: give bcache the device dm maps and set [dm] device = \"/dev/{}\"",
-                    nodes[n].name
-                ),
-            )
-        })?;
         check_claims(&nodes, &by_name)
             .map_err(|(n, key, other)| claim_error(&nodes, n, key, other))?;
         check_depth(&nodes, &by_name, &order)?;
         check_over_bcache(&nodes, &by_name)?;
+        check_over_precombined_dm(&nodes, &by_name)?;
         Ok(Graph {
             nodes,
             by_name,
@@ -333,26 +323,6 @@ fn check_below(nodes: &[Node], by_name: &BTreeMap<String, usize>) -> Result<(), 
                     "{key} = {b:?} names no device; define it or use one of: {}",
                     known.join(", ")
                 )));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// bcache sits on devices with a queue, not on dm-linear: `Err((node,
-/// key, device))`.
-fn check_bcache_below(
-    nodes: &[Node],
-    by_name: &BTreeMap<String, usize>,
-) -> Result<(), (usize, &'static str, String)> {
-    for (i, n) in nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| n.kind == Kind::Bcache)
-    {
-        for (key, b) in &n.below {
-            if nodes[by_name[b]].kind == Kind::DmLinear {
-                return Err((i, key, b.clone()));
             }
         }
     }
@@ -454,9 +424,13 @@ fn check_depth(
 
 /// No layer sits on bcache: bcache keys the requests it serves by the job
 /// I/O they come from, so it takes requests from jobs (and from dm-linear,
-/// which remaps a job's bio), not from another layer.
+/// whose remap of a job's bio is precombined into the job's submission
+/// there), not from another layer.
 fn check_over_bcache(nodes: &[Node], by_name: &BTreeMap<String, usize>) -> Result<(), GraphError> {
-    for n in nodes.iter().filter(|n| n.kind.is_layer()) {
+    for n in nodes
+        .iter()
+        .filter(|n| n.kind.is_layer() && n.kind != Kind::DmLinear)
+    {
         for (key, b) in &n.below {
             if nodes[by_name[b]].kind == Kind::Bcache {
                 return Err(GraphError {
@@ -471,6 +445,48 @@ fn check_over_bcache(nodes: &[Node], by_name: &BTreeMap<String, usize>) -> Resul
                     )
                 });
             }
+        }
+    }
+    Ok(())
+}
+
+/// No layer sits on a dm-linear over pmem or bcache (directly or through
+/// other dm-linear devices): there dm's remap is precombined into the
+/// submission of the job that targets it (pmem completes inside the
+/// submission; bcache takes no requests from a layer), so nothing can
+/// hand it a request from a layer.
+fn check_over_precombined_dm(
+    nodes: &[Node],
+    by_name: &BTreeMap<String, usize>,
+) -> Result<(), GraphError> {
+    for n in nodes.iter().filter(|n| n.kind.is_layer()) {
+        for (key, b) in &n.below {
+            // Down through dm-linear devices (bounded: the graph is acyclic).
+            let mut at = &nodes[by_name[b]];
+            while at.kind == Kind::DmLinear {
+                let Some((_, next)) = at.below.first() else {
+                    break;
+                };
+                at = &nodes[by_name[next]];
+            }
+            if nodes[by_name[b]].kind != Kind::DmLinear
+                || !matches!(at.kind, Kind::Pmem | Kind::Bcache)
+            {
+                continue;
+            }
+            return Err(GraphError {
+                key: Some(*key),
+                ..graph_err(
+                    n,
+                    format!(
+                        "{key} = {b:?} is dm-linear over {} {:?}, which a layer cannot sit on \
+                         (its remap is precombined into the submission of a job that targets it); \
+                         target {b:?} with the job instead, or put dm-linear over a device with a queue",
+                        at.kind.section(),
+                        at.name
+                    ),
+                )
+            });
         }
     }
     Ok(())

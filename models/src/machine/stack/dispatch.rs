@@ -303,6 +303,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     pub(super) fn irq_done(&mut self, d: usize, q: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
         self.completing_cpu = self.handler_cpu(d, q);
+        self.completing_ctx = self.ctxs.swapper;
         let retiring = std::mem::take(&mut self.devs[d].port.hw[q].retiring);
         for &tag in &retiring {
             let owner = self.devs[d].port.hw[q].release_tag(tag);
@@ -369,9 +370,10 @@ impl<const OBS: bool> AsyncStack<OBS> {
             let (q, t) = self.devs[d].port.split_tag(tag.tag().0);
             let mut owner = self.devs[d].port.hw[q].release_tag(t);
             owner.failed = tag.failed();
+            // The completion runs in the submitter's context.
+            self.completing_cpu = self.submit_cpu(d, owner.root);
+            self.completing_ctx = self.ctxs.fio;
             if self.acct.is_some() {
-                // The completion runs in the submitter's context.
-                self.completing_cpu = self.submit_cpu(d, owner.root);
                 self.account_inline_end(d, owner.root, now);
             }
             self.deliver(owner, Below(d), now, ctx);

@@ -115,18 +115,16 @@ pub(super) fn resolve(
         .ok_or_else(|| cfg_err(format!("{name:?} is not a device of the stack")))?;
     match node.kind {
         Kind::DmLinear => {
+            if let Some(&t @ Target::Layer(_)) = r.targets.get(name) {
+                // It runs as a layer (a layer sits on it): the job's bio
+                // takes the layer's path.
+                return Ok((t, BioLayers::default()));
+            }
             let dm = r.sc.dm.as_ref().expect("graph node from [dm]");
             dm.validate().map_err(cfg_err)?;
             let (target, below) = resolve(r, profile, device_name(&dm.device))?;
-            let down = kernel_path(
-                profile,
-                &[
-                    ("dm_make_request", dm.submit_ns),
-                    ("__bio_clone_fast", dm.clone_ns),
-                    ("linear_map", dm.map_ns),
-                ],
-            );
-            let up = kernel_path(profile, &[("clone_endio", dm.endio_ns)]);
+            let down = kernel_path(profile, &dm.down_steps());
+            let up = kernel_path(profile, &dm.endio_steps());
             Ok((
                 target,
                 BioLayers {

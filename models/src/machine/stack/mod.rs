@@ -556,6 +556,11 @@ pub struct AsyncStack<const OBS: bool = false> {
     /// while in flight there (by origin); empty unless layers sit on
     /// layers.
     layer_roots: BTreeMap<u32, u32>,
+    /// The requests from a layer above whose accounting in the layer below
+    /// was started (a middle layer with an accounting design, such as dm
+    /// under bcache), by origin, with their direction: ended when that
+    /// layer completes them upward.
+    layer_acct_open: BTreeMap<u64, Dir>,
     ios: Slab<Io>,
     cpus: Cpus,
     irq_cpu: Option<usize>,
@@ -590,6 +595,9 @@ pub struct AsyncStack<const OBS: bool = false> {
     /// submitter's for an inline device): where layers' end-of-I/O
     /// accounting runs.
     completing_cpu: usize,
+    /// The context that completion runs in (the handler's, or the
+    /// submitter's over a device that completes inline).
+    completing_ctx: ContextId,
     /// Jobs that run as programs (psync on pmem or dm-linear over it).
     programs: Option<Box<program::Programs>>,
     /// An attached observer ([`crate::machine::observe`]); `None`: nothing recorded.

@@ -121,6 +121,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
         if let Some((_, acct)) = &mut self.dm_disk {
             acct.reset(now);
         }
+        for l in &mut self.layers {
+            l.layer.reset_stats(now);
+        }
         for d in &mut self.devs {
             d.dev.reset_stats(now);
             d.records.reset(now);
@@ -340,7 +343,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         for l in &self.layers {
             disks.push(disk_report(
                 l.layer.name(),
-                &DiskStats::default(),
+                &l.layer.disk_stats(end).unwrap_or_default(),
                 elapsed,
                 l.layer.stats_kept(),
             ));

@@ -18,6 +18,12 @@ pub(super) struct HandedDown {
     pub(super) submitter_ns: u64,
 }
 
+/// The key of a request from above (`origin`) in layer `l`'s open
+/// accounting.
+fn acct_key(l: usize, origin: Origin) -> u64 {
+    (l as u64) << 32 | u64::from(origin.0)
+}
+
 impl<const OBS: bool> AsyncStack<OBS> {
     /// Submits `req` (whose completion goes to `up`) to layer `l`, and the
     /// bio it hands down to the layer below in turn, until a bio reaches a device: that bio is returned (it
@@ -110,7 +116,39 @@ impl<const OBS: bool> AsyncStack<OBS> {
             sectors: q.sectors,
             task,
         };
-        self.layer_submit(l, q.origin, req, submitter, ctx)
+        let acct_ns = match submitter {
+            Some(cpu) => self.middle_acct_start(l, &q, cpu, ctx.now()),
+            None => 0,
+        };
+        let mut h = self.layer_submit(l, q.origin, req, submitter, ctx);
+        h.submitter_ns += acct_ns;
+        h
+    }
+
+    /// A job's bio enters layer `l` from the layer above it, in the job's
+    /// submission on `cpu`: the start of `l`'s accounting design, if it
+    /// has one (dm's `start_io_acct` under bcache); returns its time.
+    fn middle_acct_start(&mut self, l: usize, q: &Queued, cpu: usize, now: SimTime) -> u64 {
+        let inst = self.layers[l].acct;
+        if inst == acct::NO_ACCT || dispatch::root_slot(q.root).is_none() {
+            return 0;
+        }
+        self.layer_acct_open.insert(acct_key(l, q.origin), q.dir);
+        let fio = self.ctxs.fio;
+        self.account(inst, true, (cpu, now), q.dir, fio)
+    }
+
+    /// Layer `l` completes `up`, a request from the layer above whose
+    /// accounting it started: the end, where the completion runs,
+    /// occupying that CPU.
+    fn middle_acct_end(&mut self, l: usize, up: Origin, now: SimTime) {
+        let Some(dir) = self.layer_acct_open.remove(&acct_key(l, up)) else {
+            return;
+        };
+        let (cpu, context) = (self.completing_cpu, self.completing_ctx);
+        let ns = self.account(self.layers[l].acct, false, (cpu, now), dir, context);
+        let (start, _) = self.cpus.start(cpu, now);
+        self.cpus.occupy(cpu, start, ns);
     }
 
     /// Hands request `q` to graph node `node`: a device's queue, or a layer
@@ -246,6 +284,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
             self.lcx.submitter_work().is_empty(),
             "a completion has no submitter to charge"
         );
+        if !self.lcx.completion_work().is_empty() {
+            self.charge_completion_work(owner.root, now);
+        }
         if !self.lcx.has_background() && self.lcx.completed().len() <= 1 {
             // The common case: at most one completion upward, nothing else.
             let up = self.lcx.completed().first().copied();
@@ -265,6 +306,34 @@ impl<const OBS: bool> AsyncStack<OBS> {
         self.lcx = cx;
     }
 
+    /// A layer's work where its child's completion runs (dm's
+    /// `clone_endio`): charged on the completing CPU, in the context the
+    /// completion runs in, occupying that CPU from `now`.
+    #[cold]
+    #[inline(never)]
+    fn charge_completion_work(&mut self, root: u32, now: SimTime) {
+        let (cpu, context) = (self.completing_cpu, self.completing_ctx);
+        let mut total = 0;
+        for &(sym, ns) in self.lcx.completion_work() {
+            if let Some(sym) = sym {
+                self.profile.charge(cpu, context, sym, ns);
+            }
+            total += ns;
+        }
+        if context == self.ctxs.fio {
+            // Over a device that completes inline: the submitting job's
+            // system time.
+            if let Some(io) = dispatch::root_slot(root) {
+                let j = self.ios.get(io).job;
+                if j != REPLAY_JOB {
+                    self.groups[self.threads[j as usize].group].sys_ns += total;
+                }
+            }
+        }
+        let (start, _) = self.cpus.start(cpu, now);
+        self.cpus.occupy(cpu, start, total);
+    }
+
     /// Layer `l` completed `up` (`failed`: with an I/O error): a job's
     /// I/O, a page cache's block I/O, or the request of the layer above,
     /// which learns of it as from a node below it.
@@ -276,6 +345,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
         now: SimTime,
         ctx: &mut Ctx<'_, Ev>,
     ) {
+        if !self.layer_acct_open.is_empty() {
+            self.middle_acct_end(l, up, now);
+        }
         let io = match up.owner() {
             Owner::Job(io) => io,
             o @ Owner::PageCache { .. } => return self.pc_delivered(o, failed, ctx),

@@ -366,10 +366,14 @@ fn program(
     let pmem = match target {
         ProgTarget::Pmem(p) => p,
         ProgTarget::Dm(d, p) => {
-            b.work("dm_make_request", d.submit_ns);
+            // dm's steps (`DmConfig::down_steps`), with `start_io_acct`
+            // where `dm_make_request` calls it, after its first step.
+            let [first, rest @ ..] = d.down_steps();
+            b.work(first.0, first.1);
             b.acct(acct_index.get(&d.name).copied(), true, "start_io_acct");
-            b.work("__bio_clone_fast", d.clone_ns);
-            b.work("linear_map", d.map_ns);
+            for (sym, ns) in rest {
+                b.work(sym, ns);
+            }
             b.path(paths, "make_request");
             p
         }
@@ -380,7 +384,9 @@ fn program(
     b.work("memcpy_mcsafe", pmem.bio_ns(bs) - pmem.request_ns);
     b.acct(pi, false, "generic_end_io_acct");
     if let ProgTarget::Dm(d, _) = target {
-        b.work("clone_endio", d.endio_ns);
+        for (sym, ns) in d.endio_steps() {
+            b.work(sym, ns);
+        }
         b.acct(acct_index.get(&d.name).copied(), false, "end_io_acct");
     }
     b.path(paths, "fio_complete");

@@ -1,0 +1,188 @@
+//! dm-linear as a stacking layer: with a layer on it (bcache over
+//! dm-linear over md raid10, a passthrough over dm-linear) dm runs through
+//! the `Layer` interface, its remap and `clone_endio` charged by the layer,
+//! its in-flight accounting started and ended around it in the middle of a
+//! stack, and its own disk statistics; without one, a job's bio through it
+//! has the same steps precombined into its submission, and the two agree.
+
+#[path = "../common/mod.rs"]
+mod common;
+use common::{sim, temp_file};
+
+fn run_ok(args: &[&str]) -> String {
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    let (out, err, code) = sim(&all);
+    assert_eq!(code, 0, "sim {all:?} failed:\n{err}");
+    out
+}
+
+/// The value of row `name` of a two-column table.
+fn metric(out: &str, name: &str) -> String {
+    out.lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some(name)).then(|| w.next().unwrap_or("").to_string())
+        })
+        .unwrap_or_else(|| panic!("no row {name}:\n{out}"))
+}
+
+/// The disk-stats line of `dev` (`  linear: ios=...`).
+fn disk_line<'a>(out: &'a str, dev: &str) -> &'a str {
+    let head = format!("{dev}: ios=");
+    out.lines()
+        .map(str::trim_start)
+        .find(|l| l.starts_with(&head))
+        .unwrap_or_else(|| panic!("no disk line for {dev}:\n{out}"))
+}
+
+/// The profile line of `sym` in context `ctx`, as its share in percent.
+fn share(out: &str, ctx: &str, sym: &str) -> f64 {
+    out.lines()
+        .find_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() >= 5 && w[1] == ctx && w[4] == sym)
+                .then(|| w[0].trim_end_matches('%').parse().unwrap())
+        })
+        .unwrap_or_else(|| panic!("no profile line {ctx} {sym}:\n{out}"))
+}
+
+#[test]
+fn bcache_over_dm_linear_over_md_raid10_over_four_ssds_runs() {
+    let out = run_ok(&[
+        "tests/data/stacks/bcache_over_dm_over_raid10.toml",
+        "--profile",
+    ]);
+    assert!(out.contains("issued rwts: total=65536,0,0,0"), "{out}");
+    // Half of the job's blocks are cached: the other half misses through
+    // dm to md0, and nothing else passes dm.
+    assert_eq!(metric(&out, "hit_ratio_pct"), "50.00");
+    assert!(
+        disk_line(&out, "linear").starts_with("linear: ios=32768/0,"),
+        "{out}"
+    );
+    assert!(
+        disk_line(&out, "md0").starts_with("md0: ios=32768/0,"),
+        "{out}"
+    );
+    // dm's remap runs in the submitting job's context, clone_endio and the
+    // accounting's end where the clone completes.
+    for (ctx, sym) in [
+        ("fio", "dm_make_request"),
+        ("fio", "__bio_clone_fast"),
+        ("fio", "linear_map"),
+        ("fio", "start_io_acct"),
+        ("swapper", "clone_endio"),
+        ("swapper", "end_io_acct"),
+    ] {
+        assert!(share(&out, ctx, sym) > 0.0, "{ctx} {sym}");
+    }
+    // Its accounting design ran for the misses (and was ended for each:
+    // the machine checks that every design counts 0 in flight at the end).
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("linear  shared"))
+        .unwrap_or_else(|| panic!("no accounting row for linear:\n{out}"));
+    let accesses: f64 = row.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert!(accesses > 1.0, "{row}");
+}
+
+#[test]
+fn a_trace_replayed_onto_bcache_over_dm_passes_dm_on_its_misses() {
+    let (out, err, code) = sim(&[
+        "replay",
+        "tests/data/traces/blktrace/sample.blktrace.0",
+        "--stack",
+        "tests/data/stacks/bcache_over_dm_over_raid10.toml",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let all = format!("{out}{err}");
+    assert!(
+        all.contains("requests go to bcache0, the top of the stack"),
+        "{all}"
+    );
+    let linear = disk_line(&out, "linear");
+    let ios: u64 = linear["linear: ios=".len()..]
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ios > 0, "{out}");
+    assert!(
+        disk_line(&out, "md0").starts_with(&format!("md0: ios={ios}/")),
+        "dm passes each of its bios to md0 once:\n{out}"
+    );
+}
+
+#[test]
+fn dm_as_a_layer_gives_the_figures_of_dm_precombined() {
+    let layered = run_ok(&["tests/data/stacks/passthrough_over_dm.toml", "--profile"]);
+    // The same stack without the passthrough: the job's bio through dm has
+    // dm's steps precombined into its submission.
+    let base = std::fs::read_to_string("tests/data/stacks/passthrough_over_dm.toml").unwrap();
+    let abs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/nvme.toml");
+    let start = base.find("[[passthrough]]").unwrap();
+    let end = base.find("[[job]]").unwrap();
+    let flat = format!("{}{}", &base[..start], &base[end..])
+        .replace("../../../scenarios/nvme.toml", abs.to_str().unwrap())
+        .replace("filename = \"/dev/pt0\"", "filename = \"/dev/mapper/linear\"");
+    let p = temp_file("dm_layer", "dm_flat.toml", &flat);
+    let flat = run_ok(&[p.to_str().unwrap(), "--profile"]);
+    let iops = |out: &str| {
+        out.lines()
+            .find(|l| l.trim_start().starts_with("read: IOPS="))
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(iops(&layered), iops(&flat));
+    let clat_avg = |out: &str| -> f64 {
+        let l = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("clat (usec)"))
+            .unwrap();
+        let a = &l[l.find("avg=").unwrap() + 4..];
+        a[..a.find(',').unwrap()].parse().unwrap()
+    };
+    let (a, b) = (clat_avg(&layered), clat_avg(&flat));
+    assert!((a - b).abs() <= 0.001 * b, "clat avg {a} vs {b}");
+    for (ctx, sym) in [
+        ("fio", "dm_make_request"),
+        ("fio", "start_io_acct"),
+        ("swapper", "clone_endio"),
+        ("swapper", "end_io_acct"),
+    ] {
+        let (x, y) = (share(&layered, ctx, sym), share(&flat, ctx, sym));
+        assert!((x - y).abs() <= 0.05, "{ctx} {sym}: {x}% vs {y}%");
+    }
+    // The same bios through dm (its ticks count from the job's preparation
+    // when precombined, from dm's entry as a layer: 1 ms of 8.8 s apart).
+    let ios = |out: &str| {
+        let l = disk_line(out, "linear");
+        l[..l.find("ticks=").unwrap()].to_string()
+    };
+    assert_eq!(ios(&layered), ios(&flat));
+}
+
+#[test]
+fn a_layer_over_dm_linear_over_pmem_is_refused_with_the_line() {
+    let base = std::fs::read_to_string("scenarios/dm_inflight.toml").unwrap();
+    let head = &base[..base.find("[[variant]]").unwrap()];
+    let text = format!(
+        "{head}[[passthrough]]\nname = \"pt0\"\ndevice = \"/dev/mapper/linear\"\n"
+    );
+    let p = temp_file("dm_layer", "pt_over_dm_over_pmem.toml", &text);
+    let (_, err, code) = sim(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    let line = text
+        .lines()
+        .position(|l| l == "device = \"/dev/mapper/linear\"")
+        .unwrap()
+        + 1;
+    assert!(
+        err.contains(&format!(
+            "pt_over_dm_over_pmem.toml:{line}: [[passthrough]] \"pt0\": device = \"linear\" is dm-linear over pmem \"pmem0\""
+        )),
+        "{err}"
+    );
+}
