@@ -1493,9 +1493,10 @@ pub const LITTLES_LAW: &str =
 /// The stack device a job's I/O enters (after the filesystem mapping),
 /// below dm-linear (which remaps each bio to one bio of its device).
 fn job_device(sc: &Scenario, job: &JobConfig) -> String {
-    match (&sc.filesystem, &sc.dm) {
+    let dm = sc.dm.iter().find(|d| d.dev_path() == job.filename);
+    match (&sc.filesystem, dm) {
         (Some(fs), _) if fs.holds(&job.filename) => fs.device.clone(),
-        (_, Some(dm)) if dm.dev_path() == job.filename => {
+        (_, Some(dm)) => {
             dm.device.trim_start_matches("/dev/").to_string()
         }
         _ => job.filename.trim_start_matches("/dev/").to_string(),

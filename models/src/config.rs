@@ -83,8 +83,9 @@ pub struct ScenarioT<J> {
     pub coherence: Option<crate::cpu::coherence::CoherenceConfig>,
     #[serde(default)]
     pub pmem: Vec<crate::devices::pmem::PmemConfig>,
-    #[serde(default)]
-    pub dm: Option<crate::layers::dm::DmConfig>,
+    /// `[[dm]]`, one table per dm device (`[dm]`, a single table, is one).
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub dm: Vec<crate::layers::dm::DmConfig>,
     #[serde(default)]
     pub pagecache: Option<crate::layers::pagecache::PageCacheConfig>,
     #[serde(default)]
@@ -93,6 +94,29 @@ pub struct ScenarioT<J> {
     pub jobs: Vec<J>,
     #[serde(default, rename = "variant")]
     pub variants: Vec<VariantConfig>,
+}
+
+/// A section written either as one table (`[dm]`) or as an array of
+/// tables (`[[dm]]`): a list either way.
+pub fn one_or_many<'de, D, T>(de: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany<T> {
+        Many(Vec<T>),
+        One(T),
+    }
+    // Untagged: deserialize into an owned value first, then each shape;
+    // the error of a malformed table is the table's own (the root package
+    // checks each section apart first, with its line).
+    let v = OneOrMany::<T>::deserialize(de)?;
+    Ok(match v {
+        OneOrMany::Many(v) => v,
+        OneOrMany::One(t) => vec![t],
+    })
 }
 
 /// A scenario as read from a file: jobs are raw fio option maps.
@@ -148,7 +172,7 @@ impl<J> ScenarioT<J> {
     pub fn is_job_target(&self, filename: &str) -> bool {
         if self.filesystem.as_ref().is_some_and(|f| f.holds(filename))
             || self.pmem.iter().any(|p| p.dev_path() == filename)
-            || self.dm.as_ref().is_some_and(|d| d.dev_path() == filename)
+            || self.dm.iter().any(|d| d.dev_path() == filename)
         {
             return true;
         }

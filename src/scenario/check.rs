@@ -43,11 +43,15 @@ const SECTIONS: &[(&str, bool, Check)] = &[
     ("raid10", true, check::<Raid10Config>),
     ("coherence", false, check::<CoherenceConfig>),
     ("pmem", true, check::<PmemConfig>),
-    ("dm", false, check::<DmConfig>),
+    ("dm", true, check::<DmConfig>),
     ("pagecache", false, check::<PageCacheConfig>),
     ("passthrough", true, check::<PassthroughConfig>),
     ("variant", true, check::<VariantConfig>),
 ];
+
+/// Array sections that may also be written as one table (`[dm]` for a
+/// scenario's one dm device, as before `[[dm]]`).
+const ONE_TABLE_TOO: &[&str] = &["dm"];
 
 /// `[costs.paths]`: every path name one the stacks run, every step valid.
 fn check_paths(text: &str) -> Result<(), toml::de::Error> {
@@ -363,11 +367,13 @@ pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem
             continue;
         };
         let headers = text.map(|t| header_lines(t, name)).unwrap_or_default();
-        let items: Vec<&toml::Value> = match (array, value) {
-            (true, toml::Value::Array(a)) => a.iter().collect(),
+        let (items, array): (Vec<&toml::Value>, bool) = match (array, value) {
+            (true, toml::Value::Array(a)) => (a.iter().collect(), true),
+            // `[dm]`: an array section written as its one table.
+            (true, v @ toml::Value::Table(_)) if ONE_TABLE_TOO.contains(name) => (vec![v], false),
             // Not the right shape: the whole-scenario error says so.
             (true, _) => continue,
-            (false, v) => vec![v],
+            (false, v) => (vec![v], false),
         };
         for (i, item) in items.into_iter().enumerate() {
             let Some(t) = item.as_table() else { continue };
@@ -375,7 +381,7 @@ pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem
                 kind: name,
                 sub: false,
                 index: i,
-                section: label(name, *array, t, i),
+                section: label(name, array, t, i),
                 header: headers.get(i).copied(),
                 text,
             };

@@ -375,8 +375,10 @@ fn others(file: &ScenarioFile, out: &mut Vec<OutOfRange>) {
         // 10^9 bytes per microsecond is 1 PB/s.
         a.count("copy_bytes_per_us", p.copy_bytes_per_us, 1_000_000_000);
     }
-    if let Some(dm) = &file.dm {
-        let mut a = at(out, "dm", 0, None);
+    for (i, dm) in file.dm.iter().enumerate() {
+        // (`[dm]` alone needs no name to say which.)
+        let name = (file.dm.len() > 1).then_some(dm.name.as_str());
+        let mut a = at(out, "dm", i, name);
         for (key, ns) in [
             ("submit_ns", dm.submit_ns),
             ("clone_ns", dm.clone_ns),

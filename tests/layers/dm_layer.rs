@@ -186,3 +186,72 @@ fn a_layer_over_dm_linear_over_pmem_is_refused_with_the_line() {
         "{err}"
     );
 }
+
+#[test]
+fn dm_linear_over_dm_linear_over_nvme_runs_both_as_layers() {
+    let out = run_ok(&["tests/data/stacks/dm_over_dm_over_nvme.toml", "--profile"]);
+    assert!(out.contains("issued rwts: total=32768,0,0,0"), "{out}");
+    // Each dm carries every bio, with its own statistics and design.
+    for dev in ["lin1", "lin0", "nvme0n1"] {
+        assert!(
+            disk_line(&out, dev).starts_with(&format!("{dev}: ios=32768/0,")),
+            "{out}"
+        );
+    }
+    for row in [["lin0", "percpu"], ["lin1", "shared"]] {
+        assert!(
+            out.lines()
+                .any(|l| l.split_whitespace().take(2).eq(row.iter().copied())),
+            "no accounting row {row:?}:\n{out}"
+        );
+    }
+    // Each dm charges its remap on the way down and its clone_endio on the
+    // way up for every bio: the two symbols keep the ratio of one dm's
+    // `submit_ns` to `endio_ns` (40 to 60), which a dm that missed either
+    // half would break.
+    let ratio = share(&out, "fio", "dm_make_request") / share(&out, "swapper", "clone_endio");
+    assert!((ratio - 40.0 / 60.0).abs() < 0.01, "{ratio}");
+}
+
+#[test]
+fn two_dm_tables_are_each_checked_with_their_own_line() {
+    // The two `[[dm]]` tables appended to the NVMe scenario (no `extends`,
+    // so that every line is the file's own).
+    let stack = std::fs::read_to_string("tests/data/stacks/dm_over_dm_over_nvme.toml").unwrap();
+    let dms = &stack[stack.find("\n[[dm]]").unwrap()..stack.find("\n[[job]]").unwrap()];
+    let base = std::fs::read_to_string("scenarios/nvme.toml").unwrap();
+    let text = format!("{base}\n{dms}").replace("accounting = \"shared\"", "accounting = \"sharde\"");
+    let p = temp_file("dm_layer", "two_dm.toml", &text);
+    let (_, err, code) = sim(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("accounting = \"sharde\""))
+        .unwrap()
+        + 1;
+    assert!(
+        err.contains(&format!("two_dm.toml:{line}")) && err.contains("[[dm]] \"lin1\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_trace_replayed_onto_dm_over_dm_passes_both() {
+    let (out, err, code) = sim(&[
+        "replay",
+        "tests/data/traces/blktrace/sample.blktrace.0",
+        "--stack",
+        "tests/data/stacks/dm_over_dm_over_nvme.toml",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        format!("{out}{err}").contains("requests go to lin1, the top of the stack"),
+        "{out}{err}"
+    );
+    for dev in ["lin1", "lin0", "nvme0n1"] {
+        assert!(
+            disk_line(&out, dev).starts_with(&format!("{dev}: ios=963/0,")),
+            "{out}"
+        );
+    }
+}

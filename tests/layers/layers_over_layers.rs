@@ -3,7 +3,8 @@
 //! charging nothing) stacked on a device, on another passthrough, and under
 //! bcache gives the figures of the same stack without it; a stack deeper
 //! than the limit, a cycle of layers and a layer over bcache are refused at
-//! assembly with the section's file:line (exit 2).
+//! assembly with the section's file:line (exit 2); faults sit on a
+//! layer's upward edge as on a device's.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -229,6 +230,34 @@ fn a_layer_over_bcache_is_refused_with_the_reason() {
         err.contains(&format!(
             "over_bcache.toml:{line}: [[passthrough]] \"top\": device = \"bcache0\" is bcache: a layer over bcache is not modelled"
         )),
+        "{err}"
+    );
+}
+
+#[test]
+fn faults_sit_on_a_layers_upward_edge_too() {
+    let stack = "tests/data/stacks/passthrough_over_passthrough.toml";
+    // Every completion pt0 hands up fails: the job's first I/O errors out,
+    // named on its file, as a device's failed completion does.
+    let out = run_ok(&[stack, "--inject-fault", "fail:1@pt0"]);
+    assert!(out.contains("err= 5"), "{out}");
+    assert!(
+        out.contains("io_u error on file /dev/pt1: Input/output error"),
+        "{out}"
+    );
+    // A lost completion on the edge is caught by the machine's I/O
+    // conservation check, a doubled one by the job's completed-twice check.
+    let (_, err, code) = sim(&["run", stack, "--inject-fault", "drop:0.01@pt0"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("a completion was lost"), "{err}");
+    let (_, err, code) = sim(&["run", stack, "--inject-fault", "duplicate:0.01@pt1"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("I/O completed twice"), "{err}");
+    // A layer has no timer: a delay aimed at one is refused, not ignored.
+    let (_, err, code) = sim(&["run", stack, "--inject-fault", "delay:0.5:1000@pt1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("pt1 is a stacking layer, whose edge takes drop, duplicate and fail but no delay"),
         "{err}"
     );
 }

@@ -6,6 +6,9 @@
 //! kernel's [`EventQueue`]: timers the device sets become events, and
 //! completions feed a closed-loop workload (fio-like `iodepth`).
 
+#[path = "../common/mod.rs"]
+mod common;
+
 use blocksim_models::devices::device::{BlockDevice, DevCtx, DevRequest, Dir, ReqTag};
 use blocksim_models::devices::hdd::{Hdd, HddConfig};
 use blocksim_models::layers::raid10::{Raid10, Raid10Config};
@@ -666,4 +669,48 @@ fn raid10_flush_goes_to_every_member_and_waits_for_all() {
     // An array of disks takes no discard: its limits say so, with the
     // members' reason.
     assert!(h.dev.limits().no_discard.unwrap().contains("TRIM"));
+}
+
+/// The figure after `key=` in `line` (up to the next `/` or `,`).
+fn count_after(line: &str, key: &str) -> u64 {
+    let v = &line[line.find(key).unwrap() + key.len()..];
+    v[..v.find(['/', ',']).unwrap()].parse().unwrap()
+}
+
+#[test]
+fn md_raid10_over_nvme_with_per_cpu_queues_runs_and_takes_a_replay() {
+    let stack = "tests/data/stacks/raid10_over_nvme_queues.toml";
+    let (out, err, code) = common::sim(&["run", stack]);
+    assert_eq!(code, 0, "{err}");
+    // 8 jobs x 16 MiB of 4 KiB reads, each served by one of md0's mirrors.
+    assert!(out.contains("md0: ios=32768/0,"), "{out}");
+    let members: u64 = out
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with("nvme") && l.contains(": ios="))
+        .map(|l| count_after(l, "ios="))
+        .sum();
+    assert_eq!(members, 32768, "{out}");
+    // Each job's CPU has its own hardware queue on md's drives: 8 queues
+    // carry the I/O, each with its own interrupts.
+    let table = &out[out.find("md0 hardware queues").expect("queue table")..];
+    let busy = table
+        .lines()
+        .skip(3)
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| !l.starts_with("queues "))
+        .count();
+    assert_eq!(busy, 8, "{table}");
+    // A blktrace capture replayed onto md0.
+    let (out, err, code) = common::sim(&[
+        "replay",
+        "tests/data/traces/blktrace/sample.blktrace.0",
+        "--stack",
+        stack,
+        "--map",
+        "259,0=md0",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("issued rwts: total=963,0,0,0"), "{out}");
+    assert!(out.contains("md0: ios=963/0,"), "{out}");
 }

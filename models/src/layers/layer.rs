@@ -248,6 +248,12 @@ impl LayerCx {
         self.completed.push((up, true));
     }
 
+    /// Takes the requests from above completed so far (a decorator of the
+    /// layer's upward edge hands them on, or not, with `complete`/`fail`).
+    pub fn take_completed(&mut self) -> Vec<(Origin, bool)> {
+        std::mem::take(&mut self.completed)
+    }
+
     /// The requests from above completed, in order, each with whether it
     /// failed.
     pub fn completed(&self) -> &[(Origin, bool)] {

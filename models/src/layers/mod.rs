@@ -8,6 +8,7 @@
 
 pub mod bcache;
 pub mod dm;
+pub mod faulty;
 pub mod layer;
 /// The Linux page cache as a state machine, not yet wired into the
 /// machine (buffered jobs are still refused).

@@ -73,7 +73,8 @@ impl Kind {
     }
 
     /// Whether the section is an array of tables (`[[ssd]]`) rather than a
-    /// single table (`[bcache]`).
+    /// single table (`[bcache]`; `[dm]`, which may also be written
+    /// `[[dm]]`, is labelled `[dm]` with its name either way).
     pub fn is_array(self) -> bool {
         matches!(
             self,
@@ -179,9 +180,9 @@ fn collect<J>(sc: &ScenarioT<J>) -> Vec<Node> {
         let below = vec![("cache", b.cache.clone()), ("backing", b.backing.clone())];
         v.push(node(&b.name, Kind::Bcache, 0, below));
     }
-    if let Some(d) = &sc.dm {
+    for (i, d) in sc.dm.iter().enumerate() {
         let below = vec![("device", device_name(&d.device).to_string())];
-        v.push(node(&d.name, Kind::DmLinear, 0, below));
+        v.push(node(&d.name, Kind::DmLinear, i, below));
     }
     for (i, p) in sc.passthrough.iter().enumerate() {
         let below = vec![("device", device_name(&p.device).to_string())];

@@ -88,6 +88,30 @@ impl Fault {
         Fault::wrap_in(fault, (name, tags), dev, true)
     }
 
+    /// Wraps layer `layer`'s upward edge in the random faults of the plan
+    /// (drops, duplicates, failures: [`crate::layers::faulty::FaultyLayer`])
+    /// when the plan faults it; the other faults are the devices'.
+    pub(crate) fn wrap_layer(
+        fault: Option<Fault>,
+        layer: Box<dyn crate::layers::layer::Layer>,
+    ) -> Result<Box<dyn crate::layers::layer::Layer>, ModelError> {
+        let Some(Fault::Random(plan)) = fault else {
+            return Ok(layer);
+        };
+        if !plan.faults(layer.name()) {
+            return Ok(layer);
+        }
+        if plan.device.is_some() && plan.delay_ppm > 0 {
+            return Err(ModelError::Config(format!(
+                "--inject-fault delay:...@{}: {} is a stacking layer, whose edge takes drop, duplicate \
+                 and fail but no delay (a layer has no timer); aim the delay at a device below it",
+                layer.name(),
+                layer.name()
+            )));
+        }
+        Ok(Box::new(crate::layers::faulty::FaultyLayer::new(&plan, layer)))
+    }
+
     fn wrap_in(
         fault: Option<Fault>,
         (name, tags): (&str, u32),

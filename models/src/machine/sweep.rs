@@ -34,7 +34,7 @@ pub fn scaling_scenarios(
 ) -> Result<Vec<(String, u32, Scenario)>, ModelError> {
     let dm = base
         .dm
-        .as_ref()
+        .first()
         .ok_or_else(|| cfg_err("the scaling sweep needs a [dm] section"))?;
     let pmem_path = format!("/dev/{}", crate::devices::device::device_name(&dm.device));
     let mut out = Vec::new();
@@ -57,7 +57,7 @@ pub fn scaling_scenarios(
                 }
             } else {
                 job.filename = dm.dev_path();
-                if let Some(d) = s.dm.as_mut() {
+                if let Some(d) = s.dm.first_mut() {
                     d.accounting = accounting.to_string();
                 }
             }

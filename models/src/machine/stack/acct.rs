@@ -321,7 +321,7 @@ pub(super) fn wanted(sc: &Scenario) -> Result<Vec<Wanted>, ModelError> {
         }
         Ok(())
     };
-    if let Some(d) = &sc.dm {
+    for d in &sc.dm {
         add(&d.name, Some(&d.accounting), true)?;
     }
     for s in &sc.ssd {

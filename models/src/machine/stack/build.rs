@@ -176,6 +176,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 syms: &syms,
                 acct_index: &acct_index,
                 make_request: &paths.make_request,
+                fault: opts.fault,
             },
             &mut profile,
         )?;
@@ -247,14 +248,15 @@ impl<const OBS: bool> AsyncStack<OBS> {
         // jobs' submissions (as a layer, dm keeps its own).
         let dm_disk = sc
             .dm
-            .as_ref()
+            .iter()
             .filter(|d| !runs_as_layer(&a.layers, &d.name))
             .map(|d| {
                 (
                     d.name.clone(),
                     crate::devices::device::DiskAccounting::new(SimTime::ZERO),
                 )
-            });
+            })
+            .collect();
         let mut s = AsyncStack {
             seed: sc.simulation.seed,
             name: sc.simulation.name.clone(),
@@ -544,6 +546,8 @@ struct LayersInput<'a> {
     acct_index: &'a BTreeMap<String, u8>,
     /// The clone's `generic_make_request` (dm-linear's layer charges it).
     make_request: &'a Path,
+    /// Faults on the layers' upward edges (`--inject-fault`).
+    fault: Option<Fault>,
 }
 
 /// The layers built so far and the queueing targets by name (the devices
@@ -600,11 +604,11 @@ fn build_layers(
             }
             Kind::Passthrough => build_passthrough(&b, &input.sc.passthrough[node.index])?,
             Kind::DmLinear if dm_layers.contains(&node.name) => {
-                let cfg = input.sc.dm.as_ref().expect("graph node from [dm]");
-                build_dm(input, &b, cfg, profile)?
+                build_dm(input, &b, &input.sc.dm[node.index], profile)?
             }
             _ => continue,
         };
+        let layer = Fault::wrap_layer(input.fault, layer)?;
         if b.layers.len() >= crate::layers::layer::LAYERS_MAX {
             return Err(cfg_err(format!(
                 "[{}] {:?}: more than {} stacking layers",

@@ -452,10 +452,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
         }
         let t = v.job as usize;
         let li = self.threads[t].layers as usize;
-        if self.bio_layers[li].dm {
-            if let Some((_, acct)) = &mut self.dm_disk {
-                acct.done(now, v.dir, v.sectors, now.since(v.t_prep));
-            }
+        if let Some(i) = self.bio_layers[li].dm {
+            let acct = &mut self.dm_disk[i as usize].1;
+            acct.done(now, v.dir, v.sectors, now.since(v.t_prep));
         }
         if self.acct.is_some() {
             self.account_io_done(&v, li, now);

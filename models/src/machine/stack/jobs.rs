@@ -410,9 +410,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
             cost += ns;
         }
         let li = self.threads[t].layers as usize;
-        if li != 0 && self.bio_layers[li].dm {
-            if let Some((_, acct)) = &mut self.dm_disk {
-                acct.start(now);
+        if li != 0 {
+            if let Some(i) = self.bio_layers[li].dm {
+                self.dm_disk[i as usize].1.start(now);
             }
         }
         if li != 0 {

@@ -29,8 +29,9 @@ pub(super) struct BioLayers {
     pub(super) inline_leaf: Option<(PmemConfig, SymbolId, SymbolId)>,
     /// dm's accounting design instance ([`super::acct::NO_ACCT`]: none).
     pub(super) acct: u8,
-    /// The bio passes dm, whose disk statistics the machine keeps.
-    pub(super) dm: bool,
+    /// The bio passes a dm whose disk statistics the machine keeps: its
+    /// index in `AsyncStack::dm_disk`.
+    pub(super) dm: Option<u16>,
 }
 
 impl Default for BioLayers {
@@ -40,7 +41,7 @@ impl Default for BioLayers {
             endio: Path::default(),
             inline_leaf: None,
             acct: super::acct::NO_ACCT,
-            dm: false,
+            dm: None,
         }
     }
 }
@@ -120,7 +121,13 @@ pub(super) fn resolve(
                 // takes the layer's path.
                 return Ok((t, BioLayers::default()));
             }
-            let dm = r.sc.dm.as_ref().expect("graph node from [dm]");
+            let dm = &r.sc.dm[node.index];
+            // Its place among the dm devices precombined into jobs (the
+            // machine's `dm_disk`, in scenario order).
+            let disk = r.sc.dm[..node.index]
+                .iter()
+                .filter(|d| !matches!(r.targets.get(&d.name), Some(Target::Layer(_))))
+                .count();
             dm.validate().map_err(cfg_err)?;
             let (target, below) = resolve(r, profile, device_name(&dm.device))?;
             let down = kernel_path(profile, &dm.down_steps());
@@ -136,7 +143,7 @@ pub(super) fn resolve(
                         .get(&dm.name)
                         .copied()
                         .unwrap_or(super::acct::NO_ACCT),
-                    dm: true,
+                    dm: Some(u16::try_from(disk).map_err(|_| cfg_err("too many [[dm]] devices"))?),
                 },
             ))
         }

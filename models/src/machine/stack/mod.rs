@@ -588,7 +588,7 @@ pub struct AsyncStack<const OBS: bool = false> {
     bio_layers: Vec<layers::BioLayers>,
     /// dm's disk statistics (`[dm] name`, counters): dm keeps them as a
     /// request-based device does (start_io_acct / end_io_acct).
-    dm_disk: Option<(String, crate::devices::device::DiskAccounting)>,
+    dm_disk: Vec<(String, crate::devices::device::DiskAccounting)>,
     /// In-flight accounting designs of the devices that ask for one.
     acct: Option<acct::Accounting>,
     /// The CPU delivering completions right now (the interrupt's, or the

@@ -174,7 +174,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 kind: DevKind::Layer,
             });
         }
-        if let Some((name, _)) = &self.dm_disk {
+        for (name, _) in &self.dm_disk {
             devices.push(DevInfo {
                 name: name.clone(),
                 kind: DevKind::Dm,
@@ -238,10 +238,11 @@ impl<const OBS: bool> AsyncStack<OBS> {
             return (None, None);
         };
         let v = self.ios.get(io);
-        let dm = (v.job != REPLAY_JOB
-            && self.bio_layers[self.threads[v.job as usize].layers as usize].dm
-            && self.dm_disk.is_some())
-        .then(|| (self.devs.len() + self.layers.len()) as u16);
+        let dm = match v.job {
+            REPLAY_JOB => None,
+            j => self.bio_layers[self.threads[j as usize].layers as usize].dm,
+        }
+        .map(|i| (self.devs.len() + self.layers.len()) as u16 + i);
         let layer = (v.layer != NO_LAYER).then(|| (self.devs.len() + v.layer as usize) as u16);
         (dm, layer)
     }

@@ -162,7 +162,7 @@ fn find_target<'a>(s: &'a Scenario, job: &JobConfig) -> Option<ProgTarget<'a>> {
     if let Some(p) = s.pmem.iter().find(|p| p.dev_path() == job.filename) {
         return Some(ProgTarget::Pmem(p));
     }
-    let d = s.dm.as_ref().filter(|d| d.dev_path() == job.filename)?;
+    let d = s.dm.iter().find(|d| d.dev_path() == job.filename)?;
     let p = s
         .pmem
         .iter()

@@ -118,7 +118,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         if let Some(a) = &mut self.acct {
             a.reset_stats();
         }
-        if let Some((_, acct)) = &mut self.dm_disk {
+        for (_, acct) in &mut self.dm_disk {
             acct.reset(now);
         }
         for l in &mut self.layers {
@@ -328,17 +328,18 @@ impl<const OBS: bool> AsyncStack<OBS> {
             None => (Vec::new(), Vec::new()),
         };
         let shown = |name: &str| covered.iter().any(|c| c == name);
-        // fio lists the devices under the jobs' files: dm only when some
+        // fio lists the devices under the jobs' files: a dm only when some
         // I/O can pass it.
-        let dm_used = self.replay.is_some()
-            || self
-                .threads
-                .iter()
-                .any(|t| self.bio_layers[t.layers as usize].dm);
-        let dm_disk = self.dm_disk.as_ref().filter(|(n, _)| dm_used && !shown(n));
-        if let Some((name, acct)) = dm_disk {
-            let kept = (StatsKept::All, "");
-            disks.push(disk_report(name, &acct.snapshot(end), elapsed, kept));
+        for (i, (name, acct)) in self.dm_disk.iter().enumerate() {
+            let used = self.replay.is_some()
+                || self
+                    .threads
+                    .iter()
+                    .any(|t| self.bio_layers[t.layers as usize].dm == Some(i as u16));
+            if used && !shown(name) {
+                let kept = (StatsKept::All, "");
+                disks.push(disk_report(name, &acct.snapshot(end), elapsed, kept));
+            }
         }
         for l in &self.layers {
             disks.push(disk_report(

@@ -25,7 +25,7 @@ pub(in crate::machine::stack) fn build_programs(
     for p in &sc.pmem {
         p.validate().map_err(cfg_err)?;
     }
-    if let Some(d) = &sc.dm {
+    for d in &sc.dm {
         d.validate().map_err(cfg_err)?;
     }
     let paths = sc.costs.resolve(profile).map_err(cfg_err)?;
@@ -71,7 +71,7 @@ pub(in crate::machine::stack) fn build_programs(
 /// The device path of each accounting instance, for naming its lines.
 fn inst_paths(sc: &Scenario, acct_index: &BTreeMap<String, u8>) -> Vec<(u8, String)> {
     let mut v = Vec::new();
-    if let Some(d) = &sc.dm {
+    for d in &sc.dm {
         if let Some(&i) = acct_index.get(&d.name) {
             v.push((i, d.dev_path()));
         }
