@@ -125,8 +125,12 @@ pub fn generate(seed: u64, index: u64, opts: &GenOptions) -> String {
     if sync {
         gen_sync(&mut rng, &mut t);
     } else {
-        let devices = gen_async(&mut rng, &mut t);
-        let plan = draw_faults(seed, index, &devices);
+        // Layers over layers come from a stream of their own, so that
+        // every draw of the rest of the scenario stays as it was.
+        let mut nest = component_rng(seed, &format!("swarm/{index}/nesting"));
+        let (devices, layers) = gen_async(&mut rng, &mut nest, &mut t);
+        let mut plan = draw_faults(seed, index, &devices);
+        layer_faults(seed, index, &layers, &mut plan);
         t.insert_str(header_end, &format!("{FAULTS_PREFIX}{plan}\n"));
     }
     t
@@ -159,6 +163,25 @@ pub fn draw_faults(seed: u64, index: u64, devices: &[String]) -> FaultPlan {
         }
     }
     plan
+}
+
+/// With a stream of its own (`swarm/<index>/layer_faults`), sometimes a
+/// plan aimed at one nested layer's upward edge instead: I/O errors only
+/// (a layer's edge takes no delay), so every invariant must still hold.
+fn layer_faults(seed: u64, index: u64, layers: &[String], plan: &mut FaultPlan) {
+    if layers.is_empty() {
+        return;
+    }
+    let mut rng = component_rng(seed, &format!("swarm/{index}/layer_faults"));
+    if !rng.random_bool(0.4) {
+        return;
+    }
+    *plan = FaultPlan {
+        seed: plan.seed,
+        fail_ppm: rng.random_range(1..=2_000),
+        device: blocksim_models::devices::faults::DevName::new(pick::<String>(&mut rng, layers)),
+        ..FaultPlan::default()
+    };
 }
 
 /// The fault plan a scenario's text names (`# faults: ...`), if any.
@@ -225,6 +248,8 @@ enum Kind {
     Md,
     Bcache,
     Dm,
+    /// A `[[passthrough]]` layer.
+    Layer,
 }
 
 /// A block device of the async machine, as the generator knows it.
@@ -286,9 +311,14 @@ fn gen_time(rng: &mut ComponentRng, t: &mut String, key: &str, lo: u32, hi: u32,
 }
 
 /// Draws a graph (leaves, md raid10, bcache, dm-linear, a filesystem) and
-/// libaio jobs on any of its devices. Returns the names of the
-/// devices the machine calls (the edges faults can sit on).
-fn gen_async(rng: &mut ComponentRng, t: &mut String) -> Vec<String> {
+/// libaio jobs on any of its devices, then, from `nest`, layers over
+/// layers ([`gen_nesting`]). Returns the names of the devices the machine
+/// calls and of the nested layers (the edges faults can sit on).
+fn gen_async(
+    rng: &mut ComponentRng,
+    nest: &mut ComponentRng,
+    t: &mut String,
+) -> (Vec<String>, Vec<String>) {
     let ncpu = gen_async_machine(rng, t);
     let mut devs: Vec<Dev> = Vec::new();
     let n_ssd = rng.random_range(0..=3u32);
@@ -328,8 +358,60 @@ fn gen_async(rng: &mut ComponentRng, t: &mut String) -> Vec<String> {
         gen_async_job(rng, t, i, &target, fs.as_ref(), ncpu);
     }
     gen_async_variants(rng, t);
+    let layers = gen_nesting(nest, t, &targets, ncpu, n_jobs);
     let called = devs.iter().filter(|d| !d.in_array);
-    called.map(|d| d.name.clone()).collect()
+    (called.map(|d| d.name.clone()).collect(), layers)
+}
+
+/// Layers over layers: a chain of 1 to 4 stacking layers
+/// (`[[passthrough]]` and `[[dm]]`, drawn level by level) over an SSD, a
+/// disk or md that no layer or filesystem holds, and a job on its top.
+/// Returns the chain's names.
+fn gen_nesting(
+    rng: &mut ComponentRng,
+    t: &mut String,
+    targets: &[Dev],
+    ncpu: u32,
+    job_index: u32,
+) -> Vec<String> {
+    let held = |d: &Dev| {
+        [
+            format!("cache = {}\n", q(&d.name)),
+            format!("backing = {}\n", q(&d.name)),
+            format!("device = {}\n", q(&d.name)),
+            format!("device = {}\n", q(&format!("/dev/{}", d.name))),
+        ]
+        .iter()
+        .any(|claim| t.contains(claim.as_str()))
+    };
+    let bases: Vec<&Dev> = targets
+        .iter()
+        .filter(|d| matches!(d.kind, Kind::Ssd | Kind::Hdd | Kind::Md) && !held(d))
+        .collect();
+    if bases.is_empty() || !rng.random_bool(0.5) {
+        return Vec::new();
+    }
+    let mut top = (*pick(rng, &bases)).clone();
+    let mut names = Vec::new();
+    for level in 0..rng.random_range(1..=4u32) {
+        let device = top.path(rng);
+        top = if rng.random_bool(0.5) {
+            let name = format!("pt{level}");
+            let _ = writeln!(t, "\n[[passthrough]]\nname = {}\ndevice = {}", q(&name), q(&device));
+            Dev::new(&name, Kind::Layer, top.bytes)
+        } else {
+            let name = format!("lin{level}");
+            let _ = writeln!(t, "\n[[dm]]\nname = {}\ndevice = {}", q(&name), q(&device));
+            let _ = writeln!(t, "accounting = {}", q(*pick(rng, DM_ACCOUNTING)));
+            for key in ["submit_ns", "clone_ns", "map_ns", "endio_ns"] {
+                let _ = writeln!(t, "{key} = {}", rng.random_range(0..=200u32));
+            }
+            Dev::new(&name, Kind::Dm, top.bytes)
+        };
+        names.push(top.name.clone());
+    }
+    gen_async_job(rng, t, job_index, &top, None, ncpu);
+    names
 }
 
 /// `[cpu]`, the IRQ CPU and `[ahci]`; returns the logical CPUs.
@@ -647,7 +729,7 @@ fn gen_dm(rng: &mut ComponentRng, t: &mut String, targets: &[Dev]) -> Option<Dev
         return None;
     }
     let under = pick(rng, targets).clone();
-    t.push_str("\n[dm]\nname = \"linear\"\ntarget = \"linear\"\n");
+    t.push_str("\n[[dm]]\nname = \"linear\"\ntarget = \"linear\"\n");
     let path = format!("/dev/{}", under.name);
     let _ = writeln!(t, "device = {}", q(&path));
     let _ = writeln!(t, "accounting = {}", q(*pick(rng, DM_ACCOUNTING)));
@@ -907,7 +989,7 @@ fn gen_sync_devices(rng: &mut ComponentRng, t: &mut String) -> (Vec<String>, Vec
     }
     if rng.random_bool(0.5) {
         let under = rng.random_range(0..n_pmem as usize);
-        t.push_str("\n[dm]\nname = \"linear\"\ntarget = \"linear\"\n");
+        t.push_str("\n[[dm]]\nname = \"linear\"\ntarget = \"linear\"\n");
         let _ = writeln!(t, "device = {}", q(&files[under]));
         let _ = writeln!(t, "accounting = {}", q(*pick(rng, DM_ACCOUNTING)));
         let _ = writeln!(
@@ -1491,16 +1573,27 @@ pub const LITTLES_LAW: &str =
     "little's law: device in-flight gauge = throughput x mean latency (edges accounted)";
 
 /// The stack device a job's I/O enters (after the filesystem mapping),
-/// below dm-linear (which remaps each bio to one bio of its device).
+/// below the layers that remap each bio to one bio of the device under
+/// them (dm-linear, passthrough), through any depth (bounded: the graph
+/// is acyclic and at most `LAYER_DEPTH_MAX` layers deep).
 fn job_device(sc: &Scenario, job: &JobConfig) -> String {
-    let dm = sc.dm.iter().find(|d| d.dev_path() == job.filename);
-    match (&sc.filesystem, dm) {
-        (Some(fs), _) if fs.holds(&job.filename) => fs.device.clone(),
-        (_, Some(dm)) => {
-            dm.device.trim_start_matches("/dev/").to_string()
-        }
-        _ => job.filename.trim_start_matches("/dev/").to_string(),
+    if let Some(fs) = sc.filesystem.as_ref().filter(|fs| fs.holds(&job.filename)) {
+        return fs.device.clone();
     }
+    let mut at = blocksim_models::devices::device::device_name(&job.filename).to_string();
+    for _ in 0..=blocksim_models::machine::graph::LAYER_DEPTH_MAX {
+        let below = sc
+            .dm
+            .iter()
+            .find(|d| d.name == at)
+            .map(|d| &d.device)
+            .or_else(|| sc.passthrough.iter().find(|p| p.name == at).map(|p| &p.device));
+        match below {
+            Some(b) => at = blocksim_models::devices::device::device_name(b).to_string(),
+            None => break,
+        }
+    }
+    at
 }
 
 /// Every job I/O reaches its device exactly once: for devices only jobs

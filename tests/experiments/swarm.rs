@@ -417,7 +417,11 @@ fn generated_graphs_nest_layers_and_draw_faults() {
     for want in [
         "interface = \"nvme\"",
         "[[pmem]]",
-        "\n[dm]\n",
+        "\n[[dm]]\nname = \"linear\"",
+        "\n[[passthrough]]\n",
+        "device = \"/dev/mapper/lin",
+        "@pt",
+        "@lin",
         "device = \"/dev/bcache0\"",
         "device = \"/dev/md0\"",
         "members = [\"ssd",

@@ -213,6 +213,8 @@ impl LayerCx {
                 self.worker.push((sym, ns));
             }
             WorkCtx::Completion => {
+                // (The machine carries it out off its common path.)
+                self.background = true;
                 let n = self.completion_len as usize;
                 assert!(
                     n < COMPLETION_WORK_MAX,
@@ -233,7 +235,7 @@ impl LayerCx {
     }
 
     /// Whether the call issued a request of the layer's own or did
-    /// kernel-worker work.
+    /// kernel-worker or completion work.
     pub fn has_background(&self) -> bool {
         self.background
     }

@@ -303,7 +303,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
     pub(super) fn irq_done(&mut self, d: usize, q: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
         self.completing_cpu = self.handler_cpu(d, q);
-        self.completing_ctx = self.ctxs.swapper;
         let retiring = std::mem::take(&mut self.devs[d].port.hw[q].retiring);
         for &tag in &retiring {
             let owner = self.devs[d].port.hw[q].release_tag(tag);
@@ -365,6 +364,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
             self.obs_devs_done(d, now);
         }
         let mut done = std::mem::take(&mut self.scratch_done);
+        // (Inside an interrupt handler's delivery, that handler's CPU and
+        // context come back afterwards.)
+        let outer = (self.completing_cpu, self.completing_ctx);
         for tag in &done {
             self.devs[d].records.complete(tag.tag().0, now);
             let (q, t) = self.devs[d].port.split_tag(tag.tag().0);
@@ -378,6 +380,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             }
             self.deliver(owner, Below(d), now, ctx);
         }
+        (self.completing_cpu, self.completing_ctx) = outer;
         done.clear();
         self.scratch_done = done;
     }

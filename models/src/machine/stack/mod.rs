@@ -595,8 +595,9 @@ pub struct AsyncStack<const OBS: bool = false> {
     /// submitter's for an inline device): where layers' end-of-I/O
     /// accounting runs.
     completing_cpu: usize,
-    /// The context that completion runs in (the handler's, or the
-    /// submitter's over a device that completes inline).
+    /// The context that completion runs in: the handlers' (`swapper`),
+    /// or the submitter's while a device that completes inline delivers
+    /// (`complete_inline` sets it and puts back what it found).
     completing_ctx: ContextId,
     /// Jobs that run as programs (psync on pmem or dm-linear over it).
     programs: Option<Box<program::Programs>>,

@@ -284,22 +284,28 @@ impl<const OBS: bool> AsyncStack<OBS> {
             self.lcx.submitter_work().is_empty(),
             "a completion has no submitter to charge"
         );
-        if !self.lcx.completion_work().is_empty() {
-            self.charge_completion_work(owner.root, now);
-        }
         if !self.lcx.has_background() && self.lcx.completed().len() <= 1 {
             // The common case: at most one completion upward, nothing else.
             let up = self.lcx.completed().first().copied();
             self.lcx.clear();
             if let Some(up) = up {
+                // (A layer whose accounting ran in the middle of a stack,
+                // dm's, does completion work: it takes the path below.)
+                debug_assert!(!self.layer_acct_open.contains_key(&acct_key(l, up.0)));
                 self.deliver_up(up, l, now, ctx);
             }
             return;
+        }
+        if !self.lcx.completion_work().is_empty() {
+            self.charge_completion_work(owner.root, now);
         }
         let mut cx = std::mem::take(&mut self.lcx);
         self.carry_out(l, &cx, now, ctx);
         for i in 0..cx.completed().len() {
             let up = cx.completed()[i];
+            if !self.layer_acct_open.is_empty() {
+                self.middle_acct_end(l, up.0, now);
+            }
             self.deliver_up(up, l, now, ctx);
         }
         cx.clear();
@@ -345,9 +351,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
         now: SimTime,
         ctx: &mut Ctx<'_, Ev>,
     ) {
-        if !self.layer_acct_open.is_empty() {
-            self.middle_acct_end(l, up, now);
-        }
         let io = match up.owner() {
             Owner::Job(io) => io,
             o @ Owner::PageCache { .. } => return self.pc_delivered(o, failed, ctx),
