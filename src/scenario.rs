@@ -837,8 +837,7 @@ fn check_ranges(
     let lines: Vec<String> = problems
         .iter()
         .map(|p| {
-            let option = p.option();
-            let indexed = format!("{}.{}.{}", p.section, p.index, p.key);
+            let (option, indexed) = (p.option(), p.indexed_option());
             let set = sets
                 .iter()
                 .rev()
@@ -847,7 +846,7 @@ fn check_ranges(
                 return format!("--set {s}: {p}");
             }
             let line = text.and_then(|t| {
-                let header = *check::header_lines(t, p.section).get(p.index)?;
+                let header = check::table_header(t, p.section, p.index)?;
                 check::key_line(t, header, p.key).or(Some(header))
             });
             match line {
@@ -970,9 +969,13 @@ pub fn locate_run_error(
 }
 
 /// The last section a message names (`[[hdd]] "sdb": rpm = 0`,
-/// `[ahci] ncq_tags must ...`): (section, table name, key).
+/// `[ahci] ncq_tags must ...`): (section, table name, key). A section named
+/// without a table name takes the name of an earlier mention of its
+/// section or parent section (`[bcache] "bcache1": [bcache.populate] ...`,
+/// one of several bcache sets).
 fn section_ref(msg: &str) -> Option<(String, Option<String>, Option<String>)> {
-    let mut best = None;
+    let mut best: Option<(String, &str)> = None;
+    let mut names: Vec<(String, String)> = Vec::new();
     for (i, _) in msg.match_indices('[') {
         if msg[..i].ends_with('[') {
             continue;
@@ -984,17 +987,18 @@ fn section_ref(msg: &str) -> Option<(String, Option<String>, Option<String>)> {
         };
         let base = kind.split('.').next().unwrap_or("");
         if SECTION_NAMES.contains(&base) && base != "job" {
+            if let Some(n) = table_name(after) {
+                names.push((base.to_string(), n));
+            }
             best = Some((kind.to_string(), after));
         }
     }
     let (kind, after) = best?;
-    let after = after.split('[').next().unwrap_or(after);
-    let name = after
-        .trim_start()
-        .split(':')
-        .next()
-        .map(|n| n.trim().trim_matches('"').to_string())
-        .filter(|n| !n.is_empty() && !n.contains(' '));
+    let base = kind.split('.').next().unwrap_or("");
+    let name = table_name(after).or_else(|| {
+        let earlier = names.iter().rev().find(|(b, _)| b == base);
+        earlier.map(|(_, n)| n.clone())
+    });
     let words: Vec<&str> = after.split_whitespace().collect();
     let key = words
         .windows(2)
@@ -1005,12 +1009,35 @@ fn section_ref(msg: &str) -> Option<(String, Option<String>, Option<String>)> {
     Some((kind, name, key))
 }
 
+/// The table name after a section's mention (`"sdb"` in `[[hdd]] "sdb":`).
+fn table_name(after: &str) -> Option<String> {
+    let after = after.split('[').next().unwrap_or(after);
+    after
+        .trim_start()
+        .split(':')
+        .next()
+        .map(|n| n.trim().trim_matches('"').to_string())
+        .filter(|n| !n.is_empty() && !n.contains(' '))
+}
+
+/// The `--set` path of `key` in table `index` of section `kind`
+/// (`hdd.1.rpm`; `bcache.1.populate.length` for a sub-table).
+fn indexed_set_path(kind: &str, index: usize, key: &str) -> String {
+    match kind.split_once('.') {
+        Some((section, sub)) => format!("{section}.{index}.{sub}.{key}"),
+        None => format!("{kind}.{index}.{key}"),
+    }
+}
+
 /// Where a machine-build error about a section comes from: the `--set`
 /// that gave its key, or the file line of the key (or of the section).
+/// Of several tables, the one the message names (a sub-table's by its
+/// parent's name).
 fn locate_section_error(path: &Path, sets: &[String], msg: &str) -> Option<String> {
     let (kind, name, key) = section_ref(msg)?;
     let text = read_text(path).ok()?;
-    let headers = check::header_lines(&text, &kind);
+    let parent = kind.split('.').next().unwrap_or(&kind);
+    let headers = check::header_lines(&text, parent);
     let named = |&h: &usize| {
         let line = check::key_line(&text, h, "name")?;
         let v = text.lines().nth(line - 1)?.split_once('=')?.1;
@@ -1018,11 +1045,11 @@ fn locate_section_error(path: &Path, sets: &[String], msg: &str) -> Option<Strin
     };
     let index = match &name {
         Some(n) if headers.len() > 1 => headers.iter().position(|h| named(h).as_deref() == Some(n)),
-        _ => (!headers.is_empty()).then_some(0),
+        _ => Some(0),
     };
     if let Some(k) = &key {
         let option = format!("{kind}.{k}");
-        let indexed = index.map(|i| format!("{kind}.{i}.{k}"));
+        let indexed = index.map(|i| indexed_set_path(&kind, i, k));
         let set = sets.iter().rev().find(|s| {
             split_set(s).is_ok_and(|(x, _)| x == option || Some(x) == indexed.as_deref())
         });
@@ -1039,7 +1066,7 @@ fn locate_section_error(path: &Path, sets: &[String], msg: &str) -> Option<Strin
     {
         return Some(format!("--set {s}"));
     }
-    let h = *headers.get(index?)?;
+    let h = check::table_header(&text, &kind, index?)?;
     let line = key.and_then(|k| check::key_line(&text, h, &k)).unwrap_or(h);
     Some(format!("{}:{line}", path.display()))
 }

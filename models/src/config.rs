@@ -67,8 +67,10 @@ pub struct ScenarioT<J> {
     pub costs: crate::cpu::costs::CostsConfig,
     #[serde(default)]
     pub filesystem: Option<crate::workload::fs::FsConfig>,
-    #[serde(default)]
-    pub bcache: Option<crate::layers::bcache::BcacheConfig>,
+    /// `[[bcache]]`, one table per cache set; the single table `[bcache]`
+    /// is read as one set (and a single set is written back that way).
+    #[serde(default, deserialize_with = "one_or_many", serialize_with = "one_or_many_ser")]
+    pub bcache: Vec<crate::layers::bcache::BcacheConfig>,
     #[serde(default)]
     pub ahci: Option<crate::machine::ahci::AhciConfig>,
     #[serde(default)]
@@ -93,6 +95,41 @@ pub struct ScenarioT<J> {
     pub jobs: Vec<J>,
     #[serde(default, rename = "variant")]
     pub variants: Vec<VariantConfig>,
+}
+
+/// A section written as an array of tables (`[[bcache]]`) or as a single
+/// table (`[bcache]`, one element). The table is handed to `T` as it is,
+/// so its errors (an unknown field, a bad value) keep their wording.
+fn one_or_many<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+    struct V<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for V<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a table or an array of tables")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, a: A) -> Result<Vec<T>, A::Error> {
+            Vec::deserialize(SeqAccessDeserializer::new(a))
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, a: A) -> Result<Vec<T>, A::Error> {
+            T::deserialize(MapAccessDeserializer::new(a)).map(|t| vec![t])
+        }
+    }
+    d.deserialize_any(V(std::marker::PhantomData))
+}
+
+/// [`one_or_many`]'s inverse: none as nothing, one as its table (what the
+/// `Option` the section was before wrote), several as an array.
+fn one_or_many_ser<S: serde::Serializer, T: Serialize>(v: &[T], s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        [] => s.serialize_none(),
+        [one] => s.serialize_some(one),
+        many => s.collect_seq(many),
+    }
 }
 
 /// A scenario as read from a file: jobs are raw fio option maps.
@@ -157,7 +194,7 @@ impl<J> ScenarioT<J> {
             || self.hdd.iter().any(|d| d.name == bare)
             || self.generic.iter().any(|d| d.name == bare)
             || self.raid10.iter().any(|d| d.name == bare)
-            || self.bcache.as_ref().is_some_and(|b| b.name == bare)
+            || self.bcache.iter().any(|b| b.name == bare)
             || self.passthrough.iter().any(|p| p.name == bare)
     }
 

@@ -2,7 +2,7 @@
 //! sits on, and a bottom-up order to assemble them in.
 //!
 //! Each device section names the devices below it: `[[raid10]] members`,
-//! `[bcache] cache` and `backing`, `[dm] device`, `[[passthrough]] device`,
+//! `[[bcache]] cache` and `backing` (each set), `[dm] device`, `[[passthrough]] device`,
 //! `[filesystem] device`.
 //! [`Graph::of`] collects them into [`Node`]s, rejects names used twice,
 //! names that point nowhere, cycles, a stack more than [`LAYER_DEPTH_MAX`]
@@ -73,7 +73,9 @@ impl Kind {
     }
 
     /// Whether the section is an array of tables (`[[ssd]]`) rather than a
-    /// single table (`[bcache]`).
+    /// single table (`[dm]`). `[[bcache]]` is both: one set may be written
+    /// `[bcache]`, so its messages say `[bcache] "NAME"` either way (the
+    /// name tells the sets apart, the index locates the table).
     pub fn is_array(self) -> bool {
         matches!(
             self,
@@ -175,9 +177,9 @@ fn collect<J>(sc: &ScenarioT<J>) -> Vec<Node> {
         let below = r.members.iter().map(|m| ("members", m.clone())).collect();
         v.push(node(&r.name, Kind::Raid10, i, below));
     }
-    if let Some(b) = &sc.bcache {
+    for (i, b) in sc.bcache.iter().enumerate() {
         let below = vec![("cache", b.cache.clone()), ("backing", b.backing.clone())];
-        v.push(node(&b.name, Kind::Bcache, 0, below));
+        v.push(node(&b.name, Kind::Bcache, i, below));
     }
     if let Some(d) = &sc.dm {
         let below = vec![("device", device_name(&d.device).to_string())];
