@@ -104,8 +104,10 @@ fn parse_set_value(v: &str) -> toml::Value {
     }
 }
 
-/// Applies `path.to.key = value` to a TOML table. Arrays of tables (`job`)
-/// take the override in every element, or in one with `job.N.key`.
+/// Applies `path.to.key = value` to a TOML table. Arrays of tables (`job`,
+/// `ssd`, `bcache`) take the override in every element, or in one with
+/// `job.N.key` (N from 0, in file order). A single `[bcache]` table is
+/// set `bcache.key` as it is, or `bcache.0.key` as the one set it is.
 pub fn apply_set(table: &mut toml::Table, path: &str, value: toml::Value) -> Result<()> {
     let parts: Vec<&str> = path.split('.').collect();
     if parts.iter().any(|p| p.is_empty()) {
@@ -161,6 +163,13 @@ pub fn apply_set(table: &mut toml::Table, path: &str, value: toml::Value) -> Res
             .map(|s| format!(" (did you mean `{s}`?)"))
             .unwrap_or_else(|| format!("; sections: {}", SECTION_NAMES.join(", ")));
         bail!("--set {path}: unknown section `{}`{hint}", parts[0]);
+    }
+    if check::ONE_OR_MANY.contains(&parts[0])
+        && parts.get(1).is_some_and(|p| p.parse::<usize>().is_ok())
+    {
+        if let Some(one) = table.get_mut(parts[0]).filter(|v| v.is_table()) {
+            *one = toml::Value::Array(vec![one.clone()]);
+        }
     }
     let mut root = toml::Value::Table(std::mem::take(table));
     let r = walk(&mut root, &parts, &value, path);
@@ -1057,13 +1066,13 @@ fn locate_section_error(path: &Path, sets: &[String], msg: &str) -> Option<Strin
             return Some(format!("--set {s}"));
         }
     }
-    // No key named: a --set into the section is the likely cause.
+    // No key named: a --set into the section (or into this table of it,
+    // `bcache.1.populate.`) is the likely cause.
     let prefix = format!("{kind}.");
-    if let Some(s) = sets
-        .iter()
-        .rev()
-        .find(|s| key.is_none() && s.starts_with(&prefix))
-    {
+    let indexed = index.map(|i| indexed_set_path(&kind, i, ""));
+    let into =
+        |s: &str| s.starts_with(&prefix) || indexed.as_deref().is_some_and(|p| s.starts_with(p));
+    if let Some(s) = sets.iter().rev().find(|s| key.is_none() && into(s)) {
         return Some(format!("--set {s}"));
     }
     let h = check::table_header(&text, &kind, index?)?;

@@ -69,7 +69,11 @@ pub struct ScenarioT<J> {
     pub filesystem: Option<crate::workload::fs::FsConfig>,
     /// `[[bcache]]`, one table per cache set; the single table `[bcache]`
     /// is read as one set (and a single set is written back that way).
-    #[serde(default, deserialize_with = "one_or_many", serialize_with = "one_or_many_ser")]
+    #[serde(
+        default,
+        deserialize_with = "one_or_many",
+        serialize_with = "one_or_many_ser"
+    )]
     pub bcache: Vec<crate::layers::bcache::BcacheConfig>,
     #[serde(default)]
     pub ahci: Option<crate::machine::ahci::AhciConfig>,

@@ -51,7 +51,7 @@ const SECTIONS: &[(&str, bool, Check)] = &[
 ];
 
 /// Array sections that may also be written as a single table (one element).
-const ONE_OR_MANY: &[&str] = &["bcache"];
+pub(crate) const ONE_OR_MANY: &[&str] = &["bcache"];
 
 /// `[costs.paths]`: every path name one the stacks run, every step valid.
 fn check_paths(text: &str) -> Result<(), toml::de::Error> {
@@ -416,8 +416,13 @@ pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem
                     continue;
                 };
                 let full = format!("{name}.{key}");
+                // Of one set of several: `[bcache.populate] of [[bcache]] "bcache1"`.
+                let section = match *array {
+                    true => format!("[{full}] of {}", at.section),
+                    false => format!("[{full}]"),
+                };
                 let at = Where {
-                    section: format!("[{full}]"),
+                    section,
                     sub: true,
                     header: text.and_then(|x| table_header(x, &full, i)),
                     ..at.clone()
