@@ -226,3 +226,45 @@ impl<J> ScenarioT<J> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "[simulation]\n[cpu]\nclock_mhz = 1000\n[[job]]\n";
+
+    fn parse(bcache: &str) -> Result<ScenarioFile, toml::de::Error> {
+        toml::from_str(&format!("{BASE}{bcache}"))
+    }
+
+    #[test]
+    fn bcache_is_one_table_or_an_array_of_sets() {
+        let set = "name = \"bcache0\"\ncache = \"a\"\nbacking = \"b\"\n";
+        let one = parse(&format!("[bcache]\n{set}")).unwrap();
+        let array = parse(&format!("[[bcache]]\n{set}")).unwrap();
+        assert_eq!(one.bcache, array.bcache);
+        assert_eq!(one.bcache.len(), 1);
+        assert!(parse("").unwrap().bcache.is_empty());
+        let two = parse(&format!(
+            "[[bcache]]\n{set}[bcache.populate]\nlength = \"1m\"\nextent_size = \"4k\"\n\
+             [[bcache]]\n{}",
+            set.replace("bcache0", "bcache1")
+        ))
+        .unwrap();
+        let names: Vec<&str> = two.bcache.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(names, ["bcache0", "bcache1"]);
+        assert!(two.bcache[0].populate.is_some() && two.bcache[1].populate.is_none());
+        // One set is written back as the one table it was (sweeps hash the
+        // scenario as written out); none as nothing, several as an array.
+        let written = |s: &ScenarioFile| toml::Value::try_from(s).unwrap().get("bcache").cloned();
+        assert!(written(&one).is_some_and(|v| v.is_table()));
+        assert!(written(&parse("").unwrap()).is_none());
+        let many = written(&two).and_then(|v| v.as_array().map(Vec::len));
+        assert_eq!(many, Some(2));
+        // A table's own errors keep their wording in either form.
+        for form in ["[bcache]", "[[bcache]]"] {
+            let e = parse(&format!("{form}\n{set}cache_mod = 1\n")).unwrap_err();
+            assert!(e.message().contains("unknown field `cache_mod`"), "{e}");
+        }
+    }
+}

@@ -568,6 +568,31 @@ mod tests {
     }
 
     #[test]
+    fn bcache_sets_are_nodes_by_index_and_claim_their_devices_once() {
+        let sets = "[[hdd]]\nname = \"a\"\n[[hdd]]\nname = \"b\"\n\
+                    [[hdd]]\nname = \"c\"\n[[hdd]]\nname = \"d\"\n\
+                    [[bcache]]\nname = \"bcache0\"\ncache = \"a\"\nbacking = \"b\"\n\
+                    [bcache.populate]\nlength = \"0\"\nextent_size = \"4k\"\n\
+                    [[bcache]]\nname = \"bcache1\"\ncache = \"c\"\nbacking = \"d\"\n";
+        let sc = scenario(sets);
+        assert!(sc.bcache[0].populate.is_some() && sc.bcache[1].populate.is_none());
+        let g = Graph::of(&sc).unwrap();
+        assert_eq!(g.node("bcache0").unwrap().index, 0);
+        assert_eq!(g.node("bcache1").unwrap().index, 1);
+        assert_eq!(g.node("bcache1").unwrap().kind, Kind::Bcache);
+        // The second set on the first one's cache: refused at the second.
+        let e = Graph::of(&scenario(&sets.replace("cache = \"c\"", "cache = \"a\""))).unwrap_err();
+        assert_eq!((e.section, e.index, e.key), ("bcache", 1, Some("cache")));
+        assert_eq!(e.other.as_deref(), Some(&("bcache", 0, "cache")));
+        assert!(
+            e.to_string().starts_with(
+                "[bcache] \"bcache1\": cache = \"a\" is already claimed by [bcache] \"bcache0\""
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn cycles_are_rejected_with_their_path() {
         let sc = scenario(&format!(
             "[[hdd]]\nname = \"a\"\n\
