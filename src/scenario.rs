@@ -104,8 +104,10 @@ fn parse_set_value(v: &str) -> toml::Value {
     }
 }
 
-/// Applies `path.to.key = value` to a TOML table. Arrays of tables (`job`)
-/// take the override in every element, or in one with `job.N.key`.
+/// Applies `path.to.key = value` to a TOML table. Arrays of tables (`job`,
+/// `ssd`, `bcache`) take the override in every element, or in one with
+/// `job.N.key` (N from 0, in file order). A single `[bcache]` table is
+/// set `bcache.key` as it is, or `bcache.0.key` as the one set it is.
 pub fn apply_set(table: &mut toml::Table, path: &str, value: toml::Value) -> Result<()> {
     let parts: Vec<&str> = path.split('.').collect();
     if parts.iter().any(|p| p.is_empty()) {
@@ -161,6 +163,13 @@ pub fn apply_set(table: &mut toml::Table, path: &str, value: toml::Value) -> Res
             .map(|s| format!(" (did you mean `{s}`?)"))
             .unwrap_or_else(|| format!("; sections: {}", SECTION_NAMES.join(", ")));
         bail!("--set {path}: unknown section `{}`{hint}", parts[0]);
+    }
+    if check::ONE_OR_MANY.contains(&parts[0])
+        && parts.get(1).is_some_and(|p| p.parse::<usize>().is_ok())
+    {
+        if let Some(one) = table.get_mut(parts[0]).filter(|v| v.is_table()) {
+            *one = toml::Value::Array(vec![one.clone()]);
+        }
     }
     let mut root = toml::Value::Table(std::mem::take(table));
     let r = walk(&mut root, &parts, &value, path);
@@ -837,8 +846,7 @@ fn check_ranges(
     let lines: Vec<String> = problems
         .iter()
         .map(|p| {
-            let option = p.option();
-            let indexed = format!("{}.{}.{}", p.section, p.index, p.key);
+            let (option, indexed) = (p.option(), p.indexed_option());
             let set = sets
                 .iter()
                 .rev()
@@ -847,7 +855,7 @@ fn check_ranges(
                 return format!("--set {s}: {p}");
             }
             let line = text.and_then(|t| {
-                let header = *check::header_lines(t, p.section).get(p.index)?;
+                let header = check::table_header(t, p.section, p.index)?;
                 check::key_line(t, header, p.key).or(Some(header))
             });
             match line {
@@ -970,9 +978,13 @@ pub fn locate_run_error(
 }
 
 /// The last section a message names (`[[hdd]] "sdb": rpm = 0`,
-/// `[ahci] ncq_tags must ...`): (section, table name, key).
+/// `[ahci] ncq_tags must ...`): (section, table name, key). A section named
+/// without a table name takes the name of an earlier mention of its
+/// section or parent section (`[bcache] "bcache1": [bcache.populate] ...`,
+/// one of several bcache sets).
 fn section_ref(msg: &str) -> Option<(String, Option<String>, Option<String>)> {
-    let mut best = None;
+    let mut best: Option<(String, &str)> = None;
+    let mut names: Vec<(String, String)> = Vec::new();
     for (i, _) in msg.match_indices('[') {
         if msg[..i].ends_with('[') {
             continue;
@@ -984,17 +996,18 @@ fn section_ref(msg: &str) -> Option<(String, Option<String>, Option<String>)> {
         };
         let base = kind.split('.').next().unwrap_or("");
         if SECTION_NAMES.contains(&base) && base != "job" {
+            if let Some(n) = table_name(after) {
+                names.push((base.to_string(), n));
+            }
             best = Some((kind.to_string(), after));
         }
     }
     let (kind, after) = best?;
-    let after = after.split('[').next().unwrap_or(after);
-    let name = after
-        .trim_start()
-        .split(':')
-        .next()
-        .map(|n| n.trim().trim_matches('"').to_string())
-        .filter(|n| !n.is_empty() && !n.contains(' '));
+    let base = kind.split('.').next().unwrap_or("");
+    let name = table_name(after).or_else(|| {
+        let earlier = names.iter().rev().find(|(b, _)| b == base);
+        earlier.map(|(_, n)| n.clone())
+    });
     let words: Vec<&str> = after.split_whitespace().collect();
     let key = words
         .windows(2)
@@ -1005,12 +1018,35 @@ fn section_ref(msg: &str) -> Option<(String, Option<String>, Option<String>)> {
     Some((kind, name, key))
 }
 
+/// The table name after a section's mention (`"sdb"` in `[[hdd]] "sdb":`).
+fn table_name(after: &str) -> Option<String> {
+    let after = after.split('[').next().unwrap_or(after);
+    after
+        .trim_start()
+        .split(':')
+        .next()
+        .map(|n| n.trim().trim_matches('"').to_string())
+        .filter(|n| !n.is_empty() && !n.contains(' '))
+}
+
+/// The `--set` path of `key` in table `index` of section `kind`
+/// (`hdd.1.rpm`; `bcache.1.populate.length` for a sub-table).
+fn indexed_set_path(kind: &str, index: usize, key: &str) -> String {
+    match kind.split_once('.') {
+        Some((section, sub)) => format!("{section}.{index}.{sub}.{key}"),
+        None => format!("{kind}.{index}.{key}"),
+    }
+}
+
 /// Where a machine-build error about a section comes from: the `--set`
 /// that gave its key, or the file line of the key (or of the section).
+/// Of several tables, the one the message names (a sub-table's by its
+/// parent's name).
 fn locate_section_error(path: &Path, sets: &[String], msg: &str) -> Option<String> {
     let (kind, name, key) = section_ref(msg)?;
     let text = read_text(path).ok()?;
-    let headers = check::header_lines(&text, &kind);
+    let parent = kind.split('.').next().unwrap_or(&kind);
+    let headers = check::header_lines(&text, parent);
     let named = |&h: &usize| {
         let line = check::key_line(&text, h, "name")?;
         let v = text.lines().nth(line - 1)?.split_once('=')?.1;
@@ -1018,11 +1054,11 @@ fn locate_section_error(path: &Path, sets: &[String], msg: &str) -> Option<Strin
     };
     let index = match &name {
         Some(n) if headers.len() > 1 => headers.iter().position(|h| named(h).as_deref() == Some(n)),
-        _ => (!headers.is_empty()).then_some(0),
+        _ => Some(0),
     };
     if let Some(k) = &key {
         let option = format!("{kind}.{k}");
-        let indexed = index.map(|i| format!("{kind}.{i}.{k}"));
+        let indexed = index.map(|i| indexed_set_path(&kind, i, k));
         let set = sets.iter().rev().find(|s| {
             split_set(s).is_ok_and(|(x, _)| x == option || Some(x) == indexed.as_deref())
         });
@@ -1030,16 +1066,16 @@ fn locate_section_error(path: &Path, sets: &[String], msg: &str) -> Option<Strin
             return Some(format!("--set {s}"));
         }
     }
-    // No key named: a --set into the section is the likely cause.
+    // No key named: a --set into the section (or into this table of it,
+    // `bcache.1.populate.`) is the likely cause.
     let prefix = format!("{kind}.");
-    if let Some(s) = sets
-        .iter()
-        .rev()
-        .find(|s| key.is_none() && s.starts_with(&prefix))
-    {
+    let indexed = index.map(|i| indexed_set_path(&kind, i, ""));
+    let into =
+        |s: &str| s.starts_with(&prefix) || indexed.as_deref().is_some_and(|p| s.starts_with(p));
+    if let Some(s) = sets.iter().rev().find(|s| key.is_none() && into(s)) {
         return Some(format!("--set {s}"));
     }
-    let h = *headers.get(index?)?;
+    let h = check::table_header(&text, &kind, index?)?;
     let line = key.and_then(|k| check::key_line(&text, h, &k)).unwrap_or(h);
     Some(format!("{}:{line}", path.display()))
 }

@@ -1623,16 +1623,14 @@ fn check_device_counts(sc: &Scenario, r: &RunReport) -> Result<(), Violation> {
     };
     let got =
         |name: &str| disk(name).map(|d| [d.read_ios + d.read_merges, d.write_ios + d.write_merges]);
-    let (bc_name, cache, backing) = match &sc.bcache {
-        Some(b) => (
-            b.name.clone(),
-            Some(b.cache.clone()),
-            Some(b.backing.clone()),
-        ),
-        None => (String::new(), None, None),
+    // Each bcache set's devices are checked by its own rule below.
+    let in_a_set = |dev: &str| {
+        sc.bcache
+            .iter()
+            .any(|b| dev == b.name || dev == b.cache || dev == b.backing)
     };
     for (dev, want) in &per_dev {
-        if *dev == bc_name || Some(dev) == cache.as_ref() || Some(dev) == backing.as_ref() {
+        if in_a_set(dev) {
             continue;
         }
         if let Some(have) = got(dev) {
@@ -1644,11 +1642,12 @@ fn check_device_counts(sc: &Scenario, r: &RunReport) -> Result<(), Violation> {
             }
         }
     }
-    if let (Some(cache), Some(backing)) = (cache, backing) {
+    for b in &sc.bcache {
+        let (bc_name, cache, backing) = (&b.name, &b.cache, &b.backing);
         let direct = |n: &str| per_dev.get(n).copied().unwrap_or_default();
-        let via = per_dev.get(&bc_name).copied().unwrap_or_default();
-        if let (Some(c), Some(b)) = (got(&cache), got(&backing)) {
-            let (dc, db) = (direct(&cache), direct(&backing));
+        let via = direct(bc_name);
+        if let (Some(c), Some(b)) = (got(cache), got(backing)) {
+            let (dc, db) = (direct(cache), direct(backing));
             let reads = c[0] + b[0];
             let want_reads = via[0] + dc[0] + db[0];
             let want_backing_writes = via[1] + db[1];

@@ -67,8 +67,14 @@ pub struct ScenarioT<J> {
     pub costs: crate::cpu::costs::CostsConfig,
     #[serde(default)]
     pub filesystem: Option<crate::workload::fs::FsConfig>,
-    #[serde(default)]
-    pub bcache: Option<crate::layers::bcache::BcacheConfig>,
+    /// `[[bcache]]`, one table per cache set; the single table `[bcache]`
+    /// is read as one set (and a single set is written back that way).
+    #[serde(
+        default,
+        deserialize_with = "one_or_many",
+        serialize_with = "one_or_many_ser"
+    )]
+    pub bcache: Vec<crate::layers::bcache::BcacheConfig>,
     #[serde(default)]
     pub ahci: Option<crate::machine::ahci::AhciConfig>,
     #[serde(default)]
@@ -84,7 +90,11 @@ pub struct ScenarioT<J> {
     #[serde(default)]
     pub pmem: Vec<crate::devices::pmem::PmemConfig>,
     /// `[[dm]]`, one table per dm device (`[dm]`, a single table, is one).
-    #[serde(default, deserialize_with = "one_or_many")]
+    #[serde(
+        default,
+        deserialize_with = "one_or_many",
+        serialize_with = "one_or_many_ser"
+    )]
     pub dm: Vec<crate::layers::dm::DmConfig>,
     #[serde(default)]
     pub pagecache: Option<crate::layers::pagecache::PageCacheConfig>,
@@ -96,27 +106,39 @@ pub struct ScenarioT<J> {
     pub variants: Vec<VariantConfig>,
 }
 
-/// A section written either as one table (`[dm]`) or as an array of
-/// tables (`[[dm]]`): a list either way.
-pub fn one_or_many<'de, D, T>(de: D) -> Result<Vec<T>, D::Error>
+/// A section written as an array of tables (`[[bcache]]`) or as a single
+/// table (`[bcache]`, one element). The table is handed to `T` as it is,
+/// so its errors (an unknown field, a bad value) keep their wording.
+fn one_or_many<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: Deserialize<'de>,
 {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum OneOrMany<T> {
-        Many(Vec<T>),
-        One(T),
+    use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+    struct V<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for V<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a table or an array of tables")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, a: A) -> Result<Vec<T>, A::Error> {
+            Vec::deserialize(SeqAccessDeserializer::new(a))
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, a: A) -> Result<Vec<T>, A::Error> {
+            T::deserialize(MapAccessDeserializer::new(a)).map(|t| vec![t])
+        }
     }
-    // Untagged: deserialize into an owned value first, then each shape;
-    // the error of a malformed table is the table's own (the root package
-    // checks each section apart first, with its line).
-    let v = OneOrMany::<T>::deserialize(de)?;
-    Ok(match v {
-        OneOrMany::Many(v) => v,
-        OneOrMany::One(t) => vec![t],
-    })
+    d.deserialize_any(V(std::marker::PhantomData))
+}
+
+/// [`one_or_many`]'s inverse: none as nothing, one as its table (what the
+/// `Option` the section was before wrote), several as an array.
+fn one_or_many_ser<S: serde::Serializer, T: Serialize>(v: &[T], s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        [] => s.serialize_none(),
+        [one] => s.serialize_some(one),
+        many => s.collect_seq(many),
+    }
 }
 
 /// A scenario as read from a file: jobs are raw fio option maps.
@@ -181,7 +203,7 @@ impl<J> ScenarioT<J> {
             || self.hdd.iter().any(|d| d.name == bare)
             || self.generic.iter().any(|d| d.name == bare)
             || self.raid10.iter().any(|d| d.name == bare)
-            || self.bcache.as_ref().is_some_and(|b| b.name == bare)
+            || self.bcache.iter().any(|b| b.name == bare)
             || self.passthrough.iter().any(|p| p.name == bare)
     }
 
@@ -206,6 +228,48 @@ impl<J> ScenarioT<J> {
             passthrough: self.passthrough,
             jobs,
             variants: self.variants,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "[simulation]\n[cpu]\nclock_mhz = 1000\n[[job]]\n";
+
+    fn parse(bcache: &str) -> Result<ScenarioFile, toml::de::Error> {
+        toml::from_str(&format!("{BASE}{bcache}"))
+    }
+
+    #[test]
+    fn bcache_is_one_table_or_an_array_of_sets() {
+        let set = "name = \"bcache0\"\ncache = \"a\"\nbacking = \"b\"\n";
+        let one = parse(&format!("[bcache]\n{set}")).unwrap();
+        let array = parse(&format!("[[bcache]]\n{set}")).unwrap();
+        assert_eq!(one.bcache, array.bcache);
+        assert_eq!(one.bcache.len(), 1);
+        assert!(parse("").unwrap().bcache.is_empty());
+        let two = parse(&format!(
+            "[[bcache]]\n{set}[bcache.populate]\nlength = \"1m\"\nextent_size = \"4k\"\n\
+             [[bcache]]\n{}",
+            set.replace("bcache0", "bcache1")
+        ))
+        .unwrap();
+        let names: Vec<&str> = two.bcache.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(names, ["bcache0", "bcache1"]);
+        assert!(two.bcache[0].populate.is_some() && two.bcache[1].populate.is_none());
+        // One set is written back as the one table it was (sweeps hash the
+        // scenario as written out); none as nothing, several as an array.
+        let written = |s: &ScenarioFile| toml::Value::try_from(s).unwrap().get("bcache").cloned();
+        assert!(written(&one).is_some_and(|v| v.is_table()));
+        assert!(written(&parse("").unwrap()).is_none());
+        let many = written(&two).and_then(|v| v.as_array().map(Vec::len));
+        assert_eq!(many, Some(2));
+        // A table's own errors keep their wording in either form.
+        for form in ["[bcache]", "[[bcache]]"] {
+            let e = parse(&format!("{form}\n{set}cache_mod = 1\n")).unwrap_err();
+            assert!(e.message().contains("unknown field `cache_mod`"), "{e}");
         }
     }
 }

@@ -29,7 +29,9 @@ fn check<T: DeserializeOwned>(text: &str) -> Result<(), toml::de::Error> {
 }
 
 /// Sections checked on their own: (name, array of tables, check).
-/// `[bcache.populate]` is checked apart from `[bcache]`.
+/// `[bcache.populate]` is checked apart from `[bcache]`. `bcache` and `dm`
+/// are arrays of tables that may also be written as one table (one set,
+/// one dm device): [`ONE_OR_MANY`].
 const SECTIONS: &[(&str, bool, Check)] = &[
     ("simulation", false, check::<SimulationConfig>),
     ("cpu", false, check::<CpuConfig>),
@@ -43,15 +45,14 @@ const SECTIONS: &[(&str, bool, Check)] = &[
     ("raid10", true, check::<Raid10Config>),
     ("coherence", false, check::<CoherenceConfig>),
     ("pmem", true, check::<PmemConfig>),
-    ("dm", true, check::<DmConfig>),
+    ("dm", false, check::<DmConfig>),
     ("pagecache", false, check::<PageCacheConfig>),
     ("passthrough", true, check::<PassthroughConfig>),
     ("variant", true, check::<VariantConfig>),
 ];
 
-/// Array sections that may also be written as one table (`[dm]` for a
-/// scenario's one dm device, as before `[[dm]]`).
-const ONE_TABLE_TOO: &[&str] = &["dm"];
+/// Array sections that may also be written as a single table (one element).
+pub(crate) const ONE_OR_MANY: &[&str] = &["bcache", "dm"];
 
 /// `[costs.paths]`: every path name one the stacks run, every step valid.
 fn check_paths(text: &str) -> Result<(), toml::de::Error> {
@@ -315,6 +316,26 @@ pub(super) fn header_lines(text: &str, name: &str) -> Vec<usize> {
         .collect()
 }
 
+/// The header line of table `index` of `section` (`ssd`, `bcache`), or of
+/// the sub-table `section` = `parent.sub` (`bcache.populate`) of parent
+/// table `index`: the first `[parent.sub]` after that parent's header and
+/// before the next one's (TOML gives a sub-table written after a
+/// `[[bcache]]` to that last element). A single `[bcache]` owns the one
+/// `[bcache.populate]`, wherever it is written.
+pub(super) fn table_header(text: &str, section: &str, index: usize) -> Option<usize> {
+    let Some((parent, _)) = section.split_once('.') else {
+        return header_lines(text, section).get(index).copied();
+    };
+    let subs = header_lines(text, section);
+    let parents = header_lines(text, parent);
+    if parents.len() <= 1 {
+        return subs.first().copied().filter(|_| index == 0);
+    }
+    let start = *parents.get(index)?;
+    let end = parents.get(index + 1).copied().unwrap_or(usize::MAX);
+    subs.into_iter().find(|&h| h > start && h < end)
+}
+
 /// The line of `key = ...` in the section whose header is on `header`.
 pub(super) fn key_line(text: &str, header: usize, key: &str) -> Option<usize> {
     key_line_col(text, header, key).map(|(l, _)| l)
@@ -366,14 +387,13 @@ pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem
         let Some(value) = table.get(*name) else {
             continue;
         };
+        let array = &(*array || (ONE_OR_MANY.contains(name) && value.is_array()));
         let headers = text.map(|t| header_lines(t, name)).unwrap_or_default();
-        let (items, array): (Vec<&toml::Value>, bool) = match (array, value) {
-            (true, toml::Value::Array(a)) => (a.iter().collect(), true),
-            // `[dm]`: an array section written as its one table.
-            (true, v @ toml::Value::Table(_)) if ONE_TABLE_TOO.contains(name) => (vec![v], false),
+        let items: Vec<&toml::Value> = match (array, value) {
+            (true, toml::Value::Array(a)) => a.iter().collect(),
             // Not the right shape: the whole-scenario error says so.
             (true, _) => continue,
-            (false, v) => (vec![v], false),
+            (false, v) => vec![v],
         };
         for (i, item) in items.into_iter().enumerate() {
             let Some(t) = item.as_table() else { continue };
@@ -381,7 +401,7 @@ pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem
                 kind: name,
                 sub: false,
                 index: i,
-                section: label(name, array, t, i),
+                section: label(name, *array, t, i),
                 header: headers.get(i).copied(),
                 text,
             };
@@ -397,10 +417,15 @@ pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem
                     continue;
                 };
                 let full = format!("{name}.{key}");
+                // Of one set of several: `[bcache.populate] of [[bcache]] "bcache1"`.
+                let section = match *array {
+                    true => format!("[{full}] of {}", at.section),
+                    false => format!("[{full}]"),
+                };
                 let at = Where {
-                    section: format!("[{full}]"),
+                    section,
                     sub: true,
-                    header: text.and_then(|x| header_lines(x, &full).first().copied()),
+                    header: text.and_then(|x| table_header(x, &full, i)),
                     ..at.clone()
                 };
                 push_problems(&mut out, chk, &sub, &at);

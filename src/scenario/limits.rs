@@ -60,11 +60,23 @@ impl OutOfRange {
     pub fn option(&self) -> String {
         format!("{}.{}", self.section, self.key)
     }
+
+    /// The `--set` path of the key in this element of its array
+    /// (`ssd.1.capacity`, `bcache.1.populate.length`).
+    pub fn indexed_option(&self) -> String {
+        match self.section.split_once('.') {
+            Some((section, sub)) => format!("{section}.{}.{sub}.{}", self.index, self.key),
+            None => format!("{}.{}.{}", self.section, self.index, self.key),
+        }
+    }
 }
 
 impl std::fmt::Display for OutOfRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let who = match &self.name {
+            // A bcache set (or its populate table): `[bcache] "bcache1"`,
+            // as the device graph names it.
+            Some(n) if self.section.starts_with("bcache") => format!("[bcache] {n:?}: "),
             Some(n) => format!("[[{}]] {n:?}: ", self.section),
             None => String::new(),
         };
@@ -270,9 +282,23 @@ fn ssds_and_hdds(file: &ScenarioFile, out: &mut Vec<OutOfRange>) {
     }
 }
 
+/// Each `[[bcache]]` set's ranges; with several, each problem names its
+/// set (one set's messages are as they were with the single `[bcache]`).
 fn bcache(file: &ScenarioFile, out: &mut Vec<OutOfRange>) {
-    let Some(b) = &file.bcache else { return };
-    let mut a = at(out, "bcache", 0, None);
+    let several = file.bcache.len() > 1;
+    for (i, b) in file.bcache.iter().enumerate() {
+        bcache_set(file, b, i, several.then_some(b.name.as_str()), out);
+    }
+}
+
+fn bcache_set(
+    file: &ScenarioFile,
+    b: &blocksim_models::layers::bcache::BcacheConfig,
+    index: usize,
+    name: Option<&str>,
+    out: &mut Vec<OutOfRange>,
+) {
+    let mut a = at(out, "bcache", index, name);
     // bcache's B+tree nodes are whole sectors, at most 256 KiB
     // [src: bcache btree_bytes(), BKEY_PAD / bch_btree_node_alloc].
     a.bytes("btree_node_size", b.btree_node_size.0, 512, 256 << 10, 512);
@@ -323,7 +349,7 @@ fn bcache(file: &ScenarioFile, out: &mut Vec<OutOfRange>) {
         }
     }
     if let Some(p) = &b.populate {
-        let mut a = at(out, "bcache.populate", 0, None);
+        let mut a = at(out, "bcache.populate", index, name);
         a.bytes("offset", p.offset.0, 0, DEVICE_BYTES_MAX, 512);
         if let Some(length) = p.length.bytes() {
             a.bytes("length", length, 0, DEVICE_BYTES_MAX, 512);

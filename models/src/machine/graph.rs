@@ -2,7 +2,7 @@
 //! sits on, and a bottom-up order to assemble them in.
 //!
 //! Each device section names the devices below it: `[[raid10]] members`,
-//! `[bcache] cache` and `backing`, `[dm] device`, `[[passthrough]] device`,
+//! `[[bcache]] cache` and `backing` (each set), `[dm] device`, `[[passthrough]] device`,
 //! `[filesystem] device`.
 //! [`Graph::of`] collects them into [`Node`]s, rejects names used twice,
 //! names that point nowhere, cycles, a stack more than [`LAYER_DEPTH_MAX`]
@@ -73,8 +73,10 @@ impl Kind {
     }
 
     /// Whether the section is an array of tables (`[[ssd]]`) rather than a
-    /// single table (`[bcache]`; `[dm]`, which may also be written
-    /// `[[dm]]`, is labelled `[dm]` with its name either way).
+    /// single table. `[[bcache]]` and `[[dm]]` are both: one set or device
+    /// may be written `[bcache]` or `[dm]`, so their messages say
+    /// `[bcache] "NAME"` / `[dm] "NAME"` either way (the name tells them
+    /// apart, the index locates the table).
     pub fn is_array(self) -> bool {
         matches!(
             self,
@@ -176,9 +178,9 @@ fn collect<J>(sc: &ScenarioT<J>) -> Vec<Node> {
         let below = r.members.iter().map(|m| ("members", m.clone())).collect();
         v.push(node(&r.name, Kind::Raid10, i, below));
     }
-    if let Some(b) = &sc.bcache {
+    for (i, b) in sc.bcache.iter().enumerate() {
         let below = vec![("cache", b.cache.clone()), ("backing", b.backing.clone())];
-        v.push(node(&b.name, Kind::Bcache, 0, below));
+        v.push(node(&b.name, Kind::Bcache, i, below));
     }
     for (i, d) in sc.dm.iter().enumerate() {
         let below = vec![("device", device_name(&d.device).to_string())];
@@ -580,6 +582,31 @@ mod tests {
         let e = Graph::of(&sc).unwrap_err();
         assert_eq!((e.section, e.index), ("raid10", 0));
         assert!(e.msg.contains("already used by [hdd] #2"), "{e}");
+    }
+
+    #[test]
+    fn bcache_sets_are_nodes_by_index_and_claim_their_devices_once() {
+        let sets = "[[hdd]]\nname = \"a\"\n[[hdd]]\nname = \"b\"\n\
+                    [[hdd]]\nname = \"c\"\n[[hdd]]\nname = \"d\"\n\
+                    [[bcache]]\nname = \"bcache0\"\ncache = \"a\"\nbacking = \"b\"\n\
+                    [bcache.populate]\nlength = \"0\"\nextent_size = \"4k\"\n\
+                    [[bcache]]\nname = \"bcache1\"\ncache = \"c\"\nbacking = \"d\"\n";
+        let sc = scenario(sets);
+        assert!(sc.bcache[0].populate.is_some() && sc.bcache[1].populate.is_none());
+        let g = Graph::of(&sc).unwrap();
+        assert_eq!(g.node("bcache0").unwrap().index, 0);
+        assert_eq!(g.node("bcache1").unwrap().index, 1);
+        assert_eq!(g.node("bcache1").unwrap().kind, Kind::Bcache);
+        // The second set on the first one's cache: refused at the second.
+        let e = Graph::of(&scenario(&sets.replace("cache = \"c\"", "cache = \"a\""))).unwrap_err();
+        assert_eq!((e.section, e.index, e.key), ("bcache", 1, Some("cache")));
+        assert_eq!(e.other.as_deref(), Some(&("bcache", 0, "cache")));
+        assert!(
+            e.to_string().starts_with(
+                "[bcache] \"bcache1\": cache = \"a\" is already claimed by [bcache] \"bcache0\""
+            ),
+            "{e}"
+        );
     }
 
     #[test]

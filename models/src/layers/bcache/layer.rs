@@ -65,6 +65,8 @@ pub struct BcacheLayer {
     syms: BcacheSyms,
     /// Hits and misses per sample interval, for the report.
     hit_series: HitSeries,
+    /// One of several sets: its report tables carry its name.
+    labelled: bool,
 }
 
 fn token(kind: u32, payload: u32) -> u32 {
@@ -87,7 +89,15 @@ impl BcacheLayer {
             failed_parents: std::collections::BTreeSet::new(),
             syms,
             hit_series: HitSeries::default(),
+            labelled: false,
         }
+    }
+
+    /// The layer as one of several sets (`several`): its tables are
+    /// labelled with its name (one set's report is as it always was).
+    pub fn labelled(mut self, several: bool) -> BcacheLayer {
+        self.labelled = several;
+        self
     }
 
     /// Cache hits and misses so far.
@@ -309,11 +319,13 @@ impl Layer for BcacheLayer {
         self.hit_series.sample(now_ns, self.bc.hits, self.bc.misses);
     }
 
-    /// The hit ratio over time, then the metrics table.
+    /// The hit ratio over time, then the metrics table; labelled with the
+    /// set's name when it is one of several.
     fn report_tables(&self, cx: &dyn ReportCx) -> Vec<Table> {
-        let metrics = super::report::metrics_table(self.bc.metrics(), CACHE as usize, cx);
+        let set = self.labelled.then_some(self.bc.cfg.name.as_str());
+        let metrics = super::report::metrics_table(self.bc.metrics(), CACHE as usize, cx, set);
         self.hit_series
-            .table()
+            .table(set)
             .into_iter()
             .chain([metrics])
             .collect()

@@ -22,15 +22,17 @@ impl HitSeries {
         self.rows.push((now_ns, dh, dm));
     }
 
-    /// The "bcache hit ratio over time" table; `None` before any sample.
-    pub fn table(&self) -> Option<Table> {
+    /// The "bcache hit ratio over time" table (of `set`, one of several:
+    /// "bcache hit ratio over time: bcache1"); `None` before any sample.
+    pub fn table(&self, set: Option<&str>) -> Option<Table> {
         if self.rows.is_empty() {
             return None;
         }
-        let mut t = Table::new(
-            "bcache hit ratio over time",
-            &["time_s", "hits", "misses", "hit_ratio_pct"],
-        );
+        let title = match set {
+            Some(name) => format!("bcache hit ratio over time: {name}"),
+            None => "bcache hit ratio over time".to_string(),
+        };
+        let mut t = Table::new(&title, &["time_s", "hits", "misses", "hit_ratio_pct"]);
         for &(ns, h, m) in &self.rows {
             let total = h + m;
             let ratio = if total == 0 {
@@ -52,12 +54,26 @@ impl HitSeries {
 
 /// The "metrics" table: bcache's counters of the measurement (`rows`), the
 /// cache device's (below index `cache`) writes and reads, and the latency
-/// percentiles of all jobs per direction with I/O.
-pub fn metrics_table(mut rows: Vec<(String, Cell)>, cache: usize, cx: &dyn ReportCx) -> Table {
+/// percentiles of all jobs per direction with I/O. The table of `set`, one
+/// of several, has the set's own rows only, each named `set:name` (as a
+/// job's metrics are `job:name` when a run has several jobs).
+pub fn metrics_table(
+    mut rows: Vec<(String, Cell)>,
+    cache: usize,
+    cx: &dyn ReportCx,
+    set: Option<&str>,
+) -> Table {
     let mut t = Table::new("metrics", &["name", "value"]);
     let disk = cx.disk_below(cache);
     rows.push(("cache_write_ios".into(), Cell::Int(disk.ios[1] as i64)));
     rows.push(("cache_read_ios".into(), Cell::Int(disk.ios[0] as i64)));
+    if let Some(set) = set {
+        for (n, v) in rows {
+            t.push_row(vec![Cell::Text(format!("{set}:{n}")), v])
+                .expect("row shape");
+        }
+        return t;
+    }
     for (d, dir) in ["read", "write"].iter().enumerate() {
         let clat = cx.jobs_clat(d);
         // A direction without I/O gets no rows (its zeros would read as
@@ -85,7 +101,7 @@ mod tests {
     #[test]
     fn a_hit_series_keeps_each_intervals_hits_and_misses() {
         let mut s = HitSeries::default();
-        assert!(s.table().is_none(), "no table before a sample");
+        assert!(s.table(None).is_none(), "no table before a sample");
         s.sample(1_000_000_000, 3, 1);
         s.sample(2_000_000_000, 3, 1);
         s.sample(3_000_000_000, 10, 1);
@@ -97,8 +113,10 @@ mod tests {
                 (3_000_000_000, 7, 0)
             ]
         );
-        let t = s.table().expect("sampled");
+        let t = s.table(None).expect("sampled");
         assert_eq!(t.title, "bcache hit ratio over time");
         assert_eq!(t.rows.len(), 3);
+        let t = s.table(Some("bcache1")).expect("sampled");
+        assert_eq!(t.title, "bcache hit ratio over time: bcache1");
     }
 }

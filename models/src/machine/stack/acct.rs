@@ -336,7 +336,7 @@ pub(super) fn wanted(sc: &Scenario) -> Result<Vec<Wanted>, ModelError> {
     for p in sc.pmem.iter().filter(|p| p.iostat) {
         add(&p.name, Some(&p.accounting), false)?;
     }
-    if let Some(b) = &sc.bcache {
+    for b in &sc.bcache {
         add(&b.name, b.accounting.as_ref(), false)?;
     }
     Ok(v)

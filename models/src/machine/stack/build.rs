@@ -598,10 +598,7 @@ fn build_layers(
     let dm_layers = dm_layers(input.graph);
     for node in input.graph.bottom_up() {
         let layer = match node.kind {
-            Kind::Bcache => {
-                let cfg = input.sc.bcache.as_ref().expect("graph node from [bcache]");
-                build_bcache(input, &b, cfg, profile)?
-            }
+            Kind::Bcache => build_bcache(input, &b, &input.sc.bcache[node.index], profile)?,
             Kind::Passthrough => build_passthrough(&b, &input.sc.passthrough[node.index])?,
             Kind::DmLinear if dm_layers.contains(&node.name) => {
                 build_dm(input, &b, &input.sc.dm[node.index], profile)?
@@ -733,7 +730,9 @@ fn build_passthrough(
     )))
 }
 
-/// bcache over its cache and backing devices (or layers).
+/// bcache over its cache and backing devices (or layers). With several
+/// sets, each error names its set (`[bcache] "bcache1": ...`) and the set's
+/// report tables are labelled with its name.
 fn build_bcache(
     input: &LayersInput<'_>,
     built: &Built<'_>,
@@ -741,18 +740,20 @@ fn build_bcache(
     profile: &mut CpuProfile,
 ) -> Result<Box<dyn Layer>, ModelError> {
     let sc = input.sc;
+    let several = sc.bcache.len() > 1;
+    let err = |msg: String| cfg_err(bcache_error(several.then_some(&b.name), msg));
     let cache = *built
         .targets
         .get(&b.cache)
-        .ok_or_else(|| cfg_err(not_a_queue("cache", &b.cache)))?;
+        .ok_or_else(|| err(not_a_queue("cache", &b.cache)))?;
     let backing = *built
         .targets
         .get(&b.backing)
-        .ok_or_else(|| cfg_err(not_a_queue("backing", &b.backing)))?;
+        .ok_or_else(|| err(not_a_queue("backing", &b.backing)))?;
     if cache == backing {
-        return Err(cfg_err("[bcache] cache and backing must differ"));
+        return Err(err("[bcache] cache and backing must differ".into()));
     }
-    b.check_backing(&built.limits(backing)).map_err(cfg_err)?;
+    b.check_backing(&built.limits(backing)).map_err(err)?;
     let backing_sectors = built.capacity(backing);
     let mut bc = crate::layers::bcache::Bcache::new(
         b.clone(),
@@ -761,8 +762,8 @@ fn build_bcache(
         sc.costs.btree.clone(),
         sc.simulation.seed,
     )
-    .map_err(cfg_err)?;
-    bc.populate().map_err(cfg_err)?;
+    .map_err(err)?;
+    bc.populate().map_err(err)?;
     bc.register_symbols(profile);
     // Its counters restart with the job statistics after ramp_time.
     bc.set_measure_start(sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0));
@@ -771,12 +772,22 @@ fn build_bcache(
         search_leaf: input.syms.search_leaf,
         btree_insert: input.syms.btree_insert,
     };
-    Ok(Box::new(crate::layers::bcache::layer::BcacheLayer::new(
+    let layer = crate::layers::bcache::layer::BcacheLayer::new(
         bc,
         &b.cache,
         (&b.backing, backing_sectors),
         syms,
-    )))
+    );
+    Ok(Box::new(layer.labelled(several)))
+}
+
+/// A bcache error as it is with one set; with several (`set` given),
+/// led by the set's name: `[bcache] "bcache1": cache_mode = ...`,
+/// `[bcache] "bcache1": [bcache.populate] length ...`.
+fn bcache_error(set: Option<&String>, msg: String) -> String {
+    let Some(name) = set else { return msg };
+    let rest = msg.strip_prefix("[bcache] ").unwrap_or(&msg);
+    format!("[bcache] {name:?}: {rest}")
 }
 
 /// The accounting design instances, with each device's and layer's index.
