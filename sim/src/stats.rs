@@ -522,7 +522,10 @@ mod tests {
         let check = |ours: &LatencyHistogram, theirs: &Histogram<u64>| {
             let h = ours.histogram();
             assert!(h == theirs, "counts, total, min or max differ");
-            assert_eq!((h.min(), h.max(), h.len()), (theirs.min(), theirs.max(), theirs.len()));
+            assert_eq!(
+                (h.min(), h.max(), h.len()),
+                (theirs.min(), theirs.max(), theirs.len())
+            );
             assert_eq!(h.mean().to_bits(), theirs.mean().to_bits());
             assert_eq!(h.stdev().to_bits(), theirs.stdev().to_bits());
             for q in [0.0, 0.5, 0.9, 0.99, 0.999, 1.0] {
@@ -533,7 +536,11 @@ mod tests {
             for _ in 0..5000 {
                 // Log-uniform over 0 .. 2^44, past LATENCY_NS_MAX.
                 let bits = rng.random_range(0..45u32);
-                let v = if bits == 0 { 0 } else { rng.random_range(0..1u64 << bits) };
+                let v = if bits == 0 {
+                    0
+                } else {
+                    rng.random_range(0..1u64 << bits)
+                };
                 ours.record(v);
                 theirs.record(v.clamp(1, LATENCY_NS_MAX)).unwrap();
             }

@@ -148,7 +148,13 @@ impl Path {
     /// Charges `n` runs of this path in one step (the same profile as `n`
     /// calls of [`Path::charge`]), returns their time.
     #[inline]
-    pub fn charge_n(&self, profile: &mut CpuProfile, cpu: usize, context: ContextId, n: u64) -> u64 {
+    pub fn charge_n(
+        &self,
+        profile: &mut CpuProfile,
+        cpu: usize,
+        context: ContextId,
+        n: u64,
+    ) -> u64 {
         profile.charge_steps_n(cpu, context, &self.steps, n);
         self.total_ns * n
     }

@@ -17,7 +17,13 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// the profile, the group's CPU times and the returned ns are the sums
     /// of `n` single runs (integer sums, so the same figures).
     #[inline(always)]
-    fn run_job_path_n(&mut self, cpu: usize, group: usize, path: JobPath, n: u64) -> u64 {
+    pub(super) fn run_job_path_n(
+        &mut self,
+        cpu: usize,
+        group: usize,
+        path: JobPath,
+        n: u64,
+    ) -> u64 {
         let p = match path {
             JobPath::Single(id) => path_of(&self.paths, id),
             JobPath::Submit(i) => &self.paths.submit_bundles[i],
