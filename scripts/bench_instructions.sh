@@ -7,14 +7,15 @@
 # runs at 1g and prints simulated I/Os per wall-second (median of REPEAT).
 #
 # Usage: scripts/bench_instructions.sh [REPEAT]   (default 3)
-# Needs: cargo, valgrind. The instruction count does not depend on the
+# Needs: cargo, valgrind, bc. The instruction count does not depend on the
 # machine's load; the wall-clock figure does: run it on an idle machine.
+# Honours CARGO_TARGET_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEAT=${1:-3}
 SC=scenarios/corsair_nova.toml
 cargo build --release --bin sim >/dev/null 2>&1 || cargo build --release --bin sim
-SIM=target/release/sim
+SIM=${CARGO_TARGET_DIR:-target}/release/sim
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
