@@ -18,8 +18,10 @@ pub trait Model {
 pub struct Ctx<'a, E> {
     now: SimTime,
     queue: &'a mut EventQueue<E>,
-    stop_requested: &'a mut bool,
-    overflow: &'a mut Option<QueueFull>,
+    /// Held here, not behind a reference: the loop tests it after every
+    /// event (one load, not two).
+    stop_requested: bool,
+    overflow: Option<QueueFull>,
 }
 
 impl<E: Copy> Ctx<'_, E> {
@@ -43,14 +45,14 @@ impl<E: Copy> Ctx<'_, E> {
             self.now
         );
         if let Err(e) = self.queue.push(at, event) {
-            *self.overflow = Some(e);
-            *self.stop_requested = true;
+            self.overflow = Some(e);
+            self.stop_requested = true;
         }
     }
 
     /// Ends the run after the current event.
     pub fn stop(&mut self) {
-        *self.stop_requested = true;
+        self.stop_requested = true;
     }
 
     /// Number of pending events (for invariant checks and diagnostics).
@@ -138,16 +140,14 @@ impl<M: Model> Simulation<M> {
     /// Runs until the model stops, the queue drains, the next event would be
     /// after `until`, or `max_events` events have been handled.
     pub fn run(&mut self, until: SimTime, max_events: u64) -> Result<RunSummary, SimError> {
-        let mut stop = false;
-        let mut overflow = None;
         let mut handled = 0u64;
         // One context for the whole loop (the model and the queue are
         // disjoint fields); only its time changes per event.
         let mut ctx = Ctx {
             now: self.now,
             queue: &mut self.queue,
-            stop_requested: &mut stop,
-            overflow: &mut overflow,
+            stop_requested: false,
+            overflow: None,
         };
         let reason = loop {
             if handled >= max_events {
@@ -171,13 +171,13 @@ impl<M: Model> Simulation<M> {
             ctx.now = t;
             self.model.handle(event, &mut ctx);
             handled += 1;
-            if *ctx.stop_requested {
+            if ctx.stop_requested {
                 break StopReason::Requested;
             }
         };
         self.now = ctx.now;
         self.events_processed += handled;
-        if let Some(e) = overflow {
+        if let Some(e) = ctx.overflow {
             return Err(e.into());
         }
         Ok(RunSummary {

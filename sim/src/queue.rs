@@ -6,11 +6,19 @@
 
 use crate::time::SimTime;
 
-/// One pending event. The key packs (time, sequence) into a `u128`, so a
-/// comparison is a single integer compare.
+/// One pending event of the heap. The key packs (time, sequence) into a
+/// `u128`, so a comparison is a single integer compare.
 #[derive(Clone, Copy, Debug)]
 struct Entry<E> {
     key: u128,
+    event: E,
+}
+
+/// One pending event of the sorted array: no sequence number, since the
+/// array's order among equal times is the insertion order itself.
+#[derive(Clone, Copy, Debug)]
+struct Slot<E> {
+    time: u64,
     event: E,
 }
 
@@ -22,22 +30,29 @@ fn key_of(time: u64, seq: u64) -> u128 {
 
 /// A bounded-growth priority queue of events of type `E`.
 ///
-/// Storage is one `Vec`, reused across the run: after warm-up, scheduling and
-/// popping allocate nothing. While few events are pending (a closed-loop
-/// stack keeps about five) they are kept sorted, latest first, so a pop is a
-/// `Vec::pop` and a push a short scan from the end; past [`SORTED_MAX`] the
-/// same `Vec` becomes a 4-ary implicit heap (a sorted ascending array is
-/// already one), and it returns to sorted order once it drains below
-/// [`SORTED_BACK`].
+/// Storage is two `Vec`s, reused across the run: after warm-up, scheduling
+/// and popping allocate nothing. While few events are pending (a
+/// closed-loop stack keeps about five) they are kept in `sorted`, latest
+/// first, so a pop is a `Vec::pop` and a push a short scan from the end; an
+/// event there needs no sequence number (a new event goes after every
+/// pending one of the same time), so an entry is a time and an event, moved
+/// in one 16-byte word for a small event. Past [`SORTED_MAX`] the events
+/// move to `heap`, a 4-ary implicit heap keyed by (time, sequence), each
+/// numbered in the order it would have popped; they return to `sorted` once
+/// the heap drains below [`SORTED_BACK`].
 #[derive(Debug, Clone)]
 pub struct EventQueue<E> {
-    /// The pending events: sorted by descending key when `sorted` (the
-    /// earliest last), else a 4-ary min-heap.
-    rest: Vec<Entry<E>>,
-    sorted: bool,
+    /// The pending events while not in heap mode, by descending time, the
+    /// earliest last (and among equal times the first pushed last).
+    sorted: Vec<Slot<E>>,
+    /// The pending events in heap mode (`sorted` is then empty): a 4-ary
+    /// min-heap.
+    heap: Vec<Entry<E>>,
+    heap_mode: bool,
     /// `min(SORTED_MAX, capacity_max)`: below it a push needs no bound
     /// check and stays sorted.
     sorted_len_max: usize,
+    /// The next heap sequence number; every heap entry's is below it.
     sequence_next: u64,
     capacity_max: usize,
 }
@@ -50,7 +65,7 @@ pub struct QueueFull {
 }
 
 const ARITY: usize = 4;
-/// Largest sorted `rest`; one more push turns it into a heap.
+/// Largest sorted queue; one more push turns it into a heap.
 pub const SORTED_MAX: usize = 32;
 /// A heap that drains to this many events is sorted again (the gap to
 /// [`SORTED_MAX`] keeps a queue hovering at one size from switching back and
@@ -60,63 +75,47 @@ pub const SORTED_BACK: usize = 8;
 impl<E: Copy> EventQueue<E> {
     /// A queue that may hold at most `capacity_max` pending events.
     pub fn with_bound(capacity_max: usize) -> Self {
+        let sorted_len_max = SORTED_MAX.min(capacity_max);
         EventQueue {
-            rest: Vec::with_capacity(capacity_max.min(1 << 16)),
-            sorted: true,
-            sorted_len_max: SORTED_MAX.min(capacity_max),
+            sorted: Vec::with_capacity(sorted_len_max),
+            heap: Vec::new(),
+            heap_mode: false,
+            sorted_len_max,
             sequence_next: 0,
             capacity_max,
         }
     }
 
     pub fn len(&self) -> usize {
-        self.rest.len()
+        self.sorted.len() + self.heap.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rest.is_empty()
-    }
-
-    /// Number of events ever pushed.
-    pub fn pushed_count(&self) -> u64 {
-        self.sequence_next
-    }
-
-    #[inline]
-    fn rest_min(&self) -> Option<&Entry<E>> {
-        if self.sorted {
-            self.rest.last()
-        } else {
-            self.rest.first()
-        }
+        self.len() == 0
     }
 
     /// Time of the earliest pending event.
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.rest_min().map(|e| SimTime((e.key >> 64) as u64))
+        if self.heap_mode {
+            self.heap.first().map(|e| SimTime((e.key >> 64) as u64))
+        } else {
+            self.sorted.last().map(|e| SimTime(e.time))
+        }
     }
 
     /// Schedules `event` at `time`. The common case (a sorted queue below
     /// both `SORTED_MAX` and the bound) is inlined into the caller; the
     /// heap, and the bound check, are out of line.
     ///
-    /// The entry is built where it is stored, from registers: an `Entry`
-    /// built once and handed to both paths lives on the stack, and reading
-    /// it back as 16-byte words after 8-byte stores stalls store
-    /// forwarding (measured: the push took 8.8% of a corsair_nova run
-    /// instead of 5.3%, with the same instructions).
-    ///
     /// `with_bound` reserves room for `sorted_len_max` entries, so the sorted
-    /// path never grows `rest`; testing the capacity too lets the compiler
+    /// path never grows `sorted`; testing the capacity too lets the compiler
     /// see that, and the inlined path then calls nothing (no registers to
     /// save). A queue without that room (a clone) takes the out-of-line path.
     #[inline]
     pub fn push(&mut self, time: SimTime, event: E) -> Result<(), QueueFull> {
-        let len = self.rest.len();
-        if self.sorted && len < self.sorted_len_max && len < self.rest.capacity() {
-            let seq = self.sequence_next;
-            self.sequence_next += 1;
-            self.sorted_push(time.0, seq, event);
+        let len = self.sorted.len();
+        if !self.heap_mode && len < self.sorted_len_max && len < self.sorted.capacity() {
+            self.sorted_push(time.0, event);
             Ok(())
         } else {
             self.push_slow(time.0, event)
@@ -126,11 +125,9 @@ impl<E: Copy> EventQueue<E> {
     /// [`Self::push`] onto the heap, or onto a sorted queue that must grow.
     #[inline(never)]
     fn push_slow(&mut self, time: u64, event: E) -> Result<(), QueueFull> {
-        if self.sorted && self.rest.len() < self.sorted_len_max {
-            self.rest.reserve(self.sorted_len_max);
-            let seq = self.sequence_next;
-            self.sequence_next += 1;
-            self.sorted_push(time, seq, event);
+        if !self.heap_mode && self.sorted.len() < self.sorted_len_max {
+            self.sorted.reserve(self.sorted_len_max);
+            self.sorted_push(time, event);
             Ok(())
         } else {
             self.heap_push(time, event)
@@ -140,102 +137,115 @@ impl<E: Copy> EventQueue<E> {
     /// Pops the earliest event if it is due at or before `until`.
     #[inline]
     pub fn pop_due(&mut self, until: SimTime) -> Option<(SimTime, E)> {
-        let due = key_of(until.0, u64::MAX);
-        match self.rest_min() {
-            Some(m) if m.key <= due => self.pop(),
+        match self.peek_time() {
+            Some(t) if t <= until => self.pop(),
             _ => None,
         }
-    }
-
-    #[inline]
-    pub fn pop(&mut self) -> Option<(SimTime, E)> {
-        let top = self.rest_pop()?;
-        Some((SimTime((top.key >> 64) as u64), top.event))
-    }
-
-    /// One insertion-sort step from the end: new events are usually among
-    /// the earliest, so the scan is short. The new key has the largest
-    /// sequence number, so it goes past every entry whose time is not
-    /// later: comparing the times (the key's high half) decides.
-    #[inline]
-    fn sorted_push(&mut self, time: u64, seq: u64, event: E) {
-        let key = key_of(time, seq);
-        self.rest.push(Entry { key, event });
-        let rest = self.rest.as_mut_slice();
-        let n = rest.len();
-        let mut i = n - 1;
-        // k + 1 < n: the indexing needs no bound check.
-        for k in (0..n - 1).rev() {
-            let e = rest[k];
-            if (e.key >> 64) as u64 > time {
-                break;
-            }
-            rest[k + 1] = e;
-            i = k;
-        }
-        rest[i] = Entry { key, event };
-    }
-
-    /// Pushes onto the heap, turning a full sorted queue into one first
-    /// (ascending order is a valid min-heap).
-    fn heap_push(&mut self, time: u64, event: E) -> Result<(), QueueFull> {
-        if self.rest.len() >= self.capacity_max {
-            return Err(QueueFull {
-                bound: self.capacity_max,
-            });
-        }
-        let key = key_of(time, self.sequence_next);
-        let entry = Entry { key, event };
-        self.sequence_next += 1;
-        if self.sorted {
-            self.rest.reverse();
-            self.sorted = false;
-        }
-        self.rest.push(entry);
-        self.sift_up(self.rest.len() - 1);
-        Ok(())
     }
 
     // Always: a model run in two instantiations (the stack with and
     // without an observer's hooks) calls it from two places, and it must
     // stay inlined in each, as it is with one.
     #[inline(always)]
-    fn rest_pop(&mut self) -> Option<Entry<E>> {
-        if self.sorted {
-            return self.rest.pop();
+    pub fn pop(&mut self) -> Option<(SimTime, E)> {
+        if !self.heap_mode {
+            let top = self.sorted.pop()?;
+            return Some((SimTime(top.time), top.event));
         }
-        let last = self.rest.pop()?;
-        let top = if self.rest.is_empty() {
+        self.heap_pop()
+    }
+
+    /// One insertion-sort step from the end: new events are usually among
+    /// the earliest, so the scan is short. The new event goes past every
+    /// entry whose time is not later (it was pushed after them).
+    #[inline]
+    fn sorted_push(&mut self, time: u64, event: E) {
+        self.sorted.push(Slot { time, event });
+        let rest = self.sorted.as_mut_slice();
+        let n = rest.len();
+        let mut i = n - 1;
+        // k + 1 < n: the indexing needs no bound check.
+        for k in (0..n - 1).rev() {
+            let e = rest[k];
+            if e.time > time {
+                break;
+            }
+            rest[k + 1] = e;
+            i = k;
+        }
+        rest[i] = Slot { time, event };
+    }
+
+    /// Pushes onto the heap, moving a full sorted queue into it first: the
+    /// sorted events are numbered in the order they would pop (which is
+    /// their order among equal times), all below the new event's number.
+    fn heap_push(&mut self, time: u64, event: E) -> Result<(), QueueFull> {
+        if self.len() >= self.capacity_max {
+            return Err(QueueFull {
+                bound: self.capacity_max,
+            });
+        }
+        if !self.heap_mode {
+            // Ascending order is a valid min-heap.
+            let mut seq = self.sequence_next;
+            self.heap.reserve(self.sorted.len() + 1);
+            for s in self.sorted.drain(..).rev() {
+                self.heap.push(Entry {
+                    key: key_of(s.time, seq),
+                    event: s.event,
+                });
+                seq += 1;
+            }
+            self.sequence_next = seq;
+            self.heap_mode = true;
+        }
+        let key = key_of(time, self.sequence_next);
+        self.sequence_next += 1;
+        self.heap.push(Entry { key, event });
+        self.sift_up(self.heap.len() - 1);
+        Ok(())
+    }
+
+    #[inline(never)]
+    fn heap_pop(&mut self) -> Option<(SimTime, E)> {
+        let last = self.heap.pop()?;
+        let top = if self.heap.is_empty() {
             last
         } else {
-            let top = self.rest[0];
-            self.rest[0] = last;
+            let top = self.heap[0];
+            self.heap[0] = last;
             self.sift_down(0);
             top
         };
-        if self.rest.len() <= SORTED_BACK {
-            self.rest.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
-            self.sorted = true;
+        if self.heap.len() <= SORTED_BACK {
+            // Back to sorted: descending keys, so among equal times the
+            // lowest sequence (the first pushed) is last, popped first.
+            self.heap.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
+            self.sorted.extend(self.heap.drain(..).map(|e| Slot {
+                time: (e.key >> 64) as u64,
+                event: e.event,
+            }));
+            self.heap_mode = false;
         }
-        Some(top)
+        Some((SimTime((top.key >> 64) as u64), top.event))
     }
 
     fn sift_up(&mut self, mut i: usize) {
-        let item = self.rest[i];
+        let item = self.heap[i];
         while i > 0 {
             let parent = (i - 1) / ARITY;
-            if self.rest[parent].key <= item.key {
+            if self.heap[parent].key <= item.key {
                 break;
             }
-            self.rest[i] = self.rest[parent];
+            self.heap[i] = self.heap[parent];
             i = parent;
         }
-        self.rest[i] = item;
+        self.heap[i] = item;
     }
 
     fn sift_down(&mut self, mut i: usize) {
-        let len = self.rest.len();
-        let item = self.rest[i];
+        let len = self.heap.len();
+        let item = self.heap[i];
         loop {
             let first = i * ARITY + 1;
             if first >= len {
@@ -243,9 +253,9 @@ impl<E: Copy> EventQueue<E> {
             }
             let end = (first + ARITY).min(len);
             let mut best = first;
-            let mut best_key = self.rest[first].key;
+            let mut best_key = self.heap[first].key;
             for c in first + 1..end {
-                let k = self.rest[c].key;
+                let k = self.heap[c].key;
                 if k < best_key {
                     best = c;
                     best_key = k;
@@ -254,10 +264,10 @@ impl<E: Copy> EventQueue<E> {
             if best_key >= item.key {
                 break;
             }
-            self.rest[i] = self.rest[best];
+            self.heap[i] = self.heap[best];
             i = best;
         }
-        self.rest[i] = item;
+        self.heap[i] = item;
     }
 }
 
@@ -308,7 +318,7 @@ mod tests {
             // Phases of growth and drain, 150 operations each, so the size
             // crosses SORTED_MAX and SORTED_BACK many times.
             let push_per_3 = if (step / 150) % 2 == 0 { 2 } else { 1 };
-            let was_sorted = q.sorted;
+            let was_sorted = !q.heap_mode;
             if rng.random_range(0..3) < push_per_3 || reference.is_empty() {
                 let t = now + rng.random_range(0..4u64);
                 q.push(SimTime(t), seq).unwrap();
@@ -321,7 +331,7 @@ mod tests {
                 now = want.0;
             }
             assert_eq!(q.len(), reference.len());
-            switches += (was_sorted != q.sorted) as u32;
+            switches += (was_sorted == q.heap_mode) as u32;
         }
         assert!(switches > 20, "only {switches} representation switches");
         while let Some(want) = reference.pop_first() {
@@ -354,7 +364,7 @@ mod tests {
         for (i, t) in [2u64, 1, 5, 3].into_iter().enumerate() {
             c.push(SimTime(t), 2 + i as u32).unwrap();
         }
-        assert!(c.sorted);
+        assert!(!c.heap_mode);
         let popped: Vec<_> = std::iter::from_fn(|| c.pop().map(|(t, e)| (t.0, e))).collect();
         assert_eq!(popped, [(1, 1), (1, 3), (2, 2), (3, 0), (3, 5), (5, 4)]);
     }

@@ -7,8 +7,8 @@
 use crate::backend::{AtomicU64Cell, Backend, LineId, Ordering};
 
 use super::aux::{
-    cmp_value, extra, inorder_next, inorder_prev, inorder_to_tree, make_bfloat, mantissa_of,
-    to_inorder, BkeyFloat, EXPONENT_FAILED,
+    cmp_value, extra, inorder_next, inorder_prev, inorder_to_tree, key_mantissa, make_bfloat,
+    to_inorder, BkeyFloat,
 };
 use super::key::{high_inode, high_size, Bkey, KeyPos, KEY_BYTES, KEY_U64S};
 use super::six::{SixLock, Step, Tracer};
@@ -529,12 +529,13 @@ impl<B: Backend> Node<B> {
                     } else {
                         (0, 0)
                     };
-                    let go_left = if f.exponent() != EXPONENT_FAILED {
-                        f.mantissa() >= mantissa_of(sv, f.exponent())
-                    } else {
-                        w.full_key_compares += 1;
-                        let k = self.tree_key(start, j, size, f);
-                        gt(self, k, w, &mut local)
+                    let go_left = match key_mantissa(sv, f.exponent()) {
+                        Some(m) => f.mantissa() >= m,
+                        None => {
+                            w.full_key_compares += 1;
+                            let k = self.tree_key(start, j, size, f);
+                            gt(self, k, w, &mut local)
+                        }
                     };
                     n = left + u32::from(!go_left);
                     if n >= size {
@@ -666,10 +667,9 @@ impl<B: Backend> Node<B> {
             } else {
                 ((cells[j].load(R) >> 32) as u32, cells[j + 1].load(R) as u32)
             };
-            let go_right = if f.exponent() != EXPONENT_FAILED {
-                f.mantissa() < mantissa_of(k.sv, f.exponent())
-            } else {
-                !self.walk_compare_full(k, j as u32, f, w, local)
+            let go_right = match key_mantissa(k.sv, f.exponent()) {
+                Some(m) => f.mantissa() < m,
+                None => !self.walk_compare_full(k, j as u32, f, w, local),
             };
             j = 2 * j + usize::from(go_right);
             fbits = if go_right { er } else { el };

@@ -564,3 +564,46 @@ fn lazy_fill_runs_as_the_eager_one() {
     lazy.for_each_live_key(&mut |_| n += 1);
     assert_eq!(n, b.live_keys);
 }
+
+/// The search's work counts are the cost model's input (`--profile`
+/// prints their ns): a change to how the walk counts must not move them.
+/// The totals of a fixed mix of lookups, over written bsets of every size
+/// (a sequential fill, then random inserts that write and sort sets),
+/// pinned.
+#[test]
+fn search_work_totals_are_pinned() {
+    let mut t: BTree = BTree::new(NodeConfig::default()).unwrap();
+    t.populate_sequential(&SequentialFill {
+        inode: 1,
+        start_sector: 0,
+        extent_sectors: 8,
+        count: 256_000,
+        dev: 0,
+        first_ptr_offset: 0,
+        gen: 0,
+    })
+    .unwrap();
+    let mut rng = Rng(29);
+    let mut sum = SearchWork::default();
+    for round in 0..4 {
+        for _ in 0..2000 {
+            let s = rng.below(256_000 * 8);
+            sum.add(&t.lookup(1, s).1);
+        }
+        for _ in 0..3000 {
+            let s = rng.below(256_000 * 8) & !7;
+            t.insert(Bkey::extent(1, s + 8, 8 + round, Ptr::default()))
+                .unwrap();
+        }
+    }
+    let got = [
+        sum.nodes_visited,
+        sum.bsets_searched,
+        sum.aux_levels,
+        sum.cachelines_touched,
+        sum.key_compares,
+        sum.full_key_compares,
+        sum.linear_scan_keys,
+    ];
+    assert_eq!(got, [16000, 24270, 139596, 180984, 176130, 11239, 76698]);
+}

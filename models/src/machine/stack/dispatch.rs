@@ -176,9 +176,10 @@ impl<const OBS: bool> AsyncStack<OBS> {
         ctx: &mut Ctx<'_, Ev>,
     ) {
         self.mark_dispatch(q.root, now);
-        let dev_tag = self.devs[d].port.device_tag(hwq, tag);
-        self.devs[d].port.stats[hwq].commands += 1;
-        self.devs[d].records.dispatch(dev_tag, now);
+        let dev = &mut self.devs[d];
+        let dev_tag = dev.port.device_tag(hwq, tag);
+        dev.port.stats[hwq].commands += 1;
+        dev.records.dispatch(dev_tag, now);
         if OBS && self.obs.is_some() {
             self.obs_dispatch(d, hwq, dev_tag, q, now);
         }
@@ -203,6 +204,16 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let p = path_of(&self.paths, path);
         let total = p.charge(&mut self.profile, cpu, context);
         (total, p.user_ns)
+    }
+
+    /// [`Self::charge`] `n` times in one step (the same profile); returns
+    /// their ns. Charges nothing when `n` is 0.
+    #[inline]
+    fn charge_n(&mut self, cpu: usize, context: ContextId, path: PathId, n: u64) -> u64 {
+        if n == 0 {
+            return 0;
+        }
+        path_of(&self.paths, path).charge_n(&mut self.profile, cpu, context, n)
     }
 
     /// The IRQ CPU of a single-queue (AHCI-like) device.
@@ -245,15 +256,12 @@ impl<const OBS: bool> AsyncStack<OBS> {
             cost += self.charge(cpu, swapper, PathId::IdleExit).0;
         }
         cost += self.charge(cpu, swapper, PathId::IrqEntry).0;
-        for _ in 0..n {
-            cost += self.charge(cpu, swapper, PathId::IrqPerCmd).0;
-        }
-        for _ in 0..dispatch {
-            cost += self.charge(cpu, swapper, PathId::IssueCmd).0;
-        }
-        for _ in 0..self.wakes_remote(d, q, cpu) {
-            cost += self.charge(cpu, swapper, PathId::WakeRemote).0;
-        }
+        // Each completion's and each dispatch's path, and each remote
+        // wake-up's, charged as one step per kind.
+        cost += self.charge_n(cpu, swapper, PathId::IrqPerCmd, n as u64);
+        cost += self.charge_n(cpu, swapper, PathId::IssueCmd, dispatch as u64);
+        let wakes = self.wakes_remote(d, q, cpu);
+        cost += self.charge_n(cpu, swapper, PathId::WakeRemote, u64::from(wakes));
         if self.bio_layers.len() > 1 {
             cost += self.irq_endio(d, q, cpu);
         }
@@ -286,12 +294,12 @@ impl<const OBS: bool> AsyncStack<OBS> {
             };
             if let Some(io) = root_slot(owner.root) {
                 let j = self.ios.get(io).job as usize;
-                if j != REPLAY_JOB as usize
-                    && self.threads[j].state == JobState::Sleeping
-                    && self.threads[j].woken_mark != epoch
-                    && self.threads[j].cpu != cpu
-                {
-                    self.threads[j].woken_mark = epoch;
+                if j == REPLAY_JOB as usize {
+                    continue;
+                }
+                let th = &mut self.threads[j];
+                if th.state == JobState::Sleeping && th.woken_mark != epoch && th.cpu != cpu {
+                    th.woken_mark = epoch;
                     wakes += 1;
                 }
             }
@@ -462,16 +470,17 @@ impl<const OBS: bool> AsyncStack<OBS> {
         if self.acct.is_some() {
             self.account_io_done(&v, li, now);
         }
-        self.threads[t].ready.push_back(io);
-        if self.threads[t].state == JobState::Sleeping {
-            self.threads[t].state = JobState::Running;
-            let cpu = self.threads[t].cpu;
+        let th = &mut self.threads[t];
+        th.ready.push_back(io);
+        if th.state == JobState::Sleeping {
+            th.state = JobState::Running;
+            let (cpu, group) = (th.cpu, th.group);
             let (start, was_idle) = self.cpus.start(cpu, now);
             let mut cost = 0;
             if was_idle {
                 cost += self.charge(cpu, self.ctxs.swapper, PathId::IdleExit).0;
             }
-            cost += self.run_job_path(t, JobPath::Single(PathId::WakeupTarget));
+            cost += self.run_job_path_n(cpu, group, JobPath::Single(PathId::WakeupTarget), 1);
             let end = self.cpus.occupy(cpu, start, cost);
             if OBS && self.obs.is_some() {
                 self.obs_cpu(cpu, start, end, CpuWork::Wake(t as u16));

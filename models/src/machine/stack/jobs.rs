@@ -8,17 +8,33 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// its ns. (Inlined: at most call sites `path` is a constant.)
     #[inline(always)]
     pub(super) fn run_job_path(&mut self, t: usize, path: JobPath) -> u64 {
-        let cpu = self.threads[t].cpu;
+        let th = &self.threads[t];
+        let (cpu, group) = (th.cpu, th.group);
+        self.run_job_path_n(cpu, group, path, 1)
+    }
+
+    /// Runs `path` `n` times on `cpu` for job group `group`, in one step:
+    /// the profile, the group's CPU times and the returned ns are the sums
+    /// of `n` single runs (integer sums, so the same figures).
+    #[inline(always)]
+    pub(super) fn run_job_path_n(
+        &mut self,
+        cpu: usize,
+        group: usize,
+        path: JobPath,
+        n: u64,
+    ) -> u64 {
         let p = match path {
             JobPath::Single(id) => path_of(&self.paths, id),
             JobPath::Submit(i) => &self.paths.submit_bundles[i],
             JobPath::ReapOne => &self.paths.reap_one,
             JobPath::Complete => &self.paths.fio_complete,
         };
-        let total = p.charge(&mut self.profile, cpu, self.ctxs.fio);
-        let g = &mut self.groups[self.threads[t].group];
-        g.usr_ns += p.user_ns;
-        g.sys_ns += total - p.user_ns;
+        let total = p.charge_n(&mut self.profile, cpu, self.ctxs.fio, n);
+        let user = p.user_ns * n;
+        let g = &mut self.groups[group];
+        g.usr_ns += user;
+        g.sys_ns += total - user;
         total
     }
 
@@ -48,14 +64,14 @@ impl<const OBS: bool> AsyncStack<OBS> {
             self.schedule_job(t, now, cost, ctx);
         } else if !th.ready.is_empty() {
             let count = th.ready.len().min(jc.iodepth as usize) as u32;
-            let mut cost = self.run_job_path(t, JobPath::Single(PathId::GeteventsCall));
-            for _ in 0..count {
-                cost += self.run_job_path(t, JobPath::ReapOne);
-            }
-            let g = &mut self.groups[self.threads[t].group];
-            g.complete[iodepth_submit_index(count)] += 1;
+            let (cpu, group) = (th.cpu, th.group);
+            // io_getevents, then each reaped event (charged as `count`
+            // runs in one step).
+            let cost = self.run_job_path_n(cpu, group, JobPath::Single(PathId::GeteventsCall), 1)
+                + self.run_job_path_n(cpu, group, JobPath::ReapOne, u64::from(count));
+            self.groups[group].complete[iodepth_submit_index(count)] += 1;
             self.threads[t].action = Action::Reap { count };
-            self.schedule_job(t, now, cost, ctx);
+            self.schedule_job_on(t, cpu, now, cost, ctx);
         } else if th.in_flight < jc.iodepth
             && !th.sync_in_flight
             && (!issuing_over() || self.verify_read_due(t, now))
@@ -128,13 +144,15 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 root,
                 dev_sector,
             } => {
+                let th = &self.threads[t];
+                let (is_async, group) = (th.sync_call.is_none(), th.group);
                 let iov = self.ios.get_mut(io);
                 let (dir, sectors) = (iov.dir, iov.sectors);
-                if self.threads[t].sync_call.is_none() {
+                if is_async {
                     // A synchronous call's issue time was taken at its
                     // entry, and fio keeps no slat for it (see `engine`).
                     iov.t_submitted = now;
-                    let g = &mut self.groups[self.threads[t].group];
+                    let g = &mut self.groups[group];
                     if dir != Dir::Flush {
                         g.slat[dir as usize].record(now.since(iov.t_prep));
                     }
@@ -153,20 +171,19 @@ impl<const OBS: bool> AsyncStack<OBS> {
             }
             Action::SubmitBuffered { io } => self.buffered_enter(t, io, now, ctx),
             Action::Reap { count } => {
-                let lat_target = self.threads[t].lat.is_some();
+                let th = &self.threads[t];
+                let (group, lat_target) = (th.group, th.lat.is_some());
                 for _ in 0..count {
-                    let id = self.threads[t]
-                        .ready
-                        .pop_front()
-                        .expect("reaped I/O was ready");
+                    let th = &mut self.threads[t];
+                    let id = th.ready.pop_front().expect("reaped I/O was ready");
+                    th.in_flight -= 1;
                     let io = self.ios.remove(id);
-                    self.threads[t].in_flight -= 1;
                     self.reaped_total += 1;
                     if io.failed || io.dir == Dir::Flush {
                         self.reap_failed_or_sync(t, &io, now);
                         continue;
                     }
-                    let g = &mut self.groups[self.threads[t].group];
+                    let g = &mut self.groups[group];
                     let d = io.dir as usize;
                     g.clat[d].record(now.since(io.t_submitted));
                     g.lat[d].record(now.since(io.t_prep));
@@ -179,7 +196,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
                         self.lat_reaped(t, now.since(io.t_prep), now, what);
                     }
                     if let Some((rec, file_start)) = &mut self.logs[t] {
-                        let ramp_ns = self.jobs_cfg[self.threads[t].group].ramp_time_ns;
+                        let ramp_ns = self.jobs_cfg[group].ramp_time_ns;
                         log_io(rec, *file_start, ramp_ns, &io, now);
                     }
                 }
@@ -227,10 +244,25 @@ impl<const OBS: bool> AsyncStack<OBS> {
         cost: u64,
         ctx: &mut Ctx<'_, Ev>,
     ) {
+        let cpu = self.threads[t].cpu;
+        self.schedule_job_on(t, cpu, now, cost, ctx);
+    }
+
+    /// [`Self::schedule_job`] for a caller that holds the thread's CPU.
+    #[inline(always)]
+    fn schedule_job_on(
+        &mut self,
+        t: usize,
+        cpu: usize,
+        now: SimTime,
+        cost: u64,
+        ctx: &mut Ctx<'_, Ev>,
+    ) {
         if OBS && self.obs.is_some() {
             return self.obs_schedule_job(t, now, cost, ctx);
         }
-        let end = self.occupy_job(t, now, cost).1;
+        let (start, _) = self.cpus.start(cpu, now);
+        let end = self.cpus.occupy(cpu, start, cost);
         ctx.schedule_at(end, Ev::JobWake(t as u16));
     }
 
@@ -251,12 +283,14 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// submissions go through `start_submit_rare`).
     #[inline(always)]
     pub(super) fn start_submit(&mut self, t: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
-        if self.threads[t].buffered.is_some() {
+        let th = &self.threads[t];
+        if th.buffered.is_some() {
             return self.start_buffered(t, now, ctx);
         }
+        // (Read once: none of them changes while the thread runs.)
+        let (group, target, cpu) = (th.group, th.target, th.cpu);
         let (io, seek) = self.new_io(t, now);
         let v = *self.ios.get(io);
-        let (group, target) = (self.threads[t].group, self.threads[t].target);
         let mut cost = 0;
         let (dev, origin, root, dev_sector) = match target {
             Target::Dev(d) => (d, Origin::job(io.0), io.0, v.sector),
@@ -267,7 +301,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
                     sectors: v.sectors,
                     task: t as u32,
                 };
-                let cpu = self.threads[t].cpu;
                 let h = self.layer_submit(l, Origin::job(io.0), req, Some(cpu), ctx);
                 self.groups[group].sys_ns += h.submitter_ns;
                 cost += h.submitter_ns;
@@ -276,8 +309,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 (h.dev, h.origin, h.root, h.sector)
             }
         };
-        cost += self.submit_side_work(t, dev, &v, now);
-        cost += self.submit_bundle(t, io, dev, seek, now);
+        cost += self.submit_side_work(t, (group, target, cpu), dev, &v, now);
+        cost += self.submit_bundle(t, (group, cpu), io, dev, seek, now);
         self.threads[t].action = Action::Submit {
             io,
             dev,
@@ -285,7 +318,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             root,
             dev_sector,
         };
-        self.schedule_job(t, now, cost, ctx);
+        self.schedule_job_on(t, cpu, now, cost, ctx);
     }
 
     /// Whether a verify read-back of job `t` is due now (its writes may be
@@ -401,8 +434,14 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// and its bio-based layers' work (dm-linear, a pmem leaf), in the
     /// job's context; returns their time.
     #[inline(always)]
-    fn submit_side_work(&mut self, t: usize, dev: usize, v: &Io, now: SimTime) -> u64 {
-        let (group, target) = (self.threads[t].group, self.threads[t].target);
+    fn submit_side_work(
+        &mut self,
+        t: usize,
+        (group, target, cpu): (usize, Target, usize),
+        dev: usize,
+        v: &Io,
+        now: SimTime,
+    ) -> u64 {
         let mut cost = 0;
         if self.acct.is_some() {
             let ns = self.account_submit(t, target, dev, v.dir, now);
@@ -417,7 +456,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
         }
         if li != 0 {
             // dm-linear above the target, a pmem leaf below it.
-            let cpu = self.threads[t].cpu;
             let bytes = u64::from(v.sectors) * 512;
             let layers = &self.bio_layers[li];
             let ns = layers.charge_submit(&mut self.profile, cpu, self.ctxs.fio, bytes);
@@ -430,23 +468,30 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// The code paths of one submission (fio_prep .. issue_cmd), charged
     /// as one bundle once the route is known; returns their time.
     #[inline(always)]
-    fn submit_bundle(&mut self, t: usize, io: SlotId, dev: usize, seek: bool, now: SimTime) -> u64 {
+    fn submit_bundle(
+        &mut self,
+        t: usize,
+        (group, cpu): (usize, usize),
+        io: SlotId,
+        dev: usize,
+        seek: bool,
+        now: SimTime,
+    ) -> u64 {
         let th = &self.threads[t];
         let sync_call = th.sync_call;
         let bundle = engine::bundle_index(
             sync_call,
             seek,
             th.route_bits,
-            self.devs[dev].port.can_issue_now(th.cpu),
+            self.devs[dev].port.can_issue_now(cpu),
         );
         if sync_call.is_some() {
             // fio takes a synchronous call's issue time after its own
             // preparation, as the call enters the kernel.
-            let cpu = self.threads[t].cpu;
             let entry = self.cpus.busy_until(cpu).max(now) + self.paths.fio_prep.total_ns;
             self.ios.get_mut(io).t_submitted = entry;
         }
-        self.run_job_path(t, JobPath::Submit(bundle))
+        self.run_job_path_n(cpu, group, JobPath::Submit(bundle), 1)
     }
 }
 
