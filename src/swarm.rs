@@ -397,7 +397,12 @@ fn gen_nesting(
         let device = top.path(rng);
         top = if rng.random_bool(0.5) {
             let name = format!("pt{level}");
-            let _ = writeln!(t, "\n[[passthrough]]\nname = {}\ndevice = {}", q(&name), q(&device));
+            let _ = writeln!(
+                t,
+                "\n[[passthrough]]\nname = {}\ndevice = {}",
+                q(&name),
+                q(&device)
+            );
             Dev::new(&name, Kind::Layer, top.bytes)
         } else {
             let name = format!("lin{level}");
@@ -1587,7 +1592,12 @@ fn job_device(sc: &Scenario, job: &JobConfig) -> String {
             .iter()
             .find(|d| d.name == at)
             .map(|d| &d.device)
-            .or_else(|| sc.passthrough.iter().find(|p| p.name == at).map(|p| &p.device));
+            .or_else(|| {
+                sc.passthrough
+                    .iter()
+                    .find(|p| p.name == at)
+                    .map(|p| &p.device)
+            });
         match below {
             Some(b) => at = blocksim_models::devices::device::device_name(b).to_string(),
             None => break,

@@ -54,6 +54,32 @@ fn sim_env_in(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> (String, Strin
     )
 }
 
+/// `sim ARGS`'s stdout; the command must succeed (exit 0), else the test
+/// fails with its stderr.
+pub fn sim_ok(args: &[&str]) -> String {
+    let (out, err, code) = sim(args);
+    assert_eq!(code, 0, "sim {args:?} failed:\n{err}");
+    out
+}
+
+/// `sim run ARGS`'s stdout, which must succeed.
+pub fn run_ok(args: &[&str]) -> String {
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    sim_ok(&all)
+}
+
+/// The value after the name in row `name` of a two-column table (the
+/// report's `metrics`).
+pub fn metric(out: &str, name: &str) -> String {
+    out.lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some(name)).then(|| w.next().unwrap_or("").to_string())
+        })
+        .unwrap_or_else(|| panic!("no row {name}:\n{out}"))
+}
+
 /// Writes `text` to `name` in this test process's scratch directory
 /// `blocksim-<tag>-<pid>` under the system temp dir; returns the path.
 pub fn temp_file(tag: &str, name: &str, text: &str) -> PathBuf {

@@ -8,26 +8,9 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-use common::{sim, temp_file};
+use common::{metric, sim, sim_ok, temp_file};
 
 const STACK: &str = "tests/data/stacks/two_bcache_sets.toml";
-
-/// `sim ARGS`'s stdout, which must succeed.
-fn sim_ok(args: &[&str]) -> String {
-    let (out, err, code) = sim(args);
-    assert_eq!(code, 0, "sim {args:?} failed:\n{err}");
-    out
-}
-
-/// The value of row `name` of the report's metrics tables.
-fn metric(out: &str, name: &str) -> String {
-    out.lines()
-        .find_map(|l| {
-            let mut w = l.split_whitespace();
-            (w.next() == Some(name)).then(|| w.next().unwrap_or("").to_string())
-        })
-        .unwrap_or_else(|| panic!("no metric {name}:\n{out}"))
-}
 
 /// The reads and writes of `dev` in the report's disk stats.
 fn disk_ios(out: &str, dev: &str) -> String {

@@ -7,25 +7,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-use common::{sim, temp_file};
-
-fn run_ok(args: &[&str]) -> String {
-    let mut all = vec!["run"];
-    all.extend_from_slice(args);
-    let (out, err, code) = sim(&all);
-    assert_eq!(code, 0, "sim {all:?} failed:\n{err}");
-    out
-}
-
-/// The value of row `name` of a two-column table.
-fn metric(out: &str, name: &str) -> String {
-    out.lines()
-        .find_map(|l| {
-            let mut w = l.split_whitespace();
-            (w.next() == Some(name)).then(|| w.next().unwrap_or("").to_string())
-        })
-        .unwrap_or_else(|| panic!("no row {name}:\n{out}"))
-}
+use common::{metric, run_ok, sim, temp_file};
 
 /// The disk-stats line of `dev` (`  linear: ios=...`).
 fn disk_line<'a>(out: &'a str, dev: &str) -> &'a str {
@@ -126,7 +108,10 @@ fn dm_as_a_layer_gives_the_figures_of_dm_precombined() {
     let end = base.find("[[job]]").unwrap();
     let flat = format!("{}{}", &base[..start], &base[end..])
         .replace("../../../scenarios/nvme.toml", abs.to_str().unwrap())
-        .replace("filename = \"/dev/pt0\"", "filename = \"/dev/mapper/linear\"");
+        .replace(
+            "filename = \"/dev/pt0\"",
+            "filename = \"/dev/mapper/linear\"",
+        );
     let p = temp_file("dm_layer", "dm_flat.toml", &flat);
     let flat = run_ok(&[p.to_str().unwrap(), "--profile"]);
     let iops = |out: &str| {
@@ -168,9 +153,7 @@ fn dm_as_a_layer_gives_the_figures_of_dm_precombined() {
 fn a_layer_over_dm_linear_over_pmem_is_refused_with_the_line() {
     let base = std::fs::read_to_string("scenarios/dm_inflight.toml").unwrap();
     let head = &base[..base.find("[[variant]]").unwrap()];
-    let text = format!(
-        "{head}[[passthrough]]\nname = \"pt0\"\ndevice = \"/dev/mapper/linear\"\n"
-    );
+    let text = format!("{head}[[passthrough]]\nname = \"pt0\"\ndevice = \"/dev/mapper/linear\"\n");
     let p = temp_file("dm_layer", "pt_over_dm_over_pmem.toml", &text);
     let (_, err, code) = sim(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
@@ -220,7 +203,8 @@ fn two_dm_tables_are_each_checked_with_their_own_line() {
     let stack = std::fs::read_to_string("tests/data/stacks/dm_over_dm_over_nvme.toml").unwrap();
     let dms = &stack[stack.find("\n[[dm]]").unwrap()..stack.find("\n[[job]]").unwrap()];
     let base = std::fs::read_to_string("scenarios/nvme.toml").unwrap();
-    let text = format!("{base}\n{dms}").replace("accounting = \"shared\"", "accounting = \"sharde\"");
+    let text =
+        format!("{base}\n{dms}").replace("accounting = \"shared\"", "accounting = \"sharde\"");
     let p = temp_file("dm_layer", "two_dm.toml", &text);
     let (_, err, code) = sim(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");

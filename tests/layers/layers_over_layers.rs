@@ -8,16 +8,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-use common::{sim, temp_file};
-
-/// `sim run ARGS`'s stdout, which must succeed.
-fn run_ok(args: &[&str]) -> String {
-    let mut all = vec!["run"];
-    all.extend_from_slice(args);
-    let (out, err, code) = sim(&all);
-    assert_eq!(code, 0, "sim {all:?} failed:\n{err}");
-    out
-}
+use common::{run_ok, sim, temp_file};
 
 /// A report without the lines that name the scenario or the passthrough
 /// layers `names` (their disk-stats rows and notes), with the job's target
@@ -257,7 +248,9 @@ fn faults_sit_on_a_layers_upward_edge_too() {
     let (_, err, code) = sim(&["run", stack, "--inject-fault", "delay:0.5:1000@pt1"]);
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("pt1 is a stacking layer, whose edge takes drop, duplicate and fail but no delay"),
+        err.contains(
+            "pt1 is a stacking layer, whose edge takes drop, duplicate and fail but no delay"
+        ),
         "{err}"
     );
 }

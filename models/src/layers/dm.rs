@@ -19,7 +19,7 @@ use crate::devices::device::{Dir, DiskAccounting, DiskStats};
 use serde::{Deserialize, Serialize};
 
 use crate::layers::layer::{
-    Child, ChildDone, Layer, LayerCx, LayerReq, Origin, Route, WorkCtx, SUBMITTER_WORK_MAX,
+    Child, ChildDone, Layer, LayerCx, LayerReq, Origin, Route, Tokens, WorkCtx, SUBMITTER_WORK_MAX,
 };
 
 /// `[dm]`.
@@ -115,10 +115,9 @@ pub struct DmLinear {
     /// (bounded by [`SUBMITTER_WORK_MAX`], checked in [`DmLinear::new`]).
     down: Vec<(SymbolId, u64)>,
     endio: (SymbolId, u64),
-    /// Each bio in flight by token (`None`: free): its origin, when it
-    /// entered dm, its direction and length (for dm's disk statistics).
-    up: Vec<Option<InFlight>>,
-    free: Vec<u32>,
+    /// Each bio in flight by token: its origin, when it entered dm, its
+    /// direction and length (for dm's disk statistics).
+    up: Tokens<InFlight>,
     /// dm's own disk statistics (`/sys/block/dm-N/stat`), of the bios
     /// this layer carries.
     disk: DiskAccounting,
@@ -156,8 +155,7 @@ impl DmLinear {
             capacity_sectors,
             down,
             endio,
-            up: Vec::new(),
-            free: Vec::new(),
+            up: Tokens::default(),
             disk: DiskAccounting::new(SimTime::ZERO),
         })
     }
@@ -179,22 +177,12 @@ impl Layer for DmLinear {
         }
         let entered = SimTime(cx.now_ns);
         self.disk.start(entered);
-        let bio = Some(InFlight {
+        let token = self.up.insert(InFlight {
             up,
             entered,
             dir: req.dir,
             sectors: req.sectors,
         });
-        let token = match self.free.pop() {
-            Some(t) => {
-                self.up[t as usize] = bio;
-                t
-            }
-            None => {
-                self.up.push(bio);
-                u32::try_from(self.up.len() - 1).expect("dm tokens bounded by the I/Os in flight")
-            }
-        };
         Child {
             below: 0,
             route: Route::Token(token),
@@ -205,10 +193,7 @@ impl Layer for DmLinear {
         }
     }
     fn child_done(&mut self, done: ChildDone, cx: &mut LayerCx) {
-        let bio = self.up[done.token as usize]
-            .take()
-            .expect("a dm clone completed twice");
-        self.free.push(done.token);
+        let bio = self.up.take(done.token);
         cx.work(WorkCtx::Completion, Some(self.endio.0), self.endio.1);
         let now = SimTime(cx.now_ns);
         self.disk
@@ -221,11 +206,7 @@ impl Layer for DmLinear {
         }
     }
     fn check_invariants(&self) -> Result<(), String> {
-        let held = self.up.iter().flatten().count();
-        if held + self.free.len() != self.up.len() {
-            return Err(format!("{}: dm clones lost", self.name));
-        }
-        Ok(())
+        self.up.check().map_err(|e| format!("{}: {e}", self.name))
     }
     fn discard_below(&self) -> Option<usize> {
         Some(0)

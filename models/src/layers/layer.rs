@@ -289,6 +289,65 @@ impl LayerCx {
     }
 }
 
+/// What a layer keeps of each request from above it holds, by token: one
+/// slot per request in flight, slots reused (so bounded by the requests in
+/// flight, each below [`TOKEN_BITS`]).
+#[derive(Debug)]
+pub struct Tokens<T> {
+    slots: Vec<Option<T>>,
+    free: Vec<u32>,
+}
+
+impl<T> Default for Tokens<T> {
+    fn default() -> Self {
+        Tokens {
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<T> Tokens<T> {
+    /// Holds `v`; returns its token.
+    pub fn insert(&mut self, v: T) -> u32 {
+        if let Some(t) = self.free.pop() {
+            self.slots[t as usize] = Some(v);
+            return t;
+        }
+        self.slots.push(Some(v));
+        let t =
+            u32::try_from(self.slots.len() - 1).expect("tokens bounded by the requests in flight");
+        assert!(
+            t < 1 << TOKEN_BITS,
+            "a layer holds more than 2^{TOKEN_BITS} requests"
+        );
+        t
+    }
+
+    /// Gives back what token `t` holds, freeing it (a token completed twice
+    /// is a broken layer or machine: it panics).
+    pub fn take(&mut self, t: u32) -> T {
+        let v = self.slots[t as usize]
+            .take()
+            .unwrap_or_else(|| panic!("layer token {t} completed twice"));
+        self.free.push(t);
+        v
+    }
+
+    /// Every slot is held or free, once.
+    pub fn check(&self) -> Result<(), String> {
+        let held = self.slots.iter().flatten().count();
+        match held + self.free.len() == self.slots.len() {
+            true => Ok(()),
+            false => Err(format!(
+                "{held} tokens held and {} free of {}",
+                self.free.len(),
+                self.slots.len()
+            )),
+        }
+    }
+}
+
 /// A child request that completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChildDone {

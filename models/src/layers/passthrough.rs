@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::layers::layer::{Child, ChildDone, Layer, LayerCx, LayerReq, Origin, Route};
+use crate::layers::layer::{Child, ChildDone, Layer, LayerCx, LayerReq, Origin, Route, Tokens};
 
 /// `[[passthrough]]`: a layer named `name` over `device`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
@@ -23,9 +23,8 @@ pub struct Passthrough {
     name: String,
     below: [String; 1],
     capacity_sectors: u64,
-    /// The origin of each request in flight, by token (`None`: free).
-    up: Vec<Option<Origin>>,
-    free: Vec<u32>,
+    /// The origin of each request in flight, by token.
+    up: Tokens<Origin>,
 }
 
 impl Passthrough {
@@ -34,8 +33,7 @@ impl Passthrough {
             name: cfg.name.clone(),
             below: [below.to_string()],
             capacity_sectors,
-            up: Vec::new(),
-            free: Vec::new(),
+            up: Tokens::default(),
         }
     }
 }
@@ -51,16 +49,7 @@ impl Layer for Passthrough {
         self.capacity_sectors
     }
     fn submit(&mut self, up: Origin, req: LayerReq, _cx: &mut LayerCx) -> Child {
-        let token = match self.free.pop() {
-            Some(t) => {
-                self.up[t as usize] = Some(up);
-                t
-            }
-            None => {
-                self.up.push(Some(up));
-                (self.up.len() - 1) as u32
-            }
-        };
+        let token = self.up.insert(up);
         Child {
             below: 0,
             route: Route::Token(token),
@@ -71,10 +60,7 @@ impl Layer for Passthrough {
         }
     }
     fn child_done(&mut self, done: ChildDone, cx: &mut LayerCx) {
-        let up = self.up[done.token as usize]
-            .take()
-            .expect("a passthrough token completed twice");
-        self.free.push(done.token);
+        let up = self.up.take(done.token);
         if done.failed {
             cx.fail(up);
         } else {
@@ -82,11 +68,7 @@ impl Layer for Passthrough {
         }
     }
     fn check_invariants(&self) -> Result<(), String> {
-        let held = self.up.iter().flatten().count();
-        if held + self.free.len() != self.up.len() {
-            return Err(format!("{}: tokens lost", self.name));
-        }
-        Ok(())
+        self.up.check().map_err(|e| format!("{}: {e}", self.name))
     }
     fn discard_below(&self) -> Option<usize> {
         Some(0)

@@ -109,7 +109,9 @@ impl Fault {
                 layer.name()
             )));
         }
-        Ok(Box::new(crate::layers::faulty::FaultyLayer::new(&plan, layer)))
+        Ok(Box::new(crate::layers::faulty::FaultyLayer::new(
+            &plan, layer,
+        )))
     }
 
     fn wrap_in(
