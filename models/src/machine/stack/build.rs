@@ -866,7 +866,7 @@ fn build_jobs(
 fn not_a_queue(key: &str, name: &str) -> String {
     format!(
         "[bcache] {key} = {name:?} is not a device with a queue ([[ssd]], [[hdd]], [[generic]], [[raid10]]) \
-         or a layer ([[passthrough]]): bcache over dm-linear or pmem is not modelled"
+         or a layer ([[passthrough]], [[dm]]): bcache over pmem or an md member is not modelled"
     )
 }
 
