@@ -369,16 +369,7 @@ impl CpuProfile {
     /// lookup for a whole code path.
     #[inline]
     pub fn charge_steps(&mut self, cpu: usize, context: ContextId, steps: &[(SymbolId, u64)]) {
-        if !self.enabled {
-            return;
-        }
-        self.ensure_sized();
-        let nsym = self.symbols.len();
-        let base = (cpu * self.contexts.len() + context.0 as usize) * nsym;
-        let row = &mut self.ns[base..base + nsym];
-        for &(symbol, ns) in steps {
-            row[symbol.0 as usize] += ns;
-        }
+        self.charge_steps_n(cpu, context, steps, 1);
     }
 
     /// [`Self::charge_steps`] `n` times, in one pass: each step's ns times

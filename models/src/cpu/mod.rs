@@ -58,6 +58,15 @@ impl Cpus {
         end
     }
 
+    /// Work of `ns` arriving at `now` on `cpu`: it starts when the CPU is
+    /// free ([`Cpus::start`]) and occupies it ([`Cpus::occupy`]); returns
+    /// (start, end).
+    #[inline]
+    pub fn run(&mut self, cpu: usize, now: SimTime, ns: u64) -> (SimTime, SimTime) {
+        let (start, _) = self.start(cpu, now);
+        (start, self.occupy(cpu, start, ns))
+    }
+
     /// CPU time occupied so far on all CPUs together: 0 when the scenario
     /// charges no CPU (no cost paths, no layer costs).
     pub fn busy_ns(&self) -> u64 {

@@ -431,8 +431,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let ns = self.account(inst, false, (cpu, now), v.dir, self.ctxs.fio);
         if ns > 0 {
             self.groups[self.threads[v.job as usize].group].sys_ns += ns;
-            let (start, _) = self.cpus.start(cpu, now);
-            self.cpus.occupy(cpu, start, ns);
+            self.cpus.run(cpu, now, ns);
         }
     }
 
@@ -488,8 +487,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             self.groups[self.threads[t].group].sys_ns += ns;
         }
         if ns > 0 {
-            let (start, _) = self.cpus.start(cpu, now);
-            self.cpus.occupy(cpu, start, ns);
+            self.cpus.run(cpu, now, ns);
         }
     }
 

@@ -261,8 +261,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         if OBS && self.obs.is_some() {
             return self.obs_schedule_job(t, now, cost, ctx);
         }
-        let (start, _) = self.cpus.start(cpu, now);
-        let end = self.cpus.occupy(cpu, start, cost);
+        let (_, end) = self.cpus.run(cpu, now, cost);
         ctx.schedule_at(end, Ev::JobWake(t as u16));
     }
 
@@ -271,8 +270,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     #[inline(always)]
     pub(super) fn occupy_job(&mut self, t: usize, now: SimTime, cost: u64) -> (SimTime, SimTime) {
         let cpu = self.threads[t].cpu;
-        let (start, _) = self.cpus.start(cpu, now);
-        (start, self.cpus.occupy(cpu, start, cost))
+        self.cpus.run(cpu, now, cost)
     }
 
     /// Starts a job's next submission: draws the I/O, runs it down the

@@ -304,8 +304,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     pub(super) fn sleep_for_reap(&mut self, t: usize, now: SimTime) {
         let cost = self.run_job_path(t, JobPath::Single(PathId::Sleep));
         let cpu = self.threads[t].cpu;
-        let (start, _) = self.cpus.start(cpu, now);
-        let end = self.cpus.occupy(cpu, start, cost);
+        let (start, end) = self.cpus.run(cpu, now, cost);
         if OBS && self.obs.is_some() {
             self.obs_cpu(cpu, start, end, CpuWork::Sleep(t as u16));
         }

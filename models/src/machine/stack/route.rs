@@ -147,8 +147,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         };
         let (cpu, context) = (self.completing_cpu, self.completing_ctx);
         let ns = self.account(self.layers[l].acct, false, (cpu, now), dir, context);
-        let (start, _) = self.cpus.start(cpu, now);
-        self.cpus.occupy(cpu, start, ns);
+        self.cpus.run(cpu, now, ns);
     }
 
     /// Hands request `q` to graph node `node`: a device's queue, or a layer
@@ -239,8 +238,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 self.profile.charge(cpu, k, sym, ns);
             }
         }
-        let (start, _) = self.cpus.start(cpu, now);
-        let end = self.cpus.occupy(cpu, start, total);
+        let (start, end) = self.cpus.run(cpu, now, total);
         if OBS && self.obs.is_some() {
             self.obs_cpu(cpu, start, end, CpuWork::Kworker(l as u16));
         }
@@ -336,8 +334,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 }
             }
         }
-        let (start, _) = self.cpus.start(cpu, now);
-        self.cpus.occupy(cpu, start, total);
+        self.cpus.run(cpu, now, total);
     }
 
     /// Layer `l` completed `up` (`failed`: with an I/O error): a job's
