@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
-use blocksim_models::config::{ScenarioFile, SECTION_NAMES};
+use blocksim_models::config::ScenarioFile;
+use blocksim_models::layers::registry::all_sections;
 use blocksim_models::workload::job::{did_you_mean, JobConfig, JobError, NO_EFFECT_OPTIONS};
 use blocksim_models::workload::opt::OptValue;
 use blocksim_models::Scenario;
@@ -50,9 +51,17 @@ fn hint_unknown(msg: &str) -> String {
 
 fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> anyhow::Error {
     let msg = hint_unknown(e.message().trim());
-    match e.span() {
-        Some(span) => {
-            let (line, col) = line_col(text, span.start);
+    // An unknown top-level section is found after the known ones are read
+    // (the registered layers' sections, `layers::registry`), so its error
+    // spans the whole file: point at the section's header instead.
+    let unknown_section = e
+        .span()
+        .filter(|s| s.start == 0)
+        .and_then(|_| unknown_field_name(e.message()))
+        .and_then(|k| check::section_header_at(text, k));
+    match unknown_section.or(e.span().map(|s| s.start)) {
+        Some(start) => {
+            let (line, col) = line_col(text, start);
             let src_line = text.lines().nth(line - 1).unwrap_or("");
             anyhow!(
                 "{}:{line}:{col}: {msg}\n  {line:>4} | {src_line}\n       | {:>width$}^",
@@ -63,6 +72,11 @@ fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> anyhow::Error {
         }
         None => anyhow!("{}: {msg}", path.display()),
     }
+}
+
+/// The `K` of a message "unknown field `K`, ...".
+fn unknown_field_name(msg: &str) -> Option<&str> {
+    msg.strip_prefix("unknown field `")?.split('`').next()
 }
 
 /// Where `key` is set inside the `n`-th `[[job]]` table (1-based line, col).
@@ -158,15 +172,13 @@ pub fn apply_set(table: &mut toml::Table, path: &str, value: toml::Value) -> Res
             _ => bail!("--set {full}: `{}` is not a table", parts[0]),
         }
     }
-    if !SECTION_NAMES.contains(&parts[0]) {
-        let hint = did_you_mean(parts[0], SECTION_NAMES)
+    if !all_sections().contains(&parts[0]) {
+        let hint = did_you_mean(parts[0], all_sections())
             .map(|s| format!(" (did you mean `{s}`?)"))
-            .unwrap_or_else(|| format!("; sections: {}", SECTION_NAMES.join(", ")));
+            .unwrap_or_else(|| format!("; sections: {}", all_sections().join(", ")));
         bail!("--set {path}: unknown section `{}`{hint}", parts[0]);
     }
-    if check::ONE_OR_MANY.contains(&parts[0])
-        && parts.get(1).is_some_and(|p| p.parse::<usize>().is_ok())
-    {
+    if check::one_or_many(parts[0]) && parts.get(1).is_some_and(|p| p.parse::<usize>().is_ok()) {
         if let Some(one) = table.get_mut(parts[0]).filter(|v| v.is_table()) {
             *one = toml::Value::Array(vec![one.clone()]);
         }
@@ -995,7 +1007,7 @@ fn section_ref(msg: &str) -> Option<(String, Option<String>, Option<String>)> {
             None => rest[1..].split_once(']')?,
         };
         let base = kind.split('.').next().unwrap_or("");
-        if SECTION_NAMES.contains(&base) && base != "job" {
+        if all_sections().contains(&base) && base != "job" {
             if let Some(n) = table_name(after) {
                 names.push((base.to_string(), n));
             }

@@ -399,7 +399,7 @@ fn gen_nesting(
             let name = format!("pt{level}");
             let _ = writeln!(
                 t,
-                "\n[[passthrough]]\nname = {}\ndevice = {}",
+                "\n[[passthrough]]\nname = {}\nbelow = [{}]",
                 q(&name),
                 q(&device)
             );
@@ -1591,19 +1591,24 @@ fn job_device(sc: &Scenario, job: &JobConfig) -> String {
             .dm
             .iter()
             .find(|d| d.name == at)
-            .map(|d| &d.device)
-            .or_else(|| {
-                sc.passthrough
-                    .iter()
-                    .find(|p| p.name == at)
-                    .map(|p| &p.device)
-            });
+            .map(|d| d.device.as_str())
+            .or_else(|| passthrough_below(sc, &at));
         match below {
             Some(b) => at = blocksim_models::devices::device::device_name(b).to_string(),
             None => break,
         }
     }
     at
+}
+
+/// What `[[passthrough]]` `name` sits on (the swarm's only registered
+/// layer, a remap of each bio to one bio below).
+fn passthrough_below<'a>(sc: &'a Scenario, name: &str) -> Option<&'a str> {
+    let (_, _, t) = sc.layers.tables().find(|(k, _, t)| {
+        blocksim_models::layers::registry::KINDS[usize::from(*k)].section == "passthrough"
+            && t.get("name").and_then(|n| n.as_str()) == Some(name)
+    })?;
+    t.get("below")?.as_array()?.first()?.as_str()
 }
 
 /// Every job I/O reaches its device exactly once: for devices only jobs

@@ -1,7 +1,8 @@
 //! Typed configuration of a scenario's components (serde, no file formats).
 //!
 //! The root package reads TOML (and fio job files) into these structs; models
-//! never see text. Every physical parameter carries its unit in its name.
+//! read no files. (A registered layer's tables are kept as TOML values
+//! until its kind reads them, [`crate::layers::registry`].) Every physical parameter carries its unit in its name.
 //! Component structs deny unknown fields so typos become errors.
 
 use blocksim_sim::units::Nanos;
@@ -59,7 +60,6 @@ pub struct VariantConfig {
 /// as read from the file ([`ScenarioFile`]) or parsed [`JobConfig`]s
 /// ([`Scenario`]). Top-level TOML sections map one-to-one to fields.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
 pub struct ScenarioT<J> {
     pub simulation: SimulationConfig,
     pub cpu: CpuConfig,
@@ -98,8 +98,11 @@ pub struct ScenarioT<J> {
     pub dm: Vec<crate::layers::dm::DmConfig>,
     #[serde(default)]
     pub pagecache: Option<crate::layers::pagecache::PageCacheConfig>,
-    #[serde(default)]
-    pub passthrough: Vec<crate::layers::passthrough::PassthroughConfig>,
+    /// The registered layers' sections (`[[passthrough]]`), by section:
+    /// any top-level key that is not a field above and names no
+    /// registered kind is refused here as an unknown section.
+    #[serde(flatten)]
+    pub layers: crate::layers::registry::LayerSections,
     #[serde(rename = "job")]
     pub jobs: Vec<J>,
     #[serde(default, rename = "variant")]
@@ -147,7 +150,9 @@ pub type ScenarioFile = ScenarioT<BTreeMap<String, OptValue>>;
 /// A loaded scenario with parsed jobs.
 pub type Scenario = ScenarioT<JobConfig>;
 
-/// Top-level section names, for "did you mean" hints.
+/// The built-in top-level section names (with the registered layers'
+/// sections, [`crate::layers::registry::all_sections`], every section a
+/// scenario may have), for "did you mean" hints.
 pub const SECTION_NAMES: &[&str] = &[
     "simulation",
     "cpu",
@@ -163,7 +168,6 @@ pub const SECTION_NAMES: &[&str] = &[
     "pmem",
     "dm",
     "pagecache",
-    "passthrough",
     "job",
     "variant",
 ];
@@ -180,7 +184,8 @@ impl<J> ScenarioT<J> {
             .chain(self.generic.iter().map(|d| &d.name))
             .chain(self.raid10.iter().map(|d| &d.name))
             .chain(self.bcache.iter().map(|d| &d.name))
-            .chain(self.passthrough.iter().map(|d| &d.name))
+            .map(|n| n.as_str())
+            .chain(self.layers.names())
             .map(|n| format!("/dev/{n}"));
         block
             .chain(self.pmem.iter().map(|p| p.dev_path()))
@@ -204,7 +209,7 @@ impl<J> ScenarioT<J> {
             || self.generic.iter().any(|d| d.name == bare)
             || self.raid10.iter().any(|d| d.name == bare)
             || self.bcache.iter().any(|b| b.name == bare)
-            || self.passthrough.iter().any(|p| p.name == bare)
+            || self.layers.names().any(|n| n == bare)
     }
 
     /// The same scenario with its jobs replaced (raw option maps to parsed
@@ -225,7 +230,7 @@ impl<J> ScenarioT<J> {
             pmem: self.pmem,
             dm: self.dm,
             pagecache: self.pagecache,
-            passthrough: self.passthrough,
+            layers: self.layers,
             jobs,
             variants: self.variants,
         }

@@ -13,7 +13,6 @@ use blocksim_models::devices::ssd::SsdConfig;
 use blocksim_models::layers::bcache::{BcacheConfig, PopulateConfig};
 use blocksim_models::layers::dm::{DmConfig, DM_ACCOUNTING};
 use blocksim_models::layers::pagecache::PageCacheConfig;
-use blocksim_models::layers::passthrough::PassthroughConfig;
 use blocksim_models::layers::raid10::Raid10Config;
 use blocksim_models::machine::ahci::AhciConfig;
 use blocksim_models::workload::fs::FsConfig;
@@ -47,9 +46,23 @@ const SECTIONS: &[(&str, bool, Check)] = &[
     ("pmem", true, check::<PmemConfig>),
     ("dm", false, check::<DmConfig>),
     ("pagecache", false, check::<PageCacheConfig>),
-    ("passthrough", true, check::<PassthroughConfig>),
     ("variant", true, check::<VariantConfig>),
 ];
+
+/// The built-in sections, then each registered layer's
+/// ([`blocksim_models::layers::registry::KINDS`]: an array of tables that
+/// may be written as one table).
+fn sections() -> impl Iterator<Item = (&'static str, bool, Check)> {
+    let registered = blocksim_models::layers::registry::KINDS
+        .iter()
+        .map(|k| (k.section, false, k.check));
+    SECTIONS.iter().copied().chain(registered)
+}
+
+/// Whether section `name` is an array that may be written as one table.
+pub(crate) fn one_or_many(name: &str) -> bool {
+    ONE_OR_MANY.contains(&name) || blocksim_models::layers::registry::by_section(name).is_some()
+}
 
 /// Array sections that may also be written as a single table (one element).
 pub(crate) const ONE_OR_MANY: &[&str] = &["bcache", "dm"];
@@ -128,6 +141,57 @@ fn bad_choices(name: &str, table: &toml::Table) -> Vec<(String, String)> {
                 key.to_string(),
                 format!("{key} = {v:?} is not one of: {list}{hint}"),
             ))
+        })
+        .collect()
+}
+
+/// The byte offset of the name in the first header of top-level section
+/// `key` (`[key]`, `[[key]]`, `[key.sub]`) or of a top-level `key = ...`.
+pub(crate) fn section_header_at(text: &str, key: &str) -> Option<usize> {
+    let mut offset = 0;
+    let mut top = true;
+    for line in text.split_inclusive('\n') {
+        let t = line.trim_start();
+        let indent = line.len() - t.len();
+        if t.starts_with('[') {
+            let name = t.trim_start_matches('[').trim_start();
+            let at = indent + (t.len() - name.len());
+            let rest = name.strip_prefix(key);
+            if rest.is_some_and(|r| r.starts_with([']', '.', ' '])) {
+                return Some(offset + at);
+            }
+            top = false;
+        } else if top
+            && t.strip_prefix(key)
+                .is_some_and(|r| r.trim_start().starts_with(['=', '.']))
+        {
+            return Some(offset + indent);
+        }
+        offset += line.len();
+    }
+    None
+}
+
+/// A top-level key that is no section (`[[ssdd]]`), at its header.
+fn unknown_sections(table: &toml::Table, text: Option<&str>) -> Vec<Problem> {
+    let all = blocksim_models::layers::registry::all_sections();
+    let unknown = table.keys().filter(|k| !all.contains(&k.as_str()));
+    unknown
+        .map(|k| {
+            let at =
+                text.and_then(|t| Some(crate::scenario::line_col(t, section_header_at(t, k)?)));
+            let list: Vec<String> = all.iter().map(|s| format!("`{s}`")).collect();
+            Problem {
+                line: at.map(|(l, _)| l),
+                col: at.map(|(_, c)| c),
+                section: String::new(),
+                kind: "",
+                index: 0,
+                message: format!("unknown field `{k}`, expected one of {}", list.join(", ")),
+                key: None,
+                missing: false,
+                late: false,
+            }
         })
         .collect()
 }
@@ -367,7 +431,7 @@ fn label(name: &str, array: bool, t: &toml::Table, i: usize) -> String {
 /// Problems of every section of `table`; `text` (the file as written, when
 /// the table's sections all come from it) gives lines.
 pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem> {
-    let mut out = Vec::new();
+    let mut out = unknown_sections(table, text);
     for name in REQUIRED_SECTIONS {
         if !table.contains_key(*name) {
             out.push(Problem {
@@ -383,11 +447,12 @@ pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem
             });
         }
     }
-    for (name, array, chk) in SECTIONS {
+    for (name, array, chk) in sections() {
+        let name = &name;
         let Some(value) = table.get(*name) else {
             continue;
         };
-        let array = &(*array || (ONE_OR_MANY.contains(name) && value.is_array()));
+        let array = &(array || (one_or_many(name) && value.is_array()));
         let headers = text.map(|t| header_lines(t, name)).unwrap_or_default();
         let items: Vec<&toml::Value> = match (array, value) {
             (true, toml::Value::Array(a)) => a.iter().collect(),
@@ -411,7 +476,7 @@ pub fn scenario_problems(table: &toml::Table, text: Option<&str>) -> Vec<Problem
                 .filter(|(section, _, _)| section == name)
                 .filter_map(|(_, key, chk)| Some((*key, *chk, t.remove(*key)?)))
                 .collect();
-            push_problems(&mut out, *chk, &t, &at);
+            push_problems(&mut out, chk, &t, &at);
             for (key, chk, sub) in subs {
                 let toml::Value::Table(sub) = sub else {
                     continue;

@@ -80,7 +80,7 @@ copy_bytes_per_us = 4000
 
 [[passthrough]]
 name = "pt0"
-device = "vda"
+below = ["vda"]
 
 [dm]
 name = "linear"
@@ -136,7 +136,7 @@ const TYPOS: &[(&str, &str, &str)] = &[
     ("[filesystem]", "device", "devise"),
     ("[pagecache]", "memory", "memroy"),
     ("[[pmem]]", "request_ns", "request_nss"),
-    ("[[passthrough]]", "device", "devce"),
+    ("[[passthrough]]", "below", "belwo"),
     ("[dm]", "endio_ns", "endio_nss"),
     ("[costs]", "perf_idle_weight", "perf_idle_weigth"),
     ("[costs.btree]", "ns_per_node", "ns_per_nod"),
@@ -220,7 +220,7 @@ fn the_base_scenario_has_no_problem_and_every_section_kind() {
     let p = temp_file("sections", "base.toml", BASE);
     let (out, err, code) = sim(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
-    for s in blocksim_models::config::SECTION_NAMES {
+    for s in blocksim_models::layers::registry::all_sections() {
         let kind = TYPOS
             .iter()
             .any(|(h, _, _)| h.trim_matches(['[', ']']) == *s);
@@ -252,4 +252,46 @@ fn a_typo_in_every_section_is_named_in_one_error_in_file_order() {
         let rest = err[at..].lines().next().unwrap();
         assert!(rest.contains(&format!("did you mean `{key}`?")), "{rest}");
     }
+}
+
+#[test]
+fn an_unknown_section_is_named_at_its_header_line() {
+    // Registered layers' sections are read after the built-in ones, so the
+    // parser's own error spans the whole file; the message still points at
+    // the header.
+    let text = BASE.replace(
+        "[[passthrough]]",
+        "[[ssdd]]\nname = \"x\"\n\n[[passthrough]]",
+    );
+    let line = text.lines().position(|l| l == "[[ssdd]]").unwrap() + 1;
+    let p = temp_file("sections", "unknown.toml", &text);
+    let (_, err, code) = sim(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!("unknown.toml:{line}:3: unknown field `ssdd`")),
+        "{err}"
+    );
+    assert!(err.contains("(did you mean `ssd`?)"), "{err}");
+    assert!(
+        err.contains("`passthrough`"),
+        "the registered sections are listed: {err}"
+    );
+}
+
+#[test]
+fn a_registered_layer_may_be_one_table_and_is_set_by_index() {
+    // `[passthrough]` is one element of the array, as `[bcache]` is.
+    let one = BASE.replace("[[passthrough]]", "[passthrough]");
+    let p = temp_file("sections", "one_table.toml", &one);
+    let (out, err, code) = sim(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let p = temp_file("sections", "set_index.toml", BASE);
+    let (_, err, code) = sim(&[
+        "run",
+        p.to_str().unwrap(),
+        "--set",
+        "passthrough.0.below=[\"nothere\"]",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("below = \"nothere\" names no device"), "{err}");
 }

@@ -419,6 +419,7 @@ fn generated_graphs_nest_layers_and_draw_faults() {
         "[[pmem]]",
         "\n[[dm]]\nname = \"linear\"",
         "\n[[passthrough]]\n",
+        "below = [\"",
         "device = \"/dev/mapper/lin",
         "@pt",
         "@lin",

@@ -153,18 +153,18 @@ fn dm_as_a_layer_gives_the_figures_of_dm_precombined() {
 fn a_layer_over_dm_linear_over_pmem_is_refused_with_the_line() {
     let base = std::fs::read_to_string("scenarios/dm_inflight.toml").unwrap();
     let head = &base[..base.find("[[variant]]").unwrap()];
-    let text = format!("{head}[[passthrough]]\nname = \"pt0\"\ndevice = \"/dev/mapper/linear\"\n");
+    let text = format!("{head}[[passthrough]]\nname = \"pt0\"\nbelow = [\"/dev/mapper/linear\"]\n");
     let p = temp_file("dm_layer", "pt_over_dm_over_pmem.toml", &text);
     let (_, err, code) = sim(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
     let line = text
         .lines()
-        .position(|l| l == "device = \"/dev/mapper/linear\"")
+        .position(|l| l == "below = [\"/dev/mapper/linear\"]")
         .unwrap()
         + 1;
     assert!(
         err.contains(&format!(
-            "pt_over_dm_over_pmem.toml:{line}: [[passthrough]] \"pt0\": device = \"linear\" is dm-linear over pmem \"pmem0\""
+            "pt_over_dm_over_pmem.toml:{line}: [[passthrough]] \"pt0\": below = \"linear\" is dm-linear over pmem \"pmem0\""
         )),
         "{err}"
     );

@@ -153,7 +153,7 @@ fn chain(n: usize, name: &str, edit: impl Fn(String) -> String) -> (std::path::P
         } else {
             format!("pt{}", i - 1)
         };
-        text += &format!("\n[[passthrough]]\nname = \"pt{i}\"\ndevice = \"/dev/{below}\"\n");
+        text += &format!("\n[[passthrough]]\nname = \"pt{i}\"\nbelow = [\"/dev/{below}\"]\n");
     }
     text += &format!(
         "\n[[job]]\nname = \"randread\"\nrw = \"randread\"\nbs = \"4k\"\nioengine = \"libaio\"\n\
@@ -190,7 +190,7 @@ fn the_depth_limit_holds_and_a_deeper_stack_is_refused_with_its_line() {
 #[test]
 fn a_cycle_of_layers_is_refused_with_its_line() {
     let (p, text) = chain(3, "cycle.toml", |t| {
-        t.replace("device = \"/dev/nvme0n1\"", "device = \"/dev/pt2\"")
+        t.replace("below = [\"/dev/nvme0n1\"]", "below = [\"/dev/pt2\"]")
     });
     let (_, err, code) = sim(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
@@ -210,16 +210,16 @@ fn a_layer_over_bcache_is_refused_with_the_reason() {
     let abs = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/stacks/bcache_over_nvme.toml");
     let text = format!(
-        "extends = {:?}\n\n[[passthrough]]\nname = \"top\"\ndevice = \"bcache0\"\n",
+        "extends = {:?}\n\n[[passthrough]]\nname = \"top\"\nbelow = [\"bcache0\"]\n",
         abs.to_str().unwrap()
     );
     let p = temp_file("layers_over_layers", "over_bcache.toml", &text);
     let (_, err, code) = sim(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
-    let line = line_of(&text, "device = \"bcache0\"");
+    let line = line_of(&text, "below = [\"bcache0\"]");
     assert!(
         err.contains(&format!(
-            "over_bcache.toml:{line}: [[passthrough]] \"top\": device = \"bcache0\" is bcache: a layer over bcache is not modelled"
+            "over_bcache.toml:{line}: [[passthrough]] \"top\": below = \"bcache0\" is bcache: a layer over bcache is not modelled"
         )),
         "{err}"
     );

@@ -13,11 +13,10 @@
 //! use blocksim_models::devices::faults::FaultPlan;
 //! use blocksim_models::layers::faulty::FaultyLayer;
 //! use blocksim_models::layers::layer::{ChildDone, Layer, LayerCx, LayerReq, Origin};
-//! use blocksim_models::layers::passthrough::{Passthrough, PassthroughConfig};
+//! use blocksim_models::layers::passthrough::Passthrough;
 //! use blocksim_models::devices::device::Dir;
-//! let cfg = PassthroughConfig { name: "pt0".into(), device: "sda".into() };
 //! let plan = FaultPlan { fail_ppm: 1_000_000, ..FaultPlan::default() };
-//! let mut l = FaultyLayer::new(&plan, Box::new(Passthrough::new(&cfg, "sda", 8)));
+//! let mut l = FaultyLayer::new(&plan, Box::new(Passthrough::new("pt0", "sda", 8)));
 //! let mut cx = LayerCx::default();
 //! let req = LayerReq { dir: Dir::Read, sector: 0, sectors: 8, task: 0 };
 //! let c = l.submit(Origin::job(3), req, &mut cx);

@@ -4,18 +4,38 @@
 //! statistics. It exists for the tests of the stacking machinery (layers
 //! over layers, completions through any depth): a stack with passthroughs
 //! in it must give the figures of the same stack without them.
+//!
+//! It is also the proof of the layer registry
+//! ([`crate::layers::registry`]): this file and one line there are all
+//! that make `[[passthrough]]` a section, a graph node and a layer.
 
 use serde::{Deserialize, Serialize};
 
 use crate::layers::layer::{Child, ChildDone, Layer, LayerCx, LayerReq, Origin, Route, Tokens};
+use crate::layers::registry::{BelowNode, LayerSpec};
 
-/// `[[passthrough]]`: a layer named `name` over `device`.
+/// `[[passthrough]]`: a layer named `name` over `below = ["DEVICE"]`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct PassthroughConfig {
     pub name: String,
-    /// The device or layer it sits on (`nvme0` or `/dev/nvme0`).
-    pub device: String,
+    /// The device or layer it sits on (`nvme0` or `/dev/nvme0`): one.
+    pub below: Vec<String>,
+}
+
+impl LayerSpec for PassthroughConfig {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn below(&self) -> &[String] {
+        &self.below
+    }
+    fn build(&self, below: &[BelowNode]) -> Result<Box<dyn Layer>, String> {
+        let [b] = below else {
+            return Err(format!("below = {:?}: name one device", self.below));
+        };
+        Ok(Box::new(Passthrough::new(&self.name, &b.name, b.capacity_sectors)))
+    }
 }
 
 /// The layer: the requests from above in flight, by token.
@@ -28,9 +48,9 @@ pub struct Passthrough {
 }
 
 impl Passthrough {
-    pub fn new(cfg: &PassthroughConfig, below: &str, capacity_sectors: u64) -> Self {
+    pub fn new(name: &str, below: &str, capacity_sectors: u64) -> Self {
         Passthrough {
-            name: cfg.name.clone(),
+            name: name.to_string(),
             below: [below.to_string()],
             capacity_sectors,
             up: Tokens::default(),

@@ -2,8 +2,9 @@
 //! sits on, and a bottom-up order to assemble them in.
 //!
 //! Each device section names the devices below it: `[[raid10]] members`,
-//! `[[bcache]] cache` and `backing` (each set), `[dm] device`, `[[passthrough]] device`,
-//! `[filesystem] device`.
+//! `[[bcache]] cache` and `backing` (each set), `[dm] device`, a registered
+//! layer's `below = [...]` (`[[passthrough]]`,
+//! [`crate::layers::registry`]), `[filesystem] device`.
 //! [`Graph::of`] collects them into [`Node`]s, rejects names used twice,
 //! names that point nowhere, cycles, a stack more than [`LAYER_DEPTH_MAX`]
 //! layers deep and a layer over bcache, and returns the nodes in an order in
@@ -54,7 +55,8 @@ pub enum Kind {
     Raid10,
     Bcache,
     DmLinear,
-    Passthrough,
+    /// A registered layer: its index in [`crate::layers::registry::KINDS`].
+    Layer(u8),
 }
 
 impl Kind {
@@ -68,7 +70,7 @@ impl Kind {
             Kind::Raid10 => "raid10",
             Kind::Bcache => "bcache",
             Kind::DmLinear => "dm",
-            Kind::Passthrough => "passthrough",
+            Kind::Layer(k) => crate::layers::registry::KINDS[usize::from(k)].section,
         }
     }
 
@@ -80,14 +82,14 @@ impl Kind {
     pub fn is_array(self) -> bool {
         matches!(
             self,
-            Kind::Ssd | Kind::Hdd | Kind::Generic | Kind::Pmem | Kind::Raid10 | Kind::Passthrough
+            Kind::Ssd | Kind::Hdd | Kind::Generic | Kind::Pmem | Kind::Raid10 | Kind::Layer(_)
         )
     }
 
     /// Whether it is a stacking layer behind the `Layer` interface (it
     /// counts towards [`LAYER_DEPTH_MAX`]).
     pub fn is_layer(self) -> bool {
-        matches!(self, Kind::Bcache | Kind::Passthrough | Kind::DmLinear)
+        matches!(self, Kind::Bcache | Kind::Layer(_) | Kind::DmLinear)
     }
 }
 
@@ -125,7 +127,7 @@ pub struct GraphError {
 }
 
 fn section_header(s: &str) -> String {
-    let k = [
+    let builtin = [
         Kind::Ssd,
         Kind::Hdd,
         Kind::Generic,
@@ -133,10 +135,11 @@ fn section_header(s: &str) -> String {
         Kind::Raid10,
         Kind::Bcache,
         Kind::DmLinear,
-        Kind::Passthrough,
-    ]
-    .into_iter()
-    .find(|k| k.section() == s);
+    ];
+    let k = builtin
+        .into_iter()
+        .find(|k| k.section() == s)
+        .or_else(|| crate::layers::registry::by_section(s).map(|(k, _)| Kind::Layer(k)));
     match k {
         Some(k) if k.is_array() => format!("[{s}]"),
         _ => s.to_string(),
@@ -154,7 +157,7 @@ pub struct Graph {
     order: Vec<usize>,
 }
 
-fn collect<J>(sc: &ScenarioT<J>) -> Vec<Node> {
+fn collect<J>(sc: &ScenarioT<J>) -> Result<Vec<Node>, GraphError> {
     let node = |name: &str, kind, index, below: Vec<(&'static str, String)>| Node {
         name: name.to_string(),
         kind,
@@ -186,17 +189,59 @@ fn collect<J>(sc: &ScenarioT<J>) -> Vec<Node> {
         let below = vec![("device", device_name(&d.device).to_string())];
         v.push(node(&d.name, Kind::DmLinear, i, below));
     }
-    for (i, p) in sc.passthrough.iter().enumerate() {
-        let below = vec![("device", device_name(&p.device).to_string())];
-        v.push(node(&p.name, Kind::Passthrough, i, below));
+    for (k, i, table) in sc.layers.tables() {
+        v.push(registered_node(k, i, table)?);
     }
-    v
+    Ok(v)
+}
+
+/// The node of a registered layer's table: its `name` and `below`, read
+/// by its kind (a table its kind refuses, or one that sits on too few or
+/// too many nodes, is an error of that table).
+fn registered_node(k: u8, index: usize, table: &toml::Table) -> Result<Node, GraphError> {
+    let kind = &crate::layers::registry::KINDS[usize::from(k)];
+    let name = table.get("name").and_then(|n| n.as_str()).unwrap_or("?");
+    let err = |msg: String| GraphError {
+        section: kind.section,
+        index,
+        name: name.to_string(),
+        msg,
+        key: None,
+        other: None,
+    };
+    let spec = (kind.parse)(table).map_err(err)?;
+    let (min, max) = spec.below_count();
+    let n = spec.below().len();
+    if n < min || n > max {
+        let want = match min == max {
+            true => format!("{min}"),
+            false => format!("{min} to {max}"),
+        };
+        return Err(GraphError {
+            key: Some("below"),
+            ..err(format!(
+                "below = {:?} names {n} devices; a [[{}]] sits on {want}",
+                spec.below(),
+                kind.section
+            ))
+        });
+    }
+    Ok(Node {
+        name: spec.name().to_string(),
+        kind: Kind::Layer(k),
+        index,
+        below: spec
+            .below()
+            .iter()
+            .map(|b| ("below", device_name(b).to_string()))
+            .collect(),
+    })
 }
 
 impl Graph {
     /// Collects and checks a scenario's devices.
     pub fn of<J>(sc: &ScenarioT<J>) -> Result<Graph, GraphError> {
-        let nodes = collect(sc);
+        let nodes = collect(sc)?;
         let err = graph_err;
         if nodes.len() > MAX_DEVICES {
             return Err(err(

@@ -599,7 +599,7 @@ fn build_layers(
     for node in input.graph.bottom_up() {
         let layer = match node.kind {
             Kind::Bcache => build_bcache(input, &b, &input.sc.bcache[node.index], profile)?,
-            Kind::Passthrough => build_passthrough(&b, &input.sc.passthrough[node.index])?,
+            Kind::Layer(k) => build_registered(input, &b, k, node)?,
             Kind::DmLinear if dm_layers.contains(&node.name) => {
                 build_dm(input, &b, &input.sc.dm[node.index], profile)?
             }
@@ -710,24 +710,39 @@ fn build_dm(
     Ok(Box::new(layer))
 }
 
-/// A passthrough layer over its device or layer.
-fn build_passthrough(
+/// A registered layer over its devices or layers, by its kind's entry
+/// ([`crate::layers::registry`]): the machine knows it by nothing else.
+fn build_registered(
+    input: &LayersInput<'_>,
     b: &Built<'_>,
-    p: &crate::layers::passthrough::PassthroughConfig,
+    k: u8,
+    node: &crate::machine::graph::Node,
 ) -> Result<Box<dyn Layer>, ModelError> {
-    let below = crate::devices::device::device_name(&p.device);
-    let t = *b.targets.get(below).ok_or_else(|| {
-        cfg_err(format!(
-            "[[passthrough]] {:?}: device = {below:?} is not a device with a queue or a layer \
-             (an md member, pmem or dm-linear cannot be under a layer): name one",
-            p.name
-        ))
-    })?;
-    Ok(Box::new(crate::layers::passthrough::Passthrough::new(
-        p,
-        below,
-        b.capacity(t),
-    )))
+    use crate::layers::registry::{BelowNode, KINDS};
+    let kind = &KINDS[usize::from(k)];
+    let (_, _, table) = input
+        .sc
+        .layers
+        .tables()
+        .find(|&(kk, i, _)| kk == k && i == node.index)
+        .expect("the graph's node is a table of the scenario");
+    let here = |msg: String| cfg_err(format!("[[{}]] {:?}: {msg}", kind.section, node.name));
+    let spec = (kind.parse)(table).map_err(here)?;
+    let mut below = Vec::with_capacity(node.below.len());
+    for (_, name) in &node.below {
+        let t = *b.targets.get(name.as_str()).ok_or_else(|| {
+            here(format!(
+                "below = {name:?} is not a device with a queue or a layer (an md member, pmem \
+                 or a dm-linear device with nothing else on it cannot be under a layer): name \
+                 its own device instead"
+            ))
+        })?;
+        below.push(BelowNode {
+            name: name.clone(),
+            capacity_sectors: b.capacity(t),
+        });
+    }
+    spec.build(&below).map_err(here)
 }
 
 /// bcache over its cache and backing devices (or layers). With several
