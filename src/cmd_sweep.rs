@@ -1067,3 +1067,21 @@ mod tests {
         std::fs::remove_dir_all(&dir).ok();
     }
 }
+
+#[cfg(test)]
+mod id_tests {
+    /// A sweep's id hashes each point's scenario as JSON: the registered
+    /// layers' sections keep the place and shape `[[passthrough]]` had as
+    /// a field of its own (an empty array between `pagecache` and `job`),
+    /// so the ids of sweeps written before the registry stay valid.
+    #[test]
+    fn registered_sections_keep_the_scenario_json() {
+        let sc: blocksim_models::config::ScenarioFile =
+            toml::from_str("[simulation]\n[cpu]\nclock_mhz = 1000\n[[job]]\n").unwrap();
+        let json = serde_json::to_string(&sc).unwrap();
+        assert!(
+            json.contains(r#""pagecache":null,"passthrough":[],"job":[{}],"variant":[]}"#),
+            "{json}"
+        );
+    }
+}

@@ -156,15 +156,16 @@ impl LayerSections {
     }
 }
 
+/// Every registered section, each as an array (none as `[]`), where the
+/// flattened field sits: the scenario's JSON (a sweep's id is its hash) is
+/// what it was when `[[passthrough]]` was a field of its own.
 impl serde::Serialize for LayerSections {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (section, tables) in &self.0 {
-            match tables.as_slice() {
-                [one] => m.serialize_entry(section, one)?,
-                many => m.serialize_entry(section, many)?,
-            }
+        let mut m = s.serialize_map(Some(KINDS.len()))?;
+        for kind in KINDS {
+            let tables = self.0.get(kind.section).map_or(&[][..], Vec::as_slice);
+            m.serialize_entry(kind.section, tables)?;
         }
         m.end()
     }
@@ -207,7 +208,9 @@ impl<'de> serde::Deserialize<'de> for LayerSections {
                             )))
                         }
                     };
-                    out.insert(key, tables);
+                    if !tables.is_empty() {
+                        out.insert(key, tables);
+                    }
                 }
                 Ok(LayerSections(out))
             }
@@ -248,6 +251,8 @@ mod tests {
             let back: LayerSections = toml::from_str(&toml::to_string(&s).unwrap()).unwrap();
             assert_eq!(back, s);
         }
+        let none: LayerSections = toml::from_str("passthrough = []\n").unwrap();
+        assert_eq!(none, LayerSections::default());
         let err = toml::from_str::<LayerSections>("[ssdd]\n").unwrap_err();
         assert!(err.message().contains("unknown field `ssdd`"), "{err}");
     }
