@@ -168,6 +168,27 @@ pub fn de_device<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Er
     Ok(device_name(&s).to_string())
 }
 
+/// A single device written as itself (`device = "/dev/sda"`) or as the
+/// one-element list of the uniform key (`below = ["/dev/sda"]`), kept as
+/// written.
+pub fn de_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum One {
+        Name(String),
+        List(Vec<String>),
+    }
+    match serde::Deserialize::deserialize(d)? {
+        One::Name(s) => Ok(s),
+        One::List(v) => match <[String; 1]>::try_from(v) {
+            Ok([s]) => Ok(s),
+            Err(v) => Err(serde::de::Error::custom(format!(
+                "below = {v:?}: this layer sits on one device; name one"
+            ))),
+        },
+    }
+}
+
 /// [`de_device`] for a list (`[[raid10]] members`).
 pub fn de_devices<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     let v: Vec<String> = serde::Deserialize::deserialize(d)?;

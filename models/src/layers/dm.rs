@@ -31,7 +31,9 @@ pub struct DmConfig {
     /// Target type; only `linear` is modelled.
     #[serde(default = "d_target")]
     pub target: String,
-    /// Underlying device (`/dev/pmem0`).
+    /// Underlying device (`/dev/pmem0`); `below = ["/dev/pmem0"]`, the key
+    /// every layer takes, is the same.
+    #[serde(alias = "below", deserialize_with = "crate::devices::device::de_one")]
     pub device: String,
     /// In-flight accounting design: shared, percpu, percpu_no_pending,
     /// percpu_pending_io.
