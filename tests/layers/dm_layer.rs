@@ -239,3 +239,43 @@ fn a_trace_replayed_onto_dm_over_dm_passes_both() {
         );
     }
 }
+
+#[test]
+fn a_layers_own_io_into_dm_charges_dms_submission_and_accounting() {
+    // bcache in writeback mode over dm: the jobs' writes stay in the cache,
+    // so what enters dm is bcache's own writeback. dm's submission steps
+    // and its `start_io_acct` are charged where bcache issued it (before,
+    // only `clone_endio` was: the bios entered dm for free).
+    let out = run_ok(&[
+        "tests/data/stacks/bcache_over_dm_over_raid10.toml",
+        "--set",
+        "bcache.cache_mode=\"writeback\"",
+        "--set",
+        "job.rw=randwrite",
+        "--set",
+        "job.size=8m",
+        "--profile",
+    ]);
+    let writes: u64 = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("linear: ios=0/"))
+        .and_then(|r| r.split(',').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no dm ios line:\n{out}"));
+    assert!(writes > 0, "writeback reached dm:\n{out}");
+    for sym in [
+        "dm_make_request",
+        "linear_map",
+        "start_io_acct",
+        "clone_endio",
+    ] {
+        assert!(
+            out.lines().any(|l| l.ends_with(&format!("[k] {sym}"))),
+            "{sym} charged:\n{out}"
+        );
+    }
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("linear") && l.contains("shared")),
+        "dm's accounting design counted bcache's writeback:\n{out}"
+    );
+}

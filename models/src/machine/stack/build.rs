@@ -244,6 +244,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     fn assemble(sc: &Scenario, a: Assembled) -> Self {
         let threads_running = a.threads.len();
         let swapper = a.ctxs.swapper;
+        let fio_ctx = a.ctxs.fio;
         // dm's disk statistics, when its remap is precombined into the
         // jobs' submissions (as a layer, dm keeps its own).
         let dm_disk = sc
@@ -295,6 +296,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             acct: a.accounting,
             completing_cpu: 0,
             completing_ctx: swapper,
+            submit_ctx: fio_ctx,
             obs: None,
             dm_disk,
             bio_layers: a.bio_layers,

@@ -599,6 +599,10 @@ pub struct AsyncStack<const OBS: bool = false> {
     /// or the submitter's while a device that completes inline delivers
     /// (`complete_inline` sets it and puts back what it found).
     completing_ctx: ContextId,
+    /// The context a layer's submission work is charged in: fio's for a
+    /// job's bio; the issuer's while a layer's own request enters a layer
+    /// below (`route.rs`'s `issue_below` sets it and puts back fio's).
+    submit_ctx: ContextId,
     /// Jobs that run as programs (psync on pmem or dm-linear over it).
     programs: Option<Box<program::Programs>>,
     /// An attached observer ([`crate::machine::observe`]); `None`: nothing recorded.

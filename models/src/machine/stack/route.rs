@@ -47,7 +47,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         if let Some(cpu) = submitter {
             for &(sym, ns) in self.lcx.submitter_work() {
                 if let Some(sym) = sym {
-                    self.profile.charge(cpu, self.ctxs.fio, sym, ns);
+                    self.profile.charge(cpu, self.submit_ctx, sym, ns);
                 }
                 submitter_ns += ns;
             }
@@ -61,7 +61,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
             // layer below): the effects are carried out from a buffer of
             // their own.
             let mut cx = std::mem::take(&mut self.lcx);
-            self.carry_out(l, &cx, now, ctx);
+            let issuer = submitter.map(|cpu| (cpu, self.submit_ctx));
+            submitter_ns += self.carry_out(l, &cx, now, issuer, ctx);
             cx.clear();
             self.lcx = cx;
         } else {
@@ -125,17 +126,17 @@ impl<const OBS: bool> AsyncStack<OBS> {
         h
     }
 
-    /// A job's bio enters layer `l` from the layer above it, in the job's
-    /// submission on `cpu`: the start of `l`'s accounting design, if it
-    /// has one (dm's `start_io_acct` under bcache); returns its time.
+    /// A bio enters layer `l` from the layer above it (a job's, in the
+    /// job's submission on `cpu`, or the layer's own, where the layer
+    /// issued it): the start of `l`'s accounting design, if it has one
+    /// (dm's `start_io_acct` under bcache); returns its time.
     fn middle_acct_start(&mut self, l: usize, q: &Queued, cpu: usize, now: SimTime) -> u64 {
         let inst = self.layers[l].acct;
-        if inst == acct::NO_ACCT || dispatch::root_slot(q.root).is_none() {
+        if inst == acct::NO_ACCT {
             return 0;
         }
         self.layer_acct_open.insert(acct_key(l, q.origin), q.dir);
-        let fio = self.ctxs.fio;
-        self.account(inst, true, (cpu, now), q.dir, fio)
+        self.account(inst, true, (cpu, now), q.dir, self.submit_ctx)
     }
 
     /// Layer `l` completes `up`, a request from the layer above whose
@@ -206,8 +207,20 @@ impl<const OBS: bool> AsyncStack<OBS> {
 
     /// Issues layer `l`'s own requests (not the bio a submission hands
     /// down) and runs its kernel-worker CPU work on the interrupt CPU of
-    /// its first device below.
-    fn carry_out(&mut self, l: usize, cx: &LayerCx, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+    /// its first device below. A request entering a layer below charges
+    /// that layer's submission work (and starts its accounting) on the
+    /// issuer's CPU and context (`issuer`: the job's in its submission,
+    /// the completing CPU's in a completion; `None`: a replayed request's,
+    /// charged nowhere); returns that time, which the caller occupies.
+    fn carry_out(
+        &mut self,
+        l: usize,
+        cx: &LayerCx,
+        now: SimTime,
+        issuer: Option<(usize, ContextId)>,
+        ctx: &mut Ctx<'_, Ev>,
+    ) -> u64 {
+        let mut issued_ns = 0;
         for c in cx.children() {
             // A layer's own I/O comes back to it: there is no request from
             // above to remap it to.
@@ -224,12 +237,16 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 sector: c.sector,
                 sectors: c.sectors,
             };
-            let below = self.layers[l].below[c.below as usize].target();
-            self.submit_to(below, q, ctx);
+            match (self.layers[l].below[c.below as usize].target(), issuer) {
+                (Target::Layer(next), Some(issuer)) => {
+                    issued_ns += self.issue_below(next, q, issuer, ctx);
+                }
+                (below, _) => self.submit_to(below, q, ctx),
+            }
         }
         let total: u64 = cx.worker_work().iter().map(|w| w.1).sum();
         if total == 0 {
-            return;
+            return issued_ns;
         }
         let cpu = self.irq_cpu_for(self.first_dev(Target::Layer(l)));
         let k = self.ctxs.kworker;
@@ -242,6 +259,33 @@ impl<const OBS: bool> AsyncStack<OBS> {
         if OBS && self.obs.is_some() {
             self.obs_cpu(cpu, start, end, CpuWork::Kworker(l as u16));
         }
+        issued_ns
+    }
+
+    /// A layer's own request `q` enters layer `l` below it, issued on
+    /// `issuer` (CPU, context): `l`'s submission work and accounting are
+    /// charged there (returned: the time), and the bio it hands down
+    /// enters its device's queue now.
+    #[cold]
+    #[inline(never)]
+    fn issue_below(
+        &mut self,
+        l: usize,
+        q: Queued,
+        (cpu, context): (usize, ContextId),
+        ctx: &mut Ctx<'_, Ev>,
+    ) -> u64 {
+        let outer = std::mem::replace(&mut self.submit_ctx, context);
+        let h = self.submit_below(l, q, Some(cpu), ctx);
+        self.submit_ctx = outer;
+        let down = Queued {
+            origin: h.origin,
+            root: h.root,
+            sector: h.sector,
+            ..q
+        };
+        self.block_submit(h.dev, down, ctx);
+        h.submitter_ns
     }
 
     /// Delivers a completed request to whoever issued it: a job's I/O
@@ -298,7 +342,11 @@ impl<const OBS: bool> AsyncStack<OBS> {
             self.charge_completion_work(owner.root, now);
         }
         let mut cx = std::mem::take(&mut self.lcx);
-        self.carry_out(l, &cx, now, ctx);
+        let issuer = (self.completing_cpu, self.completing_ctx);
+        let issued_ns = self.carry_out(l, &cx, now, Some(issuer), ctx);
+        if issued_ns > 0 {
+            self.run_completing(owner.root, now, issued_ns);
+        }
         for i in 0..cx.completed().len() {
             let up = cx.completed()[i];
             if !self.layer_acct_open.is_empty() {
@@ -324,7 +372,15 @@ impl<const OBS: bool> AsyncStack<OBS> {
             }
             total += ns;
         }
-        if context == self.ctxs.fio {
+        self.run_completing(root, now, total);
+    }
+
+    /// `total` ns of work where a completion runs (its profile charged):
+    /// occupies the completing CPU from `now`, and over a device that
+    /// completes inline is the submitting job's system time.
+    fn run_completing(&mut self, root: u32, now: SimTime, total: u64) {
+        let cpu = self.completing_cpu;
+        if self.completing_ctx == self.ctxs.fio {
             // Over a device that completes inline: the submitting job's
             // system time.
             if let Some(io) = dispatch::root_slot(root) {
