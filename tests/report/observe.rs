@@ -896,3 +896,71 @@ fn bad_windows_and_bounds_exit_2_with_the_fix() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn blktrace_of_a_layer_in_the_middle_has_its_q_and_c() {
+    if !have_blktrace_tools() {
+        return;
+    }
+    // lin1 over lin0 over NVMe: the job's bio enters lin1 (its top) and
+    // then lin0 (a layer in the middle): one Q and one C per job I/O on
+    // each, and the remaps chain lin1 -> lin0 -> nvme0n1.
+    let dir = tmpdir("middle");
+    let bt = dir.join("bt");
+    let o = common::sim_output(
+        &[
+            "run",
+            &scenario("tests/data/stacks/dm_over_dm_over_nvme.toml"),
+            "--set",
+            SHORT,
+            "--set",
+            "job.ramp_time=0",
+            "--output-format",
+            "json",
+            "--blktrace",
+            bt.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let (out, err) = ok(&o);
+    let ios = report_ios(&json(&out));
+    let sum = summary(&err);
+    for dev in ["lin1", "lin0"] {
+        let c = blkparse_counts(&bt, dev);
+        assert_eq!(c.get("Q"), Some(&ios), "{dev}: Q per job I/O: {c:?}");
+        assert_eq!(c.get("C"), Some(&ios), "{dev}: C per job I/O: {c:?}");
+        assert_eq!(Some(&c["Q"]), sum[dev].0.get("Q"), "{dev}: summary");
+        let (q2c, n) = btt_means(&bt, dev)["Q2Cdm"];
+        assert_eq!(n, ios, "{dev}: btt Q2C count");
+        assert!(
+            (q2c * 1e6 - sum[dev].1).abs() < 0.002,
+            "{dev}: btt Q2C {q2c}"
+        );
+    }
+    let remaps = |dev: &str| {
+        let out = Command::new("blkparse")
+            .args(["-q", "-D"])
+            .arg(&bt)
+            .args(["-i", dev])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        text.lines()
+            .filter(|l| l.contains(" A "))
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    let lin0 = remaps("lin0");
+    assert_eq!(lin0.len() as u64, ios, "one A per bio on lin0");
+    assert!(
+        lin0.iter().all(|l| l.contains("<- (253,1)")),
+        "lin0's bios come from lin1: {lin0:?}"
+    );
+    let nvme = remaps("nvme0n1");
+    assert!(
+        nvme.iter().all(|l| l.contains("<- (253,0)")),
+        "the SSD's from lin0: {:?}",
+        &nvme[..2]
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -31,6 +31,10 @@ struct Held {
 /// indices (if it passes them) and when it was queued there.
 type TopIo = (Option<u16>, Option<u16>, u64);
 
+/// A bio in a layer in the middle of a stack: queued at (ns), its
+/// direction, sector, sectors and process.
+type MiddleIo = (u64, Dir, u64, u32, u32);
+
 /// Block events collected before they are handed to the observer at once
 /// (one call instead of one per event; 256 x 96 bytes stays in L1/L2).
 const BLOCK_BATCH_EVENTS: usize = 256;
@@ -47,6 +51,14 @@ pub(crate) struct ObsState {
     /// Job I/Os that entered their bio-based devices (dm, a layer): the
     /// device indices they were queued on, completed at `io_done`.
     top: Vec<Option<TopIo>>,
+    /// Bios in a layer in the middle of a stack (dm under bcache, a layer's
+    /// own request in the layer below it), by (layer, origin): when they
+    /// were queued there and what they were, for their C.
+    middle: std::collections::BTreeMap<u64, MiddleIo>,
+    /// A job's bio's entries into layers in the middle, in its submission
+    /// (by job I/O slot, key, layer's traced index, what): their Q (and A)
+    /// are written with the top's, when its request enters a device queue.
+    middle_pending: Vec<(u32, u64, u16, usize, MiddleIo)>,
     /// Per queueing device and hardware queue: when each request not yet
     /// dispatched was queued (requests leave a queue in FIFO order).
     queued: Vec<Vec<VecDeque<u64>>>,
@@ -69,6 +81,8 @@ impl ObsState {
             blocks: Vec::with_capacity(BLOCK_BATCH_EVENTS),
             held: Vec::new(),
             top: Vec::new(),
+            middle: std::collections::BTreeMap::new(),
+            middle_pending: Vec::new(),
             queued: Vec::new(),
             in_flight: Vec::new(),
             dev_spans: Vec::new(),
@@ -130,6 +144,43 @@ impl ObsState {
             value: f64::from(*n),
         };
         self.record(Obs::Counter(&c));
+    }
+
+    /// The Q (after an A from the device above, `from`) of each layer in
+    /// the middle that job I/O `root`'s bio entered, at `t`, top down;
+    /// returns the last, which the device's A comes from.
+    #[cold]
+    #[inline(never)]
+    fn queue_middle(
+        &mut self,
+        root: u32,
+        mut from: Option<(u16, u64)>,
+        t: u64,
+    ) -> Option<(u16, u64)> {
+        let mut pending = std::mem::take(&mut self.middle_pending);
+        for p in pending.iter().filter(|p| p.0 == root) {
+            let (_, key, dev, cpu, (_, dir, sector, sectors, pid)) = *p;
+            let base = BlockEvent {
+                dir,
+                sector,
+                sectors,
+                ..ev(t, BlockAction::Queue, usize::from(dev), cpu, pid)
+            };
+            if let Some((from_dev, from_sector)) = from {
+                self.emit(BlockEvent {
+                    action: BlockAction::Remap,
+                    from_dev,
+                    from_sector,
+                    ..base
+                });
+            }
+            self.emit(base);
+            self.middle.insert(key, (t, dir, sector, sectors, pid));
+            from = Some((dev, sector));
+        }
+        pending.retain(|p| p.0 != root);
+        self.middle_pending = pending;
+        from
     }
 }
 
@@ -302,6 +353,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 }
             }
             from = tops.1.or(tops.0).map(|a| (a, v.sector));
+            if st.middle_pending.iter().any(|p| p.0 == q.root) {
+                from = st.queue_middle(q.root, from, t);
+            }
         }
         let base = BlockEvent {
             dir: q.dir,
@@ -435,6 +489,83 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 st.record(Obs::Counter(&c));
             }
         }
+    }
+
+    /// A bio enters layer `l` from above in the middle of a stack (not the
+    /// job I/O's own top layer, whose Q [`Self::obs_queue`] writes): its Q
+    /// on `l`, on `cpu`, kept for its C ([`Self::obs_middle_done`]).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn obs_middle_queue(
+        &mut self,
+        l: usize,
+        q: &Queued,
+        submitter: Option<usize>,
+        now: SimTime,
+    ) {
+        let top = dispatch::root_slot(q.root).map(|io| self.ios.get(io).layer);
+        if top.is_some_and(|top| usize::from(top) == l) && q.origin.owner() == Owner::Job(q.root) {
+            return;
+        }
+        let pid = self.obs_pid(q.root);
+        let dev = (self.devs.len() + l) as u16;
+        let key = (l as u64) << 32 | u64::from(q.origin.0);
+        let in_job_submission = submitter.is_some()
+            && self.submit_ctx == self.ctxs.fio
+            && dispatch::root_slot(q.root).is_some();
+        let cpu = submitter.unwrap_or(self.completing_cpu);
+        let issuer = match q.origin.owner() {
+            Owner::Layer { layer, .. } => Some((self.devs.len() + usize::from(layer)) as u16),
+            _ => None,
+        };
+        let Some(st) = self.obs.as_mut() else { return };
+        let io = (0, q.dir, q.sector, q.sectors, pid);
+        let first_of_job =
+            in_job_submission && st.top.get(q.root as usize).is_none_or(Option::is_none);
+        if first_of_job {
+            // (Written with the top's Q, when its request is queued.)
+            st.middle_pending.push((q.root, key, dev, cpu, io));
+            return;
+        }
+        let t = now.as_ns();
+        st.middle.insert(key, (t, q.dir, q.sector, q.sectors, pid));
+        let base = BlockEvent {
+            dir: q.dir,
+            sector: q.sector,
+            sectors: q.sectors,
+            ..ev(t, BlockAction::Queue, usize::from(dev), cpu, pid)
+        };
+        if let Some(from_dev) = issuer {
+            st.emit(BlockEvent {
+                action: BlockAction::Remap,
+                from_dev,
+                from_sector: q.sector,
+                ..base
+            });
+        }
+        st.emit(base);
+    }
+
+    /// Layer `l` completes `up` (`failed`: with an error): the C of a bio
+    /// queued on it in the middle of a stack, on the completing CPU.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn obs_middle_done(&mut self, l: usize, (up, failed): (Origin, bool), now: SimTime) {
+        let cpu = self.completing_cpu;
+        let dev = self.devs.len() + l;
+        let Some(st) = self.obs.as_mut() else { return };
+        let key = (l as u64) << 32 | u64::from(up.0);
+        let Some((queued_ns, dir, sector, sectors, pid)) = st.middle.remove(&key) else {
+            return;
+        };
+        st.emit(BlockEvent {
+            dir,
+            sector,
+            sectors,
+            failed,
+            queued_ns,
+            ..ev(now.as_ns(), BlockAction::Complete, dev, cpu, pid)
+        });
     }
 
     /// C on the bio-based devices the job I/O passed (its bio completes).

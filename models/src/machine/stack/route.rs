@@ -117,6 +117,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
             sectors: q.sectors,
             task,
         };
+        if OBS && self.obs.is_some() {
+            self.obs_middle_queue(l, &q, submitter, ctx.now());
+        }
         let acct_ns = match submitter {
             Some(cpu) => self.middle_acct_start(l, &q, cpu, ctx.now()),
             None => 0,
@@ -334,6 +337,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 // (A layer whose accounting ran in the middle of a stack,
                 // dm's, does completion work: it takes the path below.)
                 debug_assert!(!self.layer_acct_open.contains_key(&acct_key(l, up.0)));
+                if OBS && self.obs.is_some() {
+                    self.obs_middle_done(l, up, now);
+                }
                 self.deliver_up(up, l, now, ctx);
             }
             return;
@@ -351,6 +357,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
             let up = cx.completed()[i];
             if !self.layer_acct_open.is_empty() {
                 self.middle_acct_end(l, up.0, now);
+            }
+            if OBS && self.obs.is_some() {
+                self.obs_middle_done(l, up, now);
             }
             self.deliver_up(up, l, now, ctx);
         }
