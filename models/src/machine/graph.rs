@@ -7,7 +7,7 @@
 //! [`crate::layers::registry`]), `[filesystem] device`.
 //! [`Graph::of`] collects them into [`Node`]s, rejects names used twice,
 //! names that point nowhere, cycles, a stack more than [`LAYER_DEPTH_MAX`]
-//! layers deep and a layer over bcache, and returns the nodes in an order in
+//! layers deep and a layer over a precombined dm-linear, and returns the nodes in an order in
 //! which every device comes after everything it sits on
 //! ([`Graph::bottom_up`]). The machine builder walks that order; the root
 //! package turns a [`GraphError`] into `file:line` of the offending section.
@@ -280,7 +280,6 @@ impl Graph {
         check_claims(&nodes, &by_name)
             .map_err(|(n, key, other)| claim_error(&nodes, n, key, other))?;
         check_depth(&nodes, &by_name, &order)?;
-        check_over_bcache(&nodes, &by_name)?;
         check_over_precombined_dm(&nodes, &by_name)?;
         Ok(Graph {
             nodes,
@@ -465,34 +464,6 @@ fn check_depth(
                     path.join(" -> ")
                 ),
             ));
-        }
-    }
-    Ok(())
-}
-
-/// No layer sits on bcache: bcache keys the requests it serves by the job
-/// I/O they come from, so it takes requests from jobs (and from dm-linear,
-/// whose remap of a job's bio is precombined into the job's submission
-/// there), not from another layer.
-fn check_over_bcache(nodes: &[Node], by_name: &BTreeMap<String, usize>) -> Result<(), GraphError> {
-    for n in nodes
-        .iter()
-        .filter(|n| n.kind.is_layer() && n.kind != Kind::DmLinear)
-    {
-        for (key, b) in &n.below {
-            if nodes[by_name[b]].kind == Kind::Bcache {
-                return Err(GraphError {
-                    key: Some(*key),
-                    ..graph_err(
-                        n,
-                        format!(
-                            "{key} = {b:?} is bcache: a layer over bcache is not modelled (bcache \
-                             takes requests from jobs and dm-linear only); put this layer under \
-                             bcache or target bcache directly"
-                        ),
-                    )
-                });
-            }
         }
     }
     Ok(())

@@ -18,7 +18,7 @@ use crate::layers::bcache::{Bcache, BgDev, Route};
 use crate::layers::layer::{
     Child, ChildDone, Layer, LayerCx, LayerReq, Origin, Route as ChildRoute,
 };
-use crate::layers::layer::{ReportCx, WorkCtx, TOKEN_BITS};
+use crate::layers::layer::{ReportCx, Tokens, WorkCtx, TOKEN_BITS};
 
 const CACHE: u8 = 0;
 const BACKING: u8 = 1;
@@ -55,9 +55,14 @@ pub struct BcacheLayer {
     backing_sectors: u64,
     /// Bcache's tokens of the background I/Os in flight.
     background: Slab<u32>,
-    /// The request of each parent whose miss is in flight, by parent origin
-    /// (dense: job I/O slots).
+    /// The request of each parent whose miss is in flight, by parent id
+    /// (dense: job I/O slots, [`BcacheLayer::parent_id`]).
     misses: Vec<Option<LayerReq>>,
+    /// The requests from a layer above in flight (bcache under a layer):
+    /// their parent ids are [`UPPER`] with their token here.
+    uppers: Tokens<Origin>,
+    /// The request of each such parent whose miss is in flight, by token.
+    upper_misses: Vec<Option<LayerReq>>,
     /// Parents a failed child served, failed when they complete (a
     /// writethrough write whose other half is in flight, a writeback
     /// write's earlier piece).
@@ -72,10 +77,14 @@ pub struct BcacheLayer {
 fn token(kind: u32, payload: u32) -> u32 {
     assert!(
         payload <= PAYLOAD_MASK,
-        "bcache token payload {payload} beyond {KIND_SHIFT} bits (bcache sits under a job, not under another layer)"
+        "bcache token payload {payload} beyond {KIND_SHIFT} bits"
     );
     kind << KIND_SHIFT | payload
 }
+
+/// The bit of a parent id that marks a request from a layer above (the
+/// others are job I/O slots, below it).
+const UPPER: u32 = 1 << (KIND_SHIFT - 1);
 
 impl BcacheLayer {
     /// `bc` over its cache and backing devices: (name, size) each.
@@ -86,6 +95,8 @@ impl BcacheLayer {
             backing_sectors: backing.1,
             background: Slab::with_bound(BACKGROUND_BOUND),
             misses: Vec::new(),
+            uppers: Tokens::default(),
+            upper_misses: Vec::new(),
             failed_parents: std::collections::BTreeSet::new(),
             syms,
             hit_series: HitSeries::default(),
@@ -98,6 +109,34 @@ impl BcacheLayer {
     pub fn labelled(mut self, several: bool) -> BcacheLayer {
         self.labelled = several;
         self
+    }
+
+    /// The id bcache keys request `up` by while it serves it: a job I/O's
+    /// slot, or [`UPPER`] with a token for a layer's request (its origin is
+    /// no dense index).
+    #[inline]
+    fn parent_id(&mut self, up: Origin) -> u32 {
+        if up.0 >> 30 == 0 {
+            assert!(
+                up.0 < UPPER,
+                "job I/O slot {} beyond bcache's parent ids",
+                up.0
+            );
+            return up.0;
+        }
+        UPPER | self.uppers.insert(up)
+    }
+
+    /// The in-flight miss slot of parent id `p`.
+    fn miss_slot(&mut self, p: u32) -> &mut Option<LayerReq> {
+        let (v, i) = match p & UPPER {
+            0 => (&mut self.misses, p as usize),
+            _ => (&mut self.upper_misses, (p & !UPPER) as usize),
+        };
+        if i >= v.len() {
+            v.resize(i + 1, None);
+        }
+        &mut v[i]
     }
 
     /// Cache hits and misses so far.
@@ -143,22 +182,26 @@ impl BcacheLayer {
     }
 
     /// The child carrying a bio from above, routed as bcache decided.
-    fn route_child(&mut self, up: Origin, req: LayerReq, route: Route) -> Child {
+    fn route_child(&mut self, (up, p): (Origin, u32), req: LayerReq, route: Route) -> Child {
         let (below, route, sector) = match route {
             Route::CacheRead { cache_sector } => {
-                (CACHE, ChildRoute::Token(token(HIT, up.0)), cache_sector)
+                (CACHE, ChildRoute::Token(token(HIT, p)), cache_sector)
             }
             Route::Miss => {
-                let i = up.0 as usize;
-                if i >= self.misses.len() {
-                    self.misses.resize(i + 1, None);
-                }
-                debug_assert!(self.misses[i].is_none(), "two misses of one parent");
-                self.misses[i] = Some(req);
-                (BACKING, ChildRoute::Token(token(MISS, up.0)), req.sector)
+                let slot = self.miss_slot(p);
+                debug_assert!(slot.is_none(), "two misses of one parent");
+                *slot = Some(req);
+                (BACKING, ChildRoute::Token(token(MISS, p)), req.sector)
             }
-            Route::BackingJoined => (BACKING, ChildRoute::Token(token(JOIN, up.0)), req.sector),
-            Route::Backing => (BACKING, ChildRoute::Remap, req.sector),
+            Route::BackingJoined => (BACKING, ChildRoute::Token(token(JOIN, p)), req.sector),
+            Route::Backing => {
+                // (Its completion goes straight up: bcache holds nothing
+                // of it.)
+                if p & UPPER != 0 {
+                    self.uppers.take(p & !UPPER);
+                }
+                (BACKING, ChildRoute::Remap, req.sector)
+            }
             Route::CacheOnly {
                 cache_sector,
                 token: t,
@@ -194,16 +237,16 @@ impl BcacheLayer {
     fn child_failed(&mut self, kind: u32, payload: u32, cx: &mut LayerCx) {
         let now_ns = cx.now_ns;
         let up = match kind {
-            HIT => Some(Origin(payload)),
+            HIT => Some(payload),
             MISS => {
-                self.misses[payload as usize]
+                self.miss_slot(payload)
                     .take()
                     .expect("a miss completes once");
-                Some(Origin(payload))
+                Some(payload)
             }
             JOIN => {
                 self.failed_parents.insert(payload);
-                self.bc.join_done(payload).then_some(Origin(payload))
+                self.bc.join_done(payload).then_some(payload)
             }
             _ => {
                 let t = self.background.remove(SlotId(payload));
@@ -211,19 +254,23 @@ impl BcacheLayer {
                 if let Some(u) = served {
                     self.failed_parents.insert(u);
                 }
-                done.map(Origin)
+                done
             }
         };
         self.pump(cx);
-        if let Some(up) = up {
-            self.failed_parents.insert(up.0);
-            self.complete_parent(up, cx);
+        if let Some(p) = up {
+            self.failed_parents.insert(p);
+            self.complete_parent(p, cx);
         }
     }
 
-    /// Completes `up`: failed if a child it was served by failed.
-    fn complete_parent(&mut self, up: Origin, cx: &mut LayerCx) {
-        if !self.failed_parents.is_empty() && self.failed_parents.remove(&up.0) {
+    /// Completes parent id `p`: failed if a child it was served by failed.
+    fn complete_parent(&mut self, p: u32, cx: &mut LayerCx) {
+        let up = match p & UPPER {
+            0 => Origin(p),
+            _ => self.uppers.take(p & !UPPER),
+        };
+        if !self.failed_parents.is_empty() && self.failed_parents.remove(&p) {
             cx.fail(up);
         } else {
             cx.complete(up);
@@ -249,9 +296,10 @@ impl Layer for BcacheLayer {
     }
 
     fn submit(&mut self, up: Origin, req: LayerReq, cx: &mut LayerCx) -> Child {
-        let (route, lc) =
-            self.bc
-                .submit(up.0, req.task, req.dir, req.sector, req.sectors, cx.now_ns);
+        let p = self.parent_id(up);
+        let (route, lc) = self
+            .bc
+            .submit(p, req.task, req.dir, req.sector, req.sectors, cx.now_ns);
         cx.work(
             WorkCtx::Submitter,
             Some(self.syms.bset_search),
@@ -262,7 +310,7 @@ impl Layer for BcacheLayer {
             Some(self.syms.search_leaf),
             lc.search_leaf_ns,
         );
-        let child = self.route_child(up, req, route);
+        let child = self.route_child((up, p), req, route);
         self.pump(cx);
         child
     }
@@ -276,29 +324,31 @@ impl Layer for BcacheLayer {
         let up = match kind {
             HIT => {
                 self.bc.cache_read_done(done.since_dispatch_ns, now_ns);
-                Some(Origin(payload))
+                Some(payload)
             }
             MISS => {
-                let r = self.misses[payload as usize]
+                let r = self
+                    .miss_slot(payload)
                     .take()
                     .expect("a miss completes once");
                 debug_assert_eq!(r.dir, Dir::Read);
                 self.bc.read_miss_done(r.sector, r.sectors, r.task, now_ns);
-                Some(Origin(payload))
+                Some(payload)
             }
-            JOIN => self.bc.join_done(payload).then_some(Origin(payload)),
+            JOIN => self.bc.join_done(payload).then_some(payload),
             _ => {
                 let t = self.background.remove(SlotId(payload));
-                self.bc.bg_done(t, now_ns).map(Origin)
+                self.bc.bg_done(t, now_ns)
             }
         };
         self.pump(cx);
-        if let Some(up) = up {
-            self.complete_parent(up, cx);
+        if let Some(p) = up {
+            self.complete_parent(p, cx);
         }
     }
 
     fn check_invariants(&self) -> Result<(), String> {
+        self.uppers.check()?;
         self.bc.check_invariants()
     }
 

@@ -314,13 +314,16 @@ impl<const OBS: bool> AsyncStack<OBS> {
         };
         let since_dispatch_ns =
             dispatch::root_slot(owner.root).map_or(0, |io| now.since(self.ios.get(io).t_dispatch));
-        let below = self.layers[l].below.iter().position(|&b| b == from);
+        let below = match self.layers[l].below.iter().position(|&b| b == from) {
+            Some(i) => i,
+            None => self.remapped_below(l, from, owner, now),
+        };
         let done = ChildDone {
             token,
             // The layer decides what a failed request means for the one
             // it serves (`LayerCx::fail`).
             failed: owner.failed,
-            below: below.expect("a layer's request completes on a node below it") as u8,
+            below: below as u8,
             since_dispatch_ns,
         };
         self.lcx.begin(now.as_ns());
@@ -365,6 +368,55 @@ impl<const OBS: bool> AsyncStack<OBS> {
         }
         cx.clear();
         self.lcx = cx;
+    }
+
+    /// The node below layer `l` through which a completion from `from`
+    /// came, when `from` is not directly below it: a layer below remapped
+    /// the request onto `from` with its origin unchanged (bcache under a
+    /// layer hands a miss to its backing device so), so the completion
+    /// comes straight here. Each remapping layer in between ends its
+    /// accounting and its trace of the bio now, as if it had completed it
+    /// upward. Bounded: the graph is acyclic and at most
+    /// [`crate::machine::graph::LAYER_DEPTH_MAX`] layers deep.
+    #[cold]
+    #[inline(never)]
+    fn remapped_below(&mut self, l: usize, from: Below, owner: TagOwner, now: SimTime) -> usize {
+        let mut path = Vec::new();
+        let below = self.layers[l].below.clone();
+        let i = below
+            .iter()
+            .position(|&b| self.path_to(b.target(), from, &mut path))
+            .unwrap_or_else(|| {
+                panic!(
+                    "a completion reached layer {} from a node not below it",
+                    self.layers[l].layer.name()
+                )
+            });
+        for m in path {
+            if !self.layer_acct_open.is_empty() {
+                self.middle_acct_end(m, owner.origin, now);
+            }
+            if OBS && self.obs.is_some() {
+                self.obs_middle_done(m, (owner.origin, owner.failed), now);
+            }
+        }
+        i
+    }
+
+    /// Whether node `from` is `t` or below it; `path` gets the layers from
+    /// `t` down to `from`'s parent (bottom first).
+    fn path_to(&self, t: Target, from: Below, path: &mut Vec<usize>) -> bool {
+        if Below::of(t) == from {
+            return true;
+        }
+        let Target::Layer(m) = t else { return false };
+        for &b in &self.layers[m].below {
+            if self.path_to(b.target(), from, path) {
+                path.push(m);
+                return true;
+            }
+        }
+        false
     }
 
     /// A layer's work where its child's completion runs (dm's
