@@ -148,11 +148,12 @@ impl<E: Copy> EventQueue<E> {
     // stay inlined in each, as it is with one.
     #[inline(always)]
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
-        if !self.heap_mode {
-            let top = self.sorted.pop()?;
-            return Some((SimTime(top.time), top.event));
+        // (In heap mode `sorted` is empty: the sorted case is tested first.)
+        match self.sorted.pop() {
+            Some(top) => Some((SimTime(top.time), top.event)),
+            None if self.heap_mode => self.heap_pop(),
+            None => None,
         }
-        self.heap_pop()
     }
 
     /// One insertion-sort step from the end: new events are usually among
