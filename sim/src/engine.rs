@@ -166,18 +166,24 @@ impl<M: Model> Simulation<M> {
             if handled >= max_events {
                 break StopReason::EventLimit;
             }
-            // (A run without an end time skips the due check.)
-            let next = if until == SimTime::MAX {
-                ctx.queue.pop()
+            // (A run without an end time skips the due check; its common
+            // case, a sorted queue, pops with no `Option`.)
+            let (t, event) = if until == SimTime::MAX && ctx.queue.sorted_len() != 0 {
+                ctx.queue.pop_sorted()
             } else {
-                ctx.queue.pop_due(until)
-            };
-            let Some((t, event)) = next else {
-                if ctx.queue.is_empty() {
-                    break StopReason::Drained;
-                }
-                ctx.now = until;
-                break StopReason::TimeLimit;
+                let next = if until == SimTime::MAX {
+                    ctx.queue.pop()
+                } else {
+                    ctx.queue.pop_due(until)
+                };
+                let Some(next) = next else {
+                    if ctx.queue.is_empty() {
+                        break StopReason::Drained;
+                    }
+                    ctx.now = until;
+                    break StopReason::TimeLimit;
+                };
+                next
             };
             // Architecture invariant: time never goes backwards.
             if t < ctx.now {

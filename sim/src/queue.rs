@@ -134,6 +134,25 @@ impl<E: Copy> EventQueue<E> {
         }
     }
 
+    /// Pending events in the sorted array (0 in heap mode).
+    #[inline(always)]
+    pub fn sorted_len(&self) -> usize {
+        self.sorted.len()
+    }
+
+    /// Pops the earliest event from a non-empty sorted array (the loop's
+    /// common case: no `Option` to build and test again).
+    ///
+    /// # Panics
+    /// If the sorted array is empty ([`Self::sorted_len`] is 0).
+    #[inline(always)]
+    pub fn pop_sorted(&mut self) -> (SimTime, E) {
+        let n = self.sorted.len();
+        let top = self.sorted[n - 1];
+        self.sorted.truncate(n - 1);
+        (SimTime(top.time), top.event)
+    }
+
     /// Pops the earliest event if it is due at or before `until`.
     #[inline]
     pub fn pop_due(&mut self, until: SimTime) -> Option<(SimTime, E)> {
@@ -163,16 +182,16 @@ impl<E: Copy> EventQueue<E> {
     fn sorted_push(&mut self, time: u64, event: E) {
         self.sorted.push(Slot { time, event });
         let rest = self.sorted.as_mut_slice();
-        let n = rest.len();
-        let mut i = n - 1;
-        // k + 1 < n: the indexing needs no bound check.
-        for k in (0..n - 1).rev() {
-            let e = rest[k];
+        // i < rest.len() throughout, falling: the indexing needs no bound
+        // check.
+        let mut i = rest.len() - 1;
+        while i > 0 {
+            let e = rest[i - 1];
             if e.time > time {
                 break;
             }
-            rest[k + 1] = e;
-            i = k;
+            rest[i] = e;
+            i -= 1;
         }
         rest[i] = Slot { time, event };
     }
