@@ -52,6 +52,9 @@ pub struct EventQueue<E> {
     /// `min(SORTED_MAX, capacity_max)`: below it a push needs no bound
     /// check and stays sorted.
     sorted_len_max: usize,
+    /// `sorted_len_max` while sorted, 0 in heap mode: below it a push stays
+    /// sorted (one test for both).
+    sorted_room: usize,
     /// The next heap sequence number; every heap entry's is below it.
     sequence_next: u64,
     capacity_max: usize,
@@ -81,6 +84,7 @@ impl<E: Copy> EventQueue<E> {
             heap: Vec::new(),
             heap_mode: false,
             sorted_len_max,
+            sorted_room: sorted_len_max,
             sequence_next: 0,
             capacity_max,
         }
@@ -114,7 +118,7 @@ impl<E: Copy> EventQueue<E> {
     #[inline]
     pub fn push(&mut self, time: SimTime, event: E) -> Result<(), QueueFull> {
         let len = self.sorted.len();
-        if !self.heap_mode && len < self.sorted_len_max && len < self.sorted.capacity() {
+        if len < self.sorted_room && len < self.sorted.capacity() {
             self.sorted_push(time.0, event);
             Ok(())
         } else {
@@ -180,20 +184,22 @@ impl<E: Copy> EventQueue<E> {
     /// entry whose time is not later (it was pushed after them).
     #[inline]
     fn sorted_push(&mut self, time: u64, event: E) {
-        self.sorted.push(Slot { time, event });
-        let rest = self.sorted.as_mut_slice();
-        // i < rest.len() throughout, falling: the indexing needs no bound
-        // check.
-        let mut i = rest.len() - 1;
-        while i > 0 {
-            let e = rest[i - 1];
+        let new = Slot { time, event };
+        self.sorted.push(new);
+        let Some((last, rest)) = self.sorted.split_last_mut() else {
+            return;
+        };
+        // The hole moves down past every entry that is not later; an
+        // iterator, so the scan has no index to check.
+        let mut hole = last;
+        for e in rest.iter_mut().rev() {
             if e.time > time {
                 break;
             }
-            rest[i] = e;
-            i -= 1;
+            *hole = *e;
+            hole = e;
         }
-        rest[i] = Slot { time, event };
+        *hole = new;
     }
 
     /// Pushes onto the heap, moving a full sorted queue into it first: the
@@ -218,6 +224,7 @@ impl<E: Copy> EventQueue<E> {
             }
             self.sequence_next = seq;
             self.heap_mode = true;
+            self.sorted_room = 0;
         }
         let key = key_of(time, self.sequence_next);
         self.sequence_next += 1;
@@ -246,6 +253,7 @@ impl<E: Copy> EventQueue<E> {
                 event: e.event,
             }));
             self.heap_mode = false;
+            self.sorted_room = self.sorted_len_max;
         }
         Some((SimTime((top.key >> 64) as u64), top.event))
     }
