@@ -17,7 +17,11 @@ pub trait Model {
 /// future events, ask the run to stop.
 pub struct Ctx<'a, E> {
     now: SimTime,
-    queue: &'a mut EventQueue<E>,
+    /// The run's queue, moved here for the loop (and back after): held by
+    /// value, a push or pop addresses it from the context directly, with
+    /// no pointer to reload after every call into the model.
+    queue: EventQueue<E>,
+    _run: std::marker::PhantomData<&'a mut ()>,
     /// Held here, not behind a reference: the loop tests it after every
     /// event (one load, not two).
     stop_requested: bool,
@@ -59,6 +63,14 @@ impl<E: Copy> Ctx<'_, E> {
     pub fn pending_events(&self) -> usize {
         self.queue.len()
     }
+}
+
+/// The loop's check of its invariant failed (out of line: the loop keeps
+/// the time in a register).
+#[cold]
+#[inline(never)]
+fn time_went_backwards(t: SimTime, now: SimTime) -> ! {
+    panic!("time went backwards: {t} < {now}")
 }
 
 /// Options of a [`Simulation`].
@@ -145,7 +157,8 @@ impl<M: Model> Simulation<M> {
         // disjoint fields); only its time changes per event.
         let mut ctx = Ctx {
             now: self.now,
-            queue: &mut self.queue,
+            queue: std::mem::replace(&mut self.queue, EventQueue::with_bound(0)),
+            _run: std::marker::PhantomData,
             stop_requested: false,
             overflow: None,
         };
@@ -153,21 +166,29 @@ impl<M: Model> Simulation<M> {
             if handled >= max_events {
                 break StopReason::EventLimit;
             }
-            // (A run without an end time skips the due check.)
-            let next = if until == SimTime::MAX {
-                ctx.queue.pop()
+            // (A run without an end time skips the due check; its common
+            // case, a sorted queue, pops with no `Option`.)
+            let (t, event) = if until == SimTime::MAX && ctx.queue.sorted_len() != 0 {
+                ctx.queue.pop_sorted()
             } else {
-                ctx.queue.pop_due(until)
-            };
-            let Some((t, event)) = next else {
-                if ctx.queue.is_empty() {
-                    break StopReason::Drained;
-                }
-                ctx.now = until;
-                break StopReason::TimeLimit;
+                let next = if until == SimTime::MAX {
+                    ctx.queue.pop()
+                } else {
+                    ctx.queue.pop_due(until)
+                };
+                let Some(next) = next else {
+                    if ctx.queue.is_empty() {
+                        break StopReason::Drained;
+                    }
+                    ctx.now = until;
+                    break StopReason::TimeLimit;
+                };
+                next
             };
             // Architecture invariant: time never goes backwards.
-            assert!(t >= ctx.now, "time went backwards: {t} < {}", ctx.now);
+            if t < ctx.now {
+                time_went_backwards(t, ctx.now);
+            }
             ctx.now = t;
             self.model.handle(event, &mut ctx);
             handled += 1;
@@ -176,6 +197,7 @@ impl<M: Model> Simulation<M> {
             }
         };
         self.now = ctx.now;
+        self.queue = ctx.queue;
         self.events_processed += handled;
         if let Some(e) = ctx.overflow {
             return Err(e.into());

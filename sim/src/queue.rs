@@ -52,6 +52,9 @@ pub struct EventQueue<E> {
     /// `min(SORTED_MAX, capacity_max)`: below it a push needs no bound
     /// check and stays sorted.
     sorted_len_max: usize,
+    /// `sorted_len_max` while sorted, 0 in heap mode: below it a push stays
+    /// sorted (one test for both).
+    sorted_room: usize,
     /// The next heap sequence number; every heap entry's is below it.
     sequence_next: u64,
     capacity_max: usize,
@@ -81,6 +84,7 @@ impl<E: Copy> EventQueue<E> {
             heap: Vec::new(),
             heap_mode: false,
             sorted_len_max,
+            sorted_room: sorted_len_max,
             sequence_next: 0,
             capacity_max,
         }
@@ -114,7 +118,7 @@ impl<E: Copy> EventQueue<E> {
     #[inline]
     pub fn push(&mut self, time: SimTime, event: E) -> Result<(), QueueFull> {
         let len = self.sorted.len();
-        if !self.heap_mode && len < self.sorted_len_max && len < self.sorted.capacity() {
+        if len < self.sorted_room && len < self.sorted.capacity() {
             self.sorted_push(time.0, event);
             Ok(())
         } else {
@@ -134,6 +138,25 @@ impl<E: Copy> EventQueue<E> {
         }
     }
 
+    /// Pending events in the sorted array (0 in heap mode).
+    #[inline(always)]
+    pub fn sorted_len(&self) -> usize {
+        self.sorted.len()
+    }
+
+    /// Pops the earliest event from a non-empty sorted array (the loop's
+    /// common case: no `Option` to build and test again).
+    ///
+    /// # Panics
+    /// If the sorted array is empty ([`Self::sorted_len`] is 0).
+    #[inline(always)]
+    pub fn pop_sorted(&mut self) -> (SimTime, E) {
+        let n = self.sorted.len();
+        let top = self.sorted[n - 1];
+        self.sorted.truncate(n - 1);
+        (SimTime(top.time), top.event)
+    }
+
     /// Pops the earliest event if it is due at or before `until`.
     #[inline]
     pub fn pop_due(&mut self, until: SimTime) -> Option<(SimTime, E)> {
@@ -148,11 +171,12 @@ impl<E: Copy> EventQueue<E> {
     // stay inlined in each, as it is with one.
     #[inline(always)]
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
-        if !self.heap_mode {
-            let top = self.sorted.pop()?;
-            return Some((SimTime(top.time), top.event));
+        // (In heap mode `sorted` is empty: the sorted case is tested first.)
+        match self.sorted.pop() {
+            Some(top) => Some((SimTime(top.time), top.event)),
+            None if self.heap_mode => self.heap_pop(),
+            None => None,
         }
-        self.heap_pop()
     }
 
     /// One insertion-sort step from the end: new events are usually among
@@ -160,20 +184,22 @@ impl<E: Copy> EventQueue<E> {
     /// entry whose time is not later (it was pushed after them).
     #[inline]
     fn sorted_push(&mut self, time: u64, event: E) {
-        self.sorted.push(Slot { time, event });
-        let rest = self.sorted.as_mut_slice();
-        let n = rest.len();
-        let mut i = n - 1;
-        // k + 1 < n: the indexing needs no bound check.
-        for k in (0..n - 1).rev() {
-            let e = rest[k];
+        let new = Slot { time, event };
+        self.sorted.push(new);
+        let Some((last, rest)) = self.sorted.split_last_mut() else {
+            return;
+        };
+        // The hole moves down past every entry that is not later; an
+        // iterator, so the scan has no index to check.
+        let mut hole = last;
+        for e in rest.iter_mut().rev() {
             if e.time > time {
                 break;
             }
-            rest[k + 1] = e;
-            i = k;
+            *hole = *e;
+            hole = e;
         }
-        rest[i] = Slot { time, event };
+        *hole = new;
     }
 
     /// Pushes onto the heap, moving a full sorted queue into it first: the
@@ -198,6 +224,7 @@ impl<E: Copy> EventQueue<E> {
             }
             self.sequence_next = seq;
             self.heap_mode = true;
+            self.sorted_room = 0;
         }
         let key = key_of(time, self.sequence_next);
         self.sequence_next += 1;
@@ -226,6 +253,7 @@ impl<E: Copy> EventQueue<E> {
                 event: e.event,
             }));
             self.heap_mode = false;
+            self.sorted_room = self.sorted_len_max;
         }
         Some((SimTime((top.key >> 64) as u64), top.event))
     }

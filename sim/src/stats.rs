@@ -179,9 +179,7 @@ impl LatencyHistogram {
 
     #[inline]
     pub fn record(&mut self, latency_ns: u64) {
-        if latency_ns > LATENCY_NS_MAX {
-            self.saturated += 1;
-        }
+        self.saturated += u64::from(latency_ns > LATENCY_NS_MAX);
         let v = latency_ns.clamp(1, LATENCY_NS_MAX);
         self.counts[bucket_of(v)] += 1;
         self.total += 1;

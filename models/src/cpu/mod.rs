@@ -17,54 +17,79 @@ use blocksim_sim::SimTime;
 /// The CPUs of a stack.
 #[derive(Debug, Clone)]
 pub struct Cpus {
-    busy_until: Vec<SimTime>,
-    idle_exits: Vec<u64>,
+    /// Per CPU: when it is free, and its idle exits (one entry, so a run's
+    /// two fields take one bound check).
+    cpus: Vec<CpuState>,
     /// CPU time occupied on all CPUs together.
     busy_ns: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct CpuState {
+    busy_until: SimTime,
+    idle_exits: u64,
 }
 
 impl Cpus {
     pub fn new(count: usize) -> Cpus {
         assert!(count > 0);
         Cpus {
-            busy_until: vec![SimTime::ZERO; count],
-            idle_exits: vec![0; count],
+            cpus: vec![
+                CpuState {
+                    busy_until: SimTime::ZERO,
+                    idle_exits: 0,
+                };
+                count
+            ],
             busy_ns: 0,
         }
     }
 
     pub fn count(&self) -> usize {
-        self.busy_until.len()
+        self.cpus.len()
     }
 
     /// When work arriving at `now` can start on `cpu`, and whether the CPU
     /// was idle (so the caller charges an idle exit).
+    #[inline]
     pub fn start(&mut self, cpu: usize, now: SimTime) -> (SimTime, bool) {
-        let b = self.busy_until[cpu];
-        if b <= now {
-            self.idle_exits[cpu] += 1;
+        let c = &mut self.cpus[cpu];
+        if c.busy_until <= now {
+            c.idle_exits += 1;
             (now, true)
         } else {
-            (b, false)
+            (c.busy_until, false)
         }
     }
 
     /// Marks `cpu` busy from `start` for `ns`; returns the end.
+    #[inline]
     pub fn occupy(&mut self, cpu: usize, start: SimTime, ns: u64) -> SimTime {
-        assert!(start >= self.busy_until[cpu], "CPU {cpu} double-booked");
+        let c = &mut self.cpus[cpu];
+        assert!(start >= c.busy_until, "CPU {cpu} double-booked");
         let end = start + ns;
-        self.busy_until[cpu] = end;
+        c.busy_until = end;
         self.busy_ns += ns;
         end
     }
 
     /// Work of `ns` arriving at `now` on `cpu`: it starts when the CPU is
     /// free ([`Cpus::start`]) and occupies it ([`Cpus::occupy`]); returns
-    /// (start, end).
+    /// (start, end). (The two in one: the start is never before the CPU is
+    /// free, so there is no double booking to check.)
     #[inline]
     pub fn run(&mut self, cpu: usize, now: SimTime, ns: u64) -> (SimTime, SimTime) {
-        let (start, _) = self.start(cpu, now);
-        (start, self.occupy(cpu, start, ns))
+        let c = &mut self.cpus[cpu];
+        let start = if c.busy_until <= now {
+            c.idle_exits += 1;
+            now
+        } else {
+            c.busy_until
+        };
+        let end = start + ns;
+        c.busy_until = end;
+        self.busy_ns += ns;
+        (start, end)
     }
 
     /// CPU time occupied so far on all CPUs together: 0 when the scenario
@@ -74,11 +99,11 @@ impl Cpus {
     }
 
     pub fn busy_until(&self, cpu: usize) -> SimTime {
-        self.busy_until[cpu]
+        self.cpus[cpu].busy_until
     }
 
     pub fn idle_exits(&self, cpu: usize) -> u64 {
-        self.idle_exits[cpu]
+        self.cpus[cpu].idle_exits
     }
 }
 
