@@ -365,7 +365,9 @@ fn gen_async(
 
 /// Layers over layers: a chain of 1 to 4 stacking layers
 /// (`[[passthrough]]` and `[[dm]]`, drawn level by level) over an SSD, a
-/// disk or md that no layer or filesystem holds, and a job on its top.
+/// disk, md or bcache that no layer or filesystem holds, and a job on its
+/// top (a dm-linear directly on bcache is not a layer, so over bcache the
+/// first level is a passthrough).
 /// Returns the chain's names.
 fn gen_nesting(
     rng: &mut ComponentRng,
@@ -380,13 +382,15 @@ fn gen_nesting(
             format!("backing = {}\n", q(&d.name)),
             format!("device = {}\n", q(&d.name)),
             format!("device = {}\n", q(&format!("/dev/{}", d.name))),
+            format!("below = [{}]\n", q(&d.name)),
+            format!("below = [{}]\n", q(&format!("/dev/{}", d.name))),
         ]
         .iter()
         .any(|claim| t.contains(claim.as_str()))
     };
     let bases: Vec<&Dev> = targets
         .iter()
-        .filter(|d| matches!(d.kind, Kind::Ssd | Kind::Hdd | Kind::Md) && !held(d))
+        .filter(|d| matches!(d.kind, Kind::Ssd | Kind::Hdd | Kind::Md | Kind::Bcache) && !held(d))
         .collect();
     if bases.is_empty() || !rng.random_bool(0.5) {
         return Vec::new();
@@ -395,7 +399,7 @@ fn gen_nesting(
     let mut names = Vec::new();
     for level in 0..rng.random_range(1..=4u32) {
         let device = top.path(rng);
-        top = if rng.random_bool(0.5) {
+        top = if top.kind == Kind::Bcache || rng.random_bool(0.5) {
             let name = format!("pt{level}");
             let _ = writeln!(
                 t,

@@ -420,6 +420,8 @@ fn generated_graphs_nest_layers_and_draw_faults() {
         "\n[[dm]]\nname = \"linear\"",
         "\n[[passthrough]]\n",
         "below = [\"",
+        // A layer over bcache.
+        "below = [\"/dev/bcache0\"]",
         "device = \"/dev/mapper/lin",
         "@pt",
         "@lin",
