@@ -164,3 +164,54 @@ fn partial_pages_trims_and_bad_pagecache_keys_are_refused() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("pagecache.memory"), "{err}");
 }
+
+#[test]
+fn a_buffered_job_runs_on_bcache_through_the_page_cache() {
+    // bcache takes the page cache's block I/Os as it takes a layer's: a
+    // writer's 16 MiB stay dirty in the page cache until its end_fsync
+    // writes them back, into bcache (writeback: into its cache SSD, dirty
+    // there); a reader's misses are bcache lookups.
+    let stack = "tests/data/stacks/bcache_over_nvme.toml";
+    let (out, err, code) = sim(&[
+        "run",
+        stack,
+        "--set",
+        "job.filename=/dev/bcache0",
+        "--set",
+        "job.direct=0",
+        "--set",
+        "job.size=16m",
+        "--set",
+        "job.rw=randwrite",
+        "--set",
+        "job.end_fsync=1",
+        "--set",
+        "bcache.cache_mode=writeback",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(counter(&out, "written_back_pages"), 4_096, "{out}");
+    assert_eq!(counter(&out, "dirty_pages_at_end"), 0);
+    let note = out
+        .lines()
+        .find(|l| l.starts_with("note: bcache bcache0"))
+        .unwrap_or_else(|| panic!("no bcache note:\n{out}"));
+    assert!(
+        note.contains("dirty 1") && !note.contains(" 0 keys inserted"),
+        "{note}"
+    );
+    let (out, err, code) = sim(&[
+        "run",
+        stack,
+        "--set",
+        "job.filename=/dev/bcache0",
+        "--set",
+        "job.direct=0",
+        "--set",
+        "job.size=4m",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        !out.contains(" 0 lookups"),
+        "bcache looked the reads up:\n{out}"
+    );
+}

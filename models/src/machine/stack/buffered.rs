@@ -55,8 +55,9 @@ pub(super) struct Buffered {
 
 struct CacheNode {
     name: String,
-    /// The device below (a buffered job's target is a device).
-    dev: usize,
+    /// The node below: a device, or a stacking layer (bcache), which
+    /// takes the cache's block I/Os as a replayed trace's (no submitter).
+    dev: Target,
     cache: PageCache,
     /// Block I/Os that completed with an error.
     failed_ios: u64,
@@ -117,7 +118,7 @@ pub(super) fn build(
 ) -> Result<Option<Box<Buffered>>, ModelError> {
     let sc = input.sc;
     // (device, streams).
-    let mut targets: Vec<(usize, u32)> = Vec::new();
+    let mut targets: Vec<(Target, u32)> = Vec::new();
     for t in threads.iter_mut() {
         let j = &sc.jobs[t.group];
         if j.direct {
@@ -149,8 +150,8 @@ pub(super) fn build(
     let config = sc.pagecache.clone().unwrap_or_default();
     let mut caches = Vec::with_capacity(targets.len());
     for (dev, streams) in targets {
-        let name = (input.name_of)(Target::Dev(dev));
-        let device_pages = (input.size_sectors_of)(Target::Dev(dev)) / PAGE_SECTORS;
+        let name = (input.name_of)(dev);
+        let device_pages = (input.size_sectors_of)(dev) / PAGE_SECTORS;
         let params = Params::of_config(&config, device_pages, streams);
         let cache = PageCache::new(params).map_err(|e| {
             cfg_err(format!(
@@ -180,14 +181,14 @@ pub(super) fn build(
     })))
 }
 
-/// A buffered thread's region starts on a page, its target is a device
-/// (not a stacking layer), keeps no accounting design and has no
-/// bio-based layer above it: that device.
+/// A buffered thread's region starts on a page, its target (a device or a
+/// stacking layer) keeps no accounting design and has no precombined
+/// bio-based layer above it: that target.
 fn check_thread(
     input: &BufferedInput<'_>,
     j: &JobConfig,
     t: &JobThread,
-) -> Result<usize, ModelError> {
+) -> Result<Target, ModelError> {
     if t.region_sector % PAGE_SECTORS != 0 {
         return Err(cfg_err(format!(
             "job `{}`: its region starts at byte {} with direct=0: the page cache is modelled in whole 4 KiB pages; use an offset (and offset_increment) in multiples of 4k, or direct=1",
@@ -195,13 +196,7 @@ fn check_thread(
             t.region_sector * 512
         )));
     }
-    let Target::Dev(dev) = t.target else {
-        return Err(cfg_err(format!(
-            "job `{}`: direct=0 on {} is not modelled: a stacking layer (bcache) takes requests from jobs, not yet from the page cache; set direct=1, or run the buffered job on a device",
-            j.name,
-            (input.name_of)(t.target)
-        )));
-    };
+    let dev = t.target;
     if t.layers != 0 {
         return Err(cfg_err(format!(
             "job `{}`: direct=0 over dm-linear or a pmem namespace is not modelled (their bio path is a job's); set direct=1",
@@ -373,8 +368,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
         }
     }
 
-    /// One block I/O of the cache, into its device's queue.
-    fn pc_issue(&mut self, dev: usize, token: u32, bio: &BlockIo, ctx: &mut Ctx<'_, Ev>) {
+    /// One block I/O of the cache, into its device's queue or its layer.
+    fn pc_issue(&mut self, dev: Target, token: u32, bio: &BlockIo, ctx: &mut Ctx<'_, Ev>) {
         let q = Queued {
             origin: Origin::page_cache(token),
             root: NO_ROOT,
@@ -382,7 +377,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             sector: bio.sector,
             sectors: bio.sectors,
         };
-        self.block_submit(dev, q, ctx);
+        self.submit_to(dev, q, ctx);
     }
 
     /// The cache completed job I/O `io` (or its writer's pause ended): the
