@@ -150,27 +150,9 @@ pub type ScenarioFile = ScenarioT<BTreeMap<String, OptValue>>;
 /// A loaded scenario with parsed jobs.
 pub type Scenario = ScenarioT<JobConfig>;
 
-/// The built-in top-level section names (with the registered layers'
-/// sections, [`crate::layers::registry::all_sections`], every section a
-/// scenario may have), for "did you mean" hints.
-pub const SECTION_NAMES: &[&str] = &[
-    "simulation",
-    "cpu",
-    "costs",
-    "filesystem",
-    "bcache",
-    "ahci",
-    "ssd",
-    "hdd",
-    "generic",
-    "raid10",
-    "coherence",
-    "pmem",
-    "dm",
-    "pagecache",
-    "job",
-    "variant",
-];
+/// The built-in top-level section names (defined beside the registered
+/// layers' sections, which complete them).
+pub use crate::layers::registry::BUILTIN_SECTIONS as SECTION_NAMES;
 
 impl<J> ScenarioT<J> {
     /// The devices a job's `filename` may name, as `/dev/...` paths, in

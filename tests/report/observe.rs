@@ -175,7 +175,9 @@ fn report_ios(report: &serde_json::Value) -> u64 {
 /// Q2C/D2C against the report and blocksim's summary; `top` is the
 /// bio-based devices the job's I/O enters first (top first), `leaves` the
 /// queueing devices below.
-fn check_blktrace(name: &str, scen: &str, top: &[&str], leaves: &[&str]) -> common::TempDir {
+/// Runs `scen` (short, no ramp, JSON) writing blktrace files to
+/// `DIR/bt`: (the temp dir, stdout, stderr).
+fn run_blktrace(name: &str, scen: &str) -> (common::TempDir, String, String) {
     let dir = tmpdir(name);
     let bt = dir.join("bt");
     let o = common::sim_output(
@@ -194,6 +196,12 @@ fn check_blktrace(name: &str, scen: &str, top: &[&str], leaves: &[&str]) -> comm
         &[],
     );
     let (out, err) = ok(&o);
+    (dir, out, err)
+}
+
+fn check_blktrace(name: &str, scen: &str, top: &[&str], leaves: &[&str]) -> common::TempDir {
+    let (dir, out, err) = run_blktrace(name, scen);
+    let bt = dir.join("bt");
     let report = json(&out);
     let sum = summary(&err);
     let ios = report_ios(&report);
@@ -905,24 +913,8 @@ fn blktrace_of_a_layer_in_the_middle_has_its_q_and_c() {
     // lin1 over lin0 over NVMe: the job's bio enters lin1 (its top) and
     // then lin0 (a layer in the middle): one Q and one C per job I/O on
     // each, and the remaps chain lin1 -> lin0 -> nvme0n1.
-    let dir = tmpdir("middle");
+    let (dir, out, err) = run_blktrace("middle", "tests/data/stacks/dm_over_dm_over_nvme.toml");
     let bt = dir.join("bt");
-    let o = common::sim_output(
-        &[
-            "run",
-            &scenario("tests/data/stacks/dm_over_dm_over_nvme.toml"),
-            "--set",
-            SHORT,
-            "--set",
-            "job.ramp_time=0",
-            "--output-format",
-            "json",
-            "--blktrace",
-            bt.to_str().unwrap(),
-        ],
-        &[],
-    );
-    let (out, err) = ok(&o);
     let ios = report_ios(&json(&out));
     let sum = summary(&err);
     for dev in ["lin1", "lin0"] {

@@ -171,24 +171,24 @@ fn a_buffered_job_runs_on_bcache_through_the_page_cache() {
     // writer's 16 MiB stay dirty in the page cache until its end_fsync
     // writes them back, into bcache (writeback: into its cache SSD, dirty
     // there); a reader's misses are bcache lookups.
-    let stack = "tests/data/stacks/bcache_over_nvme.toml";
-    let (out, err, code) = sim(&[
-        "run",
-        stack,
-        "--set",
-        "job.filename=/dev/bcache0",
-        "--set",
-        "job.direct=0",
-        "--set",
+    let run = |sets: &[&str]| {
+        let mut args = vec!["run", "tests/data/stacks/bcache_over_nvme.toml"];
+        for s in ["job.filename=/dev/bcache0", "job.direct=0"]
+            .iter()
+            .chain(sets)
+        {
+            args.extend(["--set", s]);
+        }
+        let (out, err, code) = sim(&args);
+        assert_eq!(code, 0, "{out}{err}");
+        out
+    };
+    let out = run(&[
         "job.size=16m",
-        "--set",
         "job.rw=randwrite",
-        "--set",
         "job.end_fsync=1",
-        "--set",
         "bcache.cache_mode=writeback",
     ]);
-    assert_eq!(code, 0, "{out}{err}");
     assert_eq!(counter(&out, "written_back_pages"), 4_096, "{out}");
     assert_eq!(counter(&out, "dirty_pages_at_end"), 0);
     let note = out
@@ -199,17 +199,7 @@ fn a_buffered_job_runs_on_bcache_through_the_page_cache() {
         note.contains("dirty 1") && !note.contains(" 0 keys inserted"),
         "{note}"
     );
-    let (out, err, code) = sim(&[
-        "run",
-        stack,
-        "--set",
-        "job.filename=/dev/bcache0",
-        "--set",
-        "job.direct=0",
-        "--set",
-        "job.size=4m",
-    ]);
-    assert_eq!(code, 0, "{out}{err}");
+    let out = run(&["job.size=4m"]);
     assert!(
         !out.contains(" 0 lookups"),
         "bcache looked the reads up:\n{out}"

@@ -115,12 +115,34 @@ pub fn by_section(section: &str) -> Option<(u8, &'static LayerKind)> {
         .map(|(i, k)| (u8::try_from(i).expect("a handful of kinds"), k))
 }
 
+/// The built-in top-level section names (with the registered layers'
+/// sections, [`all_sections`], every section a
+/// scenario may have), for "did you mean" hints.
+pub const BUILTIN_SECTIONS: &[&str] = &[
+    "simulation",
+    "cpu",
+    "costs",
+    "filesystem",
+    "bcache",
+    "ahci",
+    "ssd",
+    "hdd",
+    "generic",
+    "raid10",
+    "coherence",
+    "pmem",
+    "dm",
+    "pagecache",
+    "job",
+    "variant",
+];
+
 /// Every section a scenario may have: the built-in ones, then the
 /// registered layers'.
 pub fn all_sections() -> &'static [&'static str] {
     static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     ALL.get_or_init(|| {
-        let builtin = crate::config::SECTION_NAMES.iter().copied();
+        let builtin = BUILTIN_SECTIONS.iter().copied();
         builtin.chain(KINDS.iter().map(|k| k.section)).collect()
     })
 }

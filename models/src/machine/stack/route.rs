@@ -160,11 +160,18 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// takes the same [`Self::layer_submit`] but enters the queue when
     /// its submitting path ends.
     pub(super) fn submit_to(&mut self, node: Target, q: Queued, ctx: &mut Ctx<'_, Ev>) {
-        let l = match node {
-            Target::Dev(d) => return self.block_submit(d, q, ctx),
-            Target::Layer(l) => l,
-        };
-        let h = self.submit_below(l, q, None, ctx);
+        match node {
+            Target::Dev(d) => self.block_submit(d, q, ctx),
+            Target::Layer(l) => {
+                let h = self.submit_below(l, q, None, ctx);
+                self.hand_down(&h, q, ctx);
+            }
+        }
+    }
+
+    /// The bio `h` that request `q`'s layers handed down enters its
+    /// device's queue now.
+    fn hand_down(&mut self, h: &HandedDown, q: Queued, ctx: &mut Ctx<'_, Ev>) {
         let down = Queued {
             origin: h.origin,
             root: h.root,
@@ -281,13 +288,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let outer = std::mem::replace(&mut self.submit_ctx, context);
         let h = self.submit_below(l, q, Some(cpu), ctx);
         self.submit_ctx = outer;
-        let down = Queued {
-            origin: h.origin,
-            root: h.root,
-            sector: h.sector,
-            ..q
-        };
-        self.block_submit(h.dev, down, ctx);
+        self.hand_down(&h, q, ctx);
         h.submitter_ns
     }
 
