@@ -116,6 +116,12 @@ impl Layer for FaultyLayer {
     fn runs_request_path(&self) -> bool {
         self.inner.runs_request_path()
     }
+    fn limits(&self) -> Option<crate::devices::limits::Limits> {
+        self.inner.limits()
+    }
+    fn report_members(&self) -> bool {
+        self.inner.report_members()
+    }
     fn stats_kept(&self) -> (StatsKept, &'static str) {
         self.inner.stats_kept()
     }

@@ -11,7 +11,9 @@
 //! with the [`Origin`] each request carries.
 //!
 //! Leaves are [`crate::devices::device::BlockDevice`]s behind host queues; bcache
-//! ([`crate::layers::bcache::layer::BcacheLayer`]) and the test layer
+//! ([`crate::layers::bcache::layer::BcacheLayer`]), md raid10
+//! ([`crate::layers::raid10::Raid10`]), dm-linear
+//! ([`crate::layers::dm::DmLinear`]) and the test layer
 //! [`crate::layers::passthrough::Passthrough`] are layers. A layer's nodes
 //! below are devices or layers: the machine carries a request down and its
 //! completion up through any depth (bounded at assembly,
@@ -36,6 +38,7 @@ use blocksim_analysis::{LatencyHist, StatsKept, Table};
 use blocksim_sim::{SimTime, SymbolId};
 
 use crate::devices::device::{Dir, DiskStats};
+use crate::devices::limits::Limits;
 pub use crate::machine::ahci::Origin;
 
 /// Whom a request belongs to, decoded from its [`Origin`].
@@ -399,6 +402,19 @@ pub trait Layer {
     /// discards, and the machine refuses a trim job on it.
     fn discard_below(&self) -> Option<usize> {
         None
+    }
+    /// The requests the layer accepts from above (md's chunk boundary,
+    /// [`crate::devices::limits`]), checked against a layer stacked on it
+    /// at assembly; `None` (the default): those of its first node below,
+    /// to which it passes its requests on as they come.
+    fn limits(&self) -> Option<Limits> {
+        None
+    }
+    /// Whether the report lists the devices below under the layer's own
+    /// line, as fio lists md's member disks under the array; `false` (the
+    /// default): they are listed as devices of their own.
+    fn report_members(&self) -> bool {
+        false
     }
     /// Whether a bio through it runs the stacking layers' request path
     /// (the [`REQUEST_PATH`] cost path, then `make_request` again for the
