@@ -131,6 +131,9 @@ impl Layer for FaultyLayer {
     fn reset_stats(&mut self, now: SimTime) {
         self.inner.reset_stats(now);
     }
+    fn queue_records(&self, now: SimTime) -> Option<blocksim_analysis::QueueRecords> {
+        self.inner.queue_records(now)
+    }
     fn report_note(&self) -> Option<String> {
         self.inner.report_note()
     }

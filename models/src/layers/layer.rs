@@ -34,7 +34,7 @@
 //! (no per-layer kinds in the machine), and each request from above is
 //! completed upward exactly once (the machine asserts it at the job).
 
-use blocksim_analysis::{LatencyHist, StatsKept, Table};
+use blocksim_analysis::{LatencyHist, QueueRecords, StatsKept, Table};
 use blocksim_sim::{SimTime, SymbolId};
 
 use crate::devices::device::{Dir, DiskStats};
@@ -431,6 +431,14 @@ pub trait Layer {
     /// The disk statistics the layer keeps of the requests it carried
     /// (with [`Layer::stats_kept`] `All`); `None` (the default): none.
     fn disk_stats(&self, now: SimTime) -> Option<DiskStats> {
+        let _ = now;
+        None
+    }
+    /// The layer's records of the requests it took from above for the
+    /// Little's-law check of its disk statistics (its in-flight gauge, and
+    /// each request's entry and completion), at `now`; `None` (the
+    /// default): none.
+    fn queue_records(&self, now: SimTime) -> Option<QueueRecords> {
         let _ = now;
         None
     }

@@ -79,6 +79,7 @@
 //! }
 //! ```
 
+use blocksim_analysis::QueueRecords;
 use blocksim_sim::units::Bytes;
 use blocksim_sim::{SimTime, Slab, SlotId};
 use serde::{Deserialize, Serialize};
@@ -429,7 +430,43 @@ pub struct Raid10 {
     /// The member I/Os of the call in progress, in md's order (reused).
     out: Vec<Child>,
     acct: DiskAccounting,
+    records: Records,
     counters: Raid10Counters,
+}
+
+/// What md records of the requests from above for Little's law
+/// ([`Layer::queue_records`]): since `window_start` (the last reset), the
+/// completions and their whole latencies, the part of those before the
+/// window, and the sum over requests in flight of their start in the
+/// window.
+#[derive(Debug, Default)]
+struct Records {
+    window_start: SimTime,
+    completions: u64,
+    latency_sum_ns: u64,
+    before_window_ns: u64,
+    open_start_sum_ns: u128,
+}
+
+impl Records {
+    fn start(&mut self, now: SimTime) {
+        self.open_start_sum_ns += u128::from(now.0);
+    }
+
+    fn done(&mut self, arrival: SimTime, now: SimTime) {
+        self.completions += 1;
+        self.latency_sum_ns += now.since(arrival);
+        self.before_window_ns += self.window_start.since(arrival);
+        self.open_start_sum_ns -= u128::from(arrival.max(self.window_start).0);
+    }
+
+    fn reset(&mut self, now: SimTime, in_flight: u32) {
+        *self = Records {
+            window_start: now,
+            open_start_sum_ns: u128::from(in_flight) * u128::from(now.0),
+            ..Records::default()
+        };
+    }
 }
 
 impl Raid10 {
@@ -490,6 +527,7 @@ impl Raid10 {
             doomed: 0,
             done: Vec::with_capacity(4),
             acct: DiskAccounting::new(SimTime::ZERO),
+            records: Records::default(),
             counters: Raid10Counters::new(members.len()),
         })
     }
@@ -710,6 +748,7 @@ impl Raid10 {
     /// (it cannot complete while its pieces are being issued).
     fn new_parent(&mut self, up: Origin, dir: Dir, sectors: u32, now: SimTime) -> SlotId {
         self.acct.start(now);
+        self.records.start(now);
         self.parents
             .insert(Parent {
                 up,
@@ -832,6 +871,7 @@ impl Raid10 {
         let now = SimTime(cx.now_ns);
         for p in self.done.drain(..) {
             self.acct.done(now, p.dir, p.sectors, now.since(p.arrival));
+            self.records.done(p.arrival, now);
             let all_pieces = u64::MAX >> (64 - p.pieces);
             let written = matches!(p.dir, Dir::Write | Dir::Discard);
             if p.failed || (written && p.pieces_ok != all_pieces) {
@@ -944,8 +984,24 @@ impl Layer for Raid10 {
         })
     }
 
+    fn queue_records(&self, now: SimTime) -> Option<QueueRecords> {
+        let r = &self.records;
+        let open = u64::try_from(self.parents.len()).expect("bounded");
+        let open_ns = u128::from(open) * u128::from(now.0) - r.open_start_sum_ns;
+        Some(QueueRecords {
+            window_ns: now.since(r.window_start),
+            in_flight_integral_ns: self.acct.snapshot(now).in_queue_ns,
+            completions: r.completions,
+            latency_sum_ns: r.latency_sum_ns,
+            before_window_ns: r.before_window_ns,
+            in_flight_at_end: open,
+            in_flight_at_end_ns: u64::try_from(open_ns).expect("bounded by the run"),
+        })
+    }
+
     fn reset_stats(&mut self, now: SimTime) {
         self.acct.reset(now);
+        self.records.reset(now, self.acct.in_flight());
         self.counters = Raid10Counters::new(self.mirrors.len());
     }
 

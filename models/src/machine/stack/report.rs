@@ -383,6 +383,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let layer = &node.layer;
         let stats = layer.disk_stats(end).unwrap_or_default();
         let mut r = disk_report(layer.name(), &stats, elapsed, layer.stats_kept());
+        r.queue = layer.queue_records(end);
         if layer.report_members() {
             for b in &node.below {
                 if let Target::Dev(d) = b.target() {
