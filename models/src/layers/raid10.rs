@@ -1054,26 +1054,37 @@ mod tests {
 
     #[test]
     fn announces_2011_md_limits() {
-        let disks: Vec<HddConfig> = ["a", "b", "c", "d"]
-            .iter()
-            .map(|n| HddConfig::with_name(n))
-            .collect();
-        let mut cfg = Raid10Config::new("md0", &["a", "b", "c", "d"]);
+        let names = ["a", "b", "c", "d"];
+        let disks: Vec<Member> = names.iter().map(|n| Member::disk(n, 1 << 24)).collect();
+        let mut cfg = Raid10Config::new("md0", &names);
         cfg.chunk = Bytes(512 * 1024);
-        let md = build_raid10(&cfg, &disks, 1).unwrap();
-        let lim = md.limits();
+        let md = Raid10::new(&cfg, &disks).unwrap();
+        let lim = md.limits().unwrap();
         assert_eq!(lim.boundary_sectors, Some(1024));
         assert!(!lim.splits_multi_page);
         assert_eq!(
             lim.max_clone_bvecs,
             Some(crate::devices::limits::BIO_MAX_PAGES)
         );
+        // Rotating members: no discards, and the refusal names the first.
+        assert!(lim.no_discard.is_some());
+        assert_eq!(md.discard_below(), Some(0));
         // Two disks, two near copies: a mirror, no chunk check.
         let mut mirror = Raid10Config::new("md1", &["a", "b"]);
         mirror.chunk = Bytes(64 * 1024);
-        let md1 = build_raid10(&mirror, &disks, 1).unwrap();
-        assert_eq!(md1.limits().boundary_sectors, None);
-        assert_eq!(md1.limits().max_clone_bvecs, Some(256));
+        let md1 = Raid10::new(&mirror, &disks[..2]).unwrap();
+        assert_eq!(md1.limits().unwrap().boundary_sectors, None);
+        assert_eq!(md1.limits().unwrap().max_clone_bvecs, Some(256));
+        // Over SSDs that take discards, but for the second: it names it.
+        let mut ssds = disks.clone();
+        for m in &mut ssds {
+            (m.nonrot, m.no_discard) = (true, None);
+        }
+        assert!(Raid10::new(&cfg, &ssds).unwrap().limits().unwrap().no_discard.is_none());
+        ssds[1].no_discard = Some("no");
+        let md = Raid10::new(&cfg, &ssds).unwrap();
+        assert_eq!(md.limits().unwrap().no_discard, Some("no"));
+        assert_eq!(md.discard_below(), Some(1));
     }
 
     /// Expected tables worked by hand from `__raid10_find_phys`
