@@ -715,7 +715,10 @@ fn sequential_reads_stream_with_readahead() {
 
 #[test]
 fn raid10_sizes_itself_by_its_members_and_lists_each_once() {
-    let disks = [Member::disk("sda", 1_953_525_168), Member::disk("sdb", 1_953_525_168)];
+    let disks = [
+        Member::disk("sda", 1_953_525_168),
+        Member::disk("sdb", 1_953_525_168),
+    ];
     let md = Raid10::new(&Raid10Config::new("md0", &["sda", "sdb"]), &disks).unwrap();
     // Two 1 TB members, near-2: one member's worth, rounded to 512 KiB chunks.
     assert_eq!(md.capacity_sectors(), (1_953_525_168u64 >> 10) << 10);

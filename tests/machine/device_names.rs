@@ -107,7 +107,10 @@ fn a_device_error_found_when_the_machine_is_built_has_its_line_or_set() {
     );
     // The innermost section named: the disk, not the array holding it.
     let err = fails("rpm.toml", &corsair(), &["--set", "hdd.1.rpm=0"]);
-    assert!(err.contains("--set hdd.1.rpm=0: [[raid10]]"), "{err}");
+    assert!(
+        err.contains("--set hdd.1.rpm=0: [[hdd]] \"sdc\": rpm = 0"),
+        "{err}"
+    );
     let err = fails("chunk.toml", &corsair(), &["--set", "raid10.chunk=3k"]);
     assert!(
         err.contains("--set raid10.chunk=3k: [[raid10]] \"md0\": chunk = 3072"),

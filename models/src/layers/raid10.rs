@@ -248,7 +248,6 @@ pub fn read_balance(copies: &[PhysCopy], mirrors: &[MirrorState], near_copies: u
     slot
 }
 
-
 /// What md needs to know of a member device when the array is assembled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
@@ -1080,11 +1079,99 @@ mod tests {
         for m in &mut ssds {
             (m.nonrot, m.no_discard) = (true, None);
         }
-        assert!(Raid10::new(&cfg, &ssds).unwrap().limits().unwrap().no_discard.is_none());
+        assert!(Raid10::new(&cfg, &ssds)
+            .unwrap()
+            .limits()
+            .unwrap()
+            .no_discard
+            .is_none());
         ssds[1].no_discard = Some("no");
         let md = Raid10::new(&cfg, &ssds).unwrap();
         assert_eq!(md.limits().unwrap().no_discard, Some("no"));
         assert_eq!(md.discard_below(), Some(1));
+    }
+
+    /// Drives md alone: submits `req` from job I/O `io` and returns the
+    /// member I/Os it issued and handed down, in md's order.
+    fn submit(md: &mut Raid10, io: u32, dir: Dir, sector: u64) -> Vec<Child> {
+        let mut cx = LayerCx::default();
+        cx.begin(0);
+        let req = LayerReq {
+            dir,
+            sector,
+            sectors: if dir == Dir::Flush { 0 } else { 8 },
+            task: 0,
+        };
+        let last = md.submit(Origin::job(io), req, &mut cx);
+        let mut out = cx.children().to_vec();
+        out.push(last);
+        out
+    }
+
+    /// Completes member I/O `c`; returns md's further member I/Os and its
+    /// completions upward.
+    fn complete(md: &mut Raid10, c: &Child, failed: bool) -> (Vec<Child>, Vec<(Origin, bool)>) {
+        let Route::Token(token) = c.route else {
+            panic!("md remaps no bio")
+        };
+        let mut cx = LayerCx::default();
+        cx.begin(1_000);
+        let done = ChildDone {
+            token,
+            failed,
+            below: c.below,
+            since_dispatch_ns: 0,
+        };
+        md.child_done(done, &mut cx);
+        (cx.children().to_vec(), cx.completed().to_vec())
+    }
+
+    #[test]
+    fn member_errors_retry_reads_fail_members_and_fail_what_no_copy_takes() {
+        let names = ["a", "b", "c", "d"];
+        let disks: Vec<Member> = names.iter().map(|n| Member::disk(n, 1 << 24)).collect();
+        let mut md = Raid10::new(&Raid10Config::new("md0", &names), &disks).unwrap();
+        // A failed read is read again from the other copy, then completes.
+        let r = submit(&mut md, 1, Dir::Read, 0);
+        assert_eq!(r.iter().map(|c| c.below).collect::<Vec<_>>(), [0]);
+        let (retry, up) = complete(&mut md, &r[0], true);
+        assert!(up.is_empty());
+        assert_eq!(retry.iter().map(|c| c.below).collect::<Vec<_>>(), [1]);
+        assert_eq!(
+            complete(&mut md, &retry[0], false).1,
+            [(Origin::job(1), false)]
+        );
+        assert_eq!(md.counters().read_retries, 1);
+        // Writes failing on both copies of chunk 0 fail raid disks 0 and 1
+        // (md_error) and the write, which no copy took.
+        let w = submit(&mut md, 2, Dir::Write, 0);
+        assert_eq!(w.len(), 2);
+        assert!(complete(&mut md, &w[0], true).1.is_empty());
+        assert_eq!(complete(&mut md, &w[1], true).1, [(Origin::job(2), true)]);
+        assert!(md.mirrors()[0].faulty && md.mirrors()[1].faulty);
+        assert!(md
+            .report_note()
+            .unwrap()
+            .contains("a, b (the array runs degraded)"));
+        // A read no copy can take is handed down once, to its first copy,
+        // and fails upward when that completes, whatever it returned.
+        let r = submit(&mut md, 3, Dir::Read, 0);
+        assert_eq!(r.len(), 1);
+        assert_eq!(complete(&mut md, &r[0], false).1, [(Origin::job(3), true)]);
+        // Chunk 1 lives on the working disks 2 and 3.
+        let w = submit(&mut md, 4, Dir::Write, 1024);
+        assert_eq!(w.iter().map(|c| c.below).collect::<Vec<_>>(), [2, 3]);
+        assert!(complete(&mut md, &w[0], false).1.is_empty());
+        assert_eq!(complete(&mut md, &w[1], false).1, [(Origin::job(4), false)]);
+        // A flush goes to the working members only.
+        let f = submit(&mut md, 5, Dir::Flush, 0);
+        assert_eq!(f.iter().map(|c| c.below).collect::<Vec<_>>(), [2, 3]);
+        assert!(md.check_invariants().is_ok());
+        for c in &f {
+            complete(&mut md, c, false);
+        }
+        assert!(md.check_invariants().is_ok());
+        assert_eq!(md.in_flight(), 0);
     }
 
     /// Expected tables worked by hand from `__raid10_find_phys`

@@ -803,7 +803,11 @@ fn build_accounting(
         true => None,
         false => Some(acct::Accounting::new(sc, wanted, profile)?),
     };
-    for d in devs.iter_mut() {
+    // md's members run no design: md's member I/Os do not start the
+    // accounting a job's submission starts on the device it enters (their
+    // part0 accounting is not modelled, as when md owned them).
+    let members = crate::machine::backing::array_members(sc);
+    for d in devs.iter_mut().filter(|d| !members.contains(&d.name)) {
         d.acct = acct_index.get(&d.name).copied().unwrap_or(acct::NO_ACCT);
     }
     Ok((accounting, acct_index))

@@ -321,7 +321,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
     }
 
     /// fio's disk stats: every stacking layer (2011 bcache keeps none), then
-    /// every device with its members (md's disks).
+    /// every device, a layer that lists its members (md with its disks) in
+    /// the place of its first member.
     pub(super) fn disk_reports(&self, end: SimTime, elapsed: u64) -> Vec<DiskReport> {
         let (mut disks, covered) = match &self.programs {
             Some(p) => p.disk_reports(),
@@ -355,19 +356,18 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 }
             }
         }
-        for (i, d) in self.devs.iter().enumerate().filter(|(_, d)| !shown(&d.name)) {
+        for (i, d) in self
+            .devs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| !shown(&d.name))
+        {
             match holder[i] {
                 Some((l, true)) => disks.push(self.layer_disk_report(l, end, elapsed)),
                 Some((_, false)) => {}
                 None => {
                     let stats = d.dev.disk_stats(end);
                     let mut r = disk_report(&d.name, &stats, elapsed, d.dev.stats_kept());
-                    r.members = d
-                        .dev
-                        .member_stats(end)
-                        .iter()
-                        .map(|m| disk_report(&m.name, &m.stats, elapsed, (m.kept, "")))
-                        .collect();
                     r.queue = Some(d.records.report(end, d.dev.in_flight_integral_ns(end)));
                     disks.push(r);
                 }
@@ -389,8 +389,12 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 if let Target::Dev(d) = b.target() {
                     let dev = &self.devs[d];
                     let kept = (dev.dev.stats_kept().0, "");
-                    r.members
-                        .push(disk_report(&dev.name, &dev.dev.disk_stats(end), elapsed, kept));
+                    r.members.push(disk_report(
+                        &dev.name,
+                        &dev.dev.disk_stats(end),
+                        elapsed,
+                        kept,
+                    ));
                 }
             }
         }
