@@ -342,6 +342,21 @@ impl Raid10Counters {
     }
 }
 
+impl Raid10Error {
+    /// Member `name` of array `cfg` is no device md can hold (not an
+    /// `[[hdd]]`, `[[ssd]]` or `[[generic]]`).
+    pub fn not_a_disk(cfg: &Raid10Config, name: &str) -> Raid10Error {
+        invalid(
+            cfg,
+            "members",
+            name.to_string(),
+            // (No other section named after this one: the message locates
+            // the array's `members` line.)
+            format!("{name:?} is no disk md can hold; name an hdd, ssd or generic device"),
+        )
+    }
+}
+
 fn invalid(cfg: &Raid10Config, key: &'static str, value: String, fix: String) -> Raid10Error {
     Raid10Error::Invalid {
         name: cfg.name.clone(),

@@ -13,6 +13,7 @@ use crate::devices::device::BlockDevice;
 use crate::devices::generic::Generic;
 use crate::devices::hdd::Hdd;
 use crate::devices::ssd::SsdConfig;
+use crate::layers::raid10::Raid10Error;
 use crate::machine::run::ModelError;
 
 /// Tags of a bio-based device's "port": effectively unbounded.
@@ -86,10 +87,7 @@ pub fn add_leaves(
             } else if let Some(g) = sc.generic.iter().find(|g| &g.name == name) {
                 generic(g, seed)?
             } else {
-                return Err(config_err(format!(
-                    "[[raid10]] {:?}: member {name:?} is neither an [[hdd]], an [[ssd]] nor a [[generic]]",
-                    r.name
-                )));
+                return Err(config_err(Raid10Error::not_a_disk(r, name)));
             };
             add(name, leaf)?;
         }

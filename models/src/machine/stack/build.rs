@@ -691,10 +691,8 @@ fn build_raid10(
         let (Some(Target::Dev(d)), Some(Kind::Ssd | Kind::Hdd | Kind::Generic)) =
             (b.targets.get(name.as_str()), kind)
         else {
-            return Err(cfg_err(format!(
-                "[[raid10]] {:?}: member {name:?} is neither an [[hdd]], an [[ssd]] nor a [[generic]]",
-                r.name
-            )));
+            let e = crate::layers::raid10::Raid10Error::not_a_disk(r, name);
+            return Err(cfg_err(e.to_string()));
         };
         let dev = &b.devs[*d].dev;
         members.push(crate::layers::raid10::Member {
