@@ -259,7 +259,7 @@ struct Dev {
     kind: Kind,
     /// A conservative usable size (raid10 arrays: below the exact capacity).
     bytes: u64,
-    /// md members are owned by their array and are no job targets.
+    /// md members belong to their array and are no job targets.
     in_array: bool,
     /// A pmem namespace that keeps statistics (runs an accounting design).
     iostat: bool,
@@ -359,7 +359,8 @@ fn gen_async(
     }
     gen_async_variants(rng, t);
     let layers = gen_nesting(nest, t, &targets, ncpu, n_jobs);
-    let called = devs.iter().filter(|d| !d.in_array);
+    // md is a layer over its members, which are devices like any other.
+    let called = devs.iter().filter(|d| d.kind != Kind::Md);
     (called.map(|d| d.name.clone()).collect(), layers)
 }
 
@@ -648,7 +649,7 @@ fn gen_pmem(rng: &mut ComponentRng, t: &mut String, i: u32, sizes: &[u64]) -> De
 fn gen_raid10(rng: &mut ComponentRng, t: &mut String, devs: &mut [Dev]) -> Option<Dev> {
     let kind = *pick(rng, &[Kind::Hdd, Kind::Ssd]);
     // Any queue depth: md's requests beyond an SSD member's queue_depth
-    // wait in the block layer's queue in front of it (`backing::QueuedSsd`).
+    // wait in its host queue, as any device's do (md is a layer over it).
     let usable = |d: &Dev| d.kind == kind;
     let pool: Vec<usize> = (0..devs.len()).filter(|&i| usable(&devs[i])).collect();
     if pool.len() < 2 || !rng.random_bool(0.6) {

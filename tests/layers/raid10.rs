@@ -4,14 +4,18 @@
 //!
 //! A small event loop ([`Harness`]) drives a [`BlockDevice`] with the
 //! kernel's [`EventQueue`]: timers the device sets become events, and
-//! completions feed a closed-loop workload (fio-like `iodepth`).
+//! completions feed a closed-loop workload (fio-like `iodepth`). The md
+//! layer is driven over its member disks by [`Md`], which does here what
+//! the machine does: each member I/O to its disk, each completion back to
+//! md.
 
 #[path = "../common/mod.rs"]
 mod common;
 
 use blocksim_models::devices::device::{BlockDevice, DevCtx, DevRequest, Dir, ReqTag};
 use blocksim_models::devices::hdd::{Hdd, HddConfig};
-use blocksim_models::layers::raid10::{Raid10, Raid10Config};
+use blocksim_models::layers::layer::{Child, ChildDone, Layer, LayerCx, LayerReq, Origin, Route};
+use blocksim_models::layers::raid10::{Member, Raid10, Raid10Config, Raid10Error};
 use blocksim_sim::units::{Bytes, Nanos};
 use blocksim_sim::{component_rng, EventQueue, SimTime};
 
@@ -27,6 +31,140 @@ impl Mix {
     }
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
+    }
+}
+
+/// md raid10 over member devices it does not own, as one device for the
+/// harness: the machine's part (each member I/O handed to its device, each
+/// member completion to [`Layer::child_done`]) done here. This harness
+/// alone tells member timers apart, by the member index in their top 8
+/// bits.
+struct Md<D: BlockDevice> {
+    md: Raid10,
+    members: Vec<D>,
+    cx: LayerCx,
+}
+
+const MEMBER_SHIFT: u32 = 24;
+
+impl<D: BlockDevice> Md<D> {
+    /// md over `members`, named by `cfg.members` in order (rotating disks,
+    /// with their limits).
+    fn new(cfg: &Raid10Config, members: Vec<D>) -> Result<Self, Raid10Error> {
+        let info: Vec<Member> = cfg
+            .members
+            .iter()
+            .zip(&members)
+            .map(|(name, d)| Member {
+                no_discard: d.limits().no_discard,
+                ..Member::disk(name, d.capacity_sectors())
+            })
+            .collect();
+        Ok(Md {
+            md: Raid10::new(cfg, &info)?,
+            members,
+            cx: LayerCx::default(),
+        })
+    }
+
+    fn members(&self) -> &[D] {
+        &self.members
+    }
+
+    /// Carries out md's last call: its member I/Os, then its completions.
+    fn carry_out(&mut self, mut children: Vec<Child>, ctx: &mut DevCtx<'_>) {
+        children.splice(0..0, self.cx.children().iter().copied());
+        let completed = self.cx.take_completed();
+        self.cx.clear();
+        for (up, failed) in completed {
+            match failed {
+                true => ctx.fail(ReqTag(up.0)),
+                false => ctx.complete(ReqTag(up.0)),
+            }
+        }
+        for c in children {
+            let Route::Token(token) = c.route else {
+                panic!("md remaps no bio")
+            };
+            let req = DevRequest {
+                tag: ReqTag(token),
+                dir: c.dir,
+                sector: c.sector,
+                sectors: c.sectors,
+            };
+            self.with_member(usize::from(c.below), ctx, |d, mctx| d.submit(req, mctx));
+        }
+    }
+
+    /// Runs `f` on member `m`, forwards its timers and hands its
+    /// completions to md.
+    fn with_member(
+        &mut self,
+        m: usize,
+        ctx: &mut DevCtx<'_>,
+        f: impl FnOnce(&mut D, &mut DevCtx<'_>),
+    ) {
+        let (mut timers, mut done) = (Vec::new(), Vec::new());
+        f(
+            &mut self.members[m],
+            &mut DevCtx::new(ctx.now(), &mut timers, &mut done),
+        );
+        for (delay, token) in timers {
+            assert!(token < 1 << MEMBER_SHIFT);
+            ctx.set_timer(delay, (m as u32) << MEMBER_SHIFT | token);
+        }
+        for tag in done {
+            let done = ChildDone {
+                token: tag.tag().0,
+                failed: tag.failed(),
+                below: m as u8,
+                since_dispatch_ns: 0,
+            };
+            self.cx.begin(ctx.now().0);
+            self.md.child_done(done, &mut self.cx);
+            self.carry_out(Vec::new(), ctx);
+        }
+    }
+}
+
+impl<D: BlockDevice> std::ops::Deref for Md<D> {
+    type Target = Raid10;
+    fn deref(&self) -> &Raid10 {
+        &self.md
+    }
+}
+
+impl<D: BlockDevice> BlockDevice for Md<D> {
+    fn submit(&mut self, req: DevRequest, ctx: &mut DevCtx<'_>) {
+        let up = LayerReq {
+            dir: req.dir,
+            sector: req.sector,
+            sectors: req.sectors,
+            task: 0,
+        };
+        self.cx.begin(ctx.now().0);
+        let last = self.md.submit(Origin::job(req.tag.0), up, &mut self.cx);
+        self.carry_out(vec![last], ctx);
+    }
+    fn on_timer(&mut self, token: u32, ctx: &mut DevCtx<'_>) {
+        let m = (token >> MEMBER_SHIFT) as usize;
+        let t = token & ((1 << MEMBER_SHIFT) - 1);
+        self.with_member(m, ctx, |d, mctx| d.on_timer(t, mctx));
+    }
+    fn in_flight(&self) -> u32 {
+        self.md.in_flight()
+    }
+    fn capacity_sectors(&self) -> u64 {
+        Layer::capacity_sectors(&self.md)
+    }
+    fn disk_stats(&self, now: SimTime) -> blocksim_models::devices::device::DiskStats {
+        Layer::disk_stats(&self.md, now).unwrap()
+    }
+    fn limits(&self) -> blocksim_models::devices::limits::Limits {
+        Layer::limits(&self.md).unwrap()
+    }
+    fn reset_stats(&mut self, now: SimTime) {
+        self.md.reset_stats(now);
     }
 }
 
@@ -192,17 +330,17 @@ fn raid10_config_errors_name_the_key() {
     };
     let mut c = Raid10Config::new("md0", &["d0", "d1"]);
     c.near_copies = 3;
-    let e = Raid10::new(&c, mk(2)).err().unwrap().to_string();
+    let e = Md::new(&c, mk(2)).err().unwrap().to_string();
     assert!(e.contains("near_copies"), "{e}");
     let mut c = Raid10Config::new("md0", &["d0", "d1"]);
     c.chunk = Bytes(96 << 10);
-    assert!(Raid10::new(&c, mk(2))
+    assert!(Md::new(&c, mk(2))
         .err()
         .unwrap()
         .to_string()
         .contains("chunk"));
     let c = Raid10Config::new("md0", &["d0", "d1", "d2"]);
-    assert!(Raid10::new(&c, mk(2))
+    assert!(Md::new(&c, mk(2))
         .err()
         .unwrap()
         .to_string()
@@ -285,7 +423,7 @@ fn ncq_reordering_raises_throughput_at_qd32() {
     assert!(h32.dev.counters().max_queued <= 31);
 }
 
-fn md4(chunk: Bytes) -> Raid10<Hdd> {
+fn md4(chunk: Bytes) -> Md<Hdd> {
     let names = ["sda", "sdb", "sdc", "sdd"];
     let members = names
         .iter()
@@ -293,7 +431,7 @@ fn md4(chunk: Bytes) -> Raid10<Hdd> {
         .collect();
     let mut cfg = Raid10Config::new("md0", &names);
     cfg.chunk = chunk;
-    Raid10::new(&cfg, members).unwrap()
+    Md::new(&cfg, members).unwrap()
 }
 
 #[test]
@@ -437,8 +575,8 @@ fn every_request_completes_exactly_once() {
             .collect();
         let mut cfg = Raid10Config::new("md0", &names);
         cfg.chunk = Bytes(16 << 10);
-        let md = Raid10::new(&cfg, members).unwrap();
-        let cap = md.capacity_sectors();
+        let md = Md::new(&cfg, members).unwrap();
+        let cap = BlockDevice::capacity_sectors(&md);
         let mut h = Harness::new(md);
         let mut rng = Mix(seed);
         let total = 1500u32;
@@ -576,20 +714,21 @@ fn sequential_reads_stream_with_readahead() {
 }
 
 #[test]
-fn build_raid10_resolves_member_names() {
-    use blocksim_models::layers::raid10::build_raid10;
-    let disks: Vec<HddConfig> = ["sda", "sdb"]
-        .iter()
-        .map(|n| HddConfig::with_name(n))
-        .collect();
-    let md = build_raid10(&Raid10Config::new("md0", &["sda", "sdb"]), &disks, 1).unwrap();
+fn raid10_sizes_itself_by_its_members_and_lists_each_once() {
+    let disks = [
+        Member::disk("sda", 1_953_525_168),
+        Member::disk("sdb", 1_953_525_168),
+    ];
+    let md = Raid10::new(&Raid10Config::new("md0", &["sda", "sdb"]), &disks).unwrap();
     // Two 1 TB members, near-2: one member's worth, rounded to 512 KiB chunks.
     assert_eq!(md.capacity_sectors(), (1_953_525_168u64 >> 10) << 10);
-    let e = build_raid10(&Raid10Config::new("md0", &["sda", "sdx"]), &disks, 1)
+    assert_eq!(md.below(), ["sda", "sdb"]);
+    let e = Raid10::new(&Raid10Config::new("md0", &["sda", "sdx"]), &disks)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("sdx") && e.contains("[[hdd]]"), "{e}");
-    let e = build_raid10(&Raid10Config::new("md0", &["sda", "sda"]), &disks, 1)
+    assert!(e.contains("sdx") && e.contains("members"), "{e}");
+    let twice = [disks[0].clone(), disks[0].clone()];
+    let e = Raid10::new(&Raid10Config::new("md0", &["sda", "sda"]), &twice)
         .unwrap_err()
         .to_string();
     assert!(e.contains("twice"), "{e}");
@@ -634,7 +773,7 @@ fn raid10_flush_goes_to_every_member_and_waits_for_all() {
             hdd(&c)
         })
         .collect();
-    let md = Raid10::new(&Raid10Config::new("md0", &names), members).unwrap();
+    let md = Md::new(&Raid10Config::new("md0", &names), members).unwrap();
     let mut h = Harness::new(md);
     for (tag, sector) in [(0, 5u64), (1, 1024 + 5)] {
         h.submit(DevRequest {
@@ -691,16 +830,20 @@ fn md_raid10_over_nvme_with_per_cpu_queues_runs_and_takes_a_replay() {
         .map(|l| count_after(l, "ios="))
         .sum();
     assert_eq!(members, 32768, "{out}");
-    // Each job's CPU has its own hardware queue on md's drives: 8 queues
-    // carry the I/O, each with its own interrupts.
-    let table = &out[out.find("md0 hardware queues").expect("queue table")..];
-    let busy = table
-        .lines()
-        .skip(3)
-        .take_while(|l| !l.trim().is_empty())
-        .filter(|l| !l.starts_with("queues "))
-        .count();
-    assert_eq!(busy, 8, "{table}");
+    // Each job's CPU has its own hardware queue on each of md's drives (its
+    // members are devices with their own host queues): 8 queues of each
+    // drive carry the I/O, each with its own interrupts.
+    for m in ["nvme0", "nvme1", "nvme2", "nvme3"] {
+        let title = format!("{m} hardware queues");
+        let table = &out[out.find(&title).expect("queue table")..];
+        let busy = table
+            .lines()
+            .skip(3)
+            .take_while(|l| !l.trim().is_empty())
+            .filter(|l| !l.starts_with("queues "))
+            .count();
+        assert_eq!(busy, 8, "{table}");
+    }
     // A blktrace capture replayed onto md0.
     let (out, err, code) = common::sim(&[
         "replay",

@@ -7,7 +7,8 @@ mod common;
 use blocksim_models::devices::device::BlockDevice;
 use blocksim_models::devices::hdd::{Hdd, HddConfig};
 use blocksim_models::layers::bcache::BcacheConfig;
-use blocksim_models::layers::raid10::{build_raid10, Raid10Config};
+use blocksim_models::layers::layer::Layer;
+use blocksim_models::layers::raid10::{Member, Raid10, Raid10Config};
 use common::sim;
 
 fn bcache_cfg(bucket: &str) -> BcacheConfig {
@@ -18,17 +19,20 @@ fn bcache_cfg(bucket: &str) -> BcacheConfig {
 }
 
 /// Seed 000's array: four disks, near=2, 512 KiB chunks.
-fn md0() -> impl BlockDevice {
+fn md0() -> Raid10 {
     let names = ["sdb", "sdc", "sdd", "sde"];
-    let disks: Vec<HddConfig> = names.iter().map(|n| HddConfig::with_name(n)).collect();
+    let members: Vec<Member> = names
+        .iter()
+        .map(|n| Member::disk(n, 1_953_525_168))
+        .collect();
     let mut cfg = Raid10Config::new("md0", &names);
     cfg.chunk = blocksim_sim::units::Bytes(512 << 10);
-    build_raid10(&cfg, &disks, 1).unwrap()
+    Raid10::new(&cfg, &members).unwrap()
 }
 
 #[test]
 fn buckets_up_to_1m_pass_md_raid10() {
-    let lim = md0().limits();
+    let lim = md0().limits().expect("md announces its limits");
     for b in ["4k", "128k", "512k", "1m"] {
         assert!(bcache_cfg(b).check_backing(&lim).is_ok(), "{b}");
     }
@@ -111,12 +115,12 @@ fn limits_seen_through_a_fault_wrapper() {
     assert!(err.contains("md0's clone rule"), "{err}");
 }
 
-/// A device inside the fault decorators still announces its limits: under
-/// `--inject-fault` (md wrapped in the invariant harness) the 2 MiB bucket
-/// is refused as without it.
+/// A layer inside the fault decorators still announces its limits: under
+/// `--inject-fault` (md's upward edge faulty, its members in the invariant
+/// harness) the 2 MiB bucket is refused as without it.
 #[test]
 fn a_wrapped_md_still_announces_its_limits() {
-    for fault in ["check", "seed:1+delay:0.1:1000@md0"] {
+    for fault in ["check", "seed:1+fail:0.1@md0"] {
         let (out, err, code) = sim(&[
             "run",
             "scenarios/corsair_nova.toml",

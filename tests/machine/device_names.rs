@@ -107,7 +107,23 @@ fn a_device_error_found_when_the_machine_is_built_has_its_line_or_set() {
     );
     // The innermost section named: the disk, not the array holding it.
     let err = fails("rpm.toml", &corsair(), &["--set", "hdd.1.rpm=0"]);
-    assert!(err.contains("--set hdd.1.rpm=0: [[raid10]]"), "{err}");
+    assert!(
+        err.contains("--set hdd.1.rpm=0: [[hdd]] \"sdc\": rpm = 0"),
+        "{err}"
+    );
+    // md's members are disks: a pmem member is refused at its line.
+    let text = corsair().replace(
+        "members = [\"sdb\", \"sdc\", \"sdd\", \"sde\"]",
+        "members = [\"sdb\", \"sdc\", \"sdd\", \"pmem9\"]",
+    ) + "\n[[pmem]]\nname = \"pmem9\"\nsize_bytes = 1073741824\nrequest_ns = 100\ncopy_bytes_per_us = 1000\n";
+    let err = fails("pmem_member.toml", &text, &[]);
+    let line = line_of(&text, "members = [\"sdb\"");
+    assert!(
+        err.contains(&format!(
+            "pmem_member.toml:{line}: [[raid10]] \"md0\": members = pmem9: \"pmem9\" is no disk md can hold"
+        )),
+        "{err}"
+    );
     let err = fails("chunk.toml", &corsair(), &["--set", "raid10.chunk=3k"]);
     assert!(
         err.contains("--set raid10.chunk=3k: [[raid10]] \"md0\": chunk = 3072"),

@@ -171,10 +171,6 @@ fn report_ios(report: &serde_json::Value) -> u64 {
         .sum()
 }
 
-/// Runs `scenario` with --blktrace and checks blkparse's counts and btt's
-/// Q2C/D2C against the report and blocksim's summary; `top` is the
-/// bio-based devices the job's I/O enters first (top first), `leaves` the
-/// queueing devices below.
 /// Runs `scen` (short, no ramp, JSON) writing blktrace files to
 /// `DIR/bt`: (the temp dir, stdout, stderr).
 fn run_blktrace(name: &str, scen: &str) -> (common::TempDir, String, String) {
@@ -199,7 +195,18 @@ fn run_blktrace(name: &str, scen: &str) -> (common::TempDir, String, String) {
     (dir, out, err)
 }
 
-fn check_blktrace(name: &str, scen: &str, top: &[&str], leaves: &[&str]) -> common::TempDir {
+/// Runs `scenario` with --blktrace and checks blkparse's counts and btt's
+/// Q2C/D2C against the report and blocksim's summary; `top` is the
+/// bio-based devices the job's I/O enters first (top first), `leaves` the
+/// queueing devices below, `members` queueing devices the report lists
+/// under an md array.
+fn check_blktrace(
+    name: &str,
+    scen: &str,
+    top: &[&str],
+    leaves: &[&str],
+    members: &[&str],
+) -> common::TempDir {
     let (dir, out, err) = run_blktrace(name, scen);
     let bt = dir.join("bt");
     let report = json(&out);
@@ -215,6 +222,9 @@ fn check_blktrace(name: &str, scen: &str, top: &[&str], leaves: &[&str]) -> comm
     }
     for leaf in leaves {
         check_leaf(&bt, &report, &sum, leaf);
+    }
+    for m in members {
+        check_member(&bt, &report, &sum, m);
     }
     for dev in top {
         let m = btt_means(&bt, dev);
@@ -283,6 +293,36 @@ fn check_leaf(bt: &Path, report: &serde_json::Value, sum: &Summary, leaf: &str) 
     assert!((q2c * 1e6 - sum[leaf].1).abs() < 0.002, "{leaf}: Q2C {m:?}");
 }
 
+/// A queueing device the report lists under its md array (md is a layer,
+/// whose members are the queueing devices): blkparse's counts are
+/// blocksim's, its C count is the member's ios under the array, and btt's
+/// D2C and Q2C are blocksim's.
+fn check_member(bt: &Path, report: &serde_json::Value, sum: &Summary, member: &str) {
+    let c = blkparse_counts(bt, member);
+    for a in ["Q", "G", "I", "D", "C"] {
+        assert_eq!(
+            c.get(a).copied().unwrap_or(0),
+            sum[member].0[a],
+            "{member}: {a}"
+        );
+    }
+    let disk = report["disk_util"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["members"].as_array())
+        .flatten()
+        .find(|d| d["name"] == member)
+        .unwrap_or_else(|| panic!("{member} is listed under an array"));
+    assert_eq!(
+        c["C"],
+        disk["read_ios"].as_u64().unwrap() + disk["write_ios"].as_u64().unwrap()
+    );
+    let m = btt_means(bt, member);
+    assert!((m["D2C"].0 * 1e6 - sum[member].2).abs() < 0.002, "{member}");
+    assert!((m["Q2C"].0 * 1e6 - sum[member].1).abs() < 0.002, "{member}");
+}
+
 #[test]
 fn blktrace_of_corsair_nova_reads_in_blkparse_and_btt_as_the_report_says() {
     if !have_blktrace_tools() {
@@ -293,6 +333,7 @@ fn blktrace_of_corsair_nova_reads_in_blkparse_and_btt_as_the_report_says() {
         "scenarios/corsair_nova.toml",
         &["bcache0"],
         &["sda"],
+        &[],
     );
     // Remaps carry bcache0's device and sector.
     let out = Command::new("blkparse")
@@ -320,8 +361,10 @@ fn blktrace_of_dm_over_bcache_chains_dm_bcache_and_the_ssd() {
         "dm",
         "tests/data/stacks/dm_over_bcache.toml",
         &["linear", "bcache0"],
-        // The jobs' reads miss (to md0); bcache fills the cache (sda).
-        &["md0", "sda"],
+        // bcache fills the cache (sda); the jobs' reads miss to md0, a
+        // layer over its member disks, which queue them.
+        &["sda"],
+        &["sdb", "sdc", "sdd", "sde"],
     );
     let out = Command::new("blkparse")
         .args(["-q", "-D"])

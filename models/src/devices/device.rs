@@ -264,7 +264,7 @@ pub trait BlockDevice {
         (StatsKept::All, "")
     }
     /// Lines for the report's notes (what the device did that its
-    /// statistics do not show, such as md's read retries).
+    /// statistics do not show).
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
@@ -278,12 +278,6 @@ pub trait BlockDevice {
     /// FTL mapping and block accounting).
     fn check_invariants(&self) -> Result<(), String> {
         Ok(())
-    }
-    /// Devices this one is built from, each with its statistics and which
-    /// of them its kernel keeps (md's member disks); empty for a plain
-    /// device.
-    fn member_stats(&self, _now: SimTime) -> Vec<MemberStats> {
-        Vec::new()
     }
     /// Whether the device completes every request inside `submit`, in the
     /// submitter's context and without an interrupt (bio-based pmem). The
@@ -300,7 +294,7 @@ pub trait BlockDevice {
 }
 
 /// Inside an `impl BlockDevice for` a decorator: forwards the methods that
-/// describe the device (bounds, size, statistics, notes, members, limits)
+/// describe the device (bounds, size, statistics, notes, limits)
 /// to the device it wraps, `self.<path>`, so that no decorator forgets one
 /// (a wrapped md must still announce its limits). `completes_inline` is
 /// the decorator's own call: one that holds completions back on a timer
@@ -329,9 +323,6 @@ macro_rules! forward_device_description {
         fn check_invariants(&self) -> Result<(), String> {
             self.$($inner)+.check_invariants()
         }
-        fn member_stats(&self, now: blocksim_sim::SimTime) -> Vec<$crate::devices::device::MemberStats> {
-            self.$($inner)+.member_stats(now)
-        }
         fn limits(&self) -> $crate::devices::limits::Limits {
             self.$($inner)+.limits()
         }
@@ -358,14 +349,6 @@ macro_rules! forward_device_state {
             self.$inner.completes_inline()
         }
     };
-}
-
-/// Statistics of one member of a stacked device.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberStats {
-    pub name: String,
-    pub stats: DiskStats,
-    pub kept: StatsKept,
 }
 
 /// Helper tracking diskstats-style accounting for a device.

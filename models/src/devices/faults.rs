@@ -26,8 +26,8 @@
 //! runs under [`Checked`]).
 //!
 //! They are inserted only when a run asks ([`crate::Fault`]: `sim swarm`
-//! and the tests), on every device and on md's members; a normal run's
-//! devices are not wrapped.
+//! and the tests), on every device (md's members are devices like any
+//! other); a normal run's devices are not wrapped.
 //!
 //! A failed completion ([`DevCtx::fail`]) completes the request with an I/O
 //! error: it still completes exactly once (the invariants hold), and the
@@ -48,11 +48,8 @@ use crate::devices::device::{BlockDevice, DevCtx, DevRequest, ReqTag};
 pub const PPM: u32 = 1_000_000;
 
 /// The timer token [`Faulty`] keeps for itself ([`crate::machine::run`]'s
-/// `DelayCompletions` keeps the one above it): on a machine device, and on
-/// an md member (md multiplexes its members' tokens in 24 bits, below a
-/// wrapper around md itself).
+/// `DelayCompletions` keeps the one above it).
 const FAULT_TOKEN: u32 = u32::MAX - 1;
-const MEMBER_FAULT_TOKEN: u32 = (1 << 24) - 2;
 
 /// A device name short enough to keep [`FaultPlan`] `Copy`.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -190,16 +187,9 @@ pub(crate) fn wrap(
     plan: &FaultPlan,
     (name, tags): (&str, u32),
     dev: Box<dyn BlockDevice>,
-    member: bool,
 ) -> Box<dyn BlockDevice> {
     let dev: Box<dyn BlockDevice> = match plan.faults(name) {
-        true => {
-            let mut f = Faulty::new(plan, name, dev);
-            if member {
-                f.held = Held::new(MEMBER_FAULT_TOKEN);
-            }
-            Box::new(f)
-        }
+        true => Box::new(Faulty::new(plan, name, dev)),
         false => dev,
     };
     Box::new(Checked::new(name, tags, dev))

@@ -158,8 +158,9 @@ pub struct HddConfig {
     #[serde(default = "default_write_cache_size")]
     pub write_cache_size: Bytes,
     /// Host commands beyond `ncq_depth` wait in a FIFO inside the device
-    /// model (the member's request queue when md submits to it); more than
-    /// this many waiting is a stack bug (asserted). Storage grows lazily.
+    /// model (a driver that hands the drive more commands than its NCQ
+    /// tags; the machine's port holds at most `ncq_depth`); more than this
+    /// many waiting is a stack bug (asserted). Storage grows lazily.
     #[serde(default = "default_backlog")]
     pub backlog_limit: u32,
 }

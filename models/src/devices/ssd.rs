@@ -136,8 +136,7 @@ const STAGE_DIE_READ: u32 = 7;
 const STAGE_DIE_READ_START: u32 = 8;
 
 /// A timer token: the stage in bits 16.., the channel in bits 0..16 (at
-/// most 1024 channels). Tokens stay below 2^24 so that md can multiplex its
-/// members' timers through one token (member index in the top 8 bits).
+/// most 1024 channels).
 fn token(stage: u32, index: u32) -> u32 {
     debug_assert!(index < 1 << 16);
     (stage << 16) | index
@@ -282,7 +281,7 @@ struct DieReads {
 /// The SSD model.
 pub struct Ssd {
     read: ReadPath,
-    /// Boxed, as the write path's state: md's members stay small.
+    /// Boxed, as the write path's state: the read path's state stays small.
     cfg: Box<SsdConfig>,
     rng: ComponentRng,
     cmds: Slab<Command>,
@@ -296,8 +295,8 @@ pub struct Ssd {
     link: Stage<SlotId>,
     acct: DiskAccounting,
     link_ns_per_byte: f64,
-    /// Dies, write cache, FTL (see `flash.rs`); boxed, so that md's
-    /// members stay small.
+    /// Dies, write cache, FTL (see `flash.rs`); boxed, so that the read
+    /// path's state stays small.
     flash: Box<Flash>,
     ftl_params: ftl::FtlParams,
     /// Die time spent collecting since the last reset.

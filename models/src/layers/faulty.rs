@@ -115,6 +115,12 @@ impl Layer for FaultyLayer {
     fn runs_request_path(&self) -> bool {
         self.inner.runs_request_path()
     }
+    fn limits(&self) -> Option<crate::devices::limits::Limits> {
+        self.inner.limits()
+    }
+    fn report_members(&self) -> bool {
+        self.inner.report_members()
+    }
     fn stats_kept(&self) -> (StatsKept, &'static str) {
         self.inner.stats_kept()
     }
@@ -123,6 +129,9 @@ impl Layer for FaultyLayer {
     }
     fn reset_stats(&mut self, now: SimTime) {
         self.inner.reset_stats(now);
+    }
+    fn queue_records(&self, now: SimTime) -> Option<blocksim_analysis::QueueRecords> {
+        self.inner.queue_records(now)
     }
     fn report_note(&self) -> Option<String> {
         self.inner.report_note()

@@ -11,7 +11,9 @@
 //! with the [`Origin`] each request carries.
 //!
 //! Leaves are [`crate::devices::device::BlockDevice`]s behind host queues; bcache
-//! ([`crate::layers::bcache::layer::BcacheLayer`]) and the test layer
+//! ([`crate::layers::bcache::layer::BcacheLayer`]), md raid10
+//! ([`crate::layers::raid10::Raid10`]), dm-linear
+//! ([`crate::layers::dm::DmLinear`]) and the test layer
 //! [`crate::layers::passthrough::Passthrough`] are layers. A layer's nodes
 //! below are devices or layers: the machine carries a request down and its
 //! completion up through any depth (bounded at assembly,
@@ -32,10 +34,11 @@
 //! (no per-layer kinds in the machine), and each request from above is
 //! completed upward exactly once (the machine asserts it at the job).
 
-use blocksim_analysis::{LatencyHist, StatsKept, Table};
+use blocksim_analysis::{LatencyHist, QueueRecords, StatsKept, Table};
 use blocksim_sim::{SimTime, SymbolId};
 
 use crate::devices::device::{Dir, DiskStats};
+use crate::devices::limits::Limits;
 pub use crate::machine::ahci::Origin;
 
 /// Whom a request belongs to, decoded from its [`Origin`].
@@ -400,6 +403,19 @@ pub trait Layer {
     fn discard_below(&self) -> Option<usize> {
         None
     }
+    /// The requests the layer accepts from above (md's chunk boundary,
+    /// [`crate::devices::limits`]), checked against a layer stacked on it
+    /// at assembly; `None` (the default): those of its first node below,
+    /// to which it passes its requests on as they come.
+    fn limits(&self) -> Option<Limits> {
+        None
+    }
+    /// Whether the report lists the devices below under the layer's own
+    /// line, as fio lists md's member disks under the array; `false` (the
+    /// default): they are listed as devices of their own.
+    fn report_members(&self) -> bool {
+        false
+    }
     /// Whether a bio through it runs the stacking layers' request path
     /// (the [`REQUEST_PATH`] cost path, then `make_request` again for the
     /// bio it hands down), charged in the submission of a job that
@@ -415,6 +431,14 @@ pub trait Layer {
     /// The disk statistics the layer keeps of the requests it carried
     /// (with [`Layer::stats_kept`] `All`); `None` (the default): none.
     fn disk_stats(&self, now: SimTime) -> Option<DiskStats> {
+        let _ = now;
+        None
+    }
+    /// The layer's records of the requests it took from above for the
+    /// Little's-law check of its disk statistics (its in-flight gauge, and
+    /// each request's entry and completion), at `now`; `None` (the
+    /// default): none.
+    fn queue_records(&self, now: SimTime) -> Option<QueueRecords> {
         let _ = now;
         None
     }

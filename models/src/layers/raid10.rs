@@ -1,4 +1,4 @@
-//! Linux md raid10, near layout, as a block-device layer over its members.
+//! Linux md raid10, near layout, as a stacking layer over its members.
 //!
 //! Mapping (`__raid10_find_phys` in drivers/md/raid10.c, far_copies = 1):
 //! for array sector `s`, `chunk = s >> chunk_shift`, `offset = s & chunk_mask`;
@@ -13,22 +13,28 @@
 //! make_request does); each piece is an r10bio. Reads pick one copy with
 //! `read_balance` (see [`read_balance`]); writes go to every copy. The parent
 //! request completes when all its pieces' member I/Os have completed.
-//! Member errors (a member completion with [`ReqTag::FAILED`]): a failed
+//! Member errors (a child completing with [`ChildDone::failed`]): a failed
 //! read is reissued to another working copy (`handle_read_error` with
 //! `read_balance` among the untried copies); a failed write fails the
 //! member (`md_error`: reads and writes avoid it, the array runs degraded)
 //! and the piece counts as written if another copy was; a piece no copy
-//! can take fails the request ([`DevCtx::fail`]).
+//! can take fails the request ([`LayerCx::fail`]).
 //! A member's `nr_pending` counts md's I/Os in flight to it (incremented when
 //! issued, decremented on completion); `head_position` becomes
 //! `addr + sectors` of each completed member I/O (`update_head_pos`).
 //!
-//! The layer owns its members. Member timers are multiplexed through the
-//! layer's own tokens (`member << 24 | member_token`); member completions are
-//! mapped back to parent tags through a slab of in-flight children, so steady
-//! state allocates nothing.
+//! The members are devices of the machine's graph, each behind its own
+//! host queues ([`Layer::below`] names them in raid-disk order): md hands
+//! each member I/O down as a [`Child`] with a token of its own, and learns
+//! of its completion in [`Layer::child_done`]. The last member I/O of a
+//! request is the bio its submission hands down; the others are issued
+//! before it, in md's order. In-flight parents and children live in slabs,
+//! so steady state allocates nothing. A request of which no copy can take
+//! any piece (every copy's member failed) is still handed down once, to its
+//! first copy, and fails upward when that completes (a layer's submission
+//! hands one bio down; Linux fails it at once in `make_request`).
 //!
-//! Limits ([`BlockDevice::limits`], [`crate::devices::limits`]): the model splits any
+//! Limits ([`Layer::limits`], [`crate::devices::limits`]): the model splits any
 //! request at chunk boundaries, but it announces what md accepted in
 //! 2011 -- a multi-page bio must not cross a chunk (`raid10_mergeable_bvec`;
 //! `make_request` splits only single-page bios), and no bio may have been
@@ -36,47 +42,50 @@
 //! that a layer stacked on it is checked against them.
 //!
 //! Accounting: like md in Linux 3.x (`md_make_request` only did
-//! `part_stat_inc(ios)` and `part_stat_add(sectors)`), [`BlockDevice::disk_stats`]
+//! `part_stat_inc(ios)` and `part_stat_add(sectors)`), [`Layer::disk_stats`]
 //! reports ios and sectors with zero ticks/in_queue/io_ticks, which is what
 //! `/proc/diskstats` and fio's "Disk stats" showed for md devices then;
-//! [`Raid10::full_disk_stats`] has the complete figures.
+//! [`Raid10::full_disk_stats`] has the complete figures. The report lists
+//! the members' own statistics under the array ([`Layer::report_members`]).
 //!
 //! **Architecture Invariant:** every accepted request completes exactly once,
 //! after all of its member I/Os; every member I/O maps to a live parent.
 //!
 //! ```
-//! use blocksim_models::devices::device::{BlockDevice, DevCtx, DevRequest, Dir, ReqTag};
-//! use blocksim_models::devices::hdd::HddConfig;
-//! use blocksim_models::layers::raid10::{build_raid10, Raid10Config};
-//! use blocksim_sim::SimTime;
+//! use blocksim_models::devices::device::Dir;
+//! use blocksim_models::layers::layer::{ChildDone, Layer, LayerCx, LayerReq, Origin, Route};
+//! use blocksim_models::layers::raid10::{Member, Raid10, Raid10Config};
 //!
-//! let disks: Vec<HddConfig> = ["sda", "sdb", "sdc", "sdd"].iter().map(|n| HddConfig::with_name(n)).collect();
-//! let mut md = build_raid10(&Raid10Config::new("md0", &["sda", "sdb", "sdc", "sdd"]), &disks, 1).unwrap();
-//! let (mut timers, mut done) = (Vec::new(), Vec::new());
-//! let req = DevRequest { tag: ReqTag(0), dir: Dir::Write, sector: 0, sectors: 8 };
-//! md.submit(req, &mut DevCtx::new(SimTime::ZERO, &mut timers, &mut done));
-//! // One mechanism timer per copy: raid disks 0 and 1 (tokens carry the member index).
-//! let mut members: Vec<u32> = timers.iter().map(|&(_, tok)| tok >> 24).collect();
-//! members.sort();
-//! assert_eq!(members, vec![0, 1]);
-//! // Fire them in time order; the write completes after the second.
-//! timers.sort();
-//! for (i, (at, tok)) in std::mem::take(&mut timers).into_iter().enumerate() {
-//!     md.on_timer(tok, &mut DevCtx::new(SimTime(at), &mut timers, &mut done));
-//!     assert_eq!(done.len(), i);
+//! let names = ["sda", "sdb", "sdc", "sdd"];
+//! let members: Vec<Member> = names.iter().map(|n| Member::disk(n, 1 << 21)).collect();
+//! let mut md = Raid10::new(&Raid10Config::new("md0", &names), &members).unwrap();
+//! let mut cx = LayerCx::default();
+//! let up = Origin::job(0);
+//! let req = LayerReq { dir: Dir::Write, sector: 0, sectors: 8, task: 0 };
+//! cx.begin(0);
+//! let last = md.submit(up, req, &mut cx);
+//! // One member write per copy: raid disks 0 and 1 (the second handed down).
+//! let mut writes: Vec<_> = cx.children().to_vec();
+//! writes.push(last);
+//! cx.clear();
+//! assert_eq!(writes.iter().map(|c| c.below).collect::<Vec<_>>(), [0, 1]);
+//! // The write completes upward after the second copy.
+//! for (i, c) in writes.iter().enumerate() {
+//!     let Route::Token(token) = c.route else { unreachable!() };
+//!     cx.begin(1000 + i as u64);
+//!     md.child_done(ChildDone { token, failed: false, below: c.below, since_dispatch_ns: 0 }, &mut cx);
+//!     assert_eq!(cx.completed().len(), i);
+//!     cx.clear();
 //! }
-//! assert_eq!(done, vec![ReqTag(0)]);
 //! ```
 
+use blocksim_analysis::QueueRecords;
 use blocksim_sim::units::Bytes;
 use blocksim_sim::{SimTime, Slab, SlotId};
 use serde::{Deserialize, Serialize};
 
-use crate::devices::device::{
-    BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats, Limits, MemberStats, ReqTag,
-    StatsKept,
-};
-use crate::devices::hdd::{Hdd, HddConfig};
+use crate::devices::device::{Dir, DiskAccounting, DiskStats, Limits, StatsKept};
+use crate::layers::layer::{Child, ChildDone, Layer, LayerCx, LayerReq, Origin, Route};
 
 /// `[[raid10]]`: an md raid10 array (near layout).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -84,7 +93,8 @@ use crate::devices::hdd::{Hdd, HddConfig};
 pub struct Raid10Config {
     /// Array name (e.g. `md0`).
     pub name: String,
-    /// Member devices in raid-disk order: names of `[[hdd]]` entries.
+    /// Member devices in raid-disk order: names of `[[hdd]]`, `[[ssd]]` or
+    /// `[[generic]]` entries.
     #[serde(deserialize_with = "crate::devices::device::de_devices")]
     pub members: Vec<String>,
     /// Copies of each chunk on consecutive devices (mdadm `--layout=n2`)
@@ -134,20 +144,6 @@ pub enum Raid10Error {
         fix: String,
     },
 }
-
-/// What md needs to know about a member beyond [`BlockDevice`].
-pub trait RaidMember: BlockDevice {
-    /// `blk_queue_nonrot`: true for SSDs. Read balancing prefers the
-    /// non-rotational mirror with the fewest pending I/Os when any exists.
-    fn nonrotational(&self) -> bool;
-}
-
-impl RaidMember for Hdd {
-    fn nonrotational(&self) -> bool {
-        false
-    }
-}
-
 /// md's per-mirror state used by read balancing.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MirrorState {
@@ -164,9 +160,9 @@ pub struct MirrorState {
 
 /// Largest supported `near_copies`.
 pub const MAX_COPIES: usize = 16;
-/// Largest supported member count (member index lives in 8 token bits).
+/// Largest supported member count (a child names its member in the 8 bits
+/// of [`Child::below`]).
 pub const MAX_MEMBERS: usize = 255;
-const TOKEN_BITS: u32 = 24;
 /// Bound on requests in flight through the array (parents) and member I/Os
 /// (children). Slabs grow lazily, so a large bound costs nothing.
 const MAX_PARENTS: usize = 1 << 20;
@@ -252,9 +248,33 @@ pub fn read_balance(copies: &[PhysCopy], mirrors: &[MirrorState], near_copies: u
     slot
 }
 
+/// What md needs to know of a member device when the array is assembled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub name: String,
+    pub capacity_sectors: u64,
+    /// `blk_queue_nonrot`: true for SSDs. Read balancing prefers the
+    /// non-rotational mirror with the fewest pending I/Os when any exists.
+    pub nonrot: bool,
+    /// Why the member takes no discards (its limits), if it takes none.
+    pub no_discard: Option<&'static str>,
+}
+
+impl Member {
+    /// A rotating disk of `capacity_sectors` that takes no discards.
+    pub fn disk(name: &str, capacity_sectors: u64) -> Member {
+        Member {
+            name: name.to_string(),
+            capacity_sectors,
+            nonrot: false,
+            no_discard: Some("a rotating disk takes no discards"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Parent {
-    tag: ReqTag,
+    up: Origin,
     dir: Dir,
     sectors: u32,
     arrival: SimTime,
@@ -271,8 +291,9 @@ struct Parent {
 /// Most pieces a request may split into (bits of [`Parent::pieces_ok`]).
 const MAX_PIECES: u32 = 64;
 
+/// A member I/O in flight.
 #[derive(Debug, Clone, Copy)]
-struct Child {
+struct MemberIo {
     parent: SlotId,
     member: u32,
     addr: u64,
@@ -283,6 +304,9 @@ struct Child {
     /// A read's copies (slots of `find_phys`) tried so far, this one
     /// included.
     tried: u16,
+    /// Issued only so that a request no copy can take fails upward: it
+    /// changes no mirror state.
+    doomed: bool,
 }
 
 /// Counters of the array's own decisions.
@@ -306,39 +330,31 @@ pub struct Raid10Counters {
     pub members_failed: u64,
 }
 
-/// Builds `[[raid10]] cfg` over the `[[hdd]]` entries it names (member
-/// `i`'s random stream is `component_rng(seed, name)`).
-pub fn build_raid10(
-    cfg: &Raid10Config,
-    hdds: &[HddConfig],
-    seed: u64,
-) -> Result<Raid10<Hdd>, Raid10Error> {
-    let bad = |value: String, fix: String| Raid10Error::Invalid {
-        name: cfg.name.clone(),
-        key: "members",
-        value,
-        fix,
-    };
-    let mut members = Vec::with_capacity(cfg.members.len());
-    for (i, name) in cfg.members.iter().enumerate() {
-        if cfg.members[..i].contains(name) {
-            return Err(bad(
-                format!("{:?}", cfg.members),
-                format!("{name:?} is listed twice; list each disk once"),
-            ));
+impl Raid10Counters {
+    fn new(n: usize) -> Self {
+        Raid10Counters {
+            reads_per_member: vec![0; n],
+            writes_per_member: vec![0; n],
+            discards_per_member: vec![0; n],
+            flushes_per_member: vec![0; n],
+            ..Default::default()
         }
-        let Some(hc) = hdds.iter().find(|h| &h.name == name) else {
-            let known: Vec<&str> = hdds.iter().map(|h| h.name.as_str()).collect();
-            return Err(bad(
-                name.clone(),
-                format!("define an [[hdd]] with this name (defined: {known:?})"),
-            ));
-        };
-        let disk = Hdd::new(hc, blocksim_sim::component_rng(seed, name))
-            .map_err(|e| bad(name.clone(), e.to_string()))?;
-        members.push(disk);
     }
-    Raid10::new(cfg, members)
+}
+
+impl Raid10Error {
+    /// Member `name` of array `cfg` is no device md can hold (not an
+    /// `[[hdd]]`, `[[ssd]]` or `[[generic]]`).
+    pub fn not_a_disk(cfg: &Raid10Config, name: &str) -> Raid10Error {
+        invalid(
+            cfg,
+            "members",
+            name.to_string(),
+            // (No other section named after this one: the message locates
+            // the array's `members` line.)
+            format!("{name:?} is no disk md can hold; name an hdd, ssd or generic device"),
+        )
+    }
 }
 
 fn invalid(cfg: &Raid10Config, key: &'static str, value: String, fix: String) -> Raid10Error {
@@ -351,23 +367,28 @@ fn invalid(cfg: &Raid10Config, key: &'static str, value: String, fix: String) ->
 }
 
 /// The near layout of `cfg` over `members` (in raid-disk order), after
-/// checking the member count, copies, chunk size and that every member is
-/// idle.
-fn near_geometry<M: RaidMember>(
-    cfg: &Raid10Config,
-    members: &[M],
-) -> Result<NearGeometry, Raid10Error> {
+/// checking the member count, copies and chunk size.
+fn near_geometry(cfg: &Raid10Config, members: &[Member]) -> Result<NearGeometry, Raid10Error> {
     let bad = |key, value: String, fix: String| invalid(cfg, key, value, fix);
     let n = members.len();
-    if n != cfg.members.len() {
+    let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
+    if names != cfg.members.iter().map(String::as_str).collect::<Vec<_>>() {
         return Err(bad(
             "members",
             format!("{:?}", cfg.members),
-            format!(
-                "{} member devices were given for {} names",
-                n,
-                cfg.members.len()
-            ),
+            format!("member devices {names:?} were given for these names"),
+        ));
+    }
+    if let Some((i, m)) = names
+        .iter()
+        .enumerate()
+        .find(|(i, m)| names[..*i].contains(m))
+    {
+        let _ = i;
+        return Err(bad(
+            "members",
+            format!("{:?}", cfg.members),
+            format!("{m:?} is listed twice; list each disk once"),
         ));
     }
     if n == 0 || n > MAX_MEMBERS {
@@ -396,13 +417,6 @@ fn near_geometry<M: RaidMember>(
             "md needs a power of two of at least 4 KiB (e.g. \"512k\")".to_string(),
         ));
     }
-    if members.iter().any(|m| m.in_flight() != 0) {
-        return Err(bad(
-            "members",
-            format!("{:?}", cfg.members),
-            "members must be idle".to_string(),
-        ));
-    }
     Ok(NearGeometry {
         raid_disks: n,
         near_copies: nc,
@@ -410,32 +424,73 @@ fn near_geometry<M: RaidMember>(
     })
 }
 
-/// An md raid10 array over members of type `M`.
+/// An md raid10 array: a stacking layer over its member devices.
 #[derive(Debug)]
-pub struct Raid10<M: RaidMember = Hdd> {
+pub struct Raid10 {
     cfg: Raid10Config,
     geo: NearGeometry,
-    members: Vec<M>,
     mirrors: Vec<MirrorState>,
     dev_sectors: u64,
     capacity: u64,
+    limits: Limits,
+    /// The member a discard's refusal names: the first that takes none.
+    discard_to: usize,
     parents: Slab<Parent>,
-    children: Slab<Child>,
-    scratch_timers: Vec<(u64, u32)>,
-    scratch_done: Vec<ReqTag>,
+    children: Slab<MemberIo>,
+    /// Member I/Os in flight only to fail their request ([`MemberIo::doomed`]).
+    doomed: u64,
+    /// Parents completed in the call in progress (reused).
+    done: Vec<Parent>,
+    /// The member I/Os of the call in progress, in md's order (reused).
+    out: Vec<Child>,
     acct: DiskAccounting,
+    records: Records,
     counters: Raid10Counters,
 }
 
-impl<M: RaidMember> Raid10<M> {
-    /// Builds the array. `members` are in raid-disk order (as
-    /// `cfg.members`); all must be idle.
-    pub fn new(cfg: &Raid10Config, members: Vec<M>) -> Result<Self, Raid10Error> {
-        let geo = near_geometry(cfg, &members)?;
-        let n = members.len();
+/// What md records of the requests from above for Little's law
+/// ([`Layer::queue_records`]): since `window_start` (the last reset), the
+/// completions and their whole latencies, the part of those before the
+/// window, and the sum over requests in flight of their start in the
+/// window.
+#[derive(Debug, Default)]
+struct Records {
+    window_start: SimTime,
+    completions: u64,
+    latency_sum_ns: u64,
+    before_window_ns: u64,
+    open_start_sum_ns: u128,
+}
+
+impl Records {
+    fn start(&mut self, now: SimTime) {
+        self.open_start_sum_ns += u128::from(now.0);
+    }
+
+    fn done(&mut self, arrival: SimTime, now: SimTime) {
+        self.completions += 1;
+        self.latency_sum_ns += now.since(arrival);
+        self.before_window_ns += self.window_start.since(arrival);
+        self.open_start_sum_ns -= u128::from(arrival.max(self.window_start).0);
+    }
+
+    fn reset(&mut self, now: SimTime, in_flight: u32) {
+        *self = Records {
+            window_start: now,
+            open_start_sum_ns: u128::from(in_flight) * u128::from(now.0),
+            ..Records::default()
+        };
+    }
+}
+
+impl Raid10 {
+    /// Builds the array over `members`, in raid-disk order (as
+    /// `cfg.members`).
+    pub fn new(cfg: &Raid10Config, members: &[Member]) -> Result<Self, Raid10Error> {
+        let geo = near_geometry(cfg, members)?;
         let min_cap = members
             .iter()
-            .map(|m| m.capacity_sectors())
+            .map(|m| m.capacity_sectors)
             .min()
             .unwrap_or(0);
         let dev_sectors = (min_cap >> geo.chunk_shift) << geo.chunk_shift;
@@ -453,29 +508,41 @@ impl<M: RaidMember> Raid10<M> {
             .map(|m| MirrorState {
                 head_position: 0,
                 nr_pending: 0,
-                nonrot: m.nonrotational(),
+                nonrot: m.nonrot,
                 faulty: false,
             })
             .collect();
+        // make_request checks chunks only when they are striped.
+        let striped = geo.near_copies < geo.raid_disks;
+        let md = Limits::md_2011(
+            striped.then(|| u32::try_from(geo.chunk_sectors()).unwrap_or(u32::MAX)),
+        );
+        // raid10 takes discards when every member does (Linux 3.7+
+        // raid10's `run`: QUEUE_FLAG_DISCARD only if a member's queue has
+        // it; 3.0-3.2 md had no discard path).
+        let limits = Limits {
+            no_discard: members.iter().find_map(|m| m.no_discard),
+            ..md
+        };
         Ok(Raid10 {
             cfg: cfg.clone(),
             geo,
-            members,
             mirrors,
             dev_sectors,
             capacity,
+            limits,
+            discard_to: members
+                .iter()
+                .position(|m| m.no_discard.is_some())
+                .unwrap_or(0),
             parents: Slab::with_bound(MAX_PARENTS),
             children: Slab::with_bound(MAX_PARENTS * MAX_COPIES),
-            scratch_timers: Vec::with_capacity(8),
-            scratch_done: Vec::with_capacity(8),
+            out: Vec::with_capacity(MAX_COPIES),
+            doomed: 0,
+            done: Vec::with_capacity(4),
             acct: DiskAccounting::new(SimTime::ZERO),
-            counters: Raid10Counters {
-                reads_per_member: vec![0; n],
-                writes_per_member: vec![0; n],
-                discards_per_member: vec![0; n],
-                flushes_per_member: vec![0; n],
-                ..Default::default()
-            },
+            records: Records::default(),
+            counters: Raid10Counters::new(members.len()),
         })
     }
 
@@ -485,14 +552,6 @@ impl<M: RaidMember> Raid10<M> {
 
     pub fn geometry(&self) -> NearGeometry {
         self.geo
-    }
-
-    pub fn members(&self) -> &[M] {
-        &self.members
-    }
-
-    pub fn members_mut(&mut self) -> &mut [M] {
-        &mut self.members
     }
 
     pub fn mirrors(&self) -> &[MirrorState] {
@@ -508,6 +567,11 @@ impl<M: RaidMember> Raid10<M> {
         self.dev_sectors
     }
 
+    /// Requests from above in flight.
+    pub fn in_flight(&self) -> u32 {
+        self.acct.in_flight()
+    }
+
     /// The copies of array sector `sector` (slot order).
     pub fn find_phys(&self, sector: u64) -> Vec<PhysCopy> {
         let mut out = [(0, 0); MAX_COPIES];
@@ -515,39 +579,13 @@ impl<M: RaidMember> Raid10<M> {
         out[..self.geo.near_copies].to_vec()
     }
 
-    /// Diskstats with service times, unlike [`BlockDevice::disk_stats`].
+    /// Diskstats with service times, unlike [`Layer::disk_stats`].
     pub fn full_disk_stats(&self, now: SimTime) -> DiskStats {
         self.acct.snapshot(now)
     }
 
-    /// Runs `f` on member `m` with a context of its own, then forwards its
-    /// timers (tagged with `m`) and handles its completions.
-    fn with_member<F>(&mut self, m: usize, ctx: &mut DevCtx<'_>, f: F)
-    where
-        F: FnOnce(&mut M, &mut DevCtx<'_>),
-    {
-        let mut timers = std::mem::take(&mut self.scratch_timers);
-        let mut done = std::mem::take(&mut self.scratch_done);
-        {
-            let mut mctx = DevCtx::new(ctx.now(), &mut timers, &mut done);
-            f(&mut self.members[m], &mut mctx);
-        }
-        for &(delay, token) in &timers {
-            assert!(
-                token < 1 << TOKEN_BITS,
-                "member timer token {token} does not fit in {TOKEN_BITS} bits"
-            );
-            ctx.set_timer(delay, ((m as u32) << TOKEN_BITS) | token);
-        }
-        timers.clear();
-        for tag in done.drain(..) {
-            self.child_done(m, tag, ctx);
-        }
-        self.scratch_timers = timers;
-        self.scratch_done = done;
-    }
-
-    fn issue_child(&mut self, at: ChildAt, dir: Dir, (dev, addr): PhysCopy, ctx: &mut DevCtx<'_>) {
+    /// A member I/O for `at` to copy `(dev, addr)`, in md's order.
+    fn issue_child(&mut self, at: ChildAt, dir: Dir, (dev, addr): PhysCopy) {
         let sectors = at.sectors;
         assert!(
             addr + sectors as u64 <= self.dev_sectors,
@@ -561,31 +599,42 @@ impl<M: RaidMember> Raid10<M> {
             Dir::Discard => self.counters.discards_per_member[dev] += 1,
             Dir::Flush => self.counters.flushes_per_member[dev] += 1,
         }
+        self.push_child(at, dir, (dev, addr), false);
+    }
+
+    fn push_child(&mut self, at: ChildAt, dir: Dir, (dev, addr): PhysCopy, doomed: bool) {
+        let up = self.parents.get(at.parent).up;
         let slot = self
             .children
-            .insert(Child {
+            .insert(MemberIo {
                 parent: at.parent,
                 member: dev as u32,
                 addr,
-                sectors,
+                sectors: at.sectors,
                 sector: at.sector,
                 piece: at.piece,
                 tried: at.tried,
+                doomed,
             })
             .unwrap_or_else(|e| panic!("raid10 {}: {e}", self.cfg.name));
-        let req = DevRequest {
-            tag: ReqTag(slot.0),
+        self.out.push(Child {
+            below: dev as u8,
+            route: Route::Token(slot.0),
             dir,
             sector: addr,
-            sectors,
-        };
-        self.with_member(dev, ctx, |m, mctx| m.submit(req, mctx));
+            sectors: at.sectors,
+            serves: Some(up),
+        });
     }
 
-    /// A member completed a child (with an I/O error if `tag` says so).
-    fn child_done(&mut self, m: usize, tag: ReqTag, ctx: &mut DevCtx<'_>) {
-        let child = self.children.remove(SlotId(tag.tag().0));
+    /// A member completed a child (with an I/O error if `failed`).
+    fn member_done(&mut self, token: u32, m: usize, failed: bool) {
+        let child = self.children.remove(SlotId(token));
         assert_eq!(child.member as usize, m, "completion from the wrong member");
+        if child.doomed {
+            self.doomed -= 1;
+            return self.parent_put(child.parent);
+        }
         let dir = self.parents.get(child.parent).dir;
         let mirror = &mut self.mirrors[m];
         if dir.is_data() {
@@ -593,8 +642,8 @@ impl<M: RaidMember> Raid10<M> {
         }
         assert!(mirror.nr_pending > 0);
         mirror.nr_pending -= 1;
-        match (dir, tag.failed()) {
-            (Dir::Read, true) => return self.retry_read(child, ctx),
+        match (dir, failed) {
+            (Dir::Read, true) => return self.retry_read(child),
             // md_end_flush: a member's failed flush fails the flush.
             (Dir::Flush, true) => self.parents.get_mut(child.parent).failed = true,
             (Dir::Flush, false) => {}
@@ -611,13 +660,13 @@ impl<M: RaidMember> Raid10<M> {
             }
             (Dir::Read, false) => {}
         }
-        self.parent_put(child.parent, ctx);
+        self.parent_put(child.parent);
     }
 
     /// A read of a piece failed: raid10d's handle_read_error reads it from
     /// another copy (read_balance among the untried, working mirrors); with
     /// none left the request fails ("unrecoverable I/O read error").
-    fn retry_read(&mut self, child: Child, ctx: &mut DevCtx<'_>) {
+    fn retry_read(&mut self, child: MemberIo) {
         let mut copies = [(0usize, 0u64); MAX_COPIES];
         self.geo.find_phys(child.sector, &mut copies);
         let nc = self.geo.near_copies;
@@ -631,11 +680,11 @@ impl<M: RaidMember> Raid10<M> {
                     piece: child.piece,
                     tried: child.tried | 1 << slot,
                 };
-                self.issue_child(at, Dir::Read, copies[slot], ctx);
+                self.issue_child(at, Dir::Read, copies[slot]);
             }
             None => {
                 self.parents.get_mut(child.parent).failed = true;
-                self.parent_put(child.parent, ctx);
+                self.parent_put(child.parent);
             }
         }
     }
@@ -661,21 +710,15 @@ impl<M: RaidMember> Raid10<M> {
         (n > 0).then(|| slots[read_balance(&cand[..n], &self.mirrors, self.geo.near_copies)])
     }
 
-    fn parent_put(&mut self, slot: SlotId, ctx: &mut DevCtx<'_>) {
+    /// Drops one reference of parent `slot`; the last completes it (kept
+    /// in `done` until [`Raid10::report_done`] reports it upward).
+    fn parent_put(&mut self, slot: SlotId) {
         let p = self.parents.get_mut(slot);
         assert!(p.remaining > 0);
         p.remaining -= 1;
         if p.remaining == 0 {
             let p = self.parents.remove(slot);
-            let now = ctx.now();
-            self.acct.done(now, p.dir, p.sectors, now.since(p.arrival));
-            let all_pieces = u64::MAX >> (64 - p.pieces);
-            let written = matches!(p.dir, Dir::Write | Dir::Discard);
-            if p.failed || (written && p.pieces_ok != all_pieces) {
-                ctx.fail(p.tag);
-            } else {
-                ctx.complete(p.tag);
-            }
+            self.done.push(p);
         }
     }
 
@@ -683,7 +726,7 @@ impl<M: RaidMember> Raid10<M> {
     /// discard to every working copy (raid10's discard path, Linux 3.7+:
     /// split per chunk like a write, each copy discarded); a piece no copy
     /// can take fails the request.
-    fn issue_piece(&mut self, at: ChildAt, dir: Dir, ctx: &mut DevCtx<'_>) {
+    fn issue_piece(&mut self, at: ChildAt, dir: Dir) {
         let mut copies = [(0usize, 0u64); MAX_COPIES];
         self.geo.find_phys(at.sector, &mut copies);
         let nc = self.geo.near_copies;
@@ -695,7 +738,7 @@ impl<M: RaidMember> Raid10<M> {
                         tried: 1 << slot,
                         ..at
                     };
-                    self.issue_child(at, Dir::Read, copies[slot], ctx);
+                    self.issue_child(at, Dir::Read, copies[slot]);
                 }
                 None => self.parents.get_mut(at.parent).failed = true,
             },
@@ -708,40 +751,43 @@ impl<M: RaidMember> Raid10<M> {
                 self.parents.get_mut(at.parent).remaining += working.count_ones();
                 for (i, &copy) in copies[..nc].iter().enumerate() {
                     if working & (1 << i) != 0 {
-                        self.issue_child(at, dir, copy, ctx);
+                        self.issue_child(at, dir, copy);
                     }
                 }
             }
         }
     }
-}
 
-impl<M: RaidMember> Raid10<M> {
+    /// A new parent for a request from `up`, with the guard reference
+    /// (it cannot complete while its pieces are being issued).
+    fn new_parent(&mut self, up: Origin, dir: Dir, sectors: u32, now: SimTime) -> SlotId {
+        self.acct.start(now);
+        self.records.start(now);
+        self.parents
+            .insert(Parent {
+                up,
+                dir,
+                sectors,
+                arrival: now,
+                remaining: 1,
+                pieces: u32::from(dir == Dir::Flush),
+                pieces_ok: 0,
+                failed: false,
+            })
+            .unwrap_or_else(|e| panic!("raid10 {}: {e}", self.cfg.name))
+    }
+
     /// An empty flush: md's `md_flush_request`/`submit_flushes` sends an
     /// empty flush to every working member and completes the flush when all
     /// have (failing it if one fails).
-    fn submit_flush(&mut self, req: DevRequest, ctx: &mut DevCtx<'_>) {
+    fn submit_flush(&mut self, up: Origin, req: LayerReq, now: SimTime) -> SlotId {
         assert_eq!(
             req.sectors, 0,
             "raid10 {}: a flush with data",
             self.cfg.name
         );
-        let now = ctx.now();
-        self.acct.start(now);
-        let parent = self
-            .parents
-            .insert(Parent {
-                tag: req.tag,
-                dir: Dir::Flush,
-                sectors: 0,
-                arrival: now,
-                remaining: 1,
-                pieces: 1,
-                pieces_ok: 0,
-                failed: false,
-            })
-            .unwrap_or_else(|e| panic!("raid10 {}: {e}", self.cfg.name));
-        for dev in 0..self.members.len() {
+        let parent = self.new_parent(up, Dir::Flush, 0, now);
+        for dev in 0..self.mirrors.len() {
             if self.mirrors[dev].faulty {
                 continue;
             }
@@ -753,28 +799,13 @@ impl<M: RaidMember> Raid10<M> {
                 piece: 0,
                 tried: 0,
             };
-            self.issue_child(at, Dir::Flush, (dev, 0), ctx);
+            self.issue_child(at, Dir::Flush, (dev, 0));
         }
-        self.parent_put(parent, ctx);
+        parent
     }
-}
 
-/// Where a child belongs: its parent, the piece it is part of, and the
-/// copies a read tried.
-#[derive(Debug, Clone, Copy)]
-struct ChildAt {
-    parent: SlotId,
-    sector: u64,
-    sectors: u32,
-    piece: u32,
-    tried: u16,
-}
-
-impl<M: RaidMember> BlockDevice for Raid10<M> {
-    fn submit(&mut self, req: DevRequest, ctx: &mut DevCtx<'_>) {
-        if req.dir == Dir::Flush {
-            return self.submit_flush(req, ctx);
-        }
+    /// A request with data, split at chunk boundaries into pieces.
+    fn submit_data(&mut self, up: Origin, req: LayerReq, now: SimTime) -> SlotId {
         assert!(req.sectors > 0, "raid10 {}: empty request", self.cfg.name);
         // Callers keep requests inside the array (jobs' regions are checked
         // against its size when the stack is built); the sum is checked so
@@ -789,23 +820,7 @@ impl<M: RaidMember> BlockDevice for Raid10<M> {
             req.sectors,
             self.capacity
         );
-        let now = ctx.now();
-        self.acct.start(now);
-        let parent = self
-            .parents
-            .insert(Parent {
-                tag: req.tag,
-                dir: req.dir,
-                sectors: req.sectors,
-                arrival: now,
-                // Guard reference: the parent cannot complete while pieces
-                // are still being issued.
-                remaining: 1,
-                pieces: 0,
-                pieces_ok: 0,
-                failed: false,
-            })
-            .unwrap_or_else(|e| panic!("raid10 {}: {e}", self.cfg.name));
+        let parent = self.new_parent(up, req.dir, req.sectors, now);
         let chunk = self.geo.chunk_sectors();
         let mut sector = req.sector;
         let mut left = req.sectors as u64;
@@ -829,59 +844,142 @@ impl<M: RaidMember> BlockDevice for Raid10<M> {
                 piece: piece_index,
                 tried: 0,
             };
-            self.issue_piece(at, req.dir, ctx);
+            self.issue_piece(at, req.dir);
             piece_index += 1;
             sector += piece as u64;
             left -= piece as u64;
         }
-        self.parent_put(parent, ctx);
+        parent
     }
 
-    fn on_timer(&mut self, token: u32, ctx: &mut DevCtx<'_>) {
-        let m = (token >> TOKEN_BITS) as usize;
-        let t = token & ((1 << TOKEN_BITS) - 1);
-        assert!(
-            m < self.members.len(),
-            "raid10 {}: timer for member {m}",
-            self.cfg.name
-        );
-        self.with_member(m, ctx, |dev, mctx| dev.on_timer(t, mctx));
+    /// A request none of whose pieces any copy can take: one I/O to its
+    /// first copy carries it, and the request fails when it completes.
+    fn doom(&mut self, parent: SlotId, req: LayerReq) {
+        let p = self.parents.get_mut(parent);
+        p.failed = true;
+        p.remaining += 1;
+        let (copy, sectors) = match req.dir {
+            Dir::Flush => ((0, 0), 0),
+            _ => {
+                let mut copies = [(0usize, 0u64); MAX_COPIES];
+                self.geo.find_phys(req.sector, &mut copies);
+                let chunk = self.geo.chunk_sectors();
+                let first = (chunk - (req.sector & (chunk - 1))).min(u64::from(req.sectors));
+                (copies[0], first as u32)
+            }
+        };
+        let at = ChildAt {
+            parent,
+            sector: req.sector,
+            sectors,
+            piece: 0,
+            tried: 0,
+        };
+        self.doomed += 1;
+        self.push_child(at, req.dir, copy, true);
     }
 
-    fn in_flight(&self) -> u32 {
-        self.acct.in_flight()
+    /// Reports the parents that completed to `cx` (failing those a piece
+    /// of failed).
+    fn report_done(&mut self, cx: &mut LayerCx) {
+        let now = SimTime(cx.now_ns);
+        for p in self.done.drain(..) {
+            self.acct.done(now, p.dir, p.sectors, now.since(p.arrival));
+            self.records.done(p.arrival, now);
+            let all_pieces = u64::MAX >> (64 - p.pieces);
+            let written = matches!(p.dir, Dir::Write | Dir::Discard);
+            if p.failed || (written && p.pieces_ok != all_pieces) {
+                cx.fail(p.up);
+            } else {
+                cx.complete(p.up);
+            }
+        }
+    }
+}
+
+/// Where a child belongs: its parent, the piece it is part of, and the
+/// copies a read tried.
+#[derive(Debug, Clone, Copy)]
+struct ChildAt {
+    parent: SlotId,
+    sector: u64,
+    sectors: u32,
+    piece: u32,
+    tried: u16,
+}
+
+impl Layer for Raid10 {
+    fn name(&self) -> &str {
+        &self.cfg.name
+    }
+
+    fn below(&self) -> &[String] {
+        &self.cfg.members
     }
 
     fn capacity_sectors(&self) -> u64 {
         self.capacity
     }
 
-    fn disk_stats(&self, now: SimTime) -> DiskStats {
-        let full = self.acct.snapshot(now);
-        DiskStats {
-            ios: full.ios,
-            sectors: full.sectors,
-            ..DiskStats::default()
+    fn submit(&mut self, up: Origin, req: LayerReq, cx: &mut LayerCx) -> Child {
+        let now = SimTime(cx.now_ns);
+        debug_assert!(self.out.is_empty());
+        let parent = match req.dir {
+            Dir::Flush => self.submit_flush(up, req, now),
+            _ => self.submit_data(up, req, now),
+        };
+        if self.out.is_empty() {
+            self.doom(parent, req);
         }
+        // The guard reference: a parent whose every member I/O is issued
+        // cannot complete before they do.
+        let p = self.parents.get_mut(parent);
+        p.remaining -= 1;
+        debug_assert!(p.remaining > 0);
+        let last = self.out.pop().expect("a member I/O");
+        for c in self.out.drain(..) {
+            cx.issue(c);
+        }
+        last
     }
 
-    fn in_flight_integral_ns(&self, now: SimTime) -> u64 {
-        self.full_disk_stats(now).in_queue_ns
+    fn child_done(&mut self, done: ChildDone, cx: &mut LayerCx) {
+        self.member_done(done.token, usize::from(done.below), done.failed);
+        // A retried read.
+        for c in self.out.drain(..) {
+            cx.issue(c);
+        }
+        self.report_done(cx);
     }
 
-    fn limits(&self) -> Limits {
-        // make_request checks chunks only when they are striped.
-        let striped = self.geo.near_copies < self.geo.raid_disks;
-        let md = Limits::md_2011(
-            striped.then(|| u32::try_from(self.geo.chunk_sectors()).unwrap_or(u32::MAX)),
-        );
-        // raid10 takes discards when every member does (Linux 3.7+
-        // raid10's `run`: QUEUE_FLAG_DISCARD only if a member's queue has
-        // it; 3.0-3.2 md had no discard path).
-        Limits {
-            no_discard: self.members.iter().find_map(|m| m.limits().no_discard),
-            ..md
+    fn check_invariants(&self) -> Result<(), String> {
+        let pending: u64 = self.mirrors.iter().map(|m| u64::from(m.nr_pending)).sum();
+        let issued = self.children.len() as u64 - self.doomed;
+        if pending != issued {
+            return Err(format!(
+                "{}: {pending} member I/Os pending by the mirrors, {issued} in flight",
+                self.cfg.name
+            ));
         }
+        if self.parents.len() as u32 != self.acct.in_flight() {
+            return Err(format!(
+                "{}: {} requests held, {} accounted in flight",
+                self.cfg.name,
+                self.parents.len(),
+                self.acct.in_flight()
+            ));
+        }
+        Ok(())
+    }
+
+    fn discard_below(&self) -> Option<usize> {
+        // Every member takes the array's pieces; the first that takes none
+        // names why the array takes none.
+        Some(self.discard_to)
+    }
+
+    fn limits(&self) -> Option<Limits> {
+        Some(self.limits)
     }
 
     fn stats_kept(&self) -> (StatsKept, &'static str) {
@@ -891,7 +989,41 @@ impl<M: RaidMember> BlockDevice for Raid10<M> {
         )
     }
 
-    fn notes(&self) -> Vec<String> {
+    fn disk_stats(&self, now: SimTime) -> Option<DiskStats> {
+        let full = self.acct.snapshot(now);
+        Some(DiskStats {
+            ios: full.ios,
+            sectors: full.sectors,
+            ..DiskStats::default()
+        })
+    }
+
+    fn queue_records(&self, now: SimTime) -> Option<QueueRecords> {
+        let r = &self.records;
+        let open = u64::try_from(self.parents.len()).expect("bounded");
+        let open_ns = u128::from(open) * u128::from(now.0) - r.open_start_sum_ns;
+        Some(QueueRecords {
+            window_ns: now.since(r.window_start),
+            in_flight_integral_ns: self.acct.snapshot(now).in_queue_ns,
+            completions: r.completions,
+            latency_sum_ns: r.latency_sum_ns,
+            before_window_ns: r.before_window_ns,
+            in_flight_at_end: open,
+            in_flight_at_end_ns: u64::try_from(open_ns).expect("bounded by the run"),
+        })
+    }
+
+    fn reset_stats(&mut self, now: SimTime) {
+        self.acct.reset(now);
+        self.records.reset(now, self.acct.in_flight());
+        self.counters = Raid10Counters::new(self.mirrors.len());
+    }
+
+    fn report_members(&self) -> bool {
+        true
+    }
+
+    fn report_note(&self) -> Option<String> {
         let c = &self.counters;
         let failed: Vec<&str> = self
             .cfg
@@ -902,9 +1034,9 @@ impl<M: RaidMember> BlockDevice for Raid10<M> {
             .map(|(n, _)| n.as_str())
             .collect();
         if c.read_retries == 0 && failed.is_empty() {
-            return Vec::new();
+            return None;
         }
-        vec![format!(
+        Some(format!(
             "{}: {} member reads failed and were read from another copy; members failed after a write error: {}",
             self.cfg.name,
             c.read_retries,
@@ -913,38 +1045,9 @@ impl<M: RaidMember> BlockDevice for Raid10<M> {
             } else {
                 format!("{} (the array runs degraded)", failed.join(", "))
             }
-        )]
-    }
-
-    fn member_stats(&self, now: SimTime) -> Vec<MemberStats> {
-        self.cfg
-            .members
-            .iter()
-            .zip(&self.members)
-            .map(|(name, m)| MemberStats {
-                name: name.clone(),
-                stats: m.disk_stats(now),
-                kept: m.stats_kept().0,
-            })
-            .collect()
-    }
-
-    fn reset_stats(&mut self, now: SimTime) {
-        self.acct.reset(now);
-        for m in &mut self.members {
-            m.reset_stats(now);
-        }
-        let n = self.members.len();
-        self.counters = Raid10Counters {
-            reads_per_member: vec![0; n],
-            writes_per_member: vec![0; n],
-            discards_per_member: vec![0; n],
-            flushes_per_member: vec![0; n],
-            ..Default::default()
-        };
+        ))
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -965,26 +1068,125 @@ mod tests {
 
     #[test]
     fn announces_2011_md_limits() {
-        let disks: Vec<HddConfig> = ["a", "b", "c", "d"]
-            .iter()
-            .map(|n| HddConfig::with_name(n))
-            .collect();
-        let mut cfg = Raid10Config::new("md0", &["a", "b", "c", "d"]);
+        let names = ["a", "b", "c", "d"];
+        let disks: Vec<Member> = names.iter().map(|n| Member::disk(n, 1 << 24)).collect();
+        let mut cfg = Raid10Config::new("md0", &names);
         cfg.chunk = Bytes(512 * 1024);
-        let md = build_raid10(&cfg, &disks, 1).unwrap();
-        let lim = md.limits();
+        let md = Raid10::new(&cfg, &disks).unwrap();
+        let lim = md.limits().unwrap();
         assert_eq!(lim.boundary_sectors, Some(1024));
         assert!(!lim.splits_multi_page);
         assert_eq!(
             lim.max_clone_bvecs,
             Some(crate::devices::limits::BIO_MAX_PAGES)
         );
+        // Rotating members: no discards, and the refusal names the first.
+        assert!(lim.no_discard.is_some());
+        assert_eq!(md.discard_below(), Some(0));
         // Two disks, two near copies: a mirror, no chunk check.
         let mut mirror = Raid10Config::new("md1", &["a", "b"]);
         mirror.chunk = Bytes(64 * 1024);
-        let md1 = build_raid10(&mirror, &disks, 1).unwrap();
-        assert_eq!(md1.limits().boundary_sectors, None);
-        assert_eq!(md1.limits().max_clone_bvecs, Some(256));
+        let md1 = Raid10::new(&mirror, &disks[..2]).unwrap();
+        assert_eq!(md1.limits().unwrap().boundary_sectors, None);
+        assert_eq!(md1.limits().unwrap().max_clone_bvecs, Some(256));
+        // Over SSDs that take discards, but for the second: it names it.
+        let mut ssds = disks.clone();
+        for m in &mut ssds {
+            (m.nonrot, m.no_discard) = (true, None);
+        }
+        assert!(Raid10::new(&cfg, &ssds)
+            .unwrap()
+            .limits()
+            .unwrap()
+            .no_discard
+            .is_none());
+        ssds[1].no_discard = Some("no");
+        let md = Raid10::new(&cfg, &ssds).unwrap();
+        assert_eq!(md.limits().unwrap().no_discard, Some("no"));
+        assert_eq!(md.discard_below(), Some(1));
+    }
+
+    /// Drives md alone: submits `req` from job I/O `io` and returns the
+    /// member I/Os it issued and handed down, in md's order.
+    fn submit(md: &mut Raid10, io: u32, dir: Dir, sector: u64) -> Vec<Child> {
+        let mut cx = LayerCx::default();
+        cx.begin(0);
+        let req = LayerReq {
+            dir,
+            sector,
+            sectors: if dir == Dir::Flush { 0 } else { 8 },
+            task: 0,
+        };
+        let last = md.submit(Origin::job(io), req, &mut cx);
+        let mut out = cx.children().to_vec();
+        out.push(last);
+        out
+    }
+
+    /// Completes member I/O `c`; returns md's further member I/Os and its
+    /// completions upward.
+    fn complete(md: &mut Raid10, c: &Child, failed: bool) -> (Vec<Child>, Vec<(Origin, bool)>) {
+        let Route::Token(token) = c.route else {
+            panic!("md remaps no bio")
+        };
+        let mut cx = LayerCx::default();
+        cx.begin(1_000);
+        let done = ChildDone {
+            token,
+            failed,
+            below: c.below,
+            since_dispatch_ns: 0,
+        };
+        md.child_done(done, &mut cx);
+        (cx.children().to_vec(), cx.completed().to_vec())
+    }
+
+    #[test]
+    fn member_errors_retry_reads_fail_members_and_fail_what_no_copy_takes() {
+        let names = ["a", "b", "c", "d"];
+        let disks: Vec<Member> = names.iter().map(|n| Member::disk(n, 1 << 24)).collect();
+        let mut md = Raid10::new(&Raid10Config::new("md0", &names), &disks).unwrap();
+        // A failed read is read again from the other copy, then completes.
+        let r = submit(&mut md, 1, Dir::Read, 0);
+        assert_eq!(r.iter().map(|c| c.below).collect::<Vec<_>>(), [0]);
+        let (retry, up) = complete(&mut md, &r[0], true);
+        assert!(up.is_empty());
+        assert_eq!(retry.iter().map(|c| c.below).collect::<Vec<_>>(), [1]);
+        assert_eq!(
+            complete(&mut md, &retry[0], false).1,
+            [(Origin::job(1), false)]
+        );
+        assert_eq!(md.counters().read_retries, 1);
+        // Writes failing on both copies of chunk 0 fail raid disks 0 and 1
+        // (md_error) and the write, which no copy took.
+        let w = submit(&mut md, 2, Dir::Write, 0);
+        assert_eq!(w.len(), 2);
+        assert!(complete(&mut md, &w[0], true).1.is_empty());
+        assert_eq!(complete(&mut md, &w[1], true).1, [(Origin::job(2), true)]);
+        assert!(md.mirrors()[0].faulty && md.mirrors()[1].faulty);
+        assert!(md
+            .report_note()
+            .unwrap()
+            .contains("a, b (the array runs degraded)"));
+        // A read no copy can take is handed down once, to its first copy,
+        // and fails upward when that completes, whatever it returned.
+        let r = submit(&mut md, 3, Dir::Read, 0);
+        assert_eq!(r.len(), 1);
+        assert_eq!(complete(&mut md, &r[0], false).1, [(Origin::job(3), true)]);
+        // Chunk 1 lives on the working disks 2 and 3.
+        let w = submit(&mut md, 4, Dir::Write, 1024);
+        assert_eq!(w.iter().map(|c| c.below).collect::<Vec<_>>(), [2, 3]);
+        assert!(complete(&mut md, &w[0], false).1.is_empty());
+        assert_eq!(complete(&mut md, &w[1], false).1, [(Origin::job(4), false)]);
+        // A flush goes to the working members only.
+        let f = submit(&mut md, 5, Dir::Flush, 0);
+        assert_eq!(f.iter().map(|c| c.below).collect::<Vec<_>>(), [2, 3]);
+        assert!(md.check_invariants().is_ok());
+        for c in &f {
+            complete(&mut md, c, false);
+        }
+        assert!(md.check_invariants().is_ok());
+        assert_eq!(md.in_flight(), 0);
     }
 
     /// Expected tables worked by hand from `__raid10_find_phys`

@@ -89,7 +89,10 @@ impl Kind {
     /// Whether it is a stacking layer behind the `Layer` interface (it
     /// counts towards [`LAYER_DEPTH_MAX`]).
     pub fn is_layer(self) -> bool {
-        matches!(self, Kind::Bcache | Kind::Layer(_) | Kind::DmLinear)
+        matches!(
+            self,
+            Kind::Bcache | Kind::Layer(_) | Kind::DmLinear | Kind::Raid10
+        )
     }
 }
 

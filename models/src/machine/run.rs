@@ -73,19 +73,21 @@ impl Fault {
         tags: u32,
         dev: Box<dyn BlockDevice>,
     ) -> Box<dyn BlockDevice> {
-        Fault::wrap_in(fault, (name, tags), dev, false)
-    }
-
-    /// Wraps md member `name` (md issues to it without tags) as
-    /// [`Fault::wrap`] wraps a device; the wrappers' timer tokens fit md's
-    /// 24-bit multiplexing.
-    pub(crate) fn wrap_member(
-        fault: Option<Fault>,
-        name: &str,
-        tags: u32,
-        dev: Box<dyn BlockDevice>,
-    ) -> Box<dyn BlockDevice> {
-        Fault::wrap_in(fault, (name, tags), dev, true)
+        use crate::devices::faults::{Checked, NthCompletion, NthFault};
+        match fault {
+            Some(Fault::DelayCompletion { ns }) => {
+                Box::new(DelayCompletions::new(dev, ns, DELAY_TOKEN))
+            }
+            Some(Fault::DropCompletion { nth }) => {
+                Box::new(NthCompletion::new(dev, nth, NthFault::Drop))
+            }
+            Some(Fault::DuplicateCompletion { nth }) => {
+                let dup = Box::new(NthCompletion::new(dev, nth, NthFault::Duplicate));
+                Box::new(Checked::new(name, tags, dup))
+            }
+            Some(Fault::Random(plan)) => crate::devices::faults::wrap(&plan, (name, tags), dev),
+            None => dev,
+        }
     }
 
     /// Wraps layer `layer`'s upward edge in the random faults of the plan
@@ -113,43 +115,10 @@ impl Fault {
             &plan, layer,
         )))
     }
-
-    fn wrap_in(
-        fault: Option<Fault>,
-        (name, tags): (&str, u32),
-        dev: Box<dyn BlockDevice>,
-        member: bool,
-    ) -> Box<dyn BlockDevice> {
-        use crate::devices::faults::{Checked, NthCompletion, NthFault};
-        let delay_token = if member {
-            MEMBER_DELAY_TOKEN
-        } else {
-            DELAY_TOKEN
-        };
-        match fault {
-            Some(Fault::DelayCompletion { ns }) => {
-                Box::new(DelayCompletions::new(dev, ns, delay_token))
-            }
-            Some(Fault::DropCompletion { nth }) => {
-                Box::new(NthCompletion::new(dev, nth, NthFault::Drop))
-            }
-            Some(Fault::DuplicateCompletion { nth }) => {
-                let dup = Box::new(NthCompletion::new(dev, nth, NthFault::Duplicate));
-                Box::new(Checked::new(name, tags, dup))
-            }
-            Some(Fault::Random(plan)) => {
-                crate::devices::faults::wrap(&plan, (name, tags), dev, member)
-            }
-            None => dev,
-        }
-    }
 }
 
-/// The timer token [`DelayCompletions`] keeps for itself: on a machine
-/// device, and on an md member (md multiplexes its members' tokens in 24
-/// bits, below a wrapper around md itself).
+/// The timer token [`DelayCompletions`] keeps for itself.
 const DELAY_TOKEN: u32 = u32::MAX;
-const MEMBER_DELAY_TOKEN: u32 = (1 << 24) - 1;
 
 /// A device whose completions are handed on `delay_ns` after the device
 /// completed (and accounted) them: a deliberately broken device for

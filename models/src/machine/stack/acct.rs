@@ -465,8 +465,10 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// device (bcache, then dm), where the completion runs
     /// (`completing_cpu`: after the handler, or in the submitter's context
     /// over a pmem leaf): they occupy that CPU.
-    /// `v`: the job I/O; `li`: its job's bio layers.
-    pub(super) fn account_io_done(&mut self, v: &Io, li: usize, now: SimTime) {
+    /// `(io, v)`: the job I/O (its slot and itself); `li`: its job's bio
+    /// layers. A middle layer's accounting of it, if one is open, ends
+    /// first.
+    pub(super) fn account_io_done(&mut self, (io, v): (SlotId, &Io), li: usize, now: SimTime) {
         let t = v.job as usize;
         // Over a pmem leaf the completion runs in the submitter's context.
         let context = match self.bio_layers[li].inline_leaf.is_some() {
@@ -478,6 +480,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
             l => self.layers[l as usize].acct,
         };
         let dm = self.bio_layers[li].acct;
+        if !self.layer_acct_open.is_empty() {
+            self.middle_acct_end_of_job(io, now);
+        }
         let cpu = self.completing_cpu;
         let mut ns = 0;
         for inst in [bc, dm] {
@@ -488,6 +493,17 @@ impl<const OBS: bool> AsyncStack<OBS> {
         }
         if ns > 0 {
             self.cpus.run(cpu, now, ns);
+        }
+    }
+
+    /// The end of the accounting a middle layer started for a job's bio
+    /// remapped to it (bcache's bypass to an md with a design), which the
+    /// layer completed upward with no work of its own: with the job's I/O.
+    #[cold]
+    #[inline(never)]
+    fn middle_acct_end_of_job(&mut self, io: SlotId, now: SimTime) {
+        for l in 0..self.layers.len() {
+            self.middle_acct_end(l, Origin::job(io.0), now);
         }
     }
 

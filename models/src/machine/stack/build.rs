@@ -3,6 +3,7 @@
 use super::engine::JobThreads;
 use super::*;
 use crate::devices::ssd::SsdConfig;
+use crate::machine::backing::Leaf;
 use crate::machine::blkmq::{Coalescing, CpuLayout, NvmeQueues, VectorMatrix};
 
 pub(super) fn add_dev(
@@ -67,9 +68,10 @@ fn ssd_queues(
     Ok((hq, c))
 }
 
-/// The devices of a scenario with their host queues: SATA SSDs, disks and
-/// md arrays behind one AHCI-like queue of NCQ tags; NVMe SSDs with queue
-/// pairs spread over the CPUs as Linux's managed affinity does.
+/// The devices of a scenario with their host queues: SATA SSDs and disks
+/// behind one AHCI-like queue of NCQ tags; NVMe SSDs with queue pairs
+/// spread over the CPUs as Linux's managed affinity does (md's members
+/// included: md is a layer over them).
 pub(super) fn build_devices(
     sc: &Scenario,
     opts: &RunOptions,
@@ -88,45 +90,20 @@ pub(super) fn build_devices(
     let mut matrix = VectorMatrix::new(layout.cpus());
     let mut devs: Vec<DevNode> = Vec::new();
     let mut names: BTreeMap<String, usize> = BTreeMap::new();
-    // md owns its members: they get no queues of their own.
-    let in_array = crate::machine::backing::array_members(sc);
-    for s in sc.ssd.iter().filter(|s| !in_array.contains(&s.name)) {
-        s.validate().map_err(cfg_err)?;
-        let (queues, dev_cfg) = ssd_queues(s, &layout, &mut matrix, ncq_tags)?;
-        add_dev(
-            &mut devs,
-            &mut names,
-            &s.name,
-            Box::new(
-                Ssd::new(dev_cfg, component_rng(seed, &s.name))
-                    .with_series(sc.simulation.report_interval.0.max(1_000)),
-            ),
-            queues,
-            opts.fault,
-        )?;
-    }
-    crate::machine::backing::add_backing_devices(
-        sc,
-        seed,
-        ncq_tags,
-        opts.fault,
-        &mut |name, dev, tags| {
-            let q = match md_over_nvme_queues(sc, name, layout.cpus()) {
-                // md completes a bio where its member's interrupt runs: with
-                // NVMe members, on the vector of the submitter's queue.
-                Some(queues) => {
-                    let q = NvmeQueues {
-                        queues,
-                        depth: tags / queues,
-                        coalescing: Coalescing::from_feature(0, 0),
-                    };
-                    HostQueues::nvme(&layout, q, &mut matrix, PORT_WAIT_BOUND)
-                }
-                None => HostQueues::single(tags, PORT_WAIT_BOUND),
-            };
-            add_dev(&mut devs, &mut names, name, dev, q, opts.fault)
-        },
-    )?;
+    // md's members are devices like any other, each with its own queues.
+    crate::machine::backing::add_leaves(sc, seed, ncq_tags, &mut |name, leaf| {
+        let (dev, queues): (Box<dyn BlockDevice>, HostQueues) = match leaf {
+            Leaf::Ssd(s) => {
+                s.validate().map_err(cfg_err)?;
+                let (queues, dev_cfg) = ssd_queues(s, &layout, &mut matrix, ncq_tags)?;
+                let ssd = Ssd::new(dev_cfg, component_rng(seed, &s.name))
+                    .with_series(sc.simulation.report_interval.0.max(1_000));
+                (Box::new(ssd), queues)
+            }
+            Leaf::Dev(dev, tags) => (dev, HostQueues::single(tags, PORT_WAIT_BOUND)),
+        };
+        add_dev(&mut devs, &mut names, name, dev, queues, opts.fault)
+    })?;
     for p in &sc.pmem {
         p.validate().map_err(cfg_err)?;
         let dev = Box::new(crate::devices::pmem::Pmem::new(p.clone()));
@@ -134,21 +111,6 @@ pub(super) fn build_devices(
         add_dev(&mut devs, &mut names, &p.name, dev, q, opts.fault)?;
     }
     Ok((devs, names))
-}
-
-/// For an md array whose members are all NVMe drives: the queues its
-/// completions arrive on (the fewest any member has); `None` otherwise.
-fn md_over_nvme_queues(sc: &Scenario, name: &str, cpus: u32) -> Option<u32> {
-    let r = sc.raid10.iter().find(|r| r.name == name)?;
-    r.members
-        .iter()
-        .map(|m| {
-            let s = sc.ssd.iter().find(|s| &s.name == m)?;
-            (s.interface == "nvme").then(|| s.nvme_io_queues(cpus))
-        })
-        .collect::<Option<Vec<u32>>>()?
-        .into_iter()
-        .min()
 }
 
 impl<const OBS: bool> AsyncStack<OBS> {
@@ -568,13 +530,17 @@ impl Built<'_> {
         }
     }
 
-    /// The limits of the device under `t` by first devices below (a layer
-    /// over one device passes its requests on as they come).
+    /// The limits of `t`: a device's, a layer's own ([`Layer::limits`]),
+    /// or those of the first node below a layer that passes its requests
+    /// on as they come.
     fn limits(&self, mut t: Target) -> crate::devices::limits::Limits {
         loop {
             match t {
                 Target::Dev(d) => return self.devs[d].dev.limits(),
-                Target::Layer(l) => t = self.layers[l].below[0].target(),
+                Target::Layer(l) => match self.layers[l].layer.limits() {
+                    Some(limits) => return limits,
+                    None => t = self.layers[l].below[0].target(),
+                },
             }
         }
     }
@@ -602,6 +568,7 @@ fn build_layers(
         let layer = match node.kind {
             Kind::Bcache => build_bcache(input, &b, &input.sc.bcache[node.index], profile)?,
             Kind::Layer(k) => build_registered(input, &b, k, node)?,
+            Kind::Raid10 => build_raid10(input, &b, &input.sc.raid10[node.index])?,
             Kind::DmLinear if dm_layers.contains(&node.name) => {
                 build_dm(input, &b, &input.sc.dm[node.index], profile)?
             }
@@ -710,6 +677,35 @@ fn build_dm(
     let layer = crate::layers::dm::DmLinear::new(d, (below, b.capacity(t)), down, endio)
         .map_err(cfg_err)?;
     Ok(Box::new(layer))
+}
+
+/// md raid10 over its member devices (each a device of the graph with its
+/// own queues; `blk_queue_nonrot` for an SSD or a generic device).
+fn build_raid10(
+    input: &LayersInput<'_>,
+    b: &Built<'_>,
+    r: &crate::layers::raid10::Raid10Config,
+) -> Result<Box<dyn Layer>, ModelError> {
+    use crate::machine::graph::Kind;
+    let mut members = Vec::with_capacity(r.members.len());
+    for name in &r.members {
+        let kind = input.graph.node(name).map(|n| n.kind);
+        let (Some(Target::Dev(d)), Some(Kind::Ssd | Kind::Hdd | Kind::Generic)) =
+            (b.targets.get(name.as_str()), kind)
+        else {
+            let e = crate::layers::raid10::Raid10Error::not_a_disk(r, name);
+            return Err(cfg_err(e.to_string()));
+        };
+        let dev = &b.devs[*d].dev;
+        members.push(crate::layers::raid10::Member {
+            name: name.clone(),
+            capacity_sectors: dev.capacity_sectors(),
+            nonrot: kind != Some(Kind::Hdd),
+            no_discard: dev.limits().no_discard,
+        });
+    }
+    let md = crate::layers::raid10::Raid10::new(r, &members).map_err(|e| cfg_err(e.to_string()))?;
+    Ok(Box::new(md))
 }
 
 /// A registered layer over its devices or layers, by its kind's entry
@@ -822,7 +818,11 @@ fn build_accounting(
         true => None,
         false => Some(acct::Accounting::new(sc, wanted, profile)?),
     };
-    for d in devs.iter_mut() {
+    // md's members run no design: md's member I/Os do not start the
+    // accounting a job's submission starts on the device it enters (their
+    // part0 accounting is not modelled, as when md owned them).
+    let members = crate::machine::backing::array_members(sc);
+    for d in devs.iter_mut().filter(|d| !members.contains(&d.name)) {
         d.acct = acct_index.get(&d.name).copied().unwrap_or(acct::NO_ACCT);
     }
     Ok((accounting, acct_index))

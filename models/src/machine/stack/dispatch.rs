@@ -468,7 +468,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             acct.done(now, v.dir, v.sectors, now.since(v.t_prep));
         }
         if self.acct.is_some() {
-            self.account_io_done(&v, li, now);
+            self.account_io_done((io, &v), li, now);
         }
         let th = &mut self.threads[t];
         th.ready.push_back(io);

@@ -163,7 +163,9 @@ pub(super) fn resolve(
             Ok((r.targets[name], layers))
         }
         _ => {
-            let t = r.targets.get(name).copied().ok_or_else(|| {
+            let member = r.graph.above(name).iter().any(|n| n.kind == Kind::Raid10);
+            let t = r.targets.get(name).copied().filter(|_| !member);
+            let t = t.ok_or_else(|| {
                 cfg_err(format!(
                     "{name:?} is an array member: md owns it; target the array instead"
                 ))

@@ -321,7 +321,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
     }
 
     /// fio's disk stats: every stacking layer (2011 bcache keeps none), then
-    /// every device with its members (md's disks).
+    /// every device, a layer that lists its members (md with its disks) in
+    /// the place of its first member.
     pub(super) fn disk_reports(&self, end: SimTime, elapsed: u64) -> Vec<DiskReport> {
         let (mut disks, covered) = match &self.programs {
             Some(p) => p.disk_reports(),
@@ -341,26 +342,63 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 disks.push(disk_report(name, &acct.snapshot(end), elapsed, kept));
             }
         }
-        for l in &self.layers {
-            disks.push(disk_report(
-                l.layer.name(),
-                &l.layer.disk_stats(end).unwrap_or_default(),
-                elapsed,
-                l.layer.stats_kept(),
-            ));
+        // A layer that lists its members (md) stands where its first
+        // member device would.
+        let mut holder = vec![None; self.devs.len()];
+        for (i, l) in self.layers.iter().enumerate() {
+            if !l.layer.report_members() {
+                disks.push(self.layer_disk_report(i, end, elapsed));
+                continue;
+            }
+            for (k, b) in l.below.iter().enumerate() {
+                if let Target::Dev(d) = b.target() {
+                    holder[d] = Some((i, k == 0));
+                }
+            }
         }
-        for d in self.devs.iter().filter(|d| !shown(&d.name)) {
-            let mut r = disk_report(&d.name, &d.dev.disk_stats(end), elapsed, d.dev.stats_kept());
-            r.members = d
-                .dev
-                .member_stats(end)
-                .iter()
-                .map(|m| disk_report(&m.name, &m.stats, elapsed, (m.kept, "")))
-                .collect();
-            r.queue = Some(d.records.report(end, d.dev.in_flight_integral_ns(end)));
-            disks.push(r);
+        for (i, d) in self
+            .devs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| !shown(&d.name))
+        {
+            match holder[i] {
+                Some((l, true)) => disks.push(self.layer_disk_report(l, end, elapsed)),
+                Some((_, false)) => {}
+                None => {
+                    let stats = d.dev.disk_stats(end);
+                    let mut r = disk_report(&d.name, &stats, elapsed, d.dev.stats_kept());
+                    r.queue = Some(d.records.report(end, d.dev.in_flight_integral_ns(end)));
+                    disks.push(r);
+                }
+            }
         }
         disks
+    }
+
+    /// Layer `l`'s disk statistics, with its member devices' under it when
+    /// it lists them ([`crate::layers::layer::Layer::report_members`]).
+    fn layer_disk_report(&self, l: usize, end: SimTime, elapsed: u64) -> DiskReport {
+        let node = &self.layers[l];
+        let layer = &node.layer;
+        let stats = layer.disk_stats(end).unwrap_or_default();
+        let mut r = disk_report(layer.name(), &stats, elapsed, layer.stats_kept());
+        r.queue = layer.queue_records(end);
+        if layer.report_members() {
+            for b in &node.below {
+                if let Target::Dev(d) = b.target() {
+                    let dev = &self.devs[d];
+                    let kept = (dev.dev.stats_kept().0, "");
+                    r.members.push(disk_report(
+                        &dev.name,
+                        &dev.dev.disk_stats(end),
+                        elapsed,
+                        kept,
+                    ));
+                }
+            }
+        }
+        r
     }
 
     /// The per-interval report (None without jobs) and the fio logs.

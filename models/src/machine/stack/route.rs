@@ -145,7 +145,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// Layer `l` completes `up`, a request from the layer above whose
     /// accounting it started: the end, where the completion runs,
     /// occupying that CPU.
-    fn middle_acct_end(&mut self, l: usize, up: Origin, now: SimTime) {
+    pub(super) fn middle_acct_end(&mut self, l: usize, up: Origin, now: SimTime) {
         let Some(dir) = self.layer_acct_open.remove(&acct_key(l, up)) else {
             return;
         };
@@ -338,9 +338,11 @@ impl<const OBS: bool> AsyncStack<OBS> {
             let up = self.lcx.completed().first().copied();
             self.lcx.clear();
             if let Some(up) = up {
-                // (A layer whose accounting ran in the middle of a stack,
-                // dm's, does completion work: it takes the path below.)
-                debug_assert!(!self.layer_acct_open.contains_key(&acct_key(l, up.0)));
+                // (The end of a middle layer's accounting, if it started
+                // one, comes with the delivery: to the layer above, or,
+                // for a job's bio remapped to it, with the job's I/O:
+                // `account_io_done`. A layer that does completion work,
+                // dm, takes the path below, which ends it here.)
                 if OBS && self.obs.is_some() {
                     self.obs_middle_done(l, up, now);
                 }
@@ -477,7 +479,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
         self.job_io_done(io, now, ctx);
     }
 
-    /// Layer `l` completed `up`, a request of the layer above it.
+    /// Layer `l` completed `up`, a request of the layer above it (the end
+    /// of `l`'s accounting of it first, if `l` started one: only a request
+    /// from a layer above starts one in the middle of a stack).
     #[cold]
     fn deliver_to_layer_above(
         &mut self,
@@ -487,6 +491,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
         now: SimTime,
         ctx: &mut Ctx<'_, Ev>,
     ) {
+        if !self.layer_acct_open.is_empty() {
+            self.middle_acct_end(l, up, now);
+        }
         let root = self.layer_roots.remove(&up.0).unwrap_or(NO_ROOT);
         let owner = TagOwner {
             origin: up,
