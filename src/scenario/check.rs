@@ -17,15 +17,12 @@ use blocksim_models::layers::raid10::Raid10Config;
 use blocksim_models::machine::ahci::AhciConfig;
 use blocksim_models::workload::fs::FsConfig;
 use blocksim_models::workload::job::did_you_mean;
-use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 
 /// Deserializes one section from TOML text (spans locate the failing key).
 type Check = fn(&str) -> Result<(), toml::de::Error>;
 
-fn check<T: DeserializeOwned>(text: &str) -> Result<(), toml::de::Error> {
-    toml::from_str::<T>(text).map(drop)
-}
+use blocksim_models::layers::registry::check_text as check;
 
 /// Sections checked on their own: (name, array of tables, check).
 /// `[bcache.populate]` is checked apart from `[bcache]`. `bcache` and `dm`

@@ -477,6 +477,31 @@ pub trait Layer {
     }
 }
 
+/// Completes child `c` of `layer` at `now_ns` (`failed`: with an error),
+/// `since_dispatch_ns` after its job I/O's dispatch, as the machine would:
+/// what the layer did in return. For layers' unit tests.
+#[cfg(test)]
+pub(crate) fn complete_child(
+    layer: &mut dyn Layer,
+    c: &Child,
+    (now_ns, since_dispatch_ns): (u64, u64),
+    failed: bool,
+) -> LayerCx {
+    let Route::Token(token) = c.route else {
+        panic!("{c:?} does not come back to {}", layer.name())
+    };
+    let mut cx = LayerCx::default();
+    cx.begin(now_ns);
+    let done = ChildDone {
+        token,
+        failed,
+        below: c.below,
+        since_dispatch_ns,
+    };
+    layer.child_done(done, &mut cx);
+    cx
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1126,18 +1126,7 @@ mod tests {
     /// Completes member I/O `c`; returns md's further member I/Os and its
     /// completions upward.
     fn complete(md: &mut Raid10, c: &Child, failed: bool) -> (Vec<Child>, Vec<(Origin, bool)>) {
-        let Route::Token(token) = c.route else {
-            panic!("md remaps no bio")
-        };
-        let mut cx = LayerCx::default();
-        cx.begin(1_000);
-        let done = ChildDone {
-            token,
-            failed,
-            below: c.below,
-            since_dispatch_ns: 0,
-        };
-        md.child_done(done, &mut cx);
+        let cx = crate::layers::layer::complete_child(md, c, (1_000, 0), failed);
         (cx.children().to_vec(), cx.completed().to_vec())
     }
 

@@ -69,7 +69,9 @@ pub struct LayerKind {
     pub parse: fn(&toml::Table) -> Result<Box<dyn LayerSpec>, String>,
 }
 
-fn check_text<T: DeserializeOwned>(text: &str) -> Result<(), toml::de::Error> {
+/// Deserializes `text` as a `T` (its error carries the span of the
+/// failing key): a section's check.
+pub fn check_text<T: DeserializeOwned>(text: &str) -> Result<(), toml::de::Error> {
     toml::from_str::<T>(text).map(drop)
 }
 

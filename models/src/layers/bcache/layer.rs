@@ -456,19 +456,7 @@ mod tests_support {
     /// Child `c` (routed back to bcache) completes at `now_ns`, `failed` or
     /// not, 1 us after its dispatch: the call's effects.
     pub(super) fn finish(l: &mut BcacheLayer, c: &Child, now_ns: u64, failed: bool) -> LayerCx {
-        let crate::layers::layer::Route::Token(token) = c.route else {
-            panic!("{c:?} does not come back to bcache")
-        };
-        let mut cx = LayerCx::default();
-        cx.begin(now_ns);
-        let done = ChildDone {
-            failed,
-            token,
-            below: c.below,
-            since_dispatch_ns: 1_000,
-        };
-        l.child_done(done, &mut cx);
-        cx
+        crate::layers::layer::complete_child(l, c, (now_ns, 1_000), failed)
     }
 }
 
