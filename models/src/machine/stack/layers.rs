@@ -163,7 +163,7 @@ pub(super) fn resolve(
             Ok((r.targets[name], layers))
         }
         _ => {
-            let member = r.graph.above(name).iter().any(|n| n.kind == Kind::Raid10);
+            let member = r.graph.above(name).iter().any(|n| n.owns_below);
             let t = r.targets.get(name).copied().filter(|_| !member);
             let t = t.ok_or_else(|| {
                 cfg_err(format!(
