@@ -29,6 +29,14 @@ use blocksim_models::layers::registry::check_text as check;
 fn check_bcache(text: &str) -> Result<(), toml::de::Error> {
     use serde::de::Error;
     let mut b: BcacheConfig = toml::from_str(text)?;
+    if b.below.is_empty() {
+        // Without `below`, `cache` and `backing` are required fields.
+        for (key, v) in [("cache", &b.cache), ("backing", &b.backing)] {
+            if v.is_empty() {
+                return Err(toml::de::Error::missing_field(key));
+            }
+        }
+    }
     b.settle_below().map_err(toml::de::Error::custom)
 }
 
