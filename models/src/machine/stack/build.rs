@@ -663,18 +663,9 @@ fn build_dm(
             )))
         }
     };
-    let sym = |profile: &mut CpuProfile, name: &str| {
-        profile.symbol(name, "[kernel.kallsyms]", Mode::Kernel)
-    };
-    let mut down: Vec<(SymbolId, u64)> = d
-        .down_steps()
-        .iter()
-        .map(|&(n, ns)| (sym(profile, n), ns))
-        .collect();
-    down.extend(input.make_request.steps.iter().copied());
-    let [(endio, endio_ns)] = d.endio_steps();
-    let endio = (sym(profile, endio), endio_ns);
-    let layer = crate::layers::dm::DmLinear::new(d, (below, b.capacity(t)), down, endio)
+    let mut sym = |name: &'static str| profile.symbol(name, "[kernel.kallsyms]", Mode::Kernel);
+    let steps = &input.make_request.steps;
+    let layer = crate::layers::dm::DmLinear::new(d, (below, b.capacity(t)), steps, &mut sym)
         .map_err(cfg_err)?;
     Ok(Box::new(layer))
 }

@@ -79,13 +79,58 @@ impl BioLayers {
     }
 }
 
-fn kernel_path(profile: &mut CpuProfile, steps: &[(&str, u64)]) -> Path {
-    let steps: Vec<(SymbolId, u64)> = steps
-        .iter()
-        .map(|&(s, ns)| (profile.symbol(s, "[kernel.kallsyms]", Mode::Kernel), ns))
-        .collect();
+/// CPU work a layer records, in order (`None`: time without a symbol).
+pub(super) type Work = Vec<(Option<SymbolId>, u64)>;
+
+/// The CPU work one bio of `sectors` does in `layer`, a layer that remaps
+/// each bio to one below and issues nothing of its own (dm-linear): what
+/// its submission charges the submitter, and what the completion of the
+/// bio it hands down charges where that completion runs. Learnt by driving
+/// the layer (a probe bio, then its child's completion), so a path built
+/// without the layer (a precombined submission, a psync program) runs the
+/// layer's own statement of its work.
+pub(super) fn remap_work(layer: &mut dyn Layer, sectors: u32) -> (Work, Work) {
+    let up = Origin::job(0);
+    let req = LayerReq {
+        dir: crate::devices::device::Dir::Read,
+        sector: 0,
+        sectors,
+        task: 0,
+    };
+    let mut cx = LayerCx::default();
+    cx.begin(0);
+    let child = layer.submit(up, req, &mut cx);
+    assert!(
+        cx.children().is_empty() && cx.completed().is_empty() && cx.worker_work().is_empty(),
+        "{}: a probe bio did more than a remap",
+        layer.name()
+    );
+    let submit = cx.submitter_work().to_vec();
+    cx.clear();
+    let crate::layers::layer::Route::Token(token) = child.route else {
+        return (submit, Vec::new());
+    };
+    let done = crate::layers::layer::ChildDone {
+        token,
+        failed: false,
+        below: child.below,
+        since_dispatch_ns: 0,
+    };
+    layer.child_done(done, &mut cx);
+    assert_eq!(
+        cx.completed(),
+        &[(up, false)],
+        "{}: the probe bio",
+        layer.name()
+    );
+    (submit, cx.completion_work().to_vec())
+}
+
+/// A kernel path of the work a layer records.
+fn work_path(work: &[(Option<SymbolId>, u64)]) -> Path {
+    let steps: Vec<(SymbolId, u64)> = work.iter().filter_map(|&(s, ns)| Some((s?, ns))).collect();
     Path {
-        total_ns: steps.iter().map(|s| s.1).sum(),
+        total_ns: work.iter().map(|s| s.1).sum(),
         steps,
         user_ns: 0,
     }
@@ -130,12 +175,21 @@ pub(super) fn resolve(
                 .count();
             dm.validate().map_err(cfg_err)?;
             let (target, below) = resolve(r, profile, device_name(&dm.device))?;
-            let down = kernel_path(profile, &dm.down_steps());
-            let up = kernel_path(profile, &dm.endio_steps());
+            let mut sym =
+                |name: &'static str| profile.symbol(name, "[kernel.kallsyms]", Mode::Kernel);
+            let mut layer = crate::layers::dm::DmLinear::new(
+                dm,
+                (&dm.device, 0),
+                &r.make_request.steps,
+                &mut sym,
+            )
+            .map_err(cfg_err)?;
+            let (down, up) = remap_work(&mut layer, 1);
+            let (down, up) = (work_path(&down), work_path(&up));
             Ok((
                 target,
                 BioLayers {
-                    submit: Path::concat(&[&down, r.make_request, &below.submit]),
+                    submit: Path::concat(&[&down, &below.submit]),
                     endio: Path::concat(&[&below.endio, &up]),
                     inline_leaf: below.inline_leaf,
                     acct: r
