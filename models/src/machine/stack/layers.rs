@@ -13,7 +13,7 @@
 
 use super::*;
 use crate::devices::device::device_name;
-use crate::devices::pmem::PmemConfig;
+use crate::devices::pmem::{PmemBio, PmemConfig};
 use crate::machine::graph::{Graph, Kind};
 
 /// What a job's bio runs in the bio-based layers above its queueing device.
@@ -25,8 +25,8 @@ pub(super) struct BioLayers {
     /// submitter's for a pmem leaf).
     pub(super) endio: Path,
     /// The leaf completes in the submitter's context (pmem): its config
-    /// and the symbols its per-bio work is charged to.
-    pub(super) inline_leaf: Option<(PmemConfig, SymbolId, SymbolId)>,
+    /// and its bio path.
+    pub(super) inline_leaf: Option<(PmemConfig, PmemBio)>,
     /// dm's accounting design instance ([`super::acct::NO_ACCT`]: none).
     pub(super) acct: u8,
     /// The bio passes a dm whose disk statistics the machine keeps: its
@@ -64,11 +64,12 @@ impl BioLayers {
         bytes: u64,
     ) -> u64 {
         let mut ns = self.submit.charge(profile, cpu, ctx);
-        if let Some((p, request, copy)) = &self.inline_leaf {
-            let copy_ns = p.bio_ns(bytes) - p.request_ns;
-            profile.charge(cpu, ctx, *request, p.request_ns);
-            profile.charge(cpu, ctx, *copy, copy_ns);
-            ns += p.request_ns + copy_ns + self.endio.charge(profile, cpu, ctx);
+        if let Some((_, bio)) = &self.inline_leaf {
+            for (sym, work_ns) in bio.work(bytes) {
+                profile.charge(cpu, ctx, sym, work_ns);
+                ns += work_ns;
+            }
+            ns += self.endio.charge(profile, cpu, ctx);
         }
         ns
     }
@@ -208,10 +209,10 @@ pub(super) fn resolve(
                     .find(|p| p.name == name)
                     .expect("graph node");
             p.validate().map_err(cfg_err)?;
-            let request = profile.symbol("pmem_make_request", "[kernel.kallsyms]", Mode::Kernel);
-            let copy = profile.symbol("memcpy_mcsafe", "[kernel.kallsyms]", Mode::Kernel);
+            let mut sym =
+                |name: &'static str| profile.symbol(name, "[kernel.kallsyms]", Mode::Kernel);
             let layers = BioLayers {
-                inline_leaf: Some((p.clone(), request, copy)),
+                inline_leaf: Some((p.clone(), PmemBio::new(p, &mut sym))),
                 ..Default::default()
             };
             Ok((r.targets[name], layers))
@@ -254,7 +255,7 @@ pub(super) fn check_discards(
                 dev
             ))
         };
-        if let Some((p, _, _)) = &bio_layers[t.layers as usize].inline_leaf {
+        if let Some((p, _)) = &bio_layers[t.layers as usize].inline_leaf {
             let why = crate::devices::pmem::Pmem::new(p.clone())
                 .limits()
                 .no_discard;

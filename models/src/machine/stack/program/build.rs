@@ -2,6 +2,7 @@
 //! per-I/O steps, and its clones placed on CPUs.
 
 use super::*;
+use crate::devices::pmem::PmemBio;
 
 /// What building the program jobs reads from the machine being built.
 pub(in crate::machine::stack) struct ProgramsInput<'a> {
@@ -290,14 +291,6 @@ struct ProgramBuilder<'p> {
 }
 
 impl ProgramBuilder<'_> {
-    fn work(&mut self, name: &str, ns: u64) {
-        if ns == 0 {
-            return;
-        }
-        let sym = self.profile.symbol(name, KERNEL, Mode::Kernel);
-        self.work_sym(sym, ns);
-    }
-
     fn work_sym(&mut self, sym: SymbolId, ns: u64) {
         let i = match self.open {
             Some(i) => i,
@@ -392,8 +385,10 @@ fn program(
     };
     let pi = acct_index.get(&pmem.name).copied();
     b.acct(pi, true, "generic_start_io_acct");
-    b.work("pmem_make_request", pmem.request_ns);
-    b.work("memcpy_mcsafe", pmem.bio_ns(bs) - pmem.request_ns);
+    let mut sym = |name: &'static str| b.profile.symbol(name, KERNEL, Mode::Kernel);
+    for (sym, ns) in PmemBio::new(pmem, &mut sym).work(bs) {
+        b.work_of((Some(sym), ns));
+    }
     b.acct(pi, false, "generic_end_io_acct");
     if let ProgTarget::Dm(d, _) = target {
         for &w in &dm_endio {
