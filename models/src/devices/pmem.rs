@@ -211,7 +211,7 @@ mod tests {
         let mut names = Vec::new();
         let bio = PmemBio::new(&p, &mut |n| {
             names.push(n);
-            SymbolId(names.len() as u32 - 1)
+            SymbolId(names.len() as u16 - 1)
         });
         assert_eq!(names, ["pmem_make_request", "memcpy_mcsafe"]);
         assert_eq!(bio.work(512), [(SymbolId(0), 100), (SymbolId(1), 128)]);

@@ -86,11 +86,11 @@ impl DmConfig {
 /// dm-linear as a stacking layer: each bio from above is cloned and
 /// remapped to the one device below (sector for sector: the table maps the
 /// whole device at offset 0), its submission path charged to the submitter
-/// and `clone_endio` to whoever completes the clone. A job whose target is
-/// dm-linear directly over its device takes the same steps, precombined
-/// into its submission when the machine is assembled (`machine/stack/
-/// layers.rs`); this layer carries the bios that reach dm from another
-/// layer (bcache over dm-linear), a replayed trace or the page cache.
+/// and `clone_endio` to whoever completes the clone. Every dm-linear runs
+/// as this layer but one over pmem or bcache, which a layer cannot sit
+/// on: there a job's bio takes the same work, learnt from this layer and
+/// precombined into its submission (`machine/stack/layers.rs`), as the
+/// psync programs do.
 pub struct DmLinear {
     name: String,
     below: [String; 1],

@@ -1,11 +1,13 @@
 //! Bio-based layers between a job and the device that queues its request.
 //!
 //! A job's target is resolved through the scenario's device graph
-//! ([`crate::machine::graph::Graph`]): a dm-linear device remaps each bio in the
-//! submitter's context (`dm_make_request`, `__bio_clone_fast`, `linear_map`,
-//! then the clone enters `generic_make_request` again) and runs
-//! `clone_endio` where the bio completes; a pmem leaf copies the data and
-//! completes the bio inside the submission, with no interrupt. What a job's
+//! ([`crate::machine::graph::Graph`]): a dm-linear device over pmem or
+//! bcache (any other dm-linear is a stacking layer) remaps each bio in the
+//! submitter's context and runs its completion work where the bio
+//! completes, both learnt by driving its layer
+//! ([`crate::layers::dm::DmLinear`], [`remap_work`]); a pmem leaf runs its
+//! bio path ([`crate::devices::pmem::PmemBio`]) and completes the bio
+//! inside the submission, with no interrupt. What a job's
 //! bio runs in these layers is one [`BioLayers`], charged on top of the
 //! stack's own submission and completion paths. The queueing device below
 //! (an SSD or disk behind its port, an md array, bcache) is the job's
@@ -280,4 +282,37 @@ pub(super) fn check_discards(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dm(name: &str, below: &str) -> String {
+        format!(
+            "[[dm]]\nname = \"{name}\"\ndevice = \"{below}\"\naccounting = \"percpu\"\nsubmit_ns = 40\nclone_ns = 70\nmap_ns = 25\nendio_ns = 60\n"
+        )
+    }
+
+    /// dm-linear runs as its layer wherever a layer can sit on what it is
+    /// over (a device with a queue, md, another such dm), whether or not
+    /// anything sits on it; only over pmem or bcache is its remap
+    /// precombined into the job's submission (and nothing may sit on such
+    /// a dm: the graph refuses it).
+    #[test]
+    fn dm_is_a_layer_unless_over_pmem_or_bcache() {
+        let text = format!(
+            "[simulation]\n[cpu]\nclock_mhz = 2000\n[[hdd]]\nname = \"sda\"\n[[hdd]]\nname = \"sdb\"\n\
+             [[pmem]]\nname = \"pmem0\"\nrequest_ns = 60\ncopy_bytes_per_us = 4000\n\
+             [[hdd]]\nname = \"sdc\"\n[bcache]\nname = \"bcache0\"\ncache = \"sdc\"\nbacking = \"sdb\"\n{}{}{}{}[[job]]\n",
+            dm("a", "/dev/sda"),
+            dm("b", "/dev/mapper/a"),
+            dm("p", "/dev/pmem0"),
+            dm("c", "/dev/bcache0"),
+        );
+        let sc: crate::config::ScenarioFile = toml::from_str(&text).unwrap();
+        let g = Graph::of(&sc).unwrap();
+        let layers: Vec<String> = super::super::build::dm_layers(&g).into_iter().collect();
+        assert_eq!(layers, ["a", "b"]);
+    }
 }
