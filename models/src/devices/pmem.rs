@@ -17,7 +17,7 @@ use crate::devices::device::{
     BlockDevice, DevCtx, DevRequest, Dir, DiskAccounting, DiskStats, StatsKept,
 };
 use crate::devices::limits::Limits;
-use blocksim_sim::SimTime;
+use blocksim_sim::{SimTime, SymbolId};
 
 /// `[[pmem]]`.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -59,11 +59,6 @@ impl PmemConfig {
         format!("/dev/{}", self.name)
     }
 
-    /// CPU time of one bio of `bytes`.
-    pub fn bio_ns(&self, bytes: u64) -> u64 {
-        self.request_ns + (bytes * 1000).div_ceil(self.copy_bytes_per_us.max(1))
-    }
-
     /// The design the simulator runs for `iostat`, checked.
     pub fn design(&self) -> Result<blocksim_designs::inflight::DesignKind, String> {
         let name = PMEM_ACCOUNTING
@@ -90,11 +85,42 @@ impl PmemConfig {
     }
 }
 
+/// pmem's bio path, `pmem_submit_bio` (4.20's `pmem_make_request`): the
+/// one statement of what a bio costs on pmem, run in the submitter's
+/// context, for the asynchronous machine's jobs and the psync programs
+/// alike. A fixed part, charged to `pmem_make_request`, and the copy,
+/// charged to `memcpy_mcsafe`.
+#[derive(Debug, Clone, Copy)]
+pub struct PmemBio {
+    request: (SymbolId, u64),
+    copy: SymbolId,
+    copy_bytes_per_us: u64,
+}
+
+impl PmemBio {
+    /// `cfg`'s bio path; `sym` resolves a kernel symbol of the profile.
+    pub fn new(cfg: &PmemConfig, sym: &mut dyn FnMut(&'static str) -> SymbolId) -> PmemBio {
+        PmemBio {
+            request: (sym("pmem_make_request"), cfg.request_ns),
+            copy: sym("memcpy_mcsafe"),
+            copy_bytes_per_us: cfg.copy_bytes_per_us.max(1),
+        }
+    }
+
+    /// The CPU work of one bio of `bytes`, in order: the request, then the
+    /// copy.
+    #[inline]
+    pub fn work(&self, bytes: u64) -> [(SymbolId, u64); 2] {
+        let copy_ns = (bytes * 1000).div_ceil(self.copy_bytes_per_us);
+        [self.request, (self.copy, copy_ns)]
+    }
+}
+
 /// A pmem namespace as a leaf of the asynchronous machine. pmem is
 /// bio-based and synchronous: `pmem_make_request` copies the data and calls
 /// `bio_endio` before it returns, so a request completes in the submitter's
-/// context, at the time it is handed over (the machine charges the copy,
-/// [`PmemConfig::bio_ns`], to the submitting CPU), with no interrupt.
+/// context, at the time it is handed over (the machine charges its bio
+/// path, [`PmemBio`], to the submitting CPU), with no interrupt.
 pub struct Pmem {
     cfg: PmemConfig,
     acct: DiskAccounting,
@@ -182,7 +208,14 @@ mod tests {
             iostat: false,
             accounting: "percpu".into(),
         };
-        assert_eq!(p.bio_ns(512), 100 + 128);
+        let mut names = Vec::new();
+        let bio = PmemBio::new(&p, &mut |n| {
+            names.push(n);
+            SymbolId(names.len() as u16 - 1)
+        });
+        assert_eq!(names, ["pmem_make_request", "memcpy_mcsafe"]);
+        assert_eq!(bio.work(512), [(SymbolId(0), 100), (SymbolId(1), 128)]);
+        assert_eq!(bio.work(513)[1].1, 129, "the copy rounds up");
         assert_eq!(p.dev_path(), "/dev/pmem0");
         assert_eq!(p.design().unwrap().name(), "pmem_percpu");
         let bad = PmemConfig {

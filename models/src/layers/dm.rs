@@ -72,24 +72,6 @@ impl DmConfig {
         Ok(DesignKind::from_name(&self.accounting).expect("dm designs exist"))
     }
 
-    /// What a bio runs in dm on its way down, in the submitter's context,
-    /// before its clone enters `generic_make_request` again: the one
-    /// statement of dm-linear's submission path (the queued machine, its
-    /// layer and the psync programs all take it from here).
-    pub fn down_steps(&self) -> [(&'static str, u64); 3] {
-        [
-            ("dm_make_request", self.submit_ns),
-            ("__bio_clone_fast", self.clone_ns),
-            ("linear_map", self.map_ns),
-        ]
-    }
-
-    /// What the clone's completion runs (`clone_endio`), where the bio
-    /// completes.
-    pub fn endio_steps(&self) -> [(&'static str, u64); 1] {
-        [("clone_endio", self.endio_ns)]
-    }
-
     pub fn validate(&self) -> Result<(), String> {
         if self.target != "linear" {
             return Err(format!(
@@ -104,11 +86,11 @@ impl DmConfig {
 /// dm-linear as a stacking layer: each bio from above is cloned and
 /// remapped to the one device below (sector for sector: the table maps the
 /// whole device at offset 0), its submission path charged to the submitter
-/// and `clone_endio` to whoever completes the clone. A job whose target is
-/// dm-linear directly over its device takes the same steps, precombined
-/// into its submission when the machine is assembled (`machine/stack/
-/// layers.rs`); this layer carries the bios that reach dm from another
-/// layer (bcache over dm-linear), a replayed trace or the page cache.
+/// and `clone_endio` to whoever completes the clone. Every dm-linear runs
+/// as this layer but one over pmem or bcache, which a layer cannot sit
+/// on: there a job's bio takes the same work, learnt from this layer and
+/// precombined into its submission (`machine/stack/layers.rs`), as the
+/// psync programs do.
 pub struct DmLinear {
     name: String,
     below: [String; 1],
@@ -135,15 +117,25 @@ struct InFlight {
 }
 
 impl DmLinear {
-    /// The layer over `below` (`capacity_sectors` long): `down` is
-    /// [`DmConfig::down_steps`] then the clone's `make_request` path,
-    /// resolved to profile symbols.
+    /// The layer over `below` (`capacity_sectors` long). Its submission
+    /// path, stated here once for every user of dm (the queued machine
+    /// and the psync programs, which drive this layer to learn it), is
+    /// `dm_make_request`, `__bio_clone_fast` and `linear_map`, then
+    /// `make_request` (the clone entering `generic_make_request` again);
+    /// the clone's completion runs `clone_endio`. `sym` resolves a kernel
+    /// symbol of the profile.
     pub fn new(
         cfg: &DmConfig,
         (below, capacity_sectors): (&str, u64),
-        down: Vec<(SymbolId, u64)>,
-        endio: (SymbolId, u64),
+        make_request: &[(SymbolId, u64)],
+        sym: &mut dyn FnMut(&'static str) -> SymbolId,
     ) -> Result<Self, String> {
+        let mut down = vec![
+            (sym("dm_make_request"), cfg.submit_ns),
+            (sym("__bio_clone_fast"), cfg.clone_ns),
+            (sym("linear_map"), cfg.map_ns),
+        ];
+        down.extend_from_slice(make_request);
         if down.len() > SUBMITTER_WORK_MAX {
             return Err(format!(
                 "[dm] {:?}: its submission path and `make_request` have {} steps; at most {SUBMITTER_WORK_MAX} are modelled: merge steps of [costs.paths] make_request",
@@ -156,7 +148,7 @@ impl DmLinear {
             below: [below.to_string()],
             capacity_sectors,
             down,
-            endio,
+            endio: (sym("clone_endio"), cfg.endio_ns),
             up: Tokens::default(),
             disk: DiskAccounting::new(SimTime::ZERO),
         })

@@ -634,28 +634,29 @@ fn runs_as_layer(layers: &[LayerNode], name: &str) -> bool {
     layers.iter().any(|l| l.layer.name() == name)
 }
 
-/// The dm-linear devices that run as stacking layers: those a layer sits
-/// on (bcache over dm-linear, dm over dm) and those over such a one. The
-/// others, a job's target over its device, pmem or bcache, have their remap
-/// precombined into each job's submission (`layers::resolve`) from the same
-/// steps, with `clone_endio` inside the interrupt handler that completes the
-/// clone (as a layer, it runs where the completion is delivered, right
-/// after the handler: the job learns of its I/O `endio_ns` earlier; on
-/// `tests/data/stacks/passthrough_over_dm.toml` the two give the same IOPS
-/// and mean clat within 0.01 us).
-fn dm_layers(graph: &crate::machine::graph::Graph) -> std::collections::BTreeSet<String> {
+/// The dm-linear devices that run as stacking layers: every one but those
+/// over pmem (directly or through other dm-linear devices), which a layer
+/// cannot sit on (pmem completes inside the submission). Those have their remap
+/// precombined into each job's submission (`layers::resolve`, driving the
+/// same layer for its work), with `clone_endio` inside the interrupt
+/// handler that completes the clone (as a layer, it runs where the
+/// completion is delivered, right after the handler).
+pub(super) fn dm_layers(
+    graph: &crate::machine::graph::Graph,
+) -> std::collections::BTreeSet<String> {
     use crate::machine::graph::Kind;
     let mut set = std::collections::BTreeSet::new();
-    for n in graph.bottom_up().filter(|n| n.kind.is_layer()) {
-        for (_, b) in &n.below {
-            if graph.node(b).is_some_and(|b| b.kind == Kind::DmLinear) {
-                set.insert(b.clone());
-            }
-        }
-    }
-    // Bottom-up: a dm over a dm layer is one too.
+    // Bottom-up: a dm over a dm knows whether the one below is a layer.
     for n in graph.bottom_up().filter(|n| n.kind == Kind::DmLinear) {
-        if n.below.iter().any(|(_, b)| set.contains(b)) {
+        let layer = n
+            .below
+            .iter()
+            .all(|(_, b)| match graph.node(b).map(|b| b.kind) {
+                Some(Kind::DmLinear) => set.contains(b),
+                Some(Kind::Pmem) => false,
+                _ => true,
+            });
+        if layer {
             set.insert(n.name.clone());
         }
     }
@@ -678,23 +679,14 @@ fn build_dm(
         Some(&t @ Target::Layer(_)) => t,
         _ => {
             return Err(cfg_err(format!(
-                "[dm] {:?}: a layer sits on it, so it runs as a layer, but its device = {below:?} is                  pmem or an md member, which a layer cannot sit on: put the layer on {below:?}'s                  own device instead",
+                "[dm] {:?}: its device = {below:?} is an md member or a device a layer cannot sit on: put dm-linear on md or on {below:?}'s own device instead",
                 d.name
             )))
         }
     };
-    let sym = |profile: &mut CpuProfile, name: &str| {
-        profile.symbol(name, "[kernel.kallsyms]", Mode::Kernel)
-    };
-    let mut down: Vec<(SymbolId, u64)> = d
-        .down_steps()
-        .iter()
-        .map(|&(n, ns)| (sym(profile, n), ns))
-        .collect();
-    down.extend(input.make_request.steps.iter().copied());
-    let [(endio, endio_ns)] = d.endio_steps();
-    let endio = (sym(profile, endio), endio_ns);
-    let layer = crate::layers::dm::DmLinear::new(d, (below, b.capacity(t)), down, endio)
+    let mut sym = |name: &'static str| profile.symbol(name, "[kernel.kallsyms]", Mode::Kernel);
+    let steps = &input.make_request.steps;
+    let layer = crate::layers::dm::DmLinear::new(d, (below, b.capacity(t)), steps, &mut sym)
         .map_err(cfg_err)?;
     Ok(Box::new(layer))
 }

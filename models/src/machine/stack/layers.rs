@@ -1,11 +1,13 @@
 //! Bio-based layers between a job and the device that queues its request.
 //!
 //! A job's target is resolved through the scenario's device graph
-//! ([`crate::machine::graph::Graph`]): a dm-linear device remaps each bio in the
-//! submitter's context (`dm_make_request`, `__bio_clone_fast`, `linear_map`,
-//! then the clone enters `generic_make_request` again) and runs
-//! `clone_endio` where the bio completes; a pmem leaf copies the data and
-//! completes the bio inside the submission, with no interrupt. What a job's
+//! ([`crate::machine::graph::Graph`]): a dm-linear device over pmem or
+//! bcache (any other dm-linear is a stacking layer) remaps each bio in the
+//! submitter's context and runs its completion work where the bio
+//! completes, both learnt by driving its layer
+//! ([`crate::layers::dm::DmLinear`], [`remap_work`]); a pmem leaf runs its
+//! bio path ([`crate::devices::pmem::PmemBio`]) and completes the bio
+//! inside the submission, with no interrupt. What a job's
 //! bio runs in these layers is one [`BioLayers`], charged on top of the
 //! stack's own submission and completion paths. The queueing device below
 //! (an SSD or disk behind its port, an md array, bcache) is the job's
@@ -13,7 +15,7 @@
 
 use super::*;
 use crate::devices::device::device_name;
-use crate::devices::pmem::PmemConfig;
+use crate::devices::pmem::{PmemBio, PmemConfig};
 use crate::machine::graph::{Graph, Kind};
 
 /// What a job's bio runs in the bio-based layers above its queueing device.
@@ -25,8 +27,8 @@ pub(super) struct BioLayers {
     /// submitter's for a pmem leaf).
     pub(super) endio: Path,
     /// The leaf completes in the submitter's context (pmem): its config
-    /// and the symbols its per-bio work is charged to.
-    pub(super) inline_leaf: Option<(PmemConfig, SymbolId, SymbolId)>,
+    /// and its bio path.
+    pub(super) inline_leaf: Option<(PmemConfig, PmemBio)>,
     /// dm's accounting design instance ([`super::acct::NO_ACCT`]: none).
     pub(super) acct: u8,
     /// The bio passes a dm whose disk statistics the machine keeps: its
@@ -64,11 +66,12 @@ impl BioLayers {
         bytes: u64,
     ) -> u64 {
         let mut ns = self.submit.charge(profile, cpu, ctx);
-        if let Some((p, request, copy)) = &self.inline_leaf {
-            let copy_ns = p.bio_ns(bytes) - p.request_ns;
-            profile.charge(cpu, ctx, *request, p.request_ns);
-            profile.charge(cpu, ctx, *copy, copy_ns);
-            ns += p.request_ns + copy_ns + self.endio.charge(profile, cpu, ctx);
+        if let Some((_, bio)) = &self.inline_leaf {
+            for (sym, work_ns) in bio.work(bytes) {
+                profile.charge(cpu, ctx, sym, work_ns);
+                ns += work_ns;
+            }
+            ns += self.endio.charge(profile, cpu, ctx);
         }
         ns
     }
@@ -79,13 +82,58 @@ impl BioLayers {
     }
 }
 
-fn kernel_path(profile: &mut CpuProfile, steps: &[(&str, u64)]) -> Path {
-    let steps: Vec<(SymbolId, u64)> = steps
-        .iter()
-        .map(|&(s, ns)| (profile.symbol(s, "[kernel.kallsyms]", Mode::Kernel), ns))
-        .collect();
+/// CPU work a layer records, in order (`None`: time without a symbol).
+pub(super) type Work = Vec<(Option<SymbolId>, u64)>;
+
+/// The CPU work one bio of `sectors` does in `layer`, a layer that remaps
+/// each bio to one below and issues nothing of its own (dm-linear): what
+/// its submission charges the submitter, and what the completion of the
+/// bio it hands down charges where that completion runs. Learnt by driving
+/// the layer (a probe bio, then its child's completion), so a path built
+/// without the layer (a precombined submission, a psync program) runs the
+/// layer's own statement of its work.
+pub(super) fn remap_work(layer: &mut dyn Layer, sectors: u32) -> (Work, Work) {
+    let up = Origin::job(0);
+    let req = LayerReq {
+        dir: crate::devices::device::Dir::Read,
+        sector: 0,
+        sectors,
+        task: 0,
+    };
+    let mut cx = LayerCx::default();
+    cx.begin(0);
+    let child = layer.submit(up, req, &mut cx);
+    assert!(
+        cx.children().is_empty() && cx.completed().is_empty() && cx.worker_work().is_empty(),
+        "{}: a probe bio did more than a remap",
+        layer.name()
+    );
+    let submit = cx.submitter_work().to_vec();
+    cx.clear();
+    let crate::layers::layer::Route::Token(token) = child.route else {
+        return (submit, Vec::new());
+    };
+    let done = crate::layers::layer::ChildDone {
+        token,
+        failed: false,
+        below: child.below,
+        since_dispatch_ns: 0,
+    };
+    layer.child_done(done, &mut cx);
+    assert_eq!(
+        cx.completed(),
+        &[(up, false)],
+        "{}: the probe bio",
+        layer.name()
+    );
+    (submit, cx.completion_work().to_vec())
+}
+
+/// A kernel path of the work a layer records.
+fn work_path(work: &[(Option<SymbolId>, u64)]) -> Path {
+    let steps: Vec<(SymbolId, u64)> = work.iter().filter_map(|&(s, ns)| Some((s?, ns))).collect();
     Path {
-        total_ns: steps.iter().map(|s| s.1).sum(),
+        total_ns: work.iter().map(|s| s.1).sum(),
         steps,
         user_ns: 0,
     }
@@ -130,12 +178,21 @@ pub(super) fn resolve(
                 .count();
             dm.validate().map_err(cfg_err)?;
             let (target, below) = resolve(r, profile, device_name(&dm.device))?;
-            let down = kernel_path(profile, &dm.down_steps());
-            let up = kernel_path(profile, &dm.endio_steps());
+            let mut sym =
+                |name: &'static str| profile.symbol(name, "[kernel.kallsyms]", Mode::Kernel);
+            let mut layer = crate::layers::dm::DmLinear::new(
+                dm,
+                (&dm.device, 0),
+                &r.make_request.steps,
+                &mut sym,
+            )
+            .map_err(cfg_err)?;
+            let (down, up) = remap_work(&mut layer, 1);
+            let (down, up) = (work_path(&down), work_path(&up));
             Ok((
                 target,
                 BioLayers {
-                    submit: Path::concat(&[&down, r.make_request, &below.submit]),
+                    submit: Path::concat(&[&down, &below.submit]),
                     endio: Path::concat(&[&below.endio, &up]),
                     inline_leaf: below.inline_leaf,
                     acct: r
@@ -154,10 +211,10 @@ pub(super) fn resolve(
                     .find(|p| p.name == name)
                     .expect("graph node");
             p.validate().map_err(cfg_err)?;
-            let request = profile.symbol("pmem_make_request", "[kernel.kallsyms]", Mode::Kernel);
-            let copy = profile.symbol("memcpy_mcsafe", "[kernel.kallsyms]", Mode::Kernel);
+            let mut sym =
+                |name: &'static str| profile.symbol(name, "[kernel.kallsyms]", Mode::Kernel);
             let layers = BioLayers {
-                inline_leaf: Some((p.clone(), request, copy)),
+                inline_leaf: Some((p.clone(), PmemBio::new(p, &mut sym))),
                 ..Default::default()
             };
             Ok((r.targets[name], layers))
@@ -207,7 +264,7 @@ pub(super) fn check_discards(
                 dev
             ))
         };
-        if let Some((p, _, _)) = &bio_layers[t.layers as usize].inline_leaf {
+        if let Some((p, _)) = &bio_layers[t.layers as usize].inline_leaf {
             let why = crate::devices::pmem::Pmem::new(p.clone())
                 .limits()
                 .no_discard;
@@ -232,4 +289,37 @@ pub(super) fn check_discards(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dm(name: &str, below: &str) -> String {
+        format!(
+            "[[dm]]\nname = \"{name}\"\ndevice = \"{below}\"\naccounting = \"percpu\"\nsubmit_ns = 40\nclone_ns = 70\nmap_ns = 25\nendio_ns = 60\n"
+        )
+    }
+
+    /// dm-linear runs as its layer wherever a layer can sit on what it is
+    /// over (a device with a queue, md, another such dm), whether or not
+    /// anything sits on it; only over pmem or bcache is its remap
+    /// precombined into the job's submission (and nothing may sit on such
+    /// a dm: the graph refuses it).
+    #[test]
+    fn dm_is_a_layer_unless_over_pmem() {
+        let text = format!(
+            "[simulation]\n[cpu]\nclock_mhz = 2000\n[[hdd]]\nname = \"sda\"\n[[hdd]]\nname = \"sdb\"\n\
+             [[pmem]]\nname = \"pmem0\"\nrequest_ns = 60\ncopy_bytes_per_us = 4000\n\
+             [[hdd]]\nname = \"sdc\"\n[bcache]\nname = \"bcache0\"\ncache = \"sdc\"\nbacking = \"sdb\"\n{}{}{}{}[[job]]\n",
+            dm("a", "/dev/sda"),
+            dm("b", "/dev/mapper/a"),
+            dm("p", "/dev/pmem0"),
+            dm("c", "/dev/bcache0"),
+        );
+        let sc: crate::config::ScenarioFile = toml::from_str(&text).unwrap();
+        let g = Graph::of(&sc).unwrap();
+        let layers: Vec<String> = super::super::build::dm_layers(&g).into_iter().collect();
+        assert_eq!(layers, ["a", "b", "c"]);
+    }
 }

@@ -2,6 +2,7 @@
 //! per-I/O steps, and its clones placed on CPUs.
 
 use super::*;
+use crate::devices::pmem::PmemBio;
 
 /// What building the program jobs reads from the machine being built.
 pub(in crate::machine::stack) struct ProgramsInput<'a> {
@@ -134,7 +135,7 @@ impl GroupBuild<'_> {
         } else {
             (jc.io_limit_bytes(pmem.size_bytes) / bs.max(1)).max(1)
         };
-        let (steps, syms) = program(profile, self.paths, self.input.acct_index, target, bs);
+        let (steps, syms) = program(profile, self.paths, self.input.acct_index, target, bs)?;
         let user_per_io_ns = syms
             .iter()
             .filter(|(s, _)| profile.symbols()[s.0 as usize].mode == Mode::User)
@@ -290,14 +291,6 @@ struct ProgramBuilder<'p> {
 }
 
 impl ProgramBuilder<'_> {
-    fn work(&mut self, name: &str, ns: u64) {
-        if ns == 0 {
-            return;
-        }
-        let sym = self.profile.symbol(name, KERNEL, Mode::Kernel);
-        self.work_sym(sym, ns);
-    }
-
     fn work_sym(&mut self, sym: SymbolId, ns: u64) {
         let i = match self.open {
             Some(i) => i,
@@ -316,6 +309,13 @@ impl ProgramBuilder<'_> {
         self.syms.push((sym, ns));
         self.steps[i].ns += ns;
         self.steps[i].sym_len += 1;
+    }
+
+    /// Work a layer recorded (time without a symbol is not modelled in a
+    /// program: every layer it drives names its work).
+    fn work_of(&mut self, (sym, ns): (Option<SymbolId>, u64)) {
+        let sym = sym.expect("a program's layer names its work");
+        self.work_sym(sym, ns);
     }
 
     fn path(&mut self, paths: &BTreeMap<String, crate::cpu::costs::Path>, name: &str) {
@@ -353,7 +353,7 @@ fn program(
     acct_index: &BTreeMap<String, u8>,
     target: ProgTarget<'_>,
     bs: u64,
-) -> (Vec<Step>, Vec<(SymbolId, u64)>) {
+) -> Result<(Vec<Step>, Vec<(SymbolId, u64)>), ModelError> {
     let mut b = ProgramBuilder {
         profile,
         steps: Vec::new(),
@@ -363,33 +363,136 @@ fn program(
     b.path(paths, "fio_prep");
     b.path(paths, "pread_call");
     b.path(paths, "make_request");
+    let mut dm_endio = Vec::new();
     let pmem = match target {
         ProgTarget::Pmem(p) => p,
         ProgTarget::Dm(d, p) => {
-            // dm's steps (`DmConfig::down_steps`), with `start_io_acct`
-            // where `dm_make_request` calls it, after its first step.
-            let [first, rest @ ..] = d.down_steps();
-            b.work(first.0, first.1);
+            // dm's work as its layer records it (its remap, then the
+            // clone's `make_request`), with `start_io_acct` where
+            // `dm_make_request` calls it, after its first step.
+            let (down, endio) = dm_work(b.profile, paths, d, bs)?;
+            let [first, rest @ ..] = &down[..] else {
+                unreachable!("dm-linear records its submission")
+            };
+            b.work_of(*first);
             b.acct(acct_index.get(&d.name).copied(), true, "start_io_acct");
-            for (sym, ns) in rest {
-                b.work(sym, ns);
+            for &w in rest {
+                b.work_of(w);
             }
-            b.path(paths, "make_request");
+            dm_endio = endio;
             p
         }
     };
     let pi = acct_index.get(&pmem.name).copied();
     b.acct(pi, true, "generic_start_io_acct");
-    b.work("pmem_make_request", pmem.request_ns);
-    b.work("memcpy_mcsafe", pmem.bio_ns(bs) - pmem.request_ns);
+    let mut sym = |name: &'static str| b.profile.symbol(name, KERNEL, Mode::Kernel);
+    for (sym, ns) in PmemBio::new(pmem, &mut sym).work(bs) {
+        b.work_of((Some(sym), ns));
+    }
     b.acct(pi, false, "generic_end_io_acct");
     if let ProgTarget::Dm(d, _) = target {
-        for (sym, ns) in d.endio_steps() {
-            b.work(sym, ns);
+        for &w in &dm_endio {
+            b.work_of(w);
         }
         b.acct(acct_index.get(&d.name).copied(), false, "end_io_acct");
     }
     b.path(paths, "fio_complete");
     b.step(StepKind::IoDone, SymbolId(0));
-    (b.steps, b.syms)
+    Ok((b.steps, b.syms))
+}
+
+/// What dm-linear (`d`, over its pmem device) does for one bio of `bs`
+/// bytes, learnt from the layer itself: its submission work (through the
+/// clone's `make_request`) and its completion work.
+fn dm_work(
+    profile: &mut CpuProfile,
+    paths: &BTreeMap<String, crate::cpu::costs::Path>,
+    d: &crate::layers::dm::DmConfig,
+    bs: u64,
+) -> Result<(super::layers::Work, super::layers::Work), ModelError> {
+    let make_request = paths.get("make_request").map_or(&[][..], |p| &p.steps[..]);
+    let mut sym = |name: &'static str| profile.symbol(name, KERNEL, Mode::Kernel);
+    let below = crate::devices::device::device_name(&d.device);
+    let mut dm =
+        crate::layers::dm::DmLinear::new(d, (below, 0), make_request, &mut sym).map_err(cfg_err)?;
+    let sectors = u32::try_from(bs.div_ceil(512)).unwrap_or(u32::MAX);
+    Ok(super::layers::remap_work(&mut dm, sectors))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layers::dm::DmConfig;
+
+    fn pmem() -> PmemConfig {
+        PmemConfig {
+            name: "pmem0".into(),
+            size_bytes: 1 << 30,
+            request_ns: 60,
+            copy_bytes_per_us: 4000,
+            iostat: false,
+            accounting: "shared".into(),
+        }
+    }
+
+    /// A psync program over dm-linear runs what the dm layer records, in
+    /// the layer's order: its remap and the clone's `make_request` around
+    /// `start_io_acct`, then pmem's bio, then `clone_endio` and
+    /// `end_io_acct`.
+    #[test]
+    fn a_program_over_dm_runs_the_layers_work() {
+        let mut profile = CpuProfile::new(1);
+        let gmr = profile.symbol("generic_make_request", KERNEL, Mode::Kernel);
+        let paths = BTreeMap::from([(
+            "make_request".to_string(),
+            crate::cpu::costs::Path {
+                steps: vec![(gmr, 45)],
+                total_ns: 45,
+                user_ns: 0,
+            },
+        )]);
+        let d = DmConfig {
+            name: "linear".into(),
+            target: "linear".into(),
+            device: "/dev/pmem0".into(),
+            accounting: "shared".into(),
+            submit_ns: 40,
+            clone_ns: 70,
+            map_ns: 25,
+            endio_ns: 60,
+        };
+        let p = pmem();
+        let acct = BTreeMap::from([("linear".to_string(), 0u8)]);
+        let (steps, syms) =
+            program(&mut profile, &paths, &acct, ProgTarget::Dm(&d, &p), 512).unwrap();
+        let mut seen = Vec::new();
+        for s in &steps {
+            match s.kind {
+                StepKind::Work => {
+                    let r = s.sym_first as usize..(s.sym_first + s.sym_len) as usize;
+                    for &(sym, ns) in &syms[r] {
+                        seen.push(format!("{}={ns}", profile.symbols()[sym.0 as usize].name));
+                    }
+                }
+                StepKind::Acct { start, .. } => seen.push(format!("acct {start}")),
+                StepKind::IoDone => seen.push("done".into()),
+            }
+        }
+        assert_eq!(
+            seen,
+            [
+                "generic_make_request=45",
+                "dm_make_request=40",
+                "acct true",
+                "__bio_clone_fast=70",
+                "linear_map=25",
+                "generic_make_request=45",
+                "pmem_make_request=60",
+                "memcpy_mcsafe=128",
+                "clone_endio=60",
+                "acct false",
+                "done",
+            ]
+        );
+    }
 }
