@@ -87,8 +87,8 @@ impl DmConfig {
 /// remapped to the one device below (sector for sector: the table maps the
 /// whole device at offset 0), its submission path charged to the submitter
 /// and `clone_endio` to whoever completes the clone. Every dm-linear runs
-/// as this layer but one over pmem or bcache, which a layer cannot sit
-/// on: there a job's bio takes the same work, learnt from this layer and
+/// as this layer but one over pmem, which a layer cannot sit on (its bio
+/// completes inside the submission): there a job's bio takes the same work, learnt from this layer and
 /// precombined into its submission (`machine/stack/layers.rs`), as the
 /// psync programs do.
 pub struct DmLinear {

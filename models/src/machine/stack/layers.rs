@@ -303,7 +303,7 @@ mod tests {
 
     /// dm-linear runs as its layer wherever a layer can sit on what it is
     /// over (a device with a queue, md, another such dm), whether or not
-    /// anything sits on it; only over pmem or bcache is its remap
+    /// anything sits on it (bcache included); only over pmem is its remap
     /// precombined into the job's submission (and nothing may sit on such
     /// a dm: the graph refuses it).
     #[test]
