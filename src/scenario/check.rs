@@ -52,6 +52,7 @@ const SECTIONS: &[(&str, bool, Check)] = &[
 fn sections() -> impl Iterator<Item = (&'static str, bool, Check)> {
     let registered = blocksim_models::layers::registry::KINDS
         .iter()
+        .filter(|k| k.has_tables())
         .map(|k| (k.section, false, k.check));
     SECTIONS.iter().copied().chain(registered)
 }

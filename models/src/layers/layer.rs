@@ -48,9 +48,6 @@ pub enum Owner {
     Job(u32),
     /// A request layer `layer` issued, with the token it chose.
     Layer { layer: u8, token: u32 },
-    /// A block I/O of the page cache (buffered jobs), with the machine's
-    /// token for it.
-    PageCache { token: u32 },
 }
 
 /// Bits of a layer's token (a layer's own in-flight requests are bounded
@@ -77,14 +74,6 @@ impl Origin {
         Origin(1 << 30 | u32::from(layer) << TOKEN_BITS | token)
     }
 
-    /// The origin of a block I/O the page cache issued, by the machine's
-    /// `token` for it (the layer number past the last layer's).
-    #[inline]
-    pub fn page_cache(token: u32) -> Origin {
-        assert!(token < 1 << TOKEN_BITS);
-        Origin(1 << 30 | (LAYERS_MAX as u32) << TOKEN_BITS | token)
-    }
-
     /// Whom the request belongs to.
     #[inline]
     pub fn owner(self) -> Owner {
@@ -93,11 +82,7 @@ impl Origin {
         }
         let layer = ((self.0 >> TOKEN_BITS) & 0x3f) as u8;
         let token = self.0 & ((1 << TOKEN_BITS) - 1);
-        if usize::from(layer) == LAYERS_MAX {
-            Owner::PageCache { token }
-        } else {
-            Owner::Layer { layer, token }
-        }
+        Owner::Layer { layer, token }
     }
 }
 
@@ -176,6 +161,10 @@ pub struct LayerCx {
     /// The call issued a request of the layer's own or did worker work
     /// (the machine skips that part when not).
     background: bool,
+    /// Requests from above completed at a later time: (origin, at ns).
+    later: Vec<(Origin, u64)>,
+    /// The layer's timer: [`Layer::wake`] at this time (ns).
+    wake_at: Option<u64>,
 }
 
 impl LayerCx {
@@ -195,6 +184,33 @@ impl LayerCx {
     /// Completes a request from above.
     pub fn complete(&mut self, up: Origin) {
         self.completed.push((up, false));
+    }
+
+    /// Completes a request from above at `at_ns` (now if earlier): a
+    /// request the layer holds for a while (a writer's dirty-throttle
+    /// pause), without a timer of its own.
+    pub fn complete_at(&mut self, up: Origin, at_ns: u64) {
+        self.background = true;
+        self.later.push((up, at_ns));
+    }
+
+    /// Asks for a call of [`Layer::wake`] at `at_ns` (now if earlier): the
+    /// layer's timer (a flusher's period). Each call that asks is one
+    /// wake-up; the earliest of one call's asks is kept. The layer ignores
+    /// a wake-up it no longer wants.
+    pub fn wake_at(&mut self, at_ns: u64) {
+        self.background = true;
+        self.wake_at = Some(self.wake_at.map_or(at_ns, |t| t.min(at_ns)));
+    }
+
+    /// The requests from above completed later, in order: (origin, at ns).
+    pub fn completed_later(&self) -> &[(Origin, u64)] {
+        &self.later
+    }
+
+    /// The wake-up the call asked for (ns).
+    pub fn wake(&self) -> Option<u64> {
+        self.wake_at
     }
 
     /// CPU work of `ns`, charged to `sym` in the profile (`None`: time
@@ -235,6 +251,8 @@ impl LayerCx {
             && self.submitter_len == 0
             && self.completion_len == 0
             && self.worker.is_empty()
+            && self.later.is_empty()
+            && self.wake_at.is_none()
     }
 
     /// Whether the call issued a request of the layer's own or did
@@ -289,6 +307,8 @@ impl LayerCx {
         self.completion_len = 0;
         self.worker.clear();
         self.background = false;
+        self.later.clear();
+        self.wake_at = None;
     }
 }
 
@@ -393,6 +413,39 @@ pub trait Layer {
     /// the bio it hands down, which enters the queue below when the
     /// submitter's path ends.
     fn submit(&mut self, up: Origin, req: LayerReq, cx: &mut LayerCx) -> Child;
+    /// A request from above that the layer may hold: `None` hands nothing
+    /// down now, and the layer completes `up` later ([`LayerCx::complete`]
+    /// in this call or another, [`LayerCx::complete_at`]). What the
+    /// machine calls for a request that enters the layer at the end of
+    /// its submitter's path ([`Layer::holds_requests`]); the default hands
+    /// down [`Layer::submit`]'s bio.
+    fn submit_or_hold(&mut self, up: Origin, req: LayerReq, cx: &mut LayerCx) -> Option<Child> {
+        Some(self.submit(up, req, cx))
+    }
+    /// Whether the layer holds requests from above ([`Layer::submit_or_hold`]),
+    /// completing them when it decides, above the block layer: the page
+    /// cache. Such a layer is the buffered-I/O layer the machine inserts
+    /// above a buffered job's target; it is no block device (fio's disk
+    /// statistics do not list it) and its own requests below are charged
+    /// to no CPU (its CPU work is not modelled). `false` (the default): a
+    /// bio-based block device.
+    fn holds_requests(&self) -> bool {
+        false
+    }
+    /// The layer's timer ([`LayerCx::wake_at`]) is due.
+    fn wake(&mut self, cx: &mut LayerCx) {
+        let _ = cx;
+    }
+    /// Job thread `task` opens the layer's device, on a file of a
+    /// filesystem on it (`on_file`) or raw: called at assembly, in thread
+    /// order, for layers that keep per-task state (a page cache's
+    /// read-ahead stream, and what the task's fsync writes). The default
+    /// keeps none.
+    /// An error says why the layer refuses the task.
+    fn open(&mut self, task: u32, on_file: bool) -> Result<(), String> {
+        let _ = (task, on_file);
+        Ok(())
+    }
     /// A request this layer issued with [`Route::Token`] completed.
     fn child_done(&mut self, done: ChildDone, cx: &mut LayerCx);
     /// The layer's invariants at the end of a run.
@@ -449,6 +502,10 @@ pub trait Layer {
     /// A line for the report's notes.
     fn report_note(&self) -> Option<String> {
         None
+    }
+    /// The lines for the report's notes; the default: [`Layer::report_note`].
+    fn report_notes(&self) -> Vec<String> {
+        self.report_note().into_iter().collect()
     }
     /// Takes the layer's per-interval samples (a hit ratio over time): at
     /// each of the run's sample ticks, never per I/O. The default keeps

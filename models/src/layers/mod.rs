@@ -13,9 +13,6 @@ pub mod bcache;
 pub mod dm;
 pub mod faulty;
 pub mod layer;
-/// The Linux page cache as a state machine, not yet wired into the
-/// machine (buffered jobs are still refused).
-pub mod pagecache;
 pub mod raid10;
 pub mod registry;
 
@@ -24,4 +21,5 @@ pub mod registry;
 // provides).
 registry::register! {
     passthrough: PassthroughConfig,
+    pagecache: PageCacheConfig,
 }

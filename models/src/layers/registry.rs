@@ -56,6 +56,25 @@ pub trait LayerSpec {
     /// The layer over `below` (the built nodes, in [`LayerSpec::below`]'s
     /// order); an error says what in the table to change.
     fn build(&self, below: &[BelowNode]) -> Result<Box<dyn Layer>, String>;
+    /// Whether the kind is the buffered-I/O layer (its layers hold their
+    /// requests, [`Layer::holds_requests`]): the machine inserts one above
+    /// each device that buffered jobs (`direct=0`) target, built from the
+    /// scenario's table of the kind's section (its settings, without
+    /// `name` or `below`, which the machine adds), and a scenario has no
+    /// layers of the kind of its own. `false` (the default): the
+    /// scenario's `[[SECTION]]` tables are the kind's layers.
+    fn buffered_io() -> bool
+    where
+        Self: Sized,
+    {
+        false
+    }
+    /// Takes what the kind reads of the scenario beyond its table, before
+    /// [`LayerSpec::build`] (the buffered-I/O layer's settings section);
+    /// the default reads nothing.
+    fn configure(&mut self, sc: &crate::config::Scenario) {
+        let _ = sc;
+    }
 }
 
 /// One kind of layer: its section and how to read, check and build it.
@@ -67,6 +86,18 @@ pub struct LayerKind {
     pub check: fn(&str) -> Result<(), toml::de::Error>,
     /// Reads one table of the section.
     pub parse: fn(&toml::Table) -> Result<Box<dyn LayerSpec>, String>,
+    /// The kind is the buffered-I/O layer ([`LayerSpec::buffered_io`]):
+    /// its section is one table of settings, a built-in section of the
+    /// scenario's, and no layer's.
+    pub buffered_io: fn() -> bool,
+}
+
+impl LayerKind {
+    /// Whether the scenario's tables of the section are layers of the
+    /// kind: not for the buffered-I/O layer, whose section is settings.
+    pub fn has_tables(&self) -> bool {
+        !(self.buffered_io)()
+    }
 }
 
 /// Deserializes `text` as a `T` (its error carries the span of the
@@ -90,6 +121,7 @@ pub const fn kind<T: LayerSpec + DeserializeOwned + 'static>(section: &'static s
         section,
         check: check_text::<T>,
         parse: parse_table::<T>,
+        buffered_io: T::buffered_io,
     }
 }
 
@@ -113,13 +145,25 @@ pub fn by_section(section: &str) -> Option<(u8, &'static LayerKind)> {
     KINDS
         .iter()
         .enumerate()
-        .find(|(_, k)| k.section == section)
+        .find(|(_, k)| k.section == section && k.has_tables())
+        .map(|(i, k)| (u8::try_from(i).expect("a handful of kinds"), k))
+}
+
+/// The buffered-I/O layer's kind ([`LayerSpec::buffered_io`]), with its
+/// index in [`KINDS`]; None: none is registered.
+pub fn buffered_io_kind() -> Option<(u8, &'static LayerKind)> {
+    KINDS
+        .iter()
+        .enumerate()
+        .find(|(_, k)| (k.buffered_io)())
         .map(|(i, k)| (u8::try_from(i).expect("a handful of kinds"), k))
 }
 
 /// The built-in top-level section names (with the registered layers'
 /// sections, [`all_sections`], every section a
-/// scenario may have), for "did you mean" hints.
+/// scenario may have), for "did you mean" hints. `pagecache` is the
+/// settings of the buffered-I/O layer's kind ([`LayerSpec::buffered_io`]),
+/// read by the scenario as a section of its own.
 pub const BUILTIN_SECTIONS: &[&str] = &[
     "simulation",
     "cpu",
@@ -145,7 +189,8 @@ pub fn all_sections() -> &'static [&'static str] {
     static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     ALL.get_or_init(|| {
         let builtin = BUILTIN_SECTIONS.iter().copied();
-        builtin.chain(KINDS.iter().map(|k| k.section)).collect()
+        let kinds = KINDS.iter().filter(|k| k.has_tables());
+        builtin.chain(kinds.map(|k| k.section)).collect()
     })
 }
 
@@ -158,7 +203,8 @@ impl LayerSections {
     /// Every table with its kind's index, section by section in
     /// [`KINDS`]' order, tables in file order.
     pub fn tables(&self) -> impl Iterator<Item = (u8, usize, &toml::Table)> {
-        KINDS.iter().enumerate().flat_map(move |(k, kind)| {
+        let kinds = KINDS.iter().enumerate().filter(|(_, k)| k.has_tables());
+        kinds.flat_map(move |(k, kind)| {
             let k = u8::try_from(k).expect("a handful of kinds");
             self.0
                 .get(kind.section)
@@ -186,8 +232,9 @@ impl LayerSections {
 impl serde::Serialize for LayerSections {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(KINDS.len()))?;
-        for kind in KINDS {
+        let kinds = || KINDS.iter().filter(|k| k.has_tables());
+        let mut m = s.serialize_map(Some(kinds().count()))?;
+        for kind in kinds() {
             let tables = self.0.get(kind.section).map_or(&[][..], Vec::as_slice);
             m.serialize_entry(kind.section, tables)?;
         }

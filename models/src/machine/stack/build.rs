@@ -129,7 +129,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let (accounting, acct_index) = build_accounting(sc, &mut devs, &mut profile)?;
         // Index 0: no layers (most jobs).
         let mut bio_layers = vec![layers::BioLayers::default()];
-        let (layers, targets) = build_layers(
+        let (mut layers, targets) = build_layers(
             &LayersInput {
                 sc,
                 graph: &graph,
@@ -175,8 +175,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         .map(Box::new);
         let buffered = build_buffered(
             sc,
-            (&names, &devs, &layers, &bio_layers),
-            &size_sectors_of,
+            (&names, &devs, &mut layers, &bio_layers),
             &mut threads,
             &mut profile,
         )?;
@@ -887,42 +886,46 @@ fn not_a_queue(key: &str, name: &str) -> String {
     )
 }
 
-/// The page caches of the buffered jobs (see `buffered`).
+/// The buffered-I/O layers of the buffered jobs, appended to `layers`
+/// (see `buffered`), and the job side.
 #[allow(clippy::type_complexity)]
 fn build_buffered(
     sc: &Scenario,
     (names, devs, layers, bio_layers): (
         &BTreeMap<String, usize>,
         &[DevNode],
-        &[LayerNode],
+        &mut Vec<LayerNode>,
         &[layers::BioLayers],
     ),
-    size_sectors_of: &dyn Fn(Target) -> u64,
     threads: &mut [JobThread],
     profile: &mut CpuProfile,
 ) -> Result<Option<Box<buffered::Buffered>>, ModelError> {
+    let names_of_layers: Vec<String> = layers.iter().map(|l| l.layer.name().to_string()).collect();
     let name_of = |t: Target| match t {
         Target::Dev(i) => names
             .iter()
             .find(|(_, &d)| d == i)
             .map_or_else(|| format!("device {i}"), |(n, _)| n.clone()),
-        Target::Layer(i) => layers[i].layer.name().to_string(),
+        Target::Layer(i) => names_of_layers[i].clone(),
     };
+    let accts: Vec<u8> = layers.iter().map(|l| l.acct).collect();
     let accounted = |th: &JobThread| {
         let target = match th.target {
             Target::Dev(d) => devs[d].acct,
-            Target::Layer(l) => layers[l].acct,
+            Target::Layer(l) => accts[l],
         };
         target != acct::NO_ACCT || bio_layers[th.layers as usize].acct != acct::NO_ACCT
     };
+    let capacity_of = |d: usize| devs[d].dev.capacity_sectors();
     buffered::build(
         &buffered::BufferedInput {
             sc,
             name_of: &name_of,
-            size_sectors_of,
+            capacity_of: &capacity_of,
             accounted: &accounted,
         },
         threads,
+        layers,
         profile,
     )
 }
