@@ -576,6 +576,104 @@ mod tests {
     }
 
     #[test]
+    fn a_call_keeps_its_earliest_wake_up_and_its_later_completions_in_order() {
+        let mut cx = LayerCx::default();
+        cx.begin(10);
+        assert!(cx.is_empty() && !cx.has_background());
+        cx.wake_at(500);
+        cx.wake_at(300);
+        cx.wake_at(900);
+        cx.complete_at(Origin::job(2), 70);
+        cx.complete_at(Origin::job(1), 40);
+        assert_eq!(cx.wake(), Some(300));
+        assert_eq!(
+            cx.completed_later(),
+            [(Origin::job(2), 70), (Origin::job(1), 40)]
+        );
+        // The machine takes the slow path for them (they are background).
+        assert!(cx.has_background() && !cx.is_empty());
+        cx.clear();
+        assert!(cx.is_empty() && cx.wake().is_none() && cx.completed_later().is_empty());
+    }
+
+    /// A layer that holds every request until its timer: the default
+    /// `submit_or_hold` of a layer that does not is its `submit`.
+    struct Holder {
+        below: [String; 1],
+        held: Vec<Origin>,
+    }
+
+    impl Layer for Holder {
+        fn name(&self) -> &str {
+            "holder"
+        }
+        fn below(&self) -> &[String] {
+            &self.below
+        }
+        fn capacity_sectors(&self) -> u64 {
+            8
+        }
+        fn submit(&mut self, up: Origin, req: LayerReq, _cx: &mut LayerCx) -> Child {
+            Child {
+                below: 0,
+                route: Route::Remap,
+                dir: req.dir,
+                sector: req.sector,
+                sectors: req.sectors,
+                serves: Some(up),
+            }
+        }
+        fn submit_or_hold(&mut self, up: Origin, _r: LayerReq, cx: &mut LayerCx) -> Option<Child> {
+            self.held.push(up);
+            cx.wake_at(cx.now_ns + 100);
+            None
+        }
+        fn holds_requests(&self) -> bool {
+            true
+        }
+        fn wake(&mut self, cx: &mut LayerCx) {
+            for up in self.held.drain(..) {
+                cx.complete(up);
+            }
+        }
+        fn child_done(&mut self, _done: ChildDone, _cx: &mut LayerCx) {}
+        fn check_invariants(&self) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_held_request_completes_at_the_layers_wake_up() {
+        let mut h = Holder {
+            below: ["a".into()],
+            held: Vec::new(),
+        };
+        let req = LayerReq {
+            dir: Dir::Read,
+            sector: 0,
+            sectors: 8,
+            task: 0,
+        };
+        let mut cx = LayerCx::default();
+        cx.begin(5);
+        assert_eq!(h.submit_or_hold(Origin::job(3), req, &mut cx), None);
+        assert!(cx.completed().is_empty() && cx.children().is_empty());
+        assert_eq!(cx.wake(), Some(105));
+        cx.clear();
+        cx.begin(105);
+        h.wake(&mut cx);
+        assert_eq!(cx.completed(), [(Origin::job(3), false)]);
+        // The defaults: a layer opens any task, and hands `submit`'s bio
+        // down.
+        assert_eq!(h.open(0, true), Ok(()));
+        let mut p = crate::layers::passthrough::Passthrough::new("p", "a", 8);
+        let mut cx = LayerCx::default();
+        let c = p.submit_or_hold(Origin::job(4), req, &mut cx).unwrap();
+        assert_eq!((c.below, c.serves), (0, Some(Origin::job(4))));
+        assert!(!p.holds_requests());
+    }
+
+    #[test]
     #[should_panic]
     fn a_token_beyond_its_bits_is_refused() {
         let _ = Origin::of_layer(0, 1 << TOKEN_BITS);

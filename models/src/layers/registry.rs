@@ -300,12 +300,17 @@ mod tests {
         for (i, s) in all.iter().enumerate() {
             assert!(!all[i + 1..].contains(s), "section {s} twice");
         }
-        for k in KINDS {
+        for k in KINDS.iter().filter(|k| k.has_tables()) {
             assert_eq!(
                 by_section(k.section).map(|(_, e)| e.section),
                 Some(k.section)
             );
         }
+        // The buffered-I/O layer's section is the scenario's own (its
+        // settings), never a layer's tables.
+        let (_, pc) = buffered_io_kind().expect("the page cache is registered");
+        assert!(BUILTIN_SECTIONS.contains(&pc.section) && by_section(pc.section).is_none());
+        assert_eq!(KINDS.iter().filter(|k| (k.buffered_io)()).count(), 1);
     }
 
     #[test]

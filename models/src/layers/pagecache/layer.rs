@@ -321,3 +321,98 @@ fn series_table(device: &str, series: &[(u64, Gauges)]) -> Table {
     }
     t
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layers::layer::complete_child;
+
+    /// The layer over a 64 MiB device with 1 MiB of memory (dirty limit 51
+    /// pages, background 25), read-ahead off.
+    fn layer() -> Box<dyn Layer> {
+        let spec = PageCacheConfig {
+            name: Some("pc".into()),
+            below: vec!["a".into()],
+            memory: blocksim_sim::units::Bytes(1 << 20),
+            read_ahead_kb: 0,
+            ..PageCacheConfig::default()
+        };
+        let below = BelowNode {
+            name: "a".into(),
+            capacity_sectors: 64 << 11,
+        };
+        spec.build(&[below]).unwrap()
+    }
+
+    fn req(dir: Dir, page: u64, pages: u32, task: u32) -> LayerReq {
+        LayerReq {
+            dir,
+            sector: page * PAGE_SECTORS,
+            sectors: pages * PAGE_SECTORS as u32,
+            task,
+        }
+    }
+
+    #[test]
+    fn a_miss_completes_when_its_read_does_and_a_hit_at_once() {
+        let mut l = layer();
+        assert!(l.holds_requests());
+        l.open(0, true).unwrap();
+        l.open(3, false).unwrap();
+        let mut cx = LayerCx::default();
+        cx.begin(0);
+        let up = Origin::job(5);
+        assert_eq!(l.submit_or_hold(up, req(Dir::Read, 2, 1, 3), &mut cx), None);
+        let [c] = cx.children() else {
+            panic!("one read below: {:?}", cx.children())
+        };
+        assert_eq!((c.dir, c.sector, c.sectors, c.serves), (Dir::Read, 16, 8, None));
+        assert!(cx.completed().is_empty());
+        let c = *c;
+        let done = complete_child(l.as_mut(), &c, (1_000, 0), false);
+        assert_eq!(done.completed(), [(up, false)]);
+        let mut cx = LayerCx::default();
+        cx.begin(2_000);
+        let again = Origin::job(6);
+        assert_eq!(l.submit_or_hold(again, req(Dir::Read, 2, 1, 0), &mut cx), None);
+        assert_eq!(cx.completed(), [(again, false)], "a hit");
+        assert!(l.check_invariants().is_ok());
+    }
+
+    #[test]
+    fn a_writer_past_freerun_is_paused_and_the_flusher_asks_for_its_timer() {
+        let mut l = layer();
+        l.open(0, false).unwrap();
+        let (mut paused, mut wake, mut writes) = (None, None, 0);
+        for (i, page) in (0..48).step_by(4).enumerate() {
+            let mut cx = LayerCx::default();
+            cx.begin(i as u64);
+            let up = Origin::job(i as u32);
+            assert_eq!(l.submit_or_hold(up, req(Dir::Write, page, 4, 0), &mut cx), None);
+            if let Some(&p) = cx.completed_later().first() {
+                paused.get_or_insert(p);
+            }
+            wake = wake.or(cx.wake());
+            writes += cx.children().len();
+        }
+        let (o, at) = paused.expect("a pause between freerun and the limit");
+        assert!(at > 0 && o.0 < 12, "{o:?} until {at}");
+        // Past the background threshold the flusher writes at once; its
+        // period is a timer.
+        assert!(writes > 0 && wake.is_some(), "{writes} writes, wake {wake:?}");
+        let mut cx = LayerCx::default();
+        cx.begin(u64::MAX / 2);
+        l.wake(&mut cx);
+        assert!(l.check_invariants().is_ok());
+    }
+
+    #[test]
+    fn tasks_beyond_the_streams_are_refused() {
+        let mut l = layer();
+        for t in 0..STREAMS_MAX {
+            l.open(t, false).unwrap();
+        }
+        let e = l.open(STREAMS_MAX, false).unwrap_err();
+        assert!(e.contains("streams"), "{e}");
+    }
+}
