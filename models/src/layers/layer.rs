@@ -13,7 +13,9 @@
 //! Leaves are [`crate::devices::device::BlockDevice`]s behind host queues; bcache
 //! ([`crate::layers::bcache::layer::BcacheLayer`]), md raid10
 //! ([`crate::layers::raid10::Raid10`]), dm-linear
-//! ([`crate::layers::dm::DmLinear`]) and the test layer
+//! ([`crate::layers::dm::DmLinear`]), the page cache
+//! ([`crate::layers::pagecache::layer::PageCacheLayer`], which holds its
+//! requests: [`Layer::submit_or_hold`], [`Layer::wake`]) and the test layer
 //! [`crate::layers::passthrough::Passthrough`] are layers. A layer's nodes
 //! below are devices or layers: the machine carries a request down and its
 //! completion up through any depth (bounded at assembly,

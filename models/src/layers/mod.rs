@@ -4,7 +4,10 @@
 //!
 //! A new layer is a file (or a folder, like [`bcache`]) here implementing
 //! `Layer` and [`registry::LayerSpec`] (its config), plus one line in the
-//! list at the end of this file ([`passthrough`] is built that way). bcache and dm,
+//! list at the end of this file ([`passthrough`] is built that way, and so
+//! is the page cache, [`pagecache`]: the registry's buffered-I/O layer,
+//! which the machine inserts above each device buffered jobs target, its
+//! `[pagecache]` section its settings). bcache and dm,
 //! which the machine still treats apart (bcache's request path, dm's
 //! precombined remap), have their sections in `config.rs` and arms in
 //! `machine/graph.rs` and the builder.
