@@ -55,6 +55,7 @@ pub(super) struct BufferedInput<'a> {
     /// accounting design (the layer's I/O is not accounted: refused).
     pub(super) accounted: &'a dyn Fn(&JobThread) -> bool,
 }
+
 /// The checks of a buffered job that need only its options: whole pages
 /// and no trims.
 pub(super) fn check_job(j: &JobConfig) -> Result<(), ModelError> {
