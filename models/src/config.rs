@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
+use crate::layers::registry::{self, LayerSpec};
 use crate::workload::job::JobConfig;
 use crate::workload::opt::OptValue;
 
@@ -71,7 +72,7 @@ pub struct ScenarioT<J> {
     /// is read as one set (and a single set is written back that way).
     #[serde(
         default,
-        deserialize_with = "one_or_many",
+        deserialize_with = "bcache_sets",
         serialize_with = "one_or_many_ser"
     )]
     pub bcache: Vec<crate::layers::bcache::BcacheConfig>,
@@ -134,6 +135,19 @@ where
     d.deserialize_any(V(std::marker::PhantomData))
 }
 
+/// `[[bcache]]` as [`one_or_many`] reads it, each set's `below` taken into
+/// its `cache` and `backing`.
+fn bcache_sets<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<crate::layers::bcache::BcacheConfig>, D::Error> {
+    let mut v: Vec<crate::layers::bcache::BcacheConfig> = one_or_many(d)?;
+    for b in &mut v {
+        b.settle_below()
+            .map_err(|e| serde::de::Error::custom(format!("[bcache] {:?}: {e}", b.name)))?;
+    }
+    Ok(v)
+}
+
 /// [`one_or_many`]'s inverse: none as nothing, one as its table (what the
 /// `Option` the section was before wrote), several as an array.
 fn one_or_many_ser<S: serde::Serializer, T: Serialize>(v: &[T], s: S) -> Result<S::Ok, S::Error> {
@@ -142,6 +156,10 @@ fn one_or_many_ser<S: serde::Serializer, T: Serialize>(v: &[T], s: S) -> Result<
         [one] => s.serialize_some(one),
         many => s.collect_seq(many),
     }
+}
+
+fn boxed<'a, T: LayerSpec + 'a>(t: &'a T) -> Box<dyn LayerSpec + 'a> {
+    Box::new(t)
 }
 
 /// A scenario as read from a file: jobs are raw fio option maps.
@@ -154,7 +172,58 @@ pub type Scenario = ScenarioT<JobConfig>;
 /// layers' sections, which complete them).
 pub use crate::layers::registry::BUILTIN_SECTIONS as SECTION_NAMES;
 
+/// One layer's table as its kind reads it: (kind, index of the table in
+/// its section, the config).
+pub type LayerSpecAt<'a> = (u8, usize, Box<dyn LayerSpec + 'a>);
+
 impl<J> ScenarioT<J> {
+    /// Every stacking layer the registry knows
+    /// ([`crate::layers::registry::KINDS`]) with its kind and its table's
+    /// index: the kinds the scenario keeps as typed fields (`[[raid10]]`,
+    /// `[[bcache]]`), then the others' tables in [`LayerSections`]' order.
+    /// A table its kind refuses is an error naming the table.
+    pub fn layer_specs(&self) -> Result<Vec<LayerSpecAt<'_>>, (u8, usize, String)> {
+        let typed = |section: &str| {
+            registry::by_section(section)
+                .filter(|(_, k)| k.typed)
+                .expect("a typed kind of the registry")
+                .0
+        };
+        let mut v: Vec<LayerSpecAt<'_>> = Vec::new();
+        let (raid10, bcache) = (typed("raid10"), typed("bcache"));
+        v.extend(
+            self.raid10
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (raid10, i, boxed(r))),
+        );
+        v.extend(
+            self.bcache
+                .iter()
+                .enumerate()
+                .map(|(i, b)| (bcache, i, boxed(b))),
+        );
+        for (k, i, table) in self.layers.tables() {
+            let spec = (registry::KINDS[usize::from(k)].parse)(table).map_err(|e| (k, i, e))?;
+            v.push((k, i, spec));
+        }
+        Ok(v)
+    }
+
+    /// The buffered-I/O layer's spec
+    /// ([`crate::layers::registry::LayerSpec::buffered_io`]: the page
+    /// cache, with `[pagecache]`'s settings or the defaults) for its layer
+    /// `name` over device `below`.
+    pub fn buffered_io_spec(&self, name: &str, below: &str) -> Box<dyn LayerSpec> {
+        let given = self.pagecache.clone();
+        Box::new(crate::layers::pagecache::PageCacheConfig {
+            name: Some(name.to_string()),
+            below: vec![below.to_string()],
+            given: given.is_some(),
+            ..given.unwrap_or_default()
+        })
+    }
+
     /// The devices a job's `filename` may name, as `/dev/...` paths, in
     /// section order (files under `[filesystem] mount` are targets too).
     pub fn job_devices(&self) -> Vec<String> {

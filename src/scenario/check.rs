@@ -24,6 +24,14 @@ type Check = fn(&str) -> Result<(), toml::de::Error>;
 
 use blocksim_models::layers::registry::check_text as check;
 
+/// A bcache set's table, with what it sits on named one way
+/// ([`BcacheConfig::settle_below`]).
+fn check_bcache(text: &str) -> Result<(), toml::de::Error> {
+    use serde::de::Error;
+    let mut b: BcacheConfig = toml::from_str(text)?;
+    b.settle_below().map_err(toml::de::Error::custom)
+}
+
 /// Sections checked on their own: (name, array of tables, check).
 /// `[bcache.populate]` is checked apart from `[bcache]`. `bcache` and `dm`
 /// are arrays of tables that may also be written as one table (one set,
@@ -33,7 +41,7 @@ const SECTIONS: &[(&str, bool, Check)] = &[
     ("cpu", false, check::<CpuConfig>),
     ("costs", false, check::<CostsConfig>),
     ("filesystem", false, check::<FsConfig>),
-    ("bcache", false, check::<BcacheConfig>),
+    ("bcache", false, check_bcache),
     ("ahci", false, check::<AhciConfig>),
     ("ssd", true, check::<SsdConfig>),
     ("hdd", true, check::<HddConfig>),
@@ -52,14 +60,15 @@ const SECTIONS: &[(&str, bool, Check)] = &[
 fn sections() -> impl Iterator<Item = (&'static str, bool, Check)> {
     let registered = blocksim_models::layers::registry::KINDS
         .iter()
-        .filter(|k| k.has_tables())
+        .filter(|k| !k.typed)
         .map(|k| (k.section, false, k.check));
     SECTIONS.iter().copied().chain(registered)
 }
 
 /// Whether section `name` is an array that may be written as one table.
 pub(crate) fn one_or_many(name: &str) -> bool {
-    ONE_OR_MANY.contains(&name) || blocksim_models::layers::registry::by_section(name).is_some()
+    ONE_OR_MANY.contains(&name)
+        || blocksim_models::layers::registry::by_section(name).is_some_and(|(_, k)| !k.typed)
 }
 
 /// Array sections that may also be written as a single table (one element).

@@ -130,3 +130,26 @@ fn size_hints_do_not_say_expected_twice() {
     assert!(err.contains("blockalign"), "{err}");
     assert!(err.contains("expected a number"), "{err}");
 }
+
+/// A job on a device a layer owns (md's member disk) is refused with the
+/// owner by its section and name, and what to target instead.
+#[test]
+fn a_job_on_a_member_a_layer_owns_names_the_owner() {
+    let member = corsair()
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("members = [\""))
+        .and_then(|rest| rest.split('"').next().map(str::to_string))
+        .expect("corsair_nova's md0 has members");
+    let text = corsair().replace(
+        "filename = \"/mnt/rw4k\"",
+        &format!("filename = \"/dev/{member}\""),
+    );
+    assert!(text.contains(&format!("filename = \"/dev/{member}\"")));
+    let err = fails("member.toml", &text, &[]);
+    assert!(
+        err.contains(&format!(
+            "{member:?} is a member of [[raid10]] \"md0\", which owns it; target \"md0\" instead"
+        )),
+        "{err}"
+    );
+}

@@ -238,3 +238,55 @@ fn a_bad_value_of_the_second_set_names_its_line() {
         );
     }
 }
+
+/// Every layer names what it sits on with `below = [...]`: a bcache set's
+/// `below = ["CACHE", "BACKING"]` is its `cache` and `backing`, an array's
+/// `below` its `members`, and the report is the same byte for byte. Naming
+/// the devices both ways, or a set over one device, is refused with the
+/// set's line.
+#[test]
+fn sets_and_arrays_name_what_they_sit_on_with_below() {
+    let text = stack_text();
+    let below = text
+        .replace(
+            "cache = \"sda\"\nbacking = \"sdc\"",
+            "below = [\"sda\", \"sdc\"]",
+        )
+        .replace(
+            "cache = \"sdb\"\nbacking = \"sdd\"",
+            "below = [\"/dev/sdb\", \"sdd\"]",
+        );
+    assert_eq!(below.matches("below = [").count(), 2, "{below}");
+    let f = temp_file("sets-below", "two_sets_below.toml", &below);
+    assert_eq!(
+        sim_ok(&["run", f.to_str().unwrap()]),
+        sim_ok(&["run", STACK])
+    );
+
+    let md = "tests/data/stacks/raid10_over_ssds.toml";
+    let md_text = std::fs::read_to_string(md).unwrap();
+    let md_below = md_text.replace("members = [", "below = [");
+    assert_ne!(md_below, md_text);
+    let dir = std::path::Path::new(md).parent().unwrap();
+    let f = dir.join(format!("raid10_below_{}.toml", std::process::id()));
+    std::fs::write(&f, md_below).unwrap();
+    let out = sim(&["run", f.to_str().unwrap()]);
+    std::fs::remove_file(&f).unwrap();
+    assert_eq!(out.0, sim_ok(&["run", md]), "{}", out.1);
+
+    for (bad, want) in [
+        (
+            text.replacen("cache = \"sda\"", "below = [\"sda\", \"sdc\"]\ncache = \"sda\"", 1),
+            "bad.toml:37: [[bcache]] \"bcache0\": below = [\"sda\", \"sdc\"] and cache/backing both given",
+        ),
+        (
+            text.replacen("cache = \"sda\"\nbacking = \"sdc\"", "below = [\"sda\"]", 1),
+            "bad.toml:37: [[bcache]] \"bcache0\": below = [\"sda\"] names 1 devices; a set sits on two",
+        ),
+    ] {
+        let f = temp_file("sets-below", "bad.toml", &bad);
+        let (_, err, code) = sim(&["run", f.to_str().unwrap()]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(want), "want {want:?} in:\n{err}");
+    }
+}

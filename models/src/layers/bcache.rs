@@ -42,6 +42,7 @@ pub mod index;
 pub mod layer;
 pub mod populate;
 pub mod report;
+pub mod spec;
 pub mod writeback;
 
 use std::collections::BTreeMap;
@@ -69,11 +70,20 @@ pub struct BcacheConfig {
     /// Name of the bcache device jobs and filesystems refer to (`bcache0`).
     pub name: String,
     /// The cache device (an `[[ssd]]` name).
-    #[serde(deserialize_with = "crate::devices::device::de_device")]
+    #[serde(default, deserialize_with = "crate::devices::device::de_device")]
     pub cache: String,
     /// The backing device (a `[[raid10]]` or `[[hdd]]` name).
-    #[serde(deserialize_with = "crate::devices::device::de_device")]
+    #[serde(default, deserialize_with = "crate::devices::device::de_device")]
     pub backing: String,
+    /// `below = ["CACHE", "BACKING"]`: the two devices as every layer
+    /// names what it sits on, instead of `cache` and `backing` (the
+    /// scenario reads it into those: [`BcacheConfig::settle_below`]).
+    #[serde(
+        default,
+        skip_serializing,
+        deserialize_with = "crate::devices::device::de_devices"
+    )]
+    pub below: Vec<String>,
     /// make-bcache `--bucket` (default 1024 sectors = 512 KiB).
     #[serde(default = "default_bucket")]
     pub bucket_size: Bytes,

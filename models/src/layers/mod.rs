@@ -1,22 +1,22 @@
 //! Stacking layers: what sits between a job and the devices, each behind the
-//! [`layer::Layer`] interface (bcache) or, bio-based, routed by the machine
-//! (md [`raid10`], [`dm`]-linear).
+//! [`layer::Layer`] interface, each kind an entry of the [`registry`].
 //!
 //! A new layer is a file (or a folder, like [`bcache`]) here implementing
 //! `Layer` and [`registry::LayerSpec`] (its config), plus one line in the
-//! list at the end of this file ([`passthrough`] is built that way, and so
-//! is the page cache, [`pagecache`]: the registry's buffered-I/O layer,
-//! which the machine inserts above each device buffered jobs target, its
-//! `[pagecache]` section its settings). bcache and dm,
-//! which the machine still treats apart (bcache's request path, dm's
-//! precombined remap), have their sections in `config.rs` and arms in
-//! `machine/graph.rs` and the builder.
+//! list at the end of this file ([`passthrough`] is built that way). md
+//! [`raid10`] and [`bcache`] are entries of the same list; their sections
+//! stay typed fields of the scenario (`config.rs`: the scenario's JSON
+//! and `--set` paths are what they were), which the `; typed` part of the
+//! list says. So is the page cache ([`pagecache`], its section
+//! `[pagecache]` its settings): the registry's buffered-I/O layer, which
+//! the machine inserts above each device buffered jobs target
+//! ([`registry::LayerSpec::buffered_io`]). dm-linear, whose remap the
+//! machine still precombines into a job's submission when nothing sits on
+//! it, is not yet an entry.
 
-pub mod bcache;
 pub mod dm;
 pub mod faulty;
 pub mod layer;
-pub mod raid10;
 pub mod registry;
 
 // The registered layers, one line each: `module: ConfigType,` (the
@@ -24,5 +24,8 @@ pub mod registry;
 // provides).
 registry::register! {
     passthrough: PassthroughConfig,
+    ; typed
+    raid10: Raid10Config,
+    bcache: BcacheConfig [one_table],
     pagecache: PageCacheConfig,
 }

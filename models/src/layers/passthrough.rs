@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::layers::layer::{Child, ChildDone, Layer, LayerCx, LayerReq, Origin, Route, Tokens};
-use crate::layers::registry::{BelowNode, LayerSpec};
+use crate::layers::registry::{BuildCx, LayerSpec};
 
 /// `[[passthrough]]`: a layer named `name` over `below = ["DEVICE"]`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
@@ -27,11 +27,11 @@ impl LayerSpec for PassthroughConfig {
     fn name(&self) -> &str {
         &self.name
     }
-    fn below(&self) -> &[String] {
-        &self.below
+    fn below(&self) -> Vec<&str> {
+        self.below.iter().map(String::as_str).collect()
     }
-    fn build(&self, below: &[BelowNode]) -> Result<Box<dyn Layer>, String> {
-        let [b] = below else {
+    fn build(&self, cx: &mut BuildCx<'_>) -> Result<Box<dyn Layer>, String> {
+        let [b] = &cx.below[..] else {
             return Err(format!("below = {:?}: name one device", self.below));
         };
         Ok(Box::new(Passthrough::new(&self.name, &b.name, b.capacity_sectors)))

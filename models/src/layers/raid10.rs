@@ -86,6 +86,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::devices::device::{Dir, DiskAccounting, DiskStats, Limits, StatsKept};
 use crate::layers::layer::{Child, ChildDone, Layer, LayerCx, LayerReq, Origin, Route};
+use crate::layers::registry::{BelowKind, BelowNode, BuildCx};
 
 /// `[[raid10]]`: an md raid10 array (near layout).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -94,8 +95,9 @@ pub struct Raid10Config {
     /// Array name (e.g. `md0`).
     pub name: String,
     /// Member devices in raid-disk order: names of `[[hdd]]`, `[[ssd]]` or
-    /// `[[generic]]` entries.
-    #[serde(deserialize_with = "crate::devices::device::de_devices")]
+    /// `[[generic]]` entries (`below = [...]`, as every layer names what it
+    /// sits on, is the same key).
+    #[serde(alias = "below", deserialize_with = "crate::devices::device::de_devices")]
     pub members: Vec<String>,
     /// Copies of each chunk on consecutive devices (mdadm `--layout=n2`)
     /// [src: mdadm default layout n2].
@@ -118,6 +120,52 @@ fn default_near_copies() -> u32 {
 }
 fn default_chunk() -> Bytes {
     Bytes(512 << 10)
+}
+
+impl crate::layers::registry::LayerSpec for Raid10Config {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn below(&self) -> Vec<&str> {
+        self.members.iter().map(String::as_str).collect()
+    }
+    fn below_key(&self, _: usize) -> &'static str {
+        "members"
+    }
+    /// Any number: [`Raid10::new`] says what the layout needs.
+    fn below_count(&self) -> (usize, usize) {
+        (0, usize::MAX)
+    }
+    /// Members are disks with queues of their own.
+    fn check_below(&self, below: &[BelowNode]) -> Result<(), String> {
+        match below.iter().find(|b| !matches!(b.kind, BelowKind::Disk { .. })) {
+            Some(b) => Err(Raid10Error::not_a_disk(self, &b.name).to_string()),
+            None => Ok(()),
+        }
+    }
+    fn accounting(&self) -> Option<&str> {
+        self.accounting.as_deref()
+    }
+    /// md owns its members: a job targets the array.
+    fn owns_below(&self) -> bool {
+        true
+    }
+    /// md raid10 over its member devices (each a device of the graph with
+    /// its own queues; `blk_queue_nonrot` for an SSD or a generic device).
+    fn build(&self, cx: &mut BuildCx<'_>) -> Result<Box<dyn Layer>, String> {
+        let members: Vec<Member> = cx
+            .below
+            .iter()
+            .map(|b| Member {
+                name: b.name.clone(),
+                capacity_sectors: b.capacity_sectors,
+                nonrot: b.kind == (BelowKind::Disk { nonrot: true }),
+                no_discard: b.limits.no_discard,
+            })
+            .collect();
+        let md = Raid10::new(self, &members).map_err(|e| e.to_string())?;
+        Ok(Box::new(md))
+    }
 }
 
 impl Raid10Config {

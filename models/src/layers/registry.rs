@@ -1,14 +1,18 @@
-//! The layer registry: every kind of stacking layer that needs nothing of
-//! the machine beyond the [`Layer`] interface is one entry of [`KINDS`].
+//! The layer registry: every kind of stacking layer is one entry of
+//! [`KINDS`] (md raid10, bcache and the test layer passthrough today;
+//! dm-linear not yet).
 //!
 //! An entry names the kind's scenario section and carries its config type.
 //! From it the scenario takes the section (an array of tables, `[[NAME]]`,
 //! or one table), the section check names a bad key by its file line, the
-//! device graph gets the layer's node (its `name` and what it sits on,
-//! `below = [...]`), and the machine builds the layer over the nodes below.
-//! Nothing else in the machine or the scenario names the kind.
+//! device graph gets the layer's node (its `name`, what it sits on and
+//! whether it owns those), the accounting designs find the one it asks
+//! for, and the machine builds the layer over the nodes below
+//! ([`LayerSpec::build`] with a [`BuildCx`]: the nodes below, the profile
+//! for its symbols, the seed, `[costs]`). The layer's report rows come from
+//! the layer itself ([`Layer::report_tables`], [`Layer::report_note`]).
 //!
-//! Adding such a layer is one file `layers/NAME.rs` implementing [`Layer`]
+//! Adding a layer is one file `layers/NAME.rs` implementing [`Layer`]
 //! and [`LayerSpec`] (its config), plus one line in the list in
 //! `layers/mod.rs`, which declares the module and makes the entry (the
 //! section is the module's name):
@@ -16,21 +20,31 @@
 //! ```text
 //! registry::register! {
 //!     passthrough: PassthroughConfig,
+//!     ; typed
+//!     raid10: Raid10Config,
+//!     bcache: BcacheConfig [one_table],
 //! }
 //! ```
 //!
-//! A layer's table always has `name` (its device name) and `below` (the
-//! devices or layers it sits on, by name, in the order its
+//! A layer's table has `name` (its device name) and `below` (the devices
+//! or layers it sits on, by name, in the order its
 //! [`crate::layers::layer::Child::below`] indexes them); the rest is the
-//! kind's own.
+//! kind's own. Kinds after `; typed` keep their sections as typed fields of
+//! the scenario (their JSON, hence a sweep's id, and their `--set` paths
+//! are unchanged) and may also name their nodes their own way (md's
+//! `members`, bcache's `cache` and `backing`, each also `below`).
 //!
-//! **Architecture Invariant:** the machine, the graph and the scenario
-//! reach a registered layer only through its entry here: no `match` on
-//! its kind anywhere else.
+//! **Architecture Invariant:** the machine and the graph reach a
+//! registered layer only through its entry here and its [`LayerSpec`]: no
+//! `match` on its kind anywhere else (the scenario's typed fields are read
+//! in one place, [`crate::config::ScenarioT::layer_specs`]).
 
 use serde::de::DeserializeOwned;
 
+use crate::cpu::costs::CostsConfig;
+use crate::devices::limits::Limits;
 use crate::layers::layer::Layer;
+use blocksim_sim::CpuProfile;
 
 /// What a layer being built may know of each node it sits on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +53,59 @@ pub struct BelowNode {
     pub name: String,
     /// The size it presents.
     pub capacity_sectors: u64,
+    /// The requests it accepts (its own, or those of the node it passes
+    /// its requests on to).
+    pub limits: Limits,
+    /// What it is.
+    pub kind: BelowKind,
+}
+
+/// What a node below a layer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BelowKind {
+    /// A disk with a queue of its own; `nonrot`: it does not rotate (an
+    /// SSD, a generic device), as `/sys/block/X/queue/rotational` = 0 says.
+    Disk { nonrot: bool },
+    /// A device whose bio completes inside the submission (pmem).
+    Inline,
+    /// A stacking layer.
+    Layer,
+    /// A node no layer can sit on: a dm-linear device precombined into its
+    /// jobs' submissions. Its size and limits are not given (0,
+    /// [`Limits::NONE`]).
+    NoQueue,
+}
+
+impl BelowNode {
+    /// The message of a layer that cannot sit on this node (`key`: the
+    /// table's key naming it).
+    pub fn no_queue(&self, key: &str) -> String {
+        format!(
+            "{key} = {:?} is not a device with a queue or a layer (an md member, pmem or a \
+             dm-linear device with nothing else on it cannot be under a layer): name its own \
+             device instead",
+            self.name
+        )
+    }
+}
+
+/// What the machine gives a layer being built: the nodes below, in
+/// [`LayerSpec::below`]'s order, and the parts of the run a layer may
+/// need to set itself up.
+pub struct BuildCx<'a> {
+    pub below: Vec<BelowNode>,
+    /// The profile, where the layer names its CPU work's symbols.
+    pub profile: &'a mut CpuProfile,
+    /// The run's seed (a layer derives its own streams from it).
+    pub seed: u64,
+    /// `[costs]`, for layers whose CPU work is priced there.
+    pub costs: &'a CostsConfig,
+    /// When the jobs' statistics start (the longest `ramp_time`): a
+    /// layer's own counters restart then.
+    pub measure_start_ns: u64,
+    /// How many layers of this kind the scenario has (a kind with several
+    /// labels its report tables with its name).
+    pub of_kind: usize,
 }
 
 /// A layer kind's config (its table in the scenario).
@@ -47,33 +114,85 @@ pub trait LayerSpec {
     fn name(&self) -> &str;
     /// The nodes it sits on, by name (`/dev/` optional), in the order the
     /// layer's `Child::below` indexes them.
-    fn below(&self) -> &[String];
+    fn below(&self) -> Vec<&str>;
+    /// The key of the table that names below node `i` (`below`, or a
+    /// kind's own such as bcache's `cache`), for messages.
+    fn below_key(&self, i: usize) -> &'static str {
+        let _ = i;
+        "below"
+    }
     /// How many nodes it sits on: `(min, max)` (checked before
     /// [`LayerSpec::build`], with the table's line).
     fn below_count(&self) -> (usize, usize) {
         (1, 1)
     }
-    /// The layer over `below` (the built nodes, in [`LayerSpec::below`]'s
-    /// order); an error says what in the table to change.
-    fn build(&self, below: &[BelowNode]) -> Result<Box<dyn Layer>, String>;
+    /// Whether it can sit on the nodes below (their kinds, in
+    /// [`LayerSpec::below`]'s order), checked before [`LayerSpec::build`];
+    /// the default refuses a node no layer can sit on.
+    fn check_below(&self, below: &[BelowNode]) -> Result<(), String> {
+        match below
+            .iter()
+            .enumerate()
+            .find(|(_, b)| b.kind == BelowKind::NoQueue)
+        {
+            Some((i, b)) => Err(b.no_queue(self.below_key(i))),
+            None => Ok(()),
+        }
+    }
+    /// The in-flight accounting design the layer asks for (`accounting =
+    /// "percpu"`), if any.
+    fn accounting(&self) -> Option<&str> {
+        None
+    }
+    /// Whether it owns the devices below it, so that no job may target
+    /// them (md's members); `false` (the default): a job may.
+    fn owns_below(&self) -> bool {
+        false
+    }
+    /// The layer over `cx.below` (the built nodes, in
+    /// [`LayerSpec::below`]'s order); an error says what in the table to
+    /// change.
+    fn build(&self, cx: &mut BuildCx<'_>) -> Result<Box<dyn Layer>, String>;
     /// Whether the kind is the buffered-I/O layer (its layers hold their
     /// requests, [`Layer::holds_requests`]): the machine inserts one above
-    /// each device that buffered jobs (`direct=0`) target, built from the
-    /// scenario's table of the kind's section (its settings, without
-    /// `name` or `below`, which the machine adds), and a scenario has no
-    /// layers of the kind of its own. `false` (the default): the
-    /// scenario's `[[SECTION]]` tables are the kind's layers.
+    /// each device that buffered jobs (`direct=0`) target, from the
+    /// scenario's settings of the kind's typed section
+    /// ([`crate::config::ScenarioT::buffered_io_spec`]), and the scenario
+    /// names no layer of the kind. `false` (the default).
     fn buffered_io() -> bool
     where
         Self: Sized,
     {
         false
     }
-    /// Takes what the kind reads of the scenario beyond its table, before
-    /// [`LayerSpec::build`] (the buffered-I/O layer's settings section);
-    /// the default reads nothing.
-    fn configure(&mut self, sc: &crate::config::Scenario) {
-        let _ = sc;
+}
+
+/// A table lent as it is (a typed section of the scenario's,
+/// [`crate::config::ScenarioT::layer_specs`]).
+impl<T: LayerSpec + ?Sized> LayerSpec for &T {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn below(&self) -> Vec<&str> {
+        (**self).below()
+    }
+    fn below_key(&self, i: usize) -> &'static str {
+        (**self).below_key(i)
+    }
+    fn below_count(&self) -> (usize, usize) {
+        (**self).below_count()
+    }
+    fn check_below(&self, below: &[BelowNode]) -> Result<(), String> {
+        (**self).check_below(below)
+    }
+    fn accounting(&self) -> Option<&str> {
+        (**self).accounting()
+    }
+    fn owns_below(&self) -> bool {
+        (**self).owns_below()
+    }
+    fn build(&self, cx: &mut BuildCx<'_>) -> Result<Box<dyn Layer>, String> {
+        (**self).build(cx)
     }
 }
 
@@ -86,18 +205,15 @@ pub struct LayerKind {
     pub check: fn(&str) -> Result<(), toml::de::Error>,
     /// Reads one table of the section.
     pub parse: fn(&toml::Table) -> Result<Box<dyn LayerSpec>, String>,
-    /// The kind is the buffered-I/O layer ([`LayerSpec::buffered_io`]):
-    /// its section is one table of settings, a built-in section of the
-    /// scenario's, and no layer's.
+    /// The scenario keeps the section as a typed field of its own
+    /// (`bcache`, `raid10`: [`crate::config::ScenarioT::layer_specs`] hands
+    /// out its tables) rather than in [`LayerSections`].
+    pub typed: bool,
+    /// Messages name a table `[NAME] "x"` (a section that may be one
+    /// table) rather than `[[NAME]] "x"`.
+    pub one_table_header: bool,
+    /// The kind is the buffered-I/O layer ([`LayerSpec::buffered_io`]).
     pub buffered_io: fn() -> bool,
-}
-
-impl LayerKind {
-    /// Whether the scenario's tables of the section are layers of the
-    /// kind: not for the buffered-I/O layer, whose section is settings.
-    pub fn has_tables(&self) -> bool {
-        !(self.buffered_io)()
-    }
 }
 
 /// Deserializes `text` as a `T` (its error carries the span of the
@@ -115,38 +231,21 @@ fn parse_table<T: LayerSpec + DeserializeOwned + 'static>(
         .map_err(|e| e.message().to_string())
 }
 
-/// The entry of a kind whose config is `T`, in section `section`.
-pub const fn kind<T: LayerSpec + DeserializeOwned + 'static>(section: &'static str) -> LayerKind {
+/// The entry of a kind whose config is `T`, in section `section`
+/// (`typed` and `one_table_header`: [`LayerKind`]'s fields).
+pub const fn kind<T: LayerSpec + DeserializeOwned + 'static>(
+    section: &'static str,
+    typed: bool,
+    one_table_header: bool,
+) -> LayerKind {
     LayerKind {
         section,
         check: check_text::<T>,
         parse: parse_table::<T>,
+        typed,
+        one_table_header,
         buffered_io: T::buffered_io,
     }
-}
-
-/// Every registered kind of layer (the list in `layers/mod.rs`).
-pub static KINDS: &[LayerKind] = crate::layers::REGISTERED;
-
-/// Declares each registered layer's module and its entry: `module:
-/// ConfigType,` per line; the section is the module's name.
-macro_rules! register {
-    ($($module:ident: $config:ident,)*) => {
-        $(pub mod $module;)*
-        /// The registered layers' entries ([`registry::KINDS`]).
-        pub(crate) static REGISTERED: &[registry::LayerKind] =
-            &[$(registry::kind::<$module::$config>(stringify!($module))),*];
-    };
-}
-pub(crate) use register;
-
-/// The entry of section `section`, with its index in [`KINDS`].
-pub fn by_section(section: &str) -> Option<(u8, &'static LayerKind)> {
-    KINDS
-        .iter()
-        .enumerate()
-        .find(|(_, k)| k.section == section && k.has_tables())
-        .map(|(i, k)| (u8::try_from(i).expect("a handful of kinds"), k))
 }
 
 /// The buffered-I/O layer's kind ([`LayerSpec::buffered_io`]), with its
@@ -159,11 +258,45 @@ pub fn buffered_io_kind() -> Option<(u8, &'static LayerKind)> {
         .map(|(i, k)| (u8::try_from(i).expect("a handful of kinds"), k))
 }
 
+/// Every registered kind of layer (the list in `layers/mod.rs`).
+pub static KINDS: &[LayerKind] = crate::layers::REGISTERED;
+
+/// Declares each registered layer's module and its entry: `module:
+/// ConfigType,` per line; the section is the module's name. Kinds the
+/// scenario keeps as typed fields follow a `; typed` line, `[one_table]`
+/// marking a section that may be one table (its messages say `[NAME]`).
+macro_rules! register {
+    (@one) => { false };
+    (@one $flag:ident) => { true };
+    ($($module:ident: $config:ident,)*
+     ; typed $($tmodule:ident: $tconfig:ident $([$one:ident])?,)*) => {
+        $(pub mod $module;)*
+        $(pub mod $tmodule;)*
+        /// The registered layers' entries ([`registry::KINDS`]).
+        pub(crate) static REGISTERED: &[registry::LayerKind] = &[
+            $(registry::kind::<$module::$config>(stringify!($module), false, false),)*
+            $(registry::kind::<$tmodule::$tconfig>(
+                stringify!($tmodule),
+                true,
+                registry::register!(@one $($one)?),
+            ),)*
+        ];
+    };
+}
+pub(crate) use register;
+
+/// The entry of section `section`, with its index in [`KINDS`].
+pub fn by_section(section: &str) -> Option<(u8, &'static LayerKind)> {
+    KINDS
+        .iter()
+        .enumerate()
+        .find(|(_, k)| k.section == section)
+        .map(|(i, k)| (u8::try_from(i).expect("a handful of kinds"), k))
+}
+
 /// The built-in top-level section names (with the registered layers'
 /// sections, [`all_sections`], every section a
-/// scenario may have), for "did you mean" hints. `pagecache` is the
-/// settings of the buffered-I/O layer's kind ([`LayerSpec::buffered_io`]),
-/// read by the scenario as a section of its own.
+/// scenario may have), for "did you mean" hints.
 pub const BUILTIN_SECTIONS: &[&str] = &[
     "simulation",
     "cpu",
@@ -189,8 +322,8 @@ pub fn all_sections() -> &'static [&'static str] {
     static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     ALL.get_or_init(|| {
         let builtin = BUILTIN_SECTIONS.iter().copied();
-        let kinds = KINDS.iter().filter(|k| k.has_tables());
-        builtin.chain(kinds.map(|k| k.section)).collect()
+        let registered = KINDS.iter().filter(|k| !k.typed).map(|k| k.section);
+        builtin.chain(registered).collect()
     })
 }
 
@@ -203,8 +336,8 @@ impl LayerSections {
     /// Every table with its kind's index, section by section in
     /// [`KINDS`]' order, tables in file order.
     pub fn tables(&self) -> impl Iterator<Item = (u8, usize, &toml::Table)> {
-        let kinds = KINDS.iter().enumerate().filter(|(_, k)| k.has_tables());
-        kinds.flat_map(move |(k, kind)| {
+        let untyped = KINDS.iter().enumerate().filter(|(_, k)| !k.typed);
+        untyped.flat_map(move |(k, kind)| {
             let k = u8::try_from(k).expect("a handful of kinds");
             self.0
                 .get(kind.section)
@@ -232,9 +365,9 @@ impl LayerSections {
 impl serde::Serialize for LayerSections {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let kinds = || KINDS.iter().filter(|k| k.has_tables());
-        let mut m = s.serialize_map(Some(kinds().count()))?;
-        for kind in kinds() {
+        let untyped = || KINDS.iter().filter(|k| !k.typed);
+        let mut m = s.serialize_map(Some(untyped().count()))?;
+        for kind in untyped() {
             let tables = self.0.get(kind.section).map_or(&[][..], Vec::as_slice);
             m.serialize_entry(kind.section, tables)?;
         }
@@ -256,7 +389,7 @@ impl<'de> serde::Deserialize<'de> for LayerSections {
             ) -> Result<LayerSections, A::Error> {
                 let mut out = std::collections::BTreeMap::new();
                 while let Some(key) = a.next_key::<String>()? {
-                    if by_section(&key).is_none() {
+                    if by_section(&key).is_none_or(|(_, k)| k.typed) {
                         return Err(serde::de::Error::unknown_field(&key, all_sections()));
                     }
                     let v: toml::Value = a.next_value()?;
@@ -300,16 +433,16 @@ mod tests {
         for (i, s) in all.iter().enumerate() {
             assert!(!all[i + 1..].contains(s), "section {s} twice");
         }
-        for k in KINDS.iter().filter(|k| k.has_tables()) {
+        for k in KINDS {
             assert_eq!(
                 by_section(k.section).map(|(_, e)| e.section),
                 Some(k.section)
             );
         }
-        // The buffered-I/O layer's section is the scenario's own (its
-        // settings), never a layer's tables.
+        // The buffered-I/O layer is registered once; its section is the
+        // scenario's own (its settings), never a layer's tables.
         let (_, pc) = buffered_io_kind().expect("the page cache is registered");
-        assert!(BUILTIN_SECTIONS.contains(&pc.section) && by_section(pc.section).is_none());
+        assert!(pc.typed && BUILTIN_SECTIONS.contains(&pc.section));
         assert_eq!(KINDS.iter().filter(|k| (k.buffered_io)()).count(), 1);
     }
 
@@ -338,16 +471,34 @@ mod tests {
         let (_, kind) = by_section("passthrough").unwrap();
         let t: toml::Table = toml::from_str("name = \"p\"\nbelow = [\"/dev/a\"]\n").unwrap();
         let spec = (kind.parse)(&t).unwrap();
-        assert_eq!(
-            (spec.name(), spec.below()),
-            ("p", &["/dev/a".to_string()][..])
-        );
+        assert_eq!((spec.name(), spec.below()), ("p", vec!["/dev/a"]));
         let below = BelowNode {
             name: "a".into(),
             capacity_sectors: 8,
+            limits: Limits::NONE,
+            kind: BelowKind::Disk { nonrot: true },
         };
-        let layer = spec.build(&[below]).unwrap();
+        let mut profile = CpuProfile::new(1);
+        let costs = CostsConfig::default();
+        let mut cx = BuildCx {
+            below: vec![below.clone()],
+            profile: &mut profile,
+            seed: 1,
+            costs: &costs,
+            measure_start_ns: 0,
+            of_kind: 1,
+        };
+        let layer = spec.build(&mut cx).unwrap();
         assert_eq!((layer.name(), layer.capacity_sectors()), ("p", 8));
+        let no_queue = BelowNode {
+            kind: BelowKind::NoQueue,
+            ..below
+        };
+        let err = spec.check_below(&[no_queue]).unwrap_err();
+        assert!(
+            err.starts_with("below = \"a\" is not a device with a queue"),
+            "{err}"
+        );
         let bad: toml::Table = toml::from_str("name = \"p\"\nbelow = [\"a\"]\nx = 1\n").unwrap();
         let err = (kind.parse)(&bad).err().unwrap();
         assert!(err.contains("unknown field `x`"), "{err}");

@@ -44,6 +44,7 @@ use std::collections::BTreeMap;
 
 use crate::config::ScenarioT;
 use crate::devices::device::device_name;
+use crate::layers::registry::LayerSpec;
 
 /// What a device is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -52,8 +53,6 @@ pub enum Kind {
     Hdd,
     Generic,
     Pmem,
-    Raid10,
-    Bcache,
     DmLinear,
     /// A registered layer: its index in [`crate::layers::registry::KINDS`].
     Layer(u8),
@@ -67,8 +66,6 @@ impl Kind {
             Kind::Hdd => "hdd",
             Kind::Generic => "generic",
             Kind::Pmem => "pmem",
-            Kind::Raid10 => "raid10",
-            Kind::Bcache => "bcache",
             Kind::DmLinear => "dm",
             Kind::Layer(k) => crate::layers::registry::KINDS[usize::from(k)].section,
         }
@@ -80,19 +77,22 @@ impl Kind {
     /// `[bcache] "NAME"` / `[dm] "NAME"` either way (the name tells them
     /// apart, the index locates the table).
     pub fn is_array(self) -> bool {
-        matches!(
-            self,
-            Kind::Ssd | Kind::Hdd | Kind::Generic | Kind::Pmem | Kind::Raid10 | Kind::Layer(_)
-        )
+        match self {
+            Kind::Ssd | Kind::Hdd | Kind::Generic | Kind::Pmem => true,
+            Kind::DmLinear => false,
+            Kind::Layer(k) => !crate::layers::registry::KINDS[usize::from(k)].one_table_header,
+        }
     }
 
     /// Whether it is a stacking layer behind the `Layer` interface (it
     /// counts towards [`LAYER_DEPTH_MAX`]).
     pub fn is_layer(self) -> bool {
-        matches!(
-            self,
-            Kind::Bcache | Kind::Layer(_) | Kind::DmLinear | Kind::Raid10
-        )
+        matches!(self, Kind::Layer(_) | Kind::DmLinear)
+    }
+
+    /// Whether it is a disk with a queue of its own.
+    pub fn is_disk(self) -> bool {
+        matches!(self, Kind::Ssd | Kind::Hdd | Kind::Generic)
     }
 }
 
@@ -111,6 +111,9 @@ pub struct Node {
     pub index: usize,
     /// The devices it sits on, by name, with the key that names each.
     pub below: Vec<(&'static str, String)>,
+    /// It owns the devices below it: no job may target them
+    /// ([`LayerSpec::owns_below`]).
+    pub owns_below: bool,
 }
 
 /// Why a scenario's devices do not form a graph. `section`/`index` locate
@@ -135,8 +138,6 @@ fn section_header(s: &str) -> String {
         Kind::Hdd,
         Kind::Generic,
         Kind::Pmem,
-        Kind::Raid10,
-        Kind::Bcache,
         Kind::DmLinear,
     ];
     let k = builtin
@@ -166,6 +167,7 @@ fn collect<J>(sc: &ScenarioT<J>) -> Result<Vec<Node>, GraphError> {
         kind,
         index,
         below,
+        owns_below: false,
     };
     let mut v = Vec::new();
     for (i, s) in sc.ssd.iter().enumerate() {
@@ -180,39 +182,41 @@ fn collect<J>(sc: &ScenarioT<J>) -> Result<Vec<Node>, GraphError> {
     for (i, p) in sc.pmem.iter().enumerate() {
         v.push(node(&p.name, Kind::Pmem, i, vec![]));
     }
-    for (i, r) in sc.raid10.iter().enumerate() {
-        let below = r.members.iter().map(|m| ("members", m.clone())).collect();
-        v.push(node(&r.name, Kind::Raid10, i, below));
-    }
-    for (i, b) in sc.bcache.iter().enumerate() {
-        let below = vec![("cache", b.cache.clone()), ("backing", b.backing.clone())];
-        v.push(node(&b.name, Kind::Bcache, i, below));
+    let specs = sc
+        .layer_specs()
+        .map_err(|(k, i, msg)| table_error(sc, k, i, msg))?;
+    let typed = |k: u8| crate::layers::registry::KINDS[usize::from(k)].typed;
+    for (k, i, spec) in specs.iter().filter(|(k, ..)| typed(*k)) {
+        v.push(layer_node(*k, *i, spec.as_ref())?);
     }
     for (i, d) in sc.dm.iter().enumerate() {
         let below = vec![("device", device_name(&d.device).to_string())];
         v.push(node(&d.name, Kind::DmLinear, i, below));
     }
-    for (k, i, table) in sc.layers.tables() {
-        v.push(registered_node(k, i, table)?);
+    for (k, i, spec) in specs.iter().filter(|(k, ..)| !typed(*k)) {
+        v.push(layer_node(*k, *i, spec.as_ref())?);
     }
     Ok(v)
 }
 
-/// The node of a registered layer's table: its `name` and `below`, read
-/// by its kind (a table its kind refuses, or one that sits on too few or
-/// too many nodes, is an error of that table).
-fn registered_node(k: u8, index: usize, table: &toml::Table) -> Result<Node, GraphError> {
-    let kind = &crate::layers::registry::KINDS[usize::from(k)];
-    let name = table.get("name").and_then(|n| n.as_str()).unwrap_or("?");
-    let err = |msg: String| GraphError {
-        section: kind.section,
+/// The error of a registered layer's table `index` its kind refuses.
+fn table_error<J>(sc: &ScenarioT<J>, k: u8, index: usize, msg: String) -> GraphError {
+    let table = sc.layers.tables().find(|&(kk, i, _)| kk == k && i == index);
+    let name = table.and_then(|(_, _, t)| t.get("name")?.as_str().map(str::to_string));
+    GraphError {
+        section: crate::layers::registry::KINDS[usize::from(k)].section,
         index,
-        name: name.to_string(),
+        name: name.unwrap_or_else(|| "?".into()),
         msg,
         key: None,
         other: None,
-    };
-    let spec = (kind.parse)(table).map_err(err)?;
+    }
+}
+
+/// The node of a layer's table: its `name` and what it sits on (one that
+/// sits on too few or too many nodes is an error of that table).
+fn layer_node(k: u8, index: usize, spec: &dyn LayerSpec) -> Result<Node, GraphError> {
+    let kind = &crate::layers::registry::KINDS[usize::from(k)];
     let (min, max) = spec.below_count();
     let n = spec.below().len();
     if n < min || n > max {
@@ -221,23 +225,27 @@ fn registered_node(k: u8, index: usize, table: &toml::Table) -> Result<Node, Gra
             false => format!("{min} to {max}"),
         };
         return Err(GraphError {
-            key: Some("below"),
-            ..err(format!(
+            section: kind.section,
+            index,
+            name: spec.name().to_string(),
+            msg: format!(
                 "below = {:?} names {n} devices; a [[{}]] sits on {want}",
                 spec.below(),
                 kind.section
-            ))
+            ),
+            key: Some(spec.below_key(0)),
+            other: None,
         });
     }
+    let below = spec.below().into_iter().enumerate();
     Ok(Node {
         name: spec.name().to_string(),
         kind: Kind::Layer(k),
         index,
-        below: spec
-            .below()
-            .iter()
-            .map(|b| ("below", device_name(b).to_string()))
+        below: below
+            .map(|(i, b)| (spec.below_key(i), device_name(b).to_string()))
             .collect(),
+        owns_below: spec.owns_below(),
     })
 }
 
@@ -472,11 +480,10 @@ fn check_depth(
     Ok(())
 }
 
-/// No layer sits on a dm-linear over pmem or bcache (directly or through
-/// other dm-linear devices): there dm's remap is precombined into the
+/// No layer sits on a dm-linear over pmem (directly or through other
+/// dm-linear devices): there dm's remap is precombined into the
 /// submission of the job that targets it (pmem completes inside the
-/// submission; bcache takes no requests from a layer), so nothing can
-/// hand it a request from a layer.
+/// submission), so nothing can hand it a request from a layer.
 fn check_over_precombined_dm(
     nodes: &[Node],
     by_name: &BTreeMap<String, usize>,
@@ -491,9 +498,7 @@ fn check_over_precombined_dm(
                 };
                 at = &nodes[by_name[next]];
             }
-            if nodes[by_name[b]].kind != Kind::DmLinear
-                || !matches!(at.kind, Kind::Pmem | Kind::Bcache)
-            {
+            if nodes[by_name[b]].kind != Kind::DmLinear || at.kind != Kind::Pmem {
                 continue;
             }
             return Err(GraphError {
@@ -615,7 +620,8 @@ mod tests {
         let g = Graph::of(&sc).unwrap();
         assert_eq!(g.node("bcache0").unwrap().index, 0);
         assert_eq!(g.node("bcache1").unwrap().index, 1);
-        assert_eq!(g.node("bcache1").unwrap().kind, Kind::Bcache);
+        let bcache = crate::layers::registry::by_section("bcache").unwrap().0;
+        assert_eq!(g.node("bcache1").unwrap().kind, Kind::Layer(bcache));
         // The second set on the first one's cache: refused at the second.
         let e = Graph::of(&scenario(&sets.replace("cache = \"c\"", "cache = \"a\""))).unwrap_err();
         assert_eq!((e.section, e.index, e.key), ("bcache", 1, Some("cache")));

@@ -47,6 +47,19 @@ pub struct BcacheSyms {
     pub btree_insert: SymbolId,
 }
 
+impl BcacheSyms {
+    /// Names them in `profile` (kernel symbols of bcache's B+tree).
+    pub fn register(profile: &mut blocksim_sim::CpuProfile) -> BcacheSyms {
+        use blocksim_sim::Mode;
+        let k = "[kernel.kallsyms]";
+        BcacheSyms {
+            bset_search: profile.symbol("__bset_search", k, Mode::Kernel),
+            search_leaf: profile.symbol("btree_search_leaf", k, Mode::Kernel),
+            btree_insert: profile.symbol("bch_btree_insert", k, Mode::Kernel),
+        }
+    }
+}
+
 /// bcache over its cache and backing devices.
 pub struct BcacheLayer {
     bc: Bcache,

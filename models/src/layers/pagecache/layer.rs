@@ -29,29 +29,20 @@ use super::{
 };
 use crate::devices::device::Dir;
 use crate::layers::layer::{Child, ChildDone, Layer, LayerCx, LayerReq, Origin, Route, Tokens};
-use crate::layers::registry::{BelowNode, LayerSpec};
+use crate::layers::registry::{BuildCx, LayerSpec};
 
 impl LayerSpec for PageCacheConfig {
     fn buffered_io() -> bool {
         true
     }
-    fn configure(&mut self, sc: &crate::config::Scenario) {
-        let (name, below) = (self.name.take(), std::mem::take(&mut self.below));
-        *self = PageCacheConfig {
-            name,
-            below,
-            given: sc.pagecache.is_some(),
-            ..sc.pagecache.clone().unwrap_or_default()
-        };
-    }
     fn name(&self) -> &str {
         self.name.as_deref().unwrap_or("pagecache")
     }
-    fn below(&self) -> &[String] {
-        &self.below
+    fn below(&self) -> Vec<&str> {
+        self.below.iter().map(String::as_str).collect()
     }
-    fn build(&self, below: &[BelowNode]) -> Result<Box<dyn Layer>, String> {
-        let [b] = below else {
+    fn build(&self, cx: &mut BuildCx<'_>) -> Result<Box<dyn Layer>, String> {
+        let [b] = &cx.below[..] else {
             return Err(format!("below = {:?}: name one device", self.below));
         };
         let params = Params::of_config(self, b.capacity_sectors / PAGE_SECTORS, 1);
@@ -337,11 +328,23 @@ mod tests {
             read_ahead_kb: 0,
             ..PageCacheConfig::default()
         };
-        let below = BelowNode {
+        let below = crate::layers::registry::BelowNode {
             name: "a".into(),
             capacity_sectors: 64 << 11,
+            limits: crate::devices::limits::Limits::NONE,
+            kind: crate::layers::registry::BelowKind::Disk { nonrot: true },
         };
-        spec.build(&[below]).unwrap()
+        let mut profile = blocksim_sim::CpuProfile::new(1);
+        let costs = crate::cpu::costs::CostsConfig::default();
+        let mut cx = BuildCx {
+            below: vec![below],
+            profile: &mut profile,
+            seed: 1,
+            costs: &costs,
+            measure_start_ns: 0,
+            of_kind: 1,
+        };
+        spec.build(&mut cx).unwrap()
     }
 
     fn req(dir: Dir, page: u64, pages: u32, task: u32) -> LayerReq {

@@ -306,8 +306,8 @@ pub(super) struct Call {
     pub(super) t: SimTime,
 }
 
-/// Every device of `sc` that asks for a design, in a fixed order (dm, then
-/// devices by section), checked.
+/// Every device of `sc` that asks for a design, in a fixed order (dm, the
+/// devices by section, then the layers of the registry), checked.
 pub(super) fn wanted(sc: &Scenario) -> Result<Vec<Wanted>, ModelError> {
     let mut v = Vec::new();
     let mut add = |name: &str, acct: Option<&String>, dm: bool| -> Result<(), ModelError> {
@@ -330,14 +330,13 @@ pub(super) fn wanted(sc: &Scenario) -> Result<Vec<Wanted>, ModelError> {
     for h in &sc.hdd {
         add(&h.name, h.accounting.as_ref(), false)?;
     }
-    for r in &sc.raid10 {
-        add(&r.name, r.accounting.as_ref(), false)?;
-    }
     for p in sc.pmem.iter().filter(|p| p.iostat) {
         add(&p.name, Some(&p.accounting), false)?;
     }
-    for b in &sc.bcache {
-        add(&b.name, b.accounting.as_ref(), false)?;
+    let specs = sc.layer_specs().map_err(|(_, _, e)| cfg_err(e))?;
+    for (_, _, spec) in &specs {
+        let design = spec.accounting().map(str::to_string);
+        add(spec.name(), design.as_ref(), false)?;
     }
     Ok(v)
 }

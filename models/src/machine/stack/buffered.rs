@@ -29,7 +29,7 @@
 
 use super::*;
 use crate::layers::pagecache::{PAGE_BYTES, PAGE_SECTORS};
-use crate::layers::registry::{buffered_io_kind, BelowNode};
+use crate::layers::registry::{buffered_io_kind, BelowNode, BuildCx};
 
 /// The job side of a machine with buffered jobs.
 pub(super) struct Buffered {
@@ -48,9 +48,8 @@ pub(super) struct BufferedThread {
 /// What the buffered-I/O layers need of the machine at build time.
 pub(super) struct BufferedInput<'a> {
     pub(super) sc: &'a Scenario,
-    pub(super) name_of: &'a dyn Fn(Target) -> String,
-    /// A device's size.
-    pub(super) capacity_of: &'a dyn Fn(usize) -> u64,
+    /// What the layer may know of the node below it (the layers so far).
+    pub(super) below_node: &'a dyn Fn(Target, &[LayerNode]) -> BelowNode,
     /// The target or a bio-based layer above it keeps an in-flight
     /// accounting design (the layer's I/O is not accounted: refused).
     pub(super) accounted: &'a dyn Fn(&JobThread) -> bool,
@@ -106,7 +105,7 @@ pub(super) fn build(
         let l = match over.iter().find(|(x, _)| *x == dev) {
             Some(&(_, l)) => l,
             None => {
-                let node = buffered_layer(input, dev, layers)?;
+                let node = buffered_layer(input, dev, layers, profile)?;
                 layers.push(node);
                 over.push((dev, layers.len() - 1));
                 layers.len() - 1
@@ -136,12 +135,12 @@ pub(super) fn build(
 }
 
 /// The registry's buffered-I/O layer over `dev` (the machine's `layers`
-/// so far: the nodes it may sit on), built from the scenario's settings
-/// of its kind's section.
+/// so far: the nodes it may sit on), from the scenario's settings for it.
 fn buffered_layer(
     input: &BufferedInput<'_>,
     dev: Target,
     layers: &[LayerNode],
+    profile: &mut CpuProfile,
 ) -> Result<LayerNode, ModelError> {
     let Some((_, kind)) = buffered_io_kind() else {
         return Err(cfg_err(
@@ -156,28 +155,23 @@ fn buffered_layer(
             kind.section
         )));
     }
-    let below = (input.name_of)(dev);
-    let mut table = toml::Table::new();
-    table.insert(
-        "name".into(),
-        toml::Value::String(format!("{}:{below}", kind.section)),
-    );
-    table.insert(
-        "below".into(),
-        toml::Value::Array(vec![toml::Value::String(below.clone())]),
-    );
-    let here = |e: String| cfg_err(format!("[{}] over {below}: {e}", kind.section));
-    let mut spec = (kind.parse)(&table).map_err(here)?;
-    spec.configure(input.sc);
-    let capacity_sectors = match dev {
-        Target::Dev(d) => (input.capacity_of)(d),
-        Target::Layer(l) => layers[l].layer.capacity_sectors(),
+    let below = (input.below_node)(dev, layers);
+    let here = |e: String| cfg_err(format!("[{}] over {}: {e}", kind.section, below.name));
+    let spec = input
+        .sc
+        .buffered_io_spec(&format!("{}:{}", kind.section, below.name), &below.name);
+    spec.check_below(std::slice::from_ref(&below))
+        .map_err(here)?;
+    let sc = input.sc;
+    let mut cx = BuildCx {
+        below: vec![below.clone()],
+        profile,
+        seed: sc.simulation.seed,
+        costs: &sc.costs,
+        measure_start_ns: sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0),
+        of_kind: 1,
     };
-    let node = BelowNode {
-        name: below.clone(),
-        capacity_sectors,
-    };
-    let layer = spec.build(&[node]).map_err(here)?;
+    let layer = spec.build(&mut cx).map_err(here)?;
     Ok(LayerNode {
         request_path: layer.runs_request_path(),
         layer,

@@ -135,7 +135,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 graph: &graph,
                 devs: &devs,
                 names: &names,
-                syms: &syms,
                 acct_index: &acct_index,
                 make_request: &paths.make_request,
                 fault: opts.fault,
@@ -175,7 +174,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         .map(Box::new);
         let buffered = build_buffered(
             sc,
-            (&names, &devs, &mut layers, &bio_layers),
+            (&graph, &names, &devs, &mut layers, &bio_layers),
             &mut threads,
             &mut profile,
         )?;
@@ -472,12 +471,9 @@ fn build_paths(sc: &Scenario, profile: &mut CpuProfile) -> Result<Paths, ModelEr
     .with_bundles())
 }
 
-/// The symbols the machine charges by name (B+tree work, the idle loop).
+/// The symbols the machine charges by name (the idle loop).
 fn build_symbols(sc: &Scenario, profile: &mut CpuProfile) -> Result<Symbols, ModelError> {
     Ok(Symbols {
-        bset_search: profile.symbol("__bset_search", "[kernel.kallsyms]", Mode::Kernel),
-        search_leaf: profile.symbol("btree_search_leaf", "[kernel.kallsyms]", Mode::Kernel),
-        btree_insert: profile.symbol("bch_btree_insert", "[kernel.kallsyms]", Mode::Kernel),
         idle: {
             let total: f64 = sc.costs.idle_symbols.iter().map(|s| s.share).sum();
             if !(total > 0.0 && sc.costs.idle_symbols.iter().all(|s| s.share >= 0.0)) {
@@ -505,7 +501,6 @@ struct LayersInput<'a> {
     graph: &'a crate::machine::graph::Graph,
     devs: &'a [DevNode],
     names: &'a BTreeMap<String, usize>,
-    syms: &'a Symbols,
     acct_index: &'a BTreeMap<String, u8>,
     /// The clone's `generic_make_request` (dm-linear's layer charges it).
     make_request: &'a Path,
@@ -526,6 +521,36 @@ impl Built<'_> {
         match t {
             Target::Dev(d) => self.devs[d].dev.capacity_sectors(),
             Target::Layer(l) => self.layers[l].layer.capacity_sectors(),
+        }
+    }
+
+    /// What a layer being built may know of node `name` below it.
+    fn below_node(
+        &self,
+        graph: &crate::machine::graph::Graph,
+        name: &str,
+    ) -> crate::layers::registry::BelowNode {
+        use crate::layers::registry::{BelowKind, BelowNode};
+        let Some(&t) = self.targets.get(name) else {
+            return BelowNode {
+                name: name.to_string(),
+                capacity_sectors: 0,
+                limits: crate::devices::limits::Limits::NONE,
+                kind: BelowKind::NoQueue,
+            };
+        };
+        let kind = match (t, graph.node(name).map(|n| n.kind)) {
+            (Target::Layer(_), _) => BelowKind::Layer,
+            (Target::Dev(_), Some(k)) if k.is_disk() => BelowKind::Disk {
+                nonrot: k != crate::machine::graph::Kind::Hdd,
+            },
+            (Target::Dev(_), _) => BelowKind::Inline,
+        };
+        BelowNode {
+            name: name.to_string(),
+            capacity_sectors: self.capacity(t),
+            limits: self.limits(t),
+            kind,
         }
     }
 
@@ -563,11 +588,10 @@ fn build_layers(
             .collect(),
     };
     let dm_layers = dm_layers(input.graph);
+    let specs = input.sc.layer_specs().map_err(|(_, _, e)| cfg_err(e))?;
     for node in input.graph.bottom_up() {
         let layer = match node.kind {
-            Kind::Bcache => build_bcache(input, &b, &input.sc.bcache[node.index], profile)?,
-            Kind::Layer(k) => build_registered(input, &b, k, node)?,
-            Kind::Raid10 => build_raid10(input, &b, &input.sc.raid10[node.index])?,
+            Kind::Layer(k) => build_registered(input, &b, (k, node), &specs, profile)?,
             Kind::DmLinear if dm_layers.contains(&node.name) => {
                 build_dm(input, &b, &input.sc.dm[node.index], profile)?
             }
@@ -648,16 +672,12 @@ fn build_dm(
 ) -> Result<Box<dyn Layer>, ModelError> {
     d.validate().map_err(cfg_err)?;
     let below = crate::devices::device::device_name(&d.device);
-    let over_bcache = input
-        .graph
-        .node(below)
-        .is_some_and(|n| n.kind == crate::machine::graph::Kind::Bcache);
     let t = match b.targets.get(below) {
         Some(&t @ Target::Dev(i)) if !b.devs[i].dev.completes_inline() => t,
-        Some(&t @ Target::Layer(_)) if !over_bcache => t,
+        Some(&t @ Target::Layer(_)) => t,
         _ => {
             return Err(cfg_err(format!(
-                "[dm] {:?}: a layer sits on it, so it runs as a layer, but its device = {below:?} is                  pmem, bcache or an md member, which a layer cannot sit on: put the layer on {below:?}'s                  own device instead",
+                "[dm] {:?}: a layer sits on it, so it runs as a layer, but its device = {below:?} is                  pmem or an md member, which a layer cannot sit on: put the layer on {below:?}'s                  own device instead",
                 d.name
             )))
         }
@@ -678,128 +698,48 @@ fn build_dm(
     Ok(Box::new(layer))
 }
 
-/// md raid10 over its member devices (each a device of the graph with its
-/// own queues; `blk_queue_nonrot` for an SSD or a generic device).
-fn build_raid10(
-    input: &LayersInput<'_>,
-    b: &Built<'_>,
-    r: &crate::layers::raid10::Raid10Config,
-) -> Result<Box<dyn Layer>, ModelError> {
-    use crate::machine::graph::Kind;
-    let mut members = Vec::with_capacity(r.members.len());
-    for name in &r.members {
-        let kind = input.graph.node(name).map(|n| n.kind);
-        let (Some(Target::Dev(d)), Some(Kind::Ssd | Kind::Hdd | Kind::Generic)) =
-            (b.targets.get(name.as_str()), kind)
-        else {
-            let e = crate::layers::raid10::Raid10Error::not_a_disk(r, name);
-            return Err(cfg_err(e.to_string()));
-        };
-        let dev = &b.devs[*d].dev;
-        members.push(crate::layers::raid10::Member {
-            name: name.clone(),
-            capacity_sectors: dev.capacity_sectors(),
-            nonrot: kind != Some(Kind::Hdd),
-            no_discard: dev.limits().no_discard,
-        });
-    }
-    let md = crate::layers::raid10::Raid10::new(r, &members).map_err(|e| cfg_err(e.to_string()))?;
-    Ok(Box::new(md))
-}
-
-/// A registered layer over its devices or layers, by its kind's entry
-/// ([`crate::layers::registry`]): the machine knows it by nothing else.
+/// A layer over its devices or layers, by its kind's entry
+/// ([`crate::layers::registry`]) and its table's [`LayerSpec`]: the machine
+/// knows it by nothing else. A typed kind's errors name their table
+/// themselves; the others' are led by the table's section and name.
 fn build_registered(
     input: &LayersInput<'_>,
     b: &Built<'_>,
-    k: u8,
-    node: &crate::machine::graph::Node,
-) -> Result<Box<dyn Layer>, ModelError> {
-    use crate::layers::registry::{BelowNode, KINDS};
-    let kind = &KINDS[usize::from(k)];
-    let (_, _, table) = input
-        .sc
-        .layers
-        .tables()
-        .find(|&(kk, i, _)| kk == k && i == node.index)
-        .expect("the graph's node is a table of the scenario");
-    let here = |msg: String| cfg_err(format!("[[{}]] {:?}: {msg}", kind.section, node.name));
-    let spec = (kind.parse)(table).map_err(here)?;
-    let mut below = Vec::with_capacity(node.below.len());
-    for (_, name) in &node.below {
-        let t = *b.targets.get(name.as_str()).ok_or_else(|| {
-            here(format!(
-                "below = {name:?} is not a device with a queue or a layer (an md member, pmem \
-                 or a dm-linear device with nothing else on it cannot be under a layer): name \
-                 its own device instead"
-            ))
-        })?;
-        below.push(BelowNode {
-            name: name.clone(),
-            capacity_sectors: b.capacity(t),
-        });
-    }
-    spec.build(&below).map_err(here)
-}
-
-/// bcache over its cache and backing devices (or layers). With several
-/// sets, each error names its set (`[bcache] "bcache1": ...`) and the set's
-/// report tables are labelled with its name.
-fn build_bcache(
-    input: &LayersInput<'_>,
-    built: &Built<'_>,
-    b: &crate::layers::bcache::BcacheConfig,
+    (k, node): (u8, &crate::machine::graph::Node),
+    specs: &[crate::config::LayerSpecAt<'_>],
     profile: &mut CpuProfile,
 ) -> Result<Box<dyn Layer>, ModelError> {
-    let sc = input.sc;
-    let several = sc.bcache.len() > 1;
-    let err = |msg: String| cfg_err(bcache_error(several.then_some(&b.name), msg));
-    let cache = *built
-        .targets
-        .get(&b.cache)
-        .ok_or_else(|| err(not_a_queue("cache", &b.cache)))?;
-    let backing = *built
-        .targets
-        .get(&b.backing)
-        .ok_or_else(|| err(not_a_queue("backing", &b.backing)))?;
-    if cache == backing {
-        return Err(err("[bcache] cache and backing must differ".into()));
-    }
-    b.check_backing(&built.limits(backing)).map_err(err)?;
-    let backing_sectors = built.capacity(backing);
-    let mut bc = crate::layers::bcache::Bcache::new(
-        b.clone(),
-        built.capacity(cache),
-        backing_sectors,
-        sc.costs.btree.clone(),
-        sc.simulation.seed,
-    )
-    .map_err(err)?;
-    bc.populate().map_err(err)?;
-    bc.register_symbols(profile);
-    // Its counters restart with the job statistics after ramp_time.
-    bc.set_measure_start(sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0));
-    let syms = crate::layers::bcache::layer::BcacheSyms {
-        bset_search: input.syms.bset_search,
-        search_leaf: input.syms.search_leaf,
-        btree_insert: input.syms.btree_insert,
+    use crate::layers::registry::{BuildCx, KINDS};
+    let kind = &KINDS[usize::from(k)];
+    let (_, _, spec) = specs
+        .iter()
+        .find(|&&(kk, i, _)| kk == k && i == node.index)
+        .expect("the graph's node is a table of the scenario");
+    let here = |msg: String| match kind.typed {
+        true => cfg_err(msg),
+        false => cfg_err(format!("[[{}]] {:?}: {msg}", kind.section, node.name)),
     };
-    let layer = crate::layers::bcache::layer::BcacheLayer::new(
-        bc,
-        &b.cache,
-        (&b.backing, backing_sectors),
-        syms,
-    );
-    Ok(Box::new(layer.labelled(several)))
-}
-
-/// A bcache error as it is with one set; with several (`set` given),
-/// led by the set's name: `[bcache] "bcache1": cache_mode = ...`,
-/// `[bcache] "bcache1": [bcache.populate] length ...`.
-fn bcache_error(set: Option<&String>, msg: String) -> String {
-    let Some(name) = set else { return msg };
-    let rest = msg.strip_prefix("[bcache] ").unwrap_or(&msg);
-    format!("[bcache] {name:?}: {rest}")
+    let below: Vec<_> = node
+        .below
+        .iter()
+        .map(|(_, name)| b.below_node(input.graph, name))
+        .collect();
+    spec.check_below(&below).map_err(here)?;
+    let mut cx = BuildCx {
+        below,
+        profile,
+        seed: input.sc.simulation.seed,
+        costs: &input.sc.costs,
+        measure_start_ns: input
+            .sc
+            .jobs
+            .iter()
+            .map(|j| j.ramp_time_ns)
+            .max()
+            .unwrap_or(0),
+        of_kind: specs.iter().filter(|s| s.0 == k).count(),
+    };
+    spec.build(&mut cx).map_err(here)
 }
 
 /// The accounting design instances, with each device's and layer's index.
@@ -878,20 +818,13 @@ fn build_jobs(
     )
 }
 
-/// Why bcache cannot sit on `name`.
-fn not_a_queue(key: &str, name: &str) -> String {
-    format!(
-        "[bcache] {key} = {name:?} is not a device with a queue ([[ssd]], [[hdd]], [[generic]], [[raid10]]) \
-         or a layer ([[passthrough]], [[dm]]): bcache over pmem or an md member is not modelled"
-    )
-}
-
 /// The buffered-I/O layers of the buffered jobs, appended to `layers`
 /// (see `buffered`), and the job side.
 #[allow(clippy::type_complexity)]
 fn build_buffered(
     sc: &Scenario,
-    (names, devs, layers, bio_layers): (
+    (graph, names, devs, layers, bio_layers): (
+        &crate::machine::graph::Graph,
         &BTreeMap<String, usize>,
         &[DevNode],
         &mut Vec<LayerNode>,
@@ -900,13 +833,47 @@ fn build_buffered(
     threads: &mut [JobThread],
     profile: &mut CpuProfile,
 ) -> Result<Option<Box<buffered::Buffered>>, ModelError> {
-    let names_of_layers: Vec<String> = layers.iter().map(|l| l.layer.name().to_string()).collect();
-    let name_of = |t: Target| match t {
-        Target::Dev(i) => names
-            .iter()
-            .find(|(_, &d)| d == i)
-            .map_or_else(|| format!("device {i}"), |(n, _)| n.clone()),
-        Target::Layer(i) => names_of_layers[i].clone(),
+    use crate::layers::registry::{BelowKind, BelowNode};
+    let below_node = |t: Target, layers: &[LayerNode]| match t {
+        Target::Dev(i) => {
+            let name = names
+                .iter()
+                .find(|(_, &d)| d == i)
+                .map_or_else(|| format!("device {i}"), |(n, _)| n.clone());
+            let kind = match graph.node(&name).map(|n| n.kind) {
+                Some(k) if k.is_disk() => BelowKind::Disk {
+                    nonrot: k != crate::machine::graph::Kind::Hdd,
+                },
+                _ => BelowKind::Inline,
+            };
+            let dev = &devs[i].dev;
+            BelowNode {
+                name,
+                capacity_sectors: dev.capacity_sectors(),
+                limits: dev.limits(),
+                kind,
+            }
+        }
+        Target::Layer(l) => {
+            let layer = &layers[l].layer;
+            let mut limits = layer.limits();
+            let mut t = layers[l].below[0].target();
+            while limits.is_none() {
+                match t {
+                    Target::Dev(d) => limits = Some(devs[d].dev.limits()),
+                    Target::Layer(m) => {
+                        limits = layers[m].layer.limits();
+                        t = layers[m].below[0].target();
+                    }
+                }
+            }
+            BelowNode {
+                name: layer.name().to_string(),
+                capacity_sectors: layer.capacity_sectors(),
+                limits: limits.expect("a device at the bottom"),
+                kind: BelowKind::Layer,
+            }
+        }
     };
     let accts: Vec<u8> = layers.iter().map(|l| l.acct).collect();
     let accounted = |th: &JobThread| {
@@ -916,12 +883,10 @@ fn build_buffered(
         };
         target != acct::NO_ACCT || bio_layers[th.layers as usize].acct != acct::NO_ACCT
     };
-    let capacity_of = |d: usize| devs[d].dev.capacity_sectors();
     buffered::build(
         &buffered::BufferedInput {
             sc,
-            name_of: &name_of,
-            capacity_of: &capacity_of,
+            below_node: &below_node,
             accounted: &accounted,
         },
         threads,

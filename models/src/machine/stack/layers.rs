@@ -163,13 +163,20 @@ pub(super) fn resolve(
             Ok((r.targets[name], layers))
         }
         _ => {
-            let member = r.graph.above(name).iter().any(|n| n.kind == Kind::Raid10);
-            let t = r.targets.get(name).copied().filter(|_| !member);
-            let t = t.ok_or_else(|| {
-                cfg_err(format!(
-                    "{name:?} is an array member: md owns it; target the array instead"
-                ))
-            })?;
+            let above = r.graph.above(name);
+            if let Some(owner) = above.iter().find(|n| n.owns_below) {
+                let section = owner.kind.section();
+                let header = match owner.kind.is_array() {
+                    true => format!("[[{section}]]"),
+                    false => format!("[{section}]"),
+                };
+                return Err(cfg_err(format!(
+                    "{name:?} is a member of {header} {:?}, which owns it; target {:?} instead",
+                    owner.name, owner.name
+                )));
+            }
+            let t = r.targets.get(name).copied();
+            let t = t.ok_or_else(|| cfg_err(format!("{name:?} is not a device with a queue")))?;
             Ok((t, BioLayers::default()))
         }
     }

@@ -526,9 +526,6 @@ impl Paths {
 }
 
 struct Symbols {
-    bset_search: SymbolId,
-    search_leaf: SymbolId,
-    btree_insert: SymbolId,
     /// Idle-loop symbols with their normalised share of idle samples.
     idle: Vec<(SymbolId, f64)>,
 }
