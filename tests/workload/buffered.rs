@@ -163,6 +163,16 @@ fn partial_pages_trims_and_bad_pagecache_keys_are_refused() {
     let (_, err, code) = sim(&["run", small.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("pagecache.memory"), "{err}");
+    // The machine puts the page cache over each device buffered jobs
+    // target: its section names none.
+    let placed = temp_file(
+        "buffered",
+        "placed.toml",
+        &stack.replace("[pagecache]\n", "[pagecache]\nbelow = [\"nvme0n1\"]\n"),
+    );
+    let (_, err, code) = sim(&["run", placed.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not keys of [pagecache]"), "{err}");
 }
 
 #[test]

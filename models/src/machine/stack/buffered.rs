@@ -157,9 +157,11 @@ fn buffered_layer(
     }
     let below = (input.below_node)(dev, layers);
     let here = |e: String| cfg_err(format!("[{}] over {}: {e}", kind.section, below.name));
+    let name = format!("{}:{}", kind.section, below.name);
     let spec = input
         .sc
-        .buffered_io_spec(&format!("{}:{}", kind.section, below.name), &below.name);
+        .buffered_io_spec(&name, &below.name)
+        .map_err(here)?;
     spec.check_below(std::slice::from_ref(&below))
         .map_err(here)?;
     let sc = input.sc;
