@@ -210,6 +210,28 @@ impl<J> ScenarioT<J> {
         Ok(v)
     }
 
+    /// The buffered-I/O layer's spec
+    /// ([`crate::layers::registry::LayerSpec::buffered_io`]: the page
+    /// cache, with `[pagecache]`'s settings or the defaults) for its layer
+    /// `name` over device `below`. The section names no device (the
+    /// machine puts one cache over each device buffered jobs target): an
+    /// error says so.
+    pub fn buffered_io_spec(&self, name: &str, below: &str) -> Result<Box<dyn LayerSpec>, String> {
+        let given = self.pagecache.clone();
+        if given
+            .as_ref()
+            .is_some_and(|c| c.name.is_some() || !c.below.is_empty())
+        {
+            return Err("name and below are not keys of [pagecache]: one page cache sits over each device buffered jobs target".into());
+        }
+        Ok(Box::new(crate::layers::pagecache::PageCacheConfig {
+            name: Some(name.to_string()),
+            below: vec![below.to_string()],
+            given: given.is_some(),
+            ..given.unwrap_or_default()
+        }))
+    }
+
     /// The devices a job's `filename` may name, as `/dev/...` paths, in
     /// section order (files under `[filesystem] mount` are targets too).
     pub fn job_devices(&self) -> Vec<String> {

@@ -163,6 +163,16 @@ fn partial_pages_trims_and_bad_pagecache_keys_are_refused() {
     let (_, err, code) = sim(&["run", small.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("pagecache.memory"), "{err}");
+    // The machine puts the page cache over each device buffered jobs
+    // target: its section names none.
+    let placed = temp_file(
+        "buffered",
+        "placed.toml",
+        &stack.replace("[pagecache]\n", "[pagecache]\nbelow = [\"nvme0n1\"]\n"),
+    );
+    let (_, err, code) = sim(&["run", placed.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not keys of [pagecache]"), "{err}");
 }
 
 #[test]
@@ -204,4 +214,59 @@ fn a_buffered_job_runs_on_bcache_through_the_page_cache() {
         !out.contains(" 0 lookups"),
         "bcache looked the reads up:\n{out}"
     );
+}
+
+/// A report's figures: without the lines that name the scenario or the
+/// passthrough layers (their disk-stats rows and notes) and the tables'
+/// rules, whitespace collapsed, the page cache's column (its device,
+/// `dev`) written as DEV.
+fn figures_over(out: &str, dev: &str) -> String {
+    out.lines()
+        .filter(|l| !l.contains("scenario") && !l.contains(" wall "))
+        .filter(|l| {
+            let t = l.trim_start();
+            !["pt0", "pt1"]
+                .iter()
+                .any(|n| t.starts_with(&format!("{n}: ")) || t.starts_with(&format!("note: {n} ")))
+        })
+        .filter(|l| !l.trim().starts_with("---"))
+        .map(|l| {
+            let l = l.split_whitespace().collect::<Vec<_>>().join(" ");
+            l.replace(&format!("counter {dev}"), "counter DEV")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_page_cache_over_layers_gives_the_figures_over_the_device() {
+    // The page cache is a layer like the others: over two [[passthrough]]
+    // layers (which hand each request down unchanged) its block I/Os reach
+    // the SSD as they do without them, through the routing of any layer's
+    // own requests: the same read-ahead, writeback, throttle pauses
+    // (completions held until a time), flusher wake-ups and fsync.
+    for file in [
+        "seq-read.fio",
+        "rand-read.fio",
+        "write-throttled.fio",
+        "write-fsync.fio",
+    ] {
+        let f = format!("tests/data/buffered/{file}");
+        let (over, err, code) = sim(&[
+            "run",
+            "tests/data/buffered/stack-over-passthrough.toml",
+            "--job",
+            &f,
+            "--target",
+            "pt1",
+        ]);
+        assert_eq!(code, 0, "{file}: {over}{err}");
+        let alone = run_ok(file);
+        assert_eq!(
+            figures_over(&over, "pt1"),
+            figures_over(&alone, "nvme0n1"),
+            "{file}"
+        );
+        assert!(over.contains("\npage cache\n"), "{over}");
+    }
 }

@@ -13,7 +13,9 @@
 //! Leaves are [`crate::devices::device::BlockDevice`]s behind host queues; bcache
 //! ([`crate::layers::bcache::layer::BcacheLayer`]), md raid10
 //! ([`crate::layers::raid10::Raid10`]), dm-linear
-//! ([`crate::layers::dm::DmLinear`]) and the test layer
+//! ([`crate::layers::dm::DmLinear`]), the page cache
+//! ([`crate::layers::pagecache::layer::PageCacheLayer`], which holds its
+//! requests: [`Layer::submit_or_hold`], [`Layer::wake`]) and the test layer
 //! [`crate::layers::passthrough::Passthrough`] are layers. A layer's nodes
 //! below are devices or layers: the machine carries a request down and its
 //! completion up through any depth (bounded at assembly,
@@ -48,9 +50,6 @@ pub enum Owner {
     Job(u32),
     /// A request layer `layer` issued, with the token it chose.
     Layer { layer: u8, token: u32 },
-    /// A block I/O of the page cache (buffered jobs), with the machine's
-    /// token for it.
-    PageCache { token: u32 },
 }
 
 /// Bits of a layer's token (a layer's own in-flight requests are bounded
@@ -77,14 +76,6 @@ impl Origin {
         Origin(1 << 30 | u32::from(layer) << TOKEN_BITS | token)
     }
 
-    /// The origin of a block I/O the page cache issued, by the machine's
-    /// `token` for it (the layer number past the last layer's).
-    #[inline]
-    pub fn page_cache(token: u32) -> Origin {
-        assert!(token < 1 << TOKEN_BITS);
-        Origin(1 << 30 | (LAYERS_MAX as u32) << TOKEN_BITS | token)
-    }
-
     /// Whom the request belongs to.
     #[inline]
     pub fn owner(self) -> Owner {
@@ -93,11 +84,7 @@ impl Origin {
         }
         let layer = ((self.0 >> TOKEN_BITS) & 0x3f) as u8;
         let token = self.0 & ((1 << TOKEN_BITS) - 1);
-        if usize::from(layer) == LAYERS_MAX {
-            Owner::PageCache { token }
-        } else {
-            Owner::Layer { layer, token }
-        }
+        Owner::Layer { layer, token }
     }
 }
 
@@ -176,6 +163,10 @@ pub struct LayerCx {
     /// The call issued a request of the layer's own or did worker work
     /// (the machine skips that part when not).
     background: bool,
+    /// Requests from above completed at a later time: (origin, at ns).
+    later: Vec<(Origin, u64)>,
+    /// The layer's timer: [`Layer::wake`] at this time (ns).
+    wake_at: Option<u64>,
 }
 
 impl LayerCx {
@@ -195,6 +186,33 @@ impl LayerCx {
     /// Completes a request from above.
     pub fn complete(&mut self, up: Origin) {
         self.completed.push((up, false));
+    }
+
+    /// Completes a request from above at `at_ns` (now if earlier): a
+    /// request the layer holds for a while (a writer's dirty-throttle
+    /// pause), without a timer of its own.
+    pub fn complete_at(&mut self, up: Origin, at_ns: u64) {
+        self.background = true;
+        self.later.push((up, at_ns));
+    }
+
+    /// Asks for a call of [`Layer::wake`] at `at_ns` (now if earlier): the
+    /// layer's timer (a flusher's period). Each call that asks is one
+    /// wake-up; the earliest of one call's asks is kept. The layer ignores
+    /// a wake-up it no longer wants.
+    pub fn wake_at(&mut self, at_ns: u64) {
+        self.background = true;
+        self.wake_at = Some(self.wake_at.map_or(at_ns, |t| t.min(at_ns)));
+    }
+
+    /// The requests from above completed later, in order: (origin, at ns).
+    pub fn completed_later(&self) -> &[(Origin, u64)] {
+        &self.later
+    }
+
+    /// The wake-up the call asked for (ns).
+    pub fn wake(&self) -> Option<u64> {
+        self.wake_at
     }
 
     /// CPU work of `ns`, charged to `sym` in the profile (`None`: time
@@ -235,6 +253,8 @@ impl LayerCx {
             && self.submitter_len == 0
             && self.completion_len == 0
             && self.worker.is_empty()
+            && self.later.is_empty()
+            && self.wake_at.is_none()
     }
 
     /// Whether the call issued a request of the layer's own or did
@@ -289,6 +309,8 @@ impl LayerCx {
         self.completion_len = 0;
         self.worker.clear();
         self.background = false;
+        self.later.clear();
+        self.wake_at = None;
     }
 }
 
@@ -393,6 +415,39 @@ pub trait Layer {
     /// the bio it hands down, which enters the queue below when the
     /// submitter's path ends.
     fn submit(&mut self, up: Origin, req: LayerReq, cx: &mut LayerCx) -> Child;
+    /// A request from above that the layer may hold: `None` hands nothing
+    /// down now, and the layer completes `up` later ([`LayerCx::complete`]
+    /// in this call or another, [`LayerCx::complete_at`]). What the
+    /// machine calls for a request that enters the layer at the end of
+    /// its submitter's path ([`Layer::holds_requests`]); the default hands
+    /// down [`Layer::submit`]'s bio.
+    fn submit_or_hold(&mut self, up: Origin, req: LayerReq, cx: &mut LayerCx) -> Option<Child> {
+        Some(self.submit(up, req, cx))
+    }
+    /// Whether the layer holds requests from above ([`Layer::submit_or_hold`]),
+    /// completing them when it decides, above the block layer: the page
+    /// cache. Such a layer is the buffered-I/O layer the machine inserts
+    /// above a buffered job's target; it is no block device (fio's disk
+    /// statistics do not list it) and its own requests below are charged
+    /// to no CPU (its CPU work is not modelled). `false` (the default): a
+    /// bio-based block device.
+    fn holds_requests(&self) -> bool {
+        false
+    }
+    /// The layer's timer ([`LayerCx::wake_at`]) is due.
+    fn wake(&mut self, cx: &mut LayerCx) {
+        let _ = cx;
+    }
+    /// Job thread `task` opens the layer's device, on a file of a
+    /// filesystem on it (`on_file`) or raw: called at assembly, in thread
+    /// order, for layers that keep per-task state (a page cache's
+    /// read-ahead stream, and what the task's fsync writes). The default
+    /// keeps none.
+    /// An error says why the layer refuses the task.
+    fn open(&mut self, task: u32, on_file: bool) -> Result<(), String> {
+        let _ = (task, on_file);
+        Ok(())
+    }
     /// A request this layer issued with [`Route::Token`] completed.
     fn child_done(&mut self, done: ChildDone, cx: &mut LayerCx);
     /// The layer's invariants at the end of a run.
@@ -449,6 +504,10 @@ pub trait Layer {
     /// A line for the report's notes.
     fn report_note(&self) -> Option<String> {
         None
+    }
+    /// The lines for the report's notes; the default: [`Layer::report_note`].
+    fn report_notes(&self) -> Vec<String> {
+        self.report_note().into_iter().collect()
     }
     /// Takes the layer's per-interval samples (a hit ratio over time): at
     /// each of the run's sample ticks, never per I/O. The default keeps
@@ -516,6 +575,104 @@ mod tests {
             assert_eq!(o.owner(), Owner::Layer { layer, token });
             assert_ne!(o.owner(), Owner::Job(o.0));
         }
+    }
+
+    #[test]
+    fn a_call_keeps_its_earliest_wake_up_and_its_later_completions_in_order() {
+        let mut cx = LayerCx::default();
+        cx.begin(10);
+        assert!(cx.is_empty() && !cx.has_background());
+        cx.wake_at(500);
+        cx.wake_at(300);
+        cx.wake_at(900);
+        cx.complete_at(Origin::job(2), 70);
+        cx.complete_at(Origin::job(1), 40);
+        assert_eq!(cx.wake(), Some(300));
+        assert_eq!(
+            cx.completed_later(),
+            [(Origin::job(2), 70), (Origin::job(1), 40)]
+        );
+        // The machine takes the slow path for them (they are background).
+        assert!(cx.has_background() && !cx.is_empty());
+        cx.clear();
+        assert!(cx.is_empty() && cx.wake().is_none() && cx.completed_later().is_empty());
+    }
+
+    /// A layer that holds every request until its timer: the default
+    /// `submit_or_hold` of a layer that does not is its `submit`.
+    struct Holder {
+        below: [String; 1],
+        held: Vec<Origin>,
+    }
+
+    impl Layer for Holder {
+        fn name(&self) -> &str {
+            "holder"
+        }
+        fn below(&self) -> &[String] {
+            &self.below
+        }
+        fn capacity_sectors(&self) -> u64 {
+            8
+        }
+        fn submit(&mut self, up: Origin, req: LayerReq, _cx: &mut LayerCx) -> Child {
+            Child {
+                below: 0,
+                route: Route::Remap,
+                dir: req.dir,
+                sector: req.sector,
+                sectors: req.sectors,
+                serves: Some(up),
+            }
+        }
+        fn submit_or_hold(&mut self, up: Origin, _r: LayerReq, cx: &mut LayerCx) -> Option<Child> {
+            self.held.push(up);
+            cx.wake_at(cx.now_ns + 100);
+            None
+        }
+        fn holds_requests(&self) -> bool {
+            true
+        }
+        fn wake(&mut self, cx: &mut LayerCx) {
+            for up in self.held.drain(..) {
+                cx.complete(up);
+            }
+        }
+        fn child_done(&mut self, _done: ChildDone, _cx: &mut LayerCx) {}
+        fn check_invariants(&self) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_held_request_completes_at_the_layers_wake_up() {
+        let mut h = Holder {
+            below: ["a".into()],
+            held: Vec::new(),
+        };
+        let req = LayerReq {
+            dir: Dir::Read,
+            sector: 0,
+            sectors: 8,
+            task: 0,
+        };
+        let mut cx = LayerCx::default();
+        cx.begin(5);
+        assert_eq!(h.submit_or_hold(Origin::job(3), req, &mut cx), None);
+        assert!(cx.completed().is_empty() && cx.children().is_empty());
+        assert_eq!(cx.wake(), Some(105));
+        cx.clear();
+        cx.begin(105);
+        h.wake(&mut cx);
+        assert_eq!(cx.completed(), [(Origin::job(3), false)]);
+        // The defaults: a layer opens any task, and hands `submit`'s bio
+        // down.
+        assert_eq!(h.open(0, true), Ok(()));
+        let mut p = crate::layers::passthrough::Passthrough::new("p", "a", 8);
+        let mut cx = LayerCx::default();
+        let c = p.submit_or_hold(Origin::job(4), req, &mut cx).unwrap();
+        assert_eq!((c.below, c.serves), (0, Some(Origin::job(4))));
+        assert!(!p.holds_requests());
     }
 
     #[test]

@@ -7,15 +7,16 @@
 //! [`raid10`] and [`bcache`] are entries of the same list; their sections
 //! stay typed fields of the scenario (`config.rs`: the scenario's JSON
 //! and `--set` paths are what they were), which the `; typed` part of the
-//! list says. dm-linear, whose remap the machine still precombines into a
-//! job's submission when nothing sits on it, is not yet an entry.
+//! list says. So is the page cache ([`pagecache`], its section
+//! `[pagecache]` its settings): the registry's buffered-I/O layer, which
+//! the machine inserts above each device buffered jobs target
+//! ([`registry::LayerSpec::buffered_io`]). dm-linear, whose remap the
+//! machine still precombines into a job's submission when nothing sits on
+//! it, is not yet an entry.
 
 pub mod dm;
 pub mod faulty;
 pub mod layer;
-/// The Linux page cache as a state machine, not yet wired into the
-/// machine (buffered jobs are still refused).
-pub mod pagecache;
 pub mod registry;
 
 // The registered layers, one line each: `module: ConfigType,` (the
@@ -26,4 +27,5 @@ registry::register! {
     ; typed
     raid10: Raid10Config,
     bcache: BcacheConfig [one_table],
+    pagecache: PageCacheConfig,
 }

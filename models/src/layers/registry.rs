@@ -153,6 +153,18 @@ pub trait LayerSpec {
     /// [`LayerSpec::below`]'s order); an error says what in the table to
     /// change.
     fn build(&self, cx: &mut BuildCx<'_>) -> Result<Box<dyn Layer>, String>;
+    /// Whether the kind is the buffered-I/O layer (its layers hold their
+    /// requests, [`Layer::holds_requests`]): the machine inserts one above
+    /// each device that buffered jobs (`direct=0`) target, from the
+    /// scenario's settings of the kind's typed section
+    /// ([`crate::config::ScenarioT::buffered_io_spec`]), and the scenario
+    /// names no layer of the kind. `false` (the default).
+    fn buffered_io() -> bool
+    where
+        Self: Sized,
+    {
+        false
+    }
 }
 
 /// A table lent as it is (a typed section of the scenario's,
@@ -200,6 +212,8 @@ pub struct LayerKind {
     /// Messages name a table `[NAME] "x"` (a section that may be one
     /// table) rather than `[[NAME]] "x"`.
     pub one_table_header: bool,
+    /// The kind is the buffered-I/O layer ([`LayerSpec::buffered_io`]).
+    pub buffered_io: fn() -> bool,
 }
 
 /// Deserializes `text` as a `T` (its error carries the span of the
@@ -230,7 +244,18 @@ pub const fn kind<T: LayerSpec + DeserializeOwned + 'static>(
         parse: parse_table::<T>,
         typed,
         one_table_header,
+        buffered_io: T::buffered_io,
     }
+}
+
+/// The buffered-I/O layer's kind ([`LayerSpec::buffered_io`]), with its
+/// index in [`KINDS`]; None: none is registered.
+pub fn buffered_io_kind() -> Option<(u8, &'static LayerKind)> {
+    KINDS
+        .iter()
+        .enumerate()
+        .find(|(_, k)| (k.buffered_io)())
+        .map(|(i, k)| (u8::try_from(i).expect("a handful of kinds"), k))
 }
 
 /// Every registered kind of layer (the list in `layers/mod.rs`).
@@ -414,6 +439,11 @@ mod tests {
                 Some(k.section)
             );
         }
+        // The buffered-I/O layer is registered once; its section is the
+        // scenario's own (its settings), never a layer's tables.
+        let (_, pc) = buffered_io_kind().expect("the page cache is registered");
+        assert!(pc.typed && BUILTIN_SECTIONS.contains(&pc.section));
+        assert_eq!(KINDS.iter().filter(|k| (k.buffered_io)()).count(), 1);
     }
 
     #[test]

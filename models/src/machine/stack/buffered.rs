@@ -1,83 +1,57 @@
-//! Buffered jobs (fio's default `direct=0`): their reads, writes and
-//! syncs go to the page cache of their target
-//! ([`crate::layers::pagecache`]), one cache per target device, and the
-//! block I/Os the cache decides on (misses, read-ahead, writeback,
-//! flushes) go into the target device's queue.
+//! Buffered jobs (fio's default `direct=0`), the job side: their reads,
+//! writes and syncs enter the buffered-I/O layer of their target (the
+//! registry's kind that holds requests,
+//! [`crate::layers::registry::LayerSpec::buffered_io`]: the page cache),
+//! which the machine inserts above each device buffered jobs target, one
+//! per device, with the scenario's settings of the kind's section. The
+//! block I/Os the layer decides on go down like any layer's.
 //!
 //! What a buffered job's engine does, as Linux runs it:
-//! - A synchronous call (`psync`, `sync`, ...) returns when the cache
+//! - A synchronous call (`psync`, `sync`, ...) returns when the layer
 //!   completes the request: at once on a hit or a write below the
 //!   throttle, after the reads it waits for, or after its dirty-throttle
 //!   pause (`balance_dirty_pages`).
 //! - libaio's `io_submit` on a file opened without O_DIRECT runs the read
 //!   or write inside the call (the kiocb is not IOCB_NOWAIT), so it blocks
-//!   the same way and a job has one request in the cache at a time,
-//!   whatever its `iodepth`; fio then measures the cache's time as slat,
+//!   the same way and a job has one request in the layer at a time,
+//!   whatever its `iodepth`; fio then measures the layer's time as slat,
 //!   as it does on a real machine.
-//! - `fsync=N` / `end_fsync` run `fsync` on the job's file: it writes the
-//!   pages the job dirtied (a file on the filesystem) or every dirty page
-//!   of the device (a raw device, `blkdev_fsync`), then flushes the device.
+//! - `fsync=N` / `end_fsync` run `fsync` on the job's file: a request of
+//!   direction Flush to the layer, which knows from the thread's open
+//!   ([`crate::layers::layer::Layer::open`]) whether it is a file on a
+//!   filesystem (its own pages) or a raw device (every dirty page,
+//!   `blkdev_fsync`).
+//! - The copy to or from the user's buffer is charged to the job's CPU.
 //!
 //! Not modelled (the report says so): the CPU work of the cache itself
-//! (page lookup, the copy to or from user memory, reclaim, the flusher
-//! thread); one pool per device rather than one for the machine; failed
-//! block I/Os complete the cache's pages as if they had not failed (they
-//! are counted).
+//! (page lookup, reclaim, the flusher thread); one pool per device rather
+//! than one for the machine.
 
 use super::*;
-use crate::layers::layer::Owner;
-use crate::layers::pagecache::{
-    Actions, BlockIo, FsyncScope, Gauges, PageCache, Params, PAGE_BYTES, PAGE_SECTORS,
-};
+use crate::layers::pagecache::{PAGE_BYTES, PAGE_SECTORS};
+use crate::layers::registry::{buffered_io_kind, BelowNode, BuildCx};
 
-/// Most page-cache block I/Os in flight over all caches (the origin's
-/// token bits).
-const TOKENS_MAX: usize = 1 << crate::layers::layer::TOKEN_BITS;
-/// Most page caches (devices with buffered jobs) in one machine.
-const CACHES_MAX: usize = 64;
-
-/// The page caches of a machine with buffered jobs.
+/// The job side of a machine with buffered jobs.
 pub(super) struct Buffered {
-    caches: Vec<CacheNode>,
-    /// A block I/O in flight: token -> (cache, the cache's I/O id).
-    tokens: Vec<Option<(u16, u64)>>,
-    free_tokens: Vec<u32>,
-    /// A reused buffer for the cache's decisions.
-    out: Actions,
-    /// `[pagecache]` was not given: the memory is the default.
-    defaulted: bool,
-    /// (time, cache, gauges) at each report sample.
-    series: Vec<(u64, u16, Gauges)>,
     /// `[pagecache] copy_bytes_per_us`, and the copy's profile symbol.
     copy_bytes_per_us: u64,
     copy_sym: SymbolId,
 }
 
-struct CacheNode {
-    name: String,
-    /// The node below: a device, or a stacking layer (bcache), which
-    /// takes the cache's block I/Os as a replayed trace's (no submitter).
-    dev: Target,
-    cache: PageCache,
-    /// Block I/Os that completed with an error.
-    failed_ios: u64,
-}
-
-/// A buffered job thread's cache and stream (its open file's read-ahead
-/// state).
+/// A buffered job thread's buffered-I/O layer (index into the machine's
+/// layers).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct BufferedThread {
-    pub(super) cache: u16,
-    pub(super) stream: u32,
+    pub(super) layer: u16,
 }
 
-/// What the caches need to know of the machine at build time.
+/// What the buffered-I/O layers need of the machine at build time.
 pub(super) struct BufferedInput<'a> {
     pub(super) sc: &'a Scenario,
-    pub(super) name_of: &'a dyn Fn(Target) -> String,
-    pub(super) size_sectors_of: &'a dyn Fn(Target) -> u64,
+    /// What the layer may know of the node below it (the layers so far).
+    pub(super) below_node: &'a dyn Fn(Target, &[LayerNode]) -> BelowNode,
     /// The target or a bio-based layer above it keeps an in-flight
-    /// accounting design (the cache's I/O is not accounted: refused).
+    /// accounting design (the layer's I/O is not accounted: refused).
     pub(super) accounted: &'a dyn Fn(&JobThread) -> bool,
 }
 
@@ -109,69 +83,48 @@ pub(super) fn check_job(j: &JobConfig) -> Result<(), ModelError> {
     Ok(())
 }
 
-/// The page caches of the buffered threads (None: no buffered job); sets
-/// each buffered thread's cache and stream.
+/// The buffered-I/O layers of the buffered threads, appended to `layers`
+/// (one over each device they target, in the order threads first target
+/// it), each thread opened on its layer; the job side (None: no buffered
+/// job).
 pub(super) fn build(
     input: &BufferedInput<'_>,
     threads: &mut [JobThread],
+    layers: &mut Vec<LayerNode>,
     profile: &mut CpuProfile,
 ) -> Result<Option<Box<Buffered>>, ModelError> {
     let sc = input.sc;
-    // (device, streams).
-    let mut targets: Vec<(Target, u32)> = Vec::new();
-    for t in threads.iter_mut() {
-        let j = &sc.jobs[t.group];
+    // (device, its layer).
+    let mut over: Vec<(Target, usize)> = Vec::new();
+    for (t, th) in threads.iter_mut().enumerate() {
+        let j = &sc.jobs[th.group];
         if j.direct {
             continue;
         }
-        let dev = check_thread(input, j, t)?;
-        let c = match targets.iter().position(|(x, _)| *x == dev) {
-            Some(c) => c,
+        let dev = check_thread(input, j, th)?;
+        let l = match over.iter().find(|(x, _)| *x == dev) {
+            Some(&(_, l)) => l,
             None => {
-                targets.push((dev, 0));
-                targets.len() - 1
+                let node = buffered_layer(input, dev, layers, profile)?;
+                layers.push(node);
+                over.push((dev, layers.len() - 1));
+                layers.len() - 1
             }
         };
-        if c >= CACHES_MAX {
-            return Err(cfg_err(format!(
-                "buffered jobs on more than {CACHES_MAX} devices: at most {CACHES_MAX} page caches"
-            )));
-        }
-        let stream = targets[c].1;
-        targets[c].1 += 1;
-        t.buffered = Some(BufferedThread {
-            cache: c as u16,
-            stream,
+        let task = u32::try_from(t).expect("threads bounded");
+        layers[l]
+            .layer
+            .open(task, th.on_file)
+            .map_err(|e| cfg_err(format!("job `{}`: {e}", j.name)))?;
+        th.buffered = Some(BufferedThread {
+            layer: u16::try_from(l).expect("layers bounded"),
         });
     }
-    if targets.is_empty() {
+    if over.is_empty() {
         return Ok(None);
     }
     let config = sc.pagecache.clone().unwrap_or_default();
-    let mut caches = Vec::with_capacity(targets.len());
-    for (dev, streams) in targets {
-        let name = (input.name_of)(dev);
-        let device_pages = (input.size_sectors_of)(dev) / PAGE_SECTORS;
-        let params = Params::of_config(&config, device_pages, streams);
-        let cache = PageCache::new(params).map_err(|e| {
-            cfg_err(format!(
-                "[pagecache] over {name}: {e}; give a larger memory or other ratios"
-            ))
-        })?;
-        caches.push(CacheNode {
-            name,
-            dev,
-            cache,
-            failed_ios: 0,
-        });
-    }
     Ok(Some(Box::new(Buffered {
-        caches,
-        tokens: Vec::new(),
-        free_tokens: Vec::new(),
-        out: Actions::default(),
-        defaulted: sc.pagecache.is_none(),
-        series: Vec::new(),
         copy_bytes_per_us: config.copy_bytes_per_us.max(1),
         copy_sym: profile.symbol(
             "copy_user_enhanced_fast_string",
@@ -179,6 +132,54 @@ pub(super) fn build(
             Mode::Kernel,
         ),
     })))
+}
+
+/// The registry's buffered-I/O layer over `dev` (the machine's `layers`
+/// so far: the nodes it may sit on), from the scenario's settings for it.
+fn buffered_layer(
+    input: &BufferedInput<'_>,
+    dev: Target,
+    layers: &[LayerNode],
+    profile: &mut CpuProfile,
+) -> Result<LayerNode, ModelError> {
+    let Some((_, kind)) = buffered_io_kind() else {
+        return Err(cfg_err(
+            "direct=0: no buffered-I/O layer is registered; set direct=1",
+        ));
+    };
+    if layers.len() >= crate::layers::layer::LAYERS_MAX {
+        return Err(cfg_err(format!(
+            "buffered jobs on {} devices: more than {} stacking layers with the [{}] over each",
+            layers.len(),
+            crate::layers::layer::LAYERS_MAX,
+            kind.section
+        )));
+    }
+    let below = (input.below_node)(dev, layers);
+    let here = |e: String| cfg_err(format!("[{}] over {}: {e}", kind.section, below.name));
+    let name = format!("{}:{}", kind.section, below.name);
+    let spec = input
+        .sc
+        .buffered_io_spec(&name, &below.name)
+        .map_err(here)?;
+    spec.check_below(std::slice::from_ref(&below))
+        .map_err(here)?;
+    let sc = input.sc;
+    let mut cx = BuildCx {
+        below: vec![below.clone()],
+        profile,
+        seed: sc.simulation.seed,
+        costs: &sc.costs,
+        measure_start_ns: sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0),
+        of_kind: 1,
+    };
+    let layer = spec.build(&mut cx).map_err(here)?;
+    Ok(LayerNode {
+        request_path: layer.runs_request_path(),
+        layer,
+        below: vec![Below::of(dev)],
+        acct: acct::NO_ACCT,
+    })
 }
 
 /// A buffered thread's region starts on a page, its target (a device or a
@@ -210,30 +211,6 @@ fn check_thread(
         )));
     }
     Ok(dev)
-}
-
-impl Buffered {
-    /// A token for cache `c`'s I/O `id`, or None when [`TOKENS_MAX`] are
-    /// in flight.
-    fn token_for(&mut self, c: u16, id: u64) -> Option<u32> {
-        if let Some(t) = self.free_tokens.pop() {
-            self.tokens[t as usize] = Some((c, id));
-            return Some(t);
-        }
-        if self.tokens.len() >= TOKENS_MAX {
-            return None;
-        }
-        self.tokens.push(Some((c, id)));
-        Some((self.tokens.len() - 1) as u32)
-    }
-
-    fn release(&mut self, token: u32) -> (u16, u64) {
-        let v = self.tokens[token as usize]
-            .take()
-            .expect("a page-cache token completes once");
-        self.free_tokens.push(token);
-        v
-    }
 }
 
 impl<const OBS: bool> AsyncStack<OBS> {
@@ -294,95 +271,30 @@ impl<const OBS: bool> AsyncStack<OBS> {
     }
 
     /// The submission of buffered I/O `io` by thread `t` ended: the
-    /// request enters its page cache.
-    pub(super) fn buffered_enter(
+    /// request enters its buffered-I/O layer, which holds it; the call
+    /// blocks the thread until the layer completes it.
+    pub(super) fn buffered_enter(&mut self, t: usize, io: SlotId, ctx: &mut Ctx<'_, Ev>) {
+        let v = *self.ios.get(io);
+        let th = &mut self.threads[t];
+        let bt = th.buffered.expect("a buffered thread");
+        th.sync_in_flight = true;
+        let req = LayerReq {
+            dir: v.dir,
+            sector: v.sector,
+            sectors: v.sectors,
+            task: t as u32,
+        };
+        self.submit_held(usize::from(bt.layer), Origin::job(io.0), req, ctx);
+    }
+
+    /// The buffered-I/O layer completed job I/O `io` (or its writer's
+    /// pause ended): the blocking call returns.
+    pub(super) fn buffered_call_returns(
         &mut self,
-        t: usize,
         io: SlotId,
         now: SimTime,
         ctx: &mut Ctx<'_, Ev>,
     ) {
-        let v = *self.ios.get(io);
-        let th = &mut self.threads[t];
-        let bt = th.buffered.expect("a buffered thread");
-        // The call blocks the thread until the cache completes it.
-        th.sync_in_flight = true;
-        let scope = if th.on_file {
-            FsyncScope::Stream
-        } else {
-            FsyncScope::Device
-        };
-        assert!(
-            v.sector % PAGE_SECTORS == 0 && u64::from(v.sectors) % PAGE_SECTORS == 0,
-            "a buffered I/O of whole pages (checked at build)"
-        );
-        let (first, pages) = (v.sector / PAGE_SECTORS, v.sectors / PAGE_SECTORS as u32);
-        let now_ns = now.as_ns();
-        let req = u64::from(io.0);
-        self.pc_call(bt.cache, ctx, |cache, out| match v.dir {
-            Dir::Read => cache.read(now_ns, bt.stream, req, first, pages, out),
-            Dir::Write => cache.write(now_ns, bt.stream, req, first, pages, out),
-            Dir::Flush => cache.fsync(now_ns, bt.stream, req, scope, out),
-            Dir::Discard => panic!("a buffered trim is refused when the job is built"),
-        });
-    }
-
-    /// Runs one call of cache `c` and carries out what it decided.
-    fn pc_call(
-        &mut self,
-        c: u16,
-        ctx: &mut Ctx<'_, Ev>,
-        f: impl FnOnce(&mut PageCache, &mut Actions),
-    ) {
-        let b = self.buffered.as_mut().expect("page caches");
-        // Carrying out may re-enter a cache (a device completing inline):
-        // the decisions are taken out of the shared buffer first.
-        let mut out = std::mem::take(&mut b.out);
-        f(&mut b.caches[c as usize].cache, &mut out);
-        self.pc_carry_out(c, &out, ctx);
-        out.clear();
-        self.buffered.as_mut().expect("page caches").out = out;
-    }
-
-    /// Issues cache `c`'s block I/Os down its target, completes the
-    /// requests it completed, schedules the paused writers and its wake-up.
-    fn pc_carry_out(&mut self, c: u16, out: &Actions, ctx: &mut Ctx<'_, Ev>) {
-        let now = ctx.now();
-        for bio in &out.ios {
-            let b = self.buffered.as_mut().expect("page caches");
-            let Some(token) = b.token_for(c, bio.id) else {
-                panic!("more than {TOKENS_MAX} page-cache block I/Os in flight");
-            };
-            let dev = b.caches[c as usize].dev;
-            self.pc_issue(dev, token, bio, ctx);
-        }
-        for &req in &out.completed {
-            self.pc_complete(SlotId(req as u32), now, ctx);
-        }
-        for &(req, until_ns) in &out.paused {
-            let at = SimTime(until_ns).max(now);
-            ctx.schedule_at(at, Ev::BufferedDone(req as u32));
-        }
-        if let Some(at_ns) = out.wake_at_ns {
-            ctx.schedule_at(SimTime(at_ns).max(now), Ev::PageCacheWake(c));
-        }
-    }
-
-    /// One block I/O of the cache, into its device's queue or its layer.
-    fn pc_issue(&mut self, dev: Target, token: u32, bio: &BlockIo, ctx: &mut Ctx<'_, Ev>) {
-        let q = Queued {
-            origin: Origin::page_cache(token),
-            root: NO_ROOT,
-            dir: bio.dir,
-            sector: bio.sector,
-            sectors: bio.sectors,
-        };
-        self.submit_to(dev, q, ctx);
-    }
-
-    /// The cache completed job I/O `io` (or its writer's pause ended): the
-    /// blocking call returns.
-    pub(super) fn pc_complete(&mut self, io: SlotId, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
         let v = self.ios.get_mut(io);
         let t = v.job as usize;
         if self.threads[t].sync_call.is_none() {
@@ -398,131 +310,14 @@ impl<const OBS: bool> AsyncStack<OBS> {
         self.io_done(io, now, ctx);
     }
 
-    /// A block I/O of a page cache completed (`failed`: with an error).
-    pub(super) fn pc_io_done(&mut self, token: u32, failed: bool, ctx: &mut Ctx<'_, Ev>) {
-        let b = self.buffered.as_mut().expect("page caches");
-        let (c, id) = b.release(token);
-        b.caches[c as usize].failed_ios += u64::from(failed);
-        let now_ns = ctx.now().as_ns();
-        self.pc_call(c, ctx, |cache, out| cache.io_done(now_ns, id, out));
-    }
-
-    /// Cache `c`'s flusher timer.
-    pub(super) fn pc_wake(&mut self, c: u16, ctx: &mut Ctx<'_, Ev>) {
-        let now_ns = ctx.now().as_ns();
-        self.pc_call(c, ctx, |cache, out| cache.wake(now_ns, out));
-    }
-
-    /// A completion routed to the page cache (from a device or a layer).
-    pub(super) fn pc_delivered(&mut self, owner: Owner, failed: bool, ctx: &mut Ctx<'_, Ev>) {
-        let Owner::PageCache { token } = owner else {
-            panic!("pc_delivered of {owner:?}")
-        };
-        self.pc_io_done(token, failed, ctx);
-    }
-
-    /// Samples each cache's state (for "page cache over time").
-    pub(super) fn pc_sample(&mut self, now: SimTime) {
-        if let Some(b) = self.buffered.as_mut() {
-            for (c, node) in b.caches.iter().enumerate() {
-                b.series.push((now.as_ns(), c as u16, node.cache.gauges()));
-            }
-        }
-    }
-
-    /// The caches' tables and notes for the report.
-    pub(super) fn pc_report(&self, tables: &mut Vec<Table>, notes: &mut Vec<String>) {
+    /// The job side's note for the report (the copy's cost).
+    pub(super) fn buffered_notes(&self, notes: &mut Vec<String>) {
         let Some(b) = self.buffered.as_deref() else {
             return;
         };
-        tables.push(counters_table(b));
-        if !b.series.is_empty() {
-            tables.push(series_table(b));
-        }
-        if b.defaulted {
-            notes.push(format!(
-                "page cache: memory is the default {} GiB [estimate]; give [pagecache] memory (MemAvailable of the machine)",
-                crate::layers::pagecache::DEFAULT_MEMORY_BYTES >> 30
-            ));
-        }
         notes.push(format!(
             "page cache: the copy to and from user memory is charged at {} bytes/us ([pagecache] copy_bytes_per_us); page lookup, reclaim and the flusher are not; one pool per device",
             b.copy_bytes_per_us
         ));
-        for node in b.caches.iter().filter(|n| n.failed_ios > 0) {
-            notes.push(format!(
-                "page cache of {}: {} block I/Os failed; their pages were kept as if they had not (the error does not reach the job)",
-                node.name, node.failed_ios
-            ));
-        }
     }
-}
-
-/// A row of the "page cache" table: the value of one cache.
-type Counter = fn(&PageCache) -> u64;
-
-/// "page cache": the counters of each cache, a column per device.
-fn counters_table(b: &Buffered) -> Table {
-    let mut cols = vec!["counter"];
-    cols.extend(b.caches.iter().map(|n| n.name.as_str()));
-    let mut t = Table::new("page cache", &cols);
-    let rows: [(&str, Counter); 16] = [
-        ("pool_pages", |c| c.pool_pages()),
-        ("read_hit_pages", |c| c.counters().read_hit_pages),
-        ("read_miss_pages", |c| c.counters().read_miss_pages),
-        ("readahead_issued_pages", |c| {
-            c.counters().readahead_issued_pages
-        }),
-        ("readahead_used_pages", |c| {
-            c.counters().readahead_used_pages
-        }),
-        ("readahead_wasted_pages", |c| {
-            c.counters().readahead_wasted_pages
-        }),
-        ("dirty_pages_max", |c| c.counters().dirty_pages_max),
-        ("dirty_pages_at_end", |c| c.gauges().dirty_pages),
-        ("written_back_pages", |c| c.counters().written_back_pages),
-        ("throttle_pauses", |c| c.counters().throttle_pauses),
-        ("throttle_pause_ms", |c| {
-            c.counters().throttle_pause_ns / 1_000_000
-        }),
-        ("throttle_waits", |c| c.counters().throttle_waits),
-        ("evictions", |c| c.counters().evictions),
-        ("activations", |c| c.counters().activations),
-        ("memory_waits", |c| c.counters().memory_waits),
-        ("flushes", |c| c.counters().flushes),
-    ];
-    for (name, f) in rows {
-        let mut row = vec![Cell::Text(name.to_string())];
-        row.extend(b.caches.iter().map(|n| Cell::Int(f(&n.cache) as i64)));
-        t.push_row(row).expect("row shape");
-    }
-    t
-}
-
-/// "page cache over time": resident, dirty and under-writeback MiB at
-/// each report sample.
-fn series_table(b: &Buffered) -> Table {
-    let mut t = Table::new(
-        "page cache over time",
-        &[
-            "time_s",
-            "device",
-            "resident_mib",
-            "dirty_mib",
-            "writeback_mib",
-        ],
-    );
-    let mib = |pages: u64| Cell::float(pages as f64 * PAGE_BYTES as f64 / f64::from(1 << 20), 1);
-    for &(ns, c, g) in &b.series {
-        t.push_row(vec![
-            Cell::float(ns as f64 / 1e9, 3),
-            Cell::Text(b.caches[c as usize].name.clone()),
-            mib(g.resident_pages),
-            mib(g.dirty_pages),
-            mib(g.writeback_pages),
-        ])
-        .expect("row shape");
-    }
-    t
 }

@@ -129,7 +129,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let (accounting, acct_index) = build_accounting(sc, &mut devs, &mut profile)?;
         // Index 0: no layers (most jobs).
         let mut bio_layers = vec![layers::BioLayers::default()];
-        let (layers, targets) = build_layers(
+        let (mut layers, targets) = build_layers(
             &LayersInput {
                 sc,
                 graph: &graph,
@@ -174,8 +174,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         .map(Box::new);
         let buffered = build_buffered(
             sc,
-            (&names, &devs, &layers, &bio_layers),
-            &size_sectors_of,
+            (&graph, &names, &devs, &mut layers, &bio_layers),
             &mut threads,
             &mut profile,
         )?;
@@ -811,42 +810,79 @@ fn build_jobs(
     )
 }
 
-/// The page caches of the buffered jobs (see `buffered`).
+/// The buffered-I/O layers of the buffered jobs, appended to `layers`
+/// (see `buffered`), and the job side.
 #[allow(clippy::type_complexity)]
 fn build_buffered(
     sc: &Scenario,
-    (names, devs, layers, bio_layers): (
+    (graph, names, devs, layers, bio_layers): (
+        &crate::machine::graph::Graph,
         &BTreeMap<String, usize>,
         &[DevNode],
-        &[LayerNode],
+        &mut Vec<LayerNode>,
         &[layers::BioLayers],
     ),
-    size_sectors_of: &dyn Fn(Target) -> u64,
     threads: &mut [JobThread],
     profile: &mut CpuProfile,
 ) -> Result<Option<Box<buffered::Buffered>>, ModelError> {
-    let name_of = |t: Target| match t {
-        Target::Dev(i) => names
-            .iter()
-            .find(|(_, &d)| d == i)
-            .map_or_else(|| format!("device {i}"), |(n, _)| n.clone()),
-        Target::Layer(i) => layers[i].layer.name().to_string(),
+    use crate::layers::registry::{BelowKind, BelowNode};
+    let below_node = |t: Target, layers: &[LayerNode]| match t {
+        Target::Dev(i) => {
+            let name = names
+                .iter()
+                .find(|(_, &d)| d == i)
+                .map_or_else(|| format!("device {i}"), |(n, _)| n.clone());
+            let kind = match graph.node(&name).map(|n| n.kind) {
+                Some(k) if k.is_disk() => BelowKind::Disk {
+                    nonrot: k != crate::machine::graph::Kind::Hdd,
+                },
+                _ => BelowKind::Inline,
+            };
+            let dev = &devs[i].dev;
+            BelowNode {
+                name,
+                capacity_sectors: dev.capacity_sectors(),
+                limits: dev.limits(),
+                kind,
+            }
+        }
+        Target::Layer(l) => {
+            let layer = &layers[l].layer;
+            let mut limits = layer.limits();
+            let mut t = layers[l].below[0].target();
+            while limits.is_none() {
+                match t {
+                    Target::Dev(d) => limits = Some(devs[d].dev.limits()),
+                    Target::Layer(m) => {
+                        limits = layers[m].layer.limits();
+                        t = layers[m].below[0].target();
+                    }
+                }
+            }
+            BelowNode {
+                name: layer.name().to_string(),
+                capacity_sectors: layer.capacity_sectors(),
+                limits: limits.expect("a device at the bottom"),
+                kind: BelowKind::Layer,
+            }
+        }
     };
+    let accts: Vec<u8> = layers.iter().map(|l| l.acct).collect();
     let accounted = |th: &JobThread| {
         let target = match th.target {
             Target::Dev(d) => devs[d].acct,
-            Target::Layer(l) => layers[l].acct,
+            Target::Layer(l) => accts[l],
         };
         target != acct::NO_ACCT || bio_layers[th.layers as usize].acct != acct::NO_ACCT
     };
     buffered::build(
         &buffered::BufferedInput {
             sc,
-            name_of: &name_of,
-            size_sectors_of,
+            below_node: &below_node,
             accounted: &accounted,
         },
         threads,
+        layers,
         profile,
     )
 }

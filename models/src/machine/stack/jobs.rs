@@ -169,7 +169,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
                     ctx,
                 );
             }
-            Action::SubmitBuffered { io } => self.buffered_enter(t, io, now, ctx),
+            Action::SubmitBuffered { io } => self.buffered_enter(t, io, ctx),
             Action::Reap { count } => {
                 let th = &self.threads[t];
                 let (group, lat_target) = (th.group, th.lat.is_some());

@@ -111,11 +111,12 @@ pub enum Ev {
     ProgramsEnd,
     /// A job's steady-state check (`ss_dur`) is due.
     SteadyCheck(u16),
-    /// A page cache's flusher timer (cache index).
-    PageCacheWake(u16),
-    /// A buffered writer's dirty-throttle pause is over: its call returns
-    /// (the I/O's slot).
-    BufferedDone(u32),
+    /// A layer's timer ([`crate::layers::layer::LayerCx::wake_at`]): its
+    /// index.
+    LayerWake(u16),
+    /// A layer completes a request from above it held (its index, the
+    /// request's origin: [`crate::layers::layer::LayerCx::complete_at`]).
+    LayerDone(u16, u32),
 }
 
 /// Largest number of I/Os in flight in the whole stack (a stated bound).
@@ -288,7 +289,7 @@ struct JobThread {
     /// path ([`crate::layers::layer::Layer::runs_request_path`]), which the
     /// submission bundle charges.
     route_bits: u8,
-    /// A buffered job's (`direct=0`) page cache and stream (None: direct).
+    /// A buffered job's (`direct=0`) buffered-I/O layer (None: direct).
     buffered: Option<buffered::BufferedThread>,
 }
 
@@ -608,7 +609,7 @@ pub struct AsyncStack<const OBS: bool = false> {
     order: Option<Box<pace::JobOrder>>,
     /// fio's flows (`flow_id`), for the jobs with a `flow` weight.
     flows: flow::Flows,
-    /// The page caches of buffered jobs (None: every job is direct).
+    /// The job side of buffered jobs (None: every job is direct).
     buffered: Option<Box<buffered::Buffered>>,
 }
 
@@ -649,8 +650,8 @@ impl<const OBS: bool> Model for AsyncStack<OBS> {
             Ev::LineGrant(line) => self.line_grant(line, ctx),
             Ev::ProgramsEnd => self.programs_end(ctx),
             Ev::SteadyCheck(g) => self.steady_check(g as usize, ctx),
-            Ev::PageCacheWake(c) => self.pc_wake(c, ctx),
-            Ev::BufferedDone(io) => self.pc_complete(SlotId(io), ctx.now(), ctx),
+            Ev::LayerWake(l) => self.layer_wake(usize::from(l), ctx),
+            Ev::LayerDone(l, up) => self.layer_done_later(usize::from(l), Origin(up), ctx),
         }
         // I/O conservation at every event (debug builds; the end-of-run
         // check is always on): every submitted I/O not yet reaped is live in

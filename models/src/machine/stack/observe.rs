@@ -274,7 +274,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
     fn obs_what(&self, origin: Origin) -> (&'static str, Option<u8>) {
         match origin.owner() {
             Owner::Job(_) => ("io", None),
-            Owner::PageCache { .. } => ("pagecache", None),
             Owner::Layer { layer, token } => (
                 self.layers[layer as usize].layer.token_label(token),
                 Some(layer),

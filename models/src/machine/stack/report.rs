@@ -134,7 +134,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
         for l in &mut self.layers {
             l.layer.sample(now.as_ns());
         }
-        self.pc_sample(now);
         if let Some(mut iv) = self.intervals.take() {
             for gi in 0..self.groups.len() {
                 iv.sample(gi, &self.group_totals(gi), now);
@@ -241,9 +240,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
             };
             extra_tables.extend(self.layers[li].layer.report_tables(&cx));
         }
-        notes.extend(self.layers.iter().filter_map(|l| l.layer.report_note()));
+        notes.extend(self.layers.iter().flat_map(|l| l.layer.report_notes()));
         notes.extend(self.devs.iter().flat_map(|d| d.dev.notes()));
-        self.pc_report(&mut extra_tables, &mut notes);
+        self.buffered_notes(&mut notes);
         if let Some(a) = &self.acct {
             let mut ios: u64 = self.groups.iter().map(|g| g.ios[0] + g.ios[1]).sum();
             if let Some(p) = &self.programs {
@@ -346,6 +345,10 @@ impl<const OBS: bool> AsyncStack<OBS> {
         // member device would.
         let mut holder = vec![None; self.devs.len()];
         for (i, l) in self.layers.iter().enumerate() {
+            if l.layer.holds_requests() {
+                // Above the block layer: no block device of its own.
+                continue;
+            }
             if !l.layer.report_members() {
                 disks.push(self.layer_disk_report(i, end, elapsed));
                 continue;

@@ -182,9 +182,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
     }
 
     /// The job I/O behind the request a child serves: [`NO_ROOT`] for a
-    /// layer's own work and for the page cache's I/O (it serves no one
-    /// job I/O); a layer's request, as it was noted when it entered the
-    /// layer below ([`Self::note_root`]).
+    /// layer's own work; a layer's request, as it was noted when it
+    /// entered the layer below ([`Self::note_root`]).
     #[inline]
     fn root_of(&self, serves: Option<Origin>) -> u32 {
         match serves.map(Origin::owner) {
@@ -194,8 +193,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         }
     }
 
-    /// [`Self::root_of`] a layer's request (or the page cache's, which has
-    /// none).
+    /// [`Self::root_of`] a layer's request.
     #[cold]
     #[inline(never)]
     fn layer_root_of(&self, serves: Option<Origin>) -> u32 {
@@ -231,6 +229,10 @@ impl<const OBS: bool> AsyncStack<OBS> {
         ctx: &mut Ctx<'_, Ev>,
     ) -> u64 {
         let mut issued_ns = 0;
+        // A layer that holds requests (above the block layer) charges no
+        // CPU for its own requests' way down (its CPU work is not
+        // modelled): they go as a replayed request's.
+        let issuer = issuer.filter(|_| !self.layers[l].layer.holds_requests());
         for c in cx.children() {
             // A layer's own I/O comes back to it: there is no request from
             // above to remap it to.
@@ -311,7 +313,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 return self.job_io_done(io, now, ctx);
             }
             Owner::Layer { layer, token } => (layer as usize, token),
-            o @ Owner::PageCache { .. } => return self.pc_delivered(o, owner.failed, ctx),
         };
         let since_dispatch_ns =
             dispatch::root_slot(owner.root).map_or(0, |io| now.since(self.ios.get(io).t_dispatch));
@@ -369,6 +370,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             }
             self.deliver_up(up, l, now, ctx);
         }
+        self.layer_timers(l, &cx, now, ctx);
         cx.clear();
         self.lcx = cx;
     }
@@ -458,7 +460,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     }
 
     /// Layer `l` completed `up` (`failed`: with an I/O error): a job's
-    /// I/O, a page cache's block I/O, or the request of the layer above,
+    /// I/O (a held one returns its job's call), or the request of the layer above,
     /// which learns of it as from a node below it.
     #[inline]
     fn deliver_up(
@@ -470,11 +472,15 @@ impl<const OBS: bool> AsyncStack<OBS> {
     ) {
         let io = match up.owner() {
             Owner::Job(io) => io,
-            o @ Owner::PageCache { .. } => return self.pc_delivered(o, failed, ctx),
             Owner::Layer { .. } => return self.deliver_to_layer_above(up, failed, l, now, ctx),
         };
         if failed {
             self.ios.get_mut(SlotId(io)).failed = true;
+        }
+        if self.layers[l].layer.holds_requests() {
+            // The request entered at the end of its job's system call,
+            // which blocked on it: the call returns.
+            return self.buffered_call_returns(SlotId(io), now, ctx);
         }
         self.job_io_done(io, now, ctx);
     }
@@ -501,6 +507,85 @@ impl<const OBS: bool> AsyncStack<OBS> {
             failed,
         };
         self.deliver(owner, Below::of(Target::Layer(l)), now, ctx);
+    }
+
+    /// A request from above (`up`, `req`) enters layer `l` at the end of
+    /// its submitter's path and the layer may hold it
+    /// ([`crate::layers::layer::Layer::submit_or_hold`]): the bio it hands
+    /// down, if any, and its own requests go down now (charged to no
+    /// CPU), its completions go up, its later completions and its timer
+    /// are scheduled, in that order.
+    pub(super) fn submit_held(
+        &mut self,
+        l: usize,
+        up: Origin,
+        req: LayerReq,
+        ctx: &mut Ctx<'_, Ev>,
+    ) {
+        let now = ctx.now();
+        self.lcx.begin(now.as_ns());
+        let handed = self.layers[l].layer.submit_or_hold(up, req, &mut self.lcx);
+        // Issuing may re-enter a layer: the effects are carried out from a
+        // buffer of their own.
+        let mut cx = std::mem::take(&mut self.lcx);
+        if let Some(c) = handed {
+            let origin = match c.route {
+                Route::Token(t) => Origin::of_layer(l as u8, t),
+                Route::Remap => up,
+            };
+            let q = Queued {
+                origin,
+                root: self.root_of(c.serves),
+                dir: c.dir,
+                sector: c.sector,
+                sectors: c.sectors,
+            };
+            self.submit_to(self.layers[l].below[c.below as usize].target(), q, ctx);
+        }
+        self.layer_call_done(l, &cx, now, ctx);
+        cx.clear();
+        self.lcx = cx;
+    }
+
+    /// Carries out the rest of a layer call made outside a submission or
+    /// a completion (a held request, a timer): the layer's own requests
+    /// and worker work, its completions upward, its later completions and
+    /// its next wake-up.
+    fn layer_call_done(&mut self, l: usize, cx: &LayerCx, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        self.carry_out(l, cx, now, None, ctx);
+        for &up in cx.completed() {
+            self.deliver_up(up, l, now, ctx);
+        }
+        self.layer_timers(l, cx, now, ctx);
+    }
+
+    /// Schedules what layer `l`'s call asked for later: its completions
+    /// at their times, then its wake-up.
+    fn layer_timers(&mut self, l: usize, cx: &LayerCx, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
+        let l16 = u16::try_from(l).expect("layers bounded");
+        for &(up, at_ns) in cx.completed_later() {
+            ctx.schedule_at(SimTime(at_ns).max(now), Ev::LayerDone(l16, up.0));
+        }
+        if let Some(at_ns) = cx.wake() {
+            ctx.schedule_at(SimTime(at_ns).max(now), Ev::LayerWake(l16));
+        }
+    }
+
+    /// Layer `l`'s timer is due ([`crate::layers::layer::Layer::wake`]).
+    pub(super) fn layer_wake(&mut self, l: usize, ctx: &mut Ctx<'_, Ev>) {
+        let now = ctx.now();
+        self.lcx.begin(now.as_ns());
+        self.layers[l].layer.wake(&mut self.lcx);
+        let mut cx = std::mem::take(&mut self.lcx);
+        self.layer_call_done(l, &cx, now, ctx);
+        cx.clear();
+        self.lcx = cx;
+    }
+
+    /// Layer `l` completes `up` now, as it asked
+    /// ([`crate::layers::layer::LayerCx::complete_at`]).
+    pub(super) fn layer_done_later(&mut self, l: usize, up: Origin, ctx: &mut Ctx<'_, Ev>) {
+        self.deliver_up((up, false), l, ctx.now(), ctx);
     }
 
     /// The device below graph node `t` by first devices (`t` itself if a

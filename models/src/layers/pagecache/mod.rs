@@ -86,6 +86,8 @@
 //!   stream writes its pages); the kernel's fsync of a block device writes
 //!   the whole mapping: [`FsyncScope::Device`].
 
+pub mod layer;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Range;
 
@@ -167,6 +169,18 @@ impl Params {
 #[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PageCacheConfig {
+    /// The device name of the cache's layer: the machine's, which inserts
+    /// one cache above each device buffered jobs target
+    /// ([`layer::PageCacheLayer`]); a scenario gives none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The device the cache sits on (the machine's, as `name`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub below: Vec<String>,
+    /// The scenario has a `[pagecache]` section (the layer's, from
+    /// [`crate::layers::registry::LayerSpec::configure`]; not a key).
+    #[serde(skip)]
+    pub given: bool,
     /// Memory the page cache may hold, per device that buffered jobs use
     /// (`MemAvailable` in /proc/meminfo is the figure to give). Default
     /// 8 GiB \[estimate\]: a test box's free memory.
@@ -225,6 +239,9 @@ fn default_copy() -> u64 {
 impl Default for PageCacheConfig {
     fn default() -> PageCacheConfig {
         PageCacheConfig {
+            name: None,
+            below: Vec::new(),
+            given: false,
             memory: default_memory(),
             read_ahead_kb: default_read_ahead_kb(),
             dirty_background_ratio: default_background_ratio(),
@@ -461,6 +478,15 @@ struct RaState {
     prev_index: u64,
 }
 
+/// A stream's read-ahead state before its first read.
+const RA_IDLE: RaState = RaState {
+    start: 0,
+    size: 0,
+    async_size: 0,
+    // file_ra_state_init: prev_pos = -1.
+    prev_index: u64::MAX >> 12,
+};
+
 /// `get_init_ra_size`: the first window for a read of `req` pages.
 pub fn init_ra_pages(req: u64, max: u64) -> u64 {
     assert!(req > 0 && req <= u64::from(REQUEST_PAGES_MAX));
@@ -575,13 +601,6 @@ impl PageCache {
             background_pages = dirty_limit_pages / 2;
         }
         let streams = params.streams as usize;
-        let ra_idle = RaState {
-            start: 0,
-            size: 0,
-            async_size: 0,
-            // file_ra_state_init: prev_pos = -1.
-            prev_index: u64::MAX >> 12,
-        };
         Ok(PageCache {
             params,
             pool_pages,
@@ -599,7 +618,7 @@ impl PageCache {
             reqs: BTreeMap::new(),
             blocked: VecDeque::new(),
             throttled: VecDeque::new(),
-            ra: vec![ra_idle; streams],
+            ra: vec![RA_IDLE; streams],
             pinned: NIL,
             flush_all_wanted: false,
             wake_next_ns: None,
@@ -611,6 +630,19 @@ impl PageCache {
 
     pub fn pool_pages(&self) -> u64 {
         self.pool_pages
+    }
+
+    /// One more stream (an open file with its read-ahead state); returns
+    /// its id, or None beyond [`STREAMS_MAX`].
+    pub fn add_stream(&mut self) -> Option<u32> {
+        let id = self.params.streams;
+        if id >= STREAMS_MAX {
+            return None;
+        }
+        self.params.streams += 1;
+        self.dirty_by_stream.push(BTreeSet::new());
+        self.ra.push(RA_IDLE);
+        Some(id)
     }
 
     /// (background threshold, freerun ceiling, dirty limit), in pages.
