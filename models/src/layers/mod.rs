@@ -11,8 +11,8 @@
 //! `[pagecache]` its settings): the registry's buffered-I/O layer, which
 //! the machine inserts above each device buffered jobs target
 //! ([`registry::LayerSpec::buffered_io`]). dm-linear, whose remap the
-//! machine still precombines into a job's submission when nothing sits on
-//! it, is not yet an entry.
+//! machine still precombines into a job's submission over pmem, is not
+//! yet an entry.
 
 pub mod dm;
 pub mod faulty;

@@ -13,7 +13,6 @@ use crate::devices::device::BlockDevice;
 use crate::devices::generic::Generic;
 use crate::devices::hdd::Hdd;
 use crate::devices::ssd::SsdConfig;
-use crate::layers::raid10::Raid10Error;
 use crate::machine::run::ModelError;
 
 /// Tags of a bio-based device's "port": effectively unbounded.
@@ -33,12 +32,37 @@ fn config_err(e: impl ToString) -> ModelError {
     ModelError::Config(e.to_string())
 }
 
-/// Names of every device some array holds as a member.
+/// The layers that own the devices below them
+/// ([`crate::layers::registry::LayerSpec::owns_below`]: md's members).
+fn owners(sc: &Scenario) -> Result<Vec<crate::config::LayerSpecAt<'_>>, ModelError> {
+    let specs = sc.layer_specs().map_err(|(_, _, e)| config_err(e))?;
+    Ok(specs
+        .into_iter()
+        .filter(|(_, _, s)| s.owns_below())
+        .collect())
+}
+
+/// Names of every device a layer owns (an array's members).
 pub fn array_members(sc: &Scenario) -> std::collections::BTreeSet<String> {
-    sc.raid10
-        .iter()
-        .flat_map(|r| r.members.iter().cloned())
+    let owners = owners(sc).unwrap_or_default();
+    let below = owners.iter().flat_map(|(_, _, s)| s.below());
+    below
+        .map(|b| crate::devices::device::device_name(b).to_string())
         .collect()
+}
+
+/// Why `name`, below `owner`, is no device it can own: the owner's own
+/// words for a node that is not a disk.
+fn not_a_disk(owner: &dyn crate::layers::registry::LayerSpec, name: &str) -> ModelError {
+    use crate::layers::registry::{BelowKind, BelowNode};
+    let node = BelowNode {
+        name: name.to_string(),
+        capacity_sectors: 0,
+        limits: crate::devices::limits::Limits::NONE,
+        kind: BelowKind::NoQueue,
+    };
+    let msg = owner.check_below(&[node]).err();
+    config_err(msg.unwrap_or_else(|| format!("{name:?} is no disk {} can hold", owner.name())))
 }
 
 /// A disk behind an AHCI port of `ncq_tags` tags (at most its own NCQ
@@ -78,16 +102,17 @@ pub fn add_leaves(
     for s in sc.ssd.iter().filter(|s| !in_array.contains(&s.name)) {
         add(&s.name, Leaf::Ssd(s))?;
     }
-    for r in &sc.raid10 {
-        for name in &r.members {
-            let leaf = if let Some(s) = sc.ssd.iter().find(|s| &s.name == name) {
+    for (_, _, owner) in owners(sc)? {
+        for name in owner.below() {
+            let name = crate::devices::device::device_name(name);
+            let leaf = if let Some(s) = sc.ssd.iter().find(|s| s.name == name) {
                 Leaf::Ssd(s)
-            } else if let Some(h) = sc.hdd.iter().find(|h| &h.name == name) {
+            } else if let Some(h) = sc.hdd.iter().find(|h| h.name == name) {
                 hdd(h, seed, ncq_tags)?
-            } else if let Some(g) = sc.generic.iter().find(|g| &g.name == name) {
+            } else if let Some(g) = sc.generic.iter().find(|g| g.name == name) {
                 generic(g, seed)?
             } else {
-                return Err(config_err(Raid10Error::not_a_disk(r, name)));
+                return Err(not_a_disk(owner.as_ref(), name));
             };
             add(name, leaf)?;
         }
