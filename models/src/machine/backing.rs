@@ -51,20 +51,6 @@ pub fn array_members(sc: &Scenario) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
-/// Why `name`, below `owner`, is no device it can own: the owner's own
-/// words for a node that is not a disk.
-fn not_a_disk(owner: &dyn crate::layers::registry::LayerSpec, name: &str) -> ModelError {
-    use crate::layers::registry::{BelowKind, BelowNode};
-    let node = BelowNode {
-        name: name.to_string(),
-        capacity_sectors: 0,
-        limits: crate::devices::limits::Limits::NONE,
-        kind: BelowKind::NoQueue,
-    };
-    let msg = owner.check_below(&[node]).err();
-    config_err(msg.unwrap_or_else(|| format!("{name:?} is no disk {} can hold", owner.name())))
-}
-
 /// A disk behind an AHCI port of `ncq_tags` tags (at most its own NCQ
 /// depth).
 fn hdd(
@@ -112,7 +98,9 @@ pub fn add_leaves(
             } else if let Some(g) = sc.generic.iter().find(|g| g.name == name) {
                 generic(g, seed)?
             } else {
-                return Err(not_a_disk(owner.as_ref(), name));
+                // No disk (pmem, a layer): the owner's own check says so
+                // when it is built (`LayerSpec::check_below`).
+                continue;
             };
             add(name, leaf)?;
         }

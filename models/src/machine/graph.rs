@@ -309,6 +309,16 @@ impl Graph {
         self.by_name.get(name).map(|&i| &self.nodes[i])
     }
 
+    /// Whether `name` is a dm-linear over pmem (directly or through other
+    /// dm-linear devices): its remap is precombined into its jobs'
+    /// submissions, and no layer may sit on it.
+    pub fn is_precombined_dm(&self, name: &str) -> bool {
+        self.node(name).is_some_and(|n| {
+            let at = below_dm_chain(&self.nodes, &self.by_name, n);
+            n.kind == Kind::DmLinear && at.kind == Kind::Pmem
+        })
+    }
+
     /// The devices that sit directly on `name`.
     pub fn above(&self, name: &str) -> Vec<&Node> {
         self.nodes
@@ -480,6 +490,23 @@ fn check_depth(
     Ok(())
 }
 
+/// The device at the end of node `n`'s chain of dm-linear devices (`n`
+/// itself if it is no dm-linear). Bounded: the graph is acyclic.
+fn below_dm_chain<'a>(
+    nodes: &'a [Node],
+    by_name: &BTreeMap<String, usize>,
+    n: &'a Node,
+) -> &'a Node {
+    let mut at = n;
+    while at.kind == Kind::DmLinear {
+        let Some((_, next)) = at.below.first() else {
+            break;
+        };
+        at = &nodes[by_name[next]];
+    }
+    at
+}
+
 /// No layer sits on a dm-linear over pmem (directly or through other
 /// dm-linear devices): there dm's remap is precombined into the
 /// submission of the job that targets it (pmem completes inside the
@@ -490,15 +517,9 @@ fn check_over_precombined_dm(
 ) -> Result<(), GraphError> {
     for n in nodes.iter().filter(|n| n.kind.is_layer()) {
         for (key, b) in &n.below {
-            // Down through dm-linear devices (bounded: the graph is acyclic).
-            let mut at = &nodes[by_name[b]];
-            while at.kind == Kind::DmLinear {
-                let Some((_, next)) = at.below.first() else {
-                    break;
-                };
-                at = &nodes[by_name[next]];
-            }
-            if nodes[by_name[b]].kind != Kind::DmLinear || at.kind != Kind::Pmem {
+            let dm = &nodes[by_name[b]];
+            let at = below_dm_chain(nodes, by_name, dm);
+            if dm.kind != Kind::DmLinear || at.kind != Kind::Pmem {
                 continue;
             }
             return Err(GraphError {

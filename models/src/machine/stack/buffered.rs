@@ -29,7 +29,7 @@
 
 use super::*;
 use crate::layers::pagecache::{PAGE_BYTES, PAGE_SECTORS};
-use crate::layers::registry::{buffered_io_kind, BelowNode, BuildCx};
+use crate::layers::registry::{buffered_io_kind, BelowNode};
 
 /// The job side of a machine with buffered jobs.
 pub(super) struct Buffered {
@@ -164,22 +164,9 @@ fn buffered_layer(
         .map_err(here)?;
     spec.check_below(std::slice::from_ref(&below))
         .map_err(here)?;
-    let sc = input.sc;
-    let mut cx = BuildCx {
-        below: vec![below.clone()],
-        profile,
-        seed: sc.simulation.seed,
-        costs: &sc.costs,
-        measure_start_ns: sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0),
-        of_kind: 1,
-    };
+    let mut cx = super::build::build_cx(input.sc, vec![below.clone()], profile, 1);
     let layer = spec.build(&mut cx).map_err(here)?;
-    Ok(LayerNode {
-        request_path: layer.runs_request_path(),
-        layer,
-        below: vec![Below::of(dev)],
-        acct: acct::NO_ACCT,
-    })
+    Ok(LayerNode::new(layer, vec![Below::of(dev)], acct::NO_ACCT))
 }
 
 /// A buffered thread's region starts on a page, its target (a device or a

@@ -517,6 +517,46 @@ struct Built<'a> {
 }
 
 impl Built<'_> {
+    fn nodes(&self) -> Nodes<'_> {
+        Nodes {
+            devs: self.devs,
+            layers: &self.layers,
+        }
+    }
+
+    /// What a layer being built may know of node `name` below it: one no
+    /// layer can sit on when it is no queueing target.
+    fn below_node(
+        &self,
+        graph: &crate::machine::graph::Graph,
+        name: &str,
+    ) -> crate::layers::registry::BelowNode {
+        use crate::layers::registry::{BelowKind, BelowNode};
+        match self.targets.get(name) {
+            Some(&t) => self.nodes().below_node(graph, name, t),
+            None => BelowNode {
+                name: name.to_string(),
+                capacity_sectors: 0,
+                limits: crate::devices::limits::Limits::NONE,
+                kind: BelowKind::NoQueue,
+            },
+        }
+    }
+
+    fn capacity(&self, t: Target) -> u64 {
+        self.nodes().capacity(t)
+    }
+}
+
+/// The devices and the layers built so far, as the layers being built
+/// see them.
+#[derive(Clone, Copy)]
+pub(super) struct Nodes<'a> {
+    pub(super) devs: &'a [DevNode],
+    pub(super) layers: &'a [LayerNode],
+}
+
+impl Nodes<'_> {
     fn capacity(&self, t: Target) -> u64 {
         match t {
             Target::Dev(d) => self.devs[d].dev.capacity_sectors(),
@@ -524,21 +564,15 @@ impl Built<'_> {
         }
     }
 
-    /// What a layer being built may know of node `name` below it.
-    fn below_node(
+    /// What a layer being built may know of queueing target `t`, device
+    /// `name` of `graph`.
+    pub(super) fn below_node(
         &self,
         graph: &crate::machine::graph::Graph,
         name: &str,
+        t: Target,
     ) -> crate::layers::registry::BelowNode {
         use crate::layers::registry::{BelowKind, BelowNode};
-        let Some(&t) = self.targets.get(name) else {
-            return BelowNode {
-                name: name.to_string(),
-                capacity_sectors: 0,
-                limits: crate::devices::limits::Limits::NONE,
-                kind: BelowKind::NoQueue,
-            };
-        };
         let kind = match (t, graph.node(name).map(|n| n.kind)) {
             (Target::Layer(_), _) => BelowKind::Layer,
             (Target::Dev(_), Some(k)) if k.is_disk() => BelowKind::Disk {
@@ -566,6 +600,38 @@ impl Built<'_> {
                     None => t = self.layers[l].below[0].target(),
                 },
             }
+        }
+    }
+}
+
+/// What the machine gives a layer being built over `below`
+/// ([`crate::layers::registry::BuildCx`]), one of `of_kind` of its kind.
+pub(super) fn build_cx<'a>(
+    sc: &'a Scenario,
+    below: Vec<crate::layers::registry::BelowNode>,
+    profile: &'a mut CpuProfile,
+    of_kind: usize,
+) -> crate::layers::registry::BuildCx<'a> {
+    crate::layers::registry::BuildCx {
+        below,
+        profile,
+        seed: sc.simulation.seed,
+        costs: &sc.costs,
+        measure_start_ns: sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0),
+        of_kind,
+    }
+}
+
+impl LayerNode {
+    /// Layer `layer` over `below`, running accounting design instance
+    /// `acct`; what the machine asks of it per bio is read once here.
+    pub(super) fn new(layer: Box<dyn Layer>, below: Vec<Below>, acct: u8) -> LayerNode {
+        LayerNode {
+            request_path: layer.runs_request_path(),
+            holds_requests: layer.holds_requests(),
+            layer,
+            below,
+            acct,
         }
     }
 }
@@ -614,16 +680,9 @@ fn build_layers(
         let name = layer.name().to_string();
         b.targets
             .insert(name.clone(), Target::Layer(b.layers.len()));
-        b.layers.push(LayerNode {
-            request_path: layer.runs_request_path(),
-            layer,
-            below,
-            acct: input
-                .acct_index
-                .get(&name)
-                .copied()
-                .unwrap_or(acct::NO_ACCT),
-        });
+        let acct = input.acct_index.get(&name).copied();
+        b.layers
+            .push(LayerNode::new(layer, below, acct.unwrap_or(acct::NO_ACCT)));
     }
     Ok((b.layers, b.targets))
 }
@@ -643,23 +702,12 @@ fn runs_as_layer(layers: &[LayerNode], name: &str) -> bool {
 pub(super) fn dm_layers(
     graph: &crate::machine::graph::Graph,
 ) -> std::collections::BTreeSet<String> {
-    use crate::machine::graph::Kind;
-    let mut set = std::collections::BTreeSet::new();
-    // Bottom-up: a dm over a dm knows whether the one below is a layer.
-    for n in graph.bottom_up().filter(|n| n.kind == Kind::DmLinear) {
-        let layer = n
-            .below
-            .iter()
-            .all(|(_, b)| match graph.node(b).map(|b| b.kind) {
-                Some(Kind::DmLinear) => set.contains(b),
-                Some(Kind::Pmem) => false,
-                _ => true,
-            });
-        if layer {
-            set.insert(n.name.clone());
-        }
-    }
-    set
+    let dms = graph
+        .bottom_up()
+        .filter(|n| n.kind == crate::machine::graph::Kind::DmLinear);
+    dms.filter(|n| !graph.is_precombined_dm(&n.name))
+        .map(|n| n.name.clone())
+        .collect()
 }
 
 /// dm-linear as a layer over its device (or layer): its submission steps
@@ -701,7 +749,7 @@ fn build_registered(
     specs: &[crate::config::LayerSpecAt<'_>],
     profile: &mut CpuProfile,
 ) -> Result<Box<dyn Layer>, ModelError> {
-    use crate::layers::registry::{BuildCx, KINDS};
+    use crate::layers::registry::KINDS;
     let kind = &KINDS[usize::from(k)];
     let (_, _, spec) = specs
         .iter()
@@ -717,20 +765,8 @@ fn build_registered(
         .map(|(_, name)| b.below_node(input.graph, name))
         .collect();
     spec.check_below(&below).map_err(here)?;
-    let mut cx = BuildCx {
-        below,
-        profile,
-        seed: input.sc.simulation.seed,
-        costs: &input.sc.costs,
-        measure_start_ns: input
-            .sc
-            .jobs
-            .iter()
-            .map(|j| j.ramp_time_ns)
-            .max()
-            .unwrap_or(0),
-        of_kind: specs.iter().filter(|s| s.0 == k).count(),
-    };
+    let of_kind = specs.iter().filter(|s| s.0 == k).count();
+    let mut cx = build_cx(input.sc, below, profile, of_kind);
     spec.build(&mut cx).map_err(here)
 }
 
@@ -825,47 +861,13 @@ fn build_buffered(
     threads: &mut [JobThread],
     profile: &mut CpuProfile,
 ) -> Result<Option<Box<buffered::Buffered>>, ModelError> {
-    use crate::layers::registry::{BelowKind, BelowNode};
-    let below_node = |t: Target, layers: &[LayerNode]| match t {
-        Target::Dev(i) => {
-            let name = names
-                .iter()
-                .find(|(_, &d)| d == i)
-                .map_or_else(|| format!("device {i}"), |(n, _)| n.clone());
-            let kind = match graph.node(&name).map(|n| n.kind) {
-                Some(k) if k.is_disk() => BelowKind::Disk {
-                    nonrot: k != crate::machine::graph::Kind::Hdd,
-                },
-                _ => BelowKind::Inline,
-            };
-            let dev = &devs[i].dev;
-            BelowNode {
-                name,
-                capacity_sectors: dev.capacity_sectors(),
-                limits: dev.limits(),
-                kind,
-            }
-        }
-        Target::Layer(l) => {
-            let layer = &layers[l].layer;
-            let mut limits = layer.limits();
-            let mut t = layers[l].below[0].target();
-            while limits.is_none() {
-                match t {
-                    Target::Dev(d) => limits = Some(devs[d].dev.limits()),
-                    Target::Layer(m) => {
-                        limits = layers[m].layer.limits();
-                        t = layers[m].below[0].target();
-                    }
-                }
-            }
-            BelowNode {
-                name: layer.name().to_string(),
-                capacity_sectors: layer.capacity_sectors(),
-                limits: limits.expect("a device at the bottom"),
-                kind: BelowKind::Layer,
-            }
-        }
+    let below_node = |t: Target, layers: &[LayerNode]| {
+        let name = match t {
+            Target::Dev(i) => names.iter().find(|(_, &d)| d == i).map(|(n, _)| n.clone()),
+            Target::Layer(l) => Some(layers[l].layer.name().to_string()),
+        };
+        let name = name.unwrap_or_else(|| format!("device {t:?}"));
+        Nodes { devs, layers }.below_node(graph, &name, t)
     };
     let accts: Vec<u8> = layers.iter().map(|l| l.acct).collect();
     let accounted = |th: &JobThread| {

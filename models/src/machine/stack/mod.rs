@@ -195,6 +195,9 @@ struct LayerNode {
     /// A bio through it runs the stacking layers' request path
     /// ([`Layer::runs_request_path`]).
     request_path: bool,
+    /// It holds requests above the block layer
+    /// ([`Layer::holds_requests`]).
+    holds_requests: bool,
     /// Accounting design instance ([`acct::NO_ACCT`]: none).
     acct: u8,
 }

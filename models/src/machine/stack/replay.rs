@@ -196,7 +196,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             // The top of the stack: the last stacking layer built (layers
             // are built bottom-up, so nothing sits on it) if any, else the
             // only device.
-            let top = self.layers.iter().rev().find(|l| !l.layer.holds_requests());
+            let top = self.layers.iter().rev().find(|l| !l.holds_requests);
             if let Some(l) = top {
                 vec![l.layer.name().to_string()]
             } else if self.devs.len() == 1 {

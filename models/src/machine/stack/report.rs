@@ -345,7 +345,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         // member device would.
         let mut holder = vec![None; self.devs.len()];
         for (i, l) in self.layers.iter().enumerate() {
-            if l.layer.holds_requests() {
+            if l.holds_requests {
                 // Above the block layer: no block device of its own.
                 continue;
             }

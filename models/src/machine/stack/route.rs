@@ -232,7 +232,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         // A layer that holds requests (above the block layer) charges no
         // CPU for its own requests' way down (its CPU work is not
         // modelled): they go as a replayed request's.
-        let issuer = issuer.filter(|_| !self.layers[l].layer.holds_requests());
+        let issuer = issuer.filter(|_| !self.layers[l].holds_requests);
         for c in cx.children() {
             // A layer's own I/O comes back to it: there is no request from
             // above to remap it to.
@@ -477,7 +477,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         if failed {
             self.ios.get_mut(SlotId(io)).failed = true;
         }
-        if self.layers[l].layer.holds_requests() {
+        if self.layers[l].holds_requests {
             // The request entered at the end of its job's system call,
             // which blocked on it: the call returns.
             return self.buffered_call_returns(SlotId(io), now, ctx);
