@@ -190,7 +190,7 @@ impl<J> ScenarioT<J> {
                 .0
         };
         let mut v: Vec<LayerSpecAt<'_>> = Vec::new();
-        let (raid10, bcache) = (typed("raid10"), typed("bcache"));
+        let (raid10, bcache, dm) = (typed("raid10"), typed("bcache"), typed("dm"));
         v.extend(
             self.raid10
                 .iter()
@@ -203,6 +203,7 @@ impl<J> ScenarioT<J> {
                 .enumerate()
                 .map(|(i, b)| (bcache, i, boxed(b))),
         );
+        v.extend(self.dm.iter().enumerate().map(|(i, d)| (dm, i, boxed(d))));
         for (k, i, table) in self.layers.tables() {
             let spec = (registry::KINDS[usize::from(k)].parse)(table).map_err(|e| (k, i, e))?;
             v.push((k, i, spec));

@@ -303,7 +303,6 @@ impl Observer for TimelineWriter {
             let kind = match d.kind {
                 DevKind::Queued { hw_queues } => format!("device, {hw_queues} hardware queue(s)"),
                 DevKind::Layer => "stacking layer".into(),
-                DevKind::Dm => "dm".into(),
             };
             self.meta(DEV_PID0 + i as u32, None, &format!("{} ({kind})", d.name));
         }

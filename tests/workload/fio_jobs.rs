@@ -326,7 +326,7 @@ fn fsync_with_psync_on_pmem_is_refused() {
         ]);
         assert_eq!(code, 2, "{target}: {out}{err}");
         assert!(
-            err.contains("job `fsync4`: fsync, fdatasync and end_fsync with psync on pmem/dm"),
+            err.contains("job `fsync4`: fsync, fdatasync and end_fsync with psync on pmem"),
             "{err}"
         );
     }

@@ -12,7 +12,7 @@
 //! parallelism.
 
 pub use blocksim_analysis::StatsKept;
-use blocksim_sim::SimTime;
+use blocksim_sim::{SimTime, SymbolId};
 
 pub use crate::devices::limits::Limits;
 
@@ -286,6 +286,15 @@ pub trait BlockDevice {
     fn completes_inline(&self) -> bool {
         false
     }
+    /// The CPU work a device that completes inline does for a bio of
+    /// `bytes` in the submitter's context before it completes it (pmem's
+    /// `pmem_make_request` and its copy, [`crate::devices::pmem::PmemBio`]),
+    /// in order, each step given to `work` as (symbol, ns); the machine
+    /// charges it to the submitting CPU. A device behind a queue does its
+    /// work on its own time: none (the default).
+    fn submitter_work(&self, bytes: u64, work: &mut dyn FnMut(SymbolId, u64)) {
+        let _ = (bytes, work);
+    }
     /// The requests this device accepts, as its 2011 driver announced them
     /// to the layer above (see [`crate::devices::limits`]); default no limit.
     fn limits(&self) -> Limits {
@@ -294,14 +303,17 @@ pub trait BlockDevice {
 }
 
 /// Inside an `impl BlockDevice for` a decorator: forwards the methods that
-/// describe the device (bounds, size, statistics, notes, limits)
-/// to the device it wraps, `self.<path>`, so that no decorator forgets one
+/// describe the device (bounds, size, statistics, notes, limits, the work
+/// its bio path does in the submitter's context) to the device it wraps, `self.<path>`, so that no decorator forgets one
 /// (a wrapped md must still announce its limits). `completes_inline` is
 /// the decorator's own call: one that holds completions back on a timer
 /// does not complete inline.
 #[macro_export]
 macro_rules! forward_device_description {
     ($($inner:tt)+) => {
+        fn submitter_work(&self, bytes: u64, work: &mut dyn FnMut(blocksim_sim::SymbolId, u64)) {
+            self.$($inner)+.submitter_work(bytes, work)
+        }
         fn parallelism(&self) -> Option<u32> {
             self.$($inner)+.parallelism()
         }

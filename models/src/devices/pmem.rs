@@ -119,16 +119,21 @@ impl PmemBio {
 /// A pmem namespace as a leaf of the asynchronous machine. pmem is
 /// bio-based and synchronous: `pmem_make_request` copies the data and calls
 /// `bio_endio` before it returns, so a request completes in the submitter's
-/// context, at the time it is handed over (the machine charges its bio
-/// path, [`PmemBio`], to the submitting CPU), with no interrupt.
+/// context, at the time it is handed over, with no interrupt; its bio path,
+/// [`PmemBio`], is the submitter's work
+/// ([`BlockDevice::submitter_work`]), whoever hands it the bio (a job, or
+/// a layer such as dm-linear above it).
 pub struct Pmem {
     cfg: PmemConfig,
+    bio: PmemBio,
     acct: DiskAccounting,
 }
 
 impl Pmem {
-    pub fn new(cfg: PmemConfig) -> Pmem {
+    /// The namespace `cfg`; `sym` resolves its bio path's kernel symbols.
+    pub fn new(cfg: PmemConfig, sym: &mut dyn FnMut(&'static str) -> SymbolId) -> Pmem {
         Pmem {
+            bio: PmemBio::new(&cfg, sym),
             cfg,
             acct: DiskAccounting::new(SimTime::ZERO),
         }
@@ -182,6 +187,11 @@ impl BlockDevice for Pmem {
     }
     fn completes_inline(&self) -> bool {
         true
+    }
+    fn submitter_work(&self, bytes: u64, work: &mut dyn FnMut(SymbolId, u64)) {
+        for (sym, ns) in self.bio.work(bytes) {
+            work(sym, ns);
+        }
     }
 
     fn limits(&self) -> Limits {

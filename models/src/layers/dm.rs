@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::layers::layer::{
     Child, ChildDone, Layer, LayerCx, LayerReq, Origin, Route, Tokens, WorkCtx, SUBMITTER_WORK_MAX,
 };
+use crate::layers::registry::{AcctFamily, BelowKind, BelowNode, BuildCx, LayerSpec};
 
 /// `[dm]`.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -56,6 +57,18 @@ fn d_target() -> String {
 /// The accounting designs a dm device accepts.
 pub const DM_ACCOUNTING: &[&str] = &["shared", "percpu", "percpu_no_pending", "percpu_pending_io"];
 
+/// dm's own designs (`md->pending` with part0, [`DesignKind`]), each
+/// selected by its name, called from `start_io_acct` / `end_io_acct`.
+pub const DM_FAMILY: AcctFamily = AcctFamily {
+    designs: &[
+        ("shared", "shared"),
+        ("percpu", "percpu"),
+        ("percpu_no_pending", "percpu_no_pending"),
+        ("percpu_pending_io", "percpu_pending_io"),
+    ],
+    calls: ("start_io_acct", "end_io_acct"),
+};
+
 impl DmConfig {
     pub fn dev_path(&self) -> String {
         format!("/dev/mapper/{}", self.name)
@@ -83,14 +96,68 @@ impl DmConfig {
     }
 }
 
+/// dm-linear, an entry of the layer registry: `[dm]` (or `[[dm]]`, one
+/// table per device) over the one device it names.
+impl LayerSpec for DmConfig {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn below(&self) -> Vec<&str> {
+        vec![crate::devices::device::device_name(&self.device)]
+    }
+    fn below_key(&self, _: usize) -> &'static str {
+        "device"
+    }
+    /// Any device or layer a bio can be handed to: one with a queue,
+    /// pmem, md, bcache, another dm; not an md member.
+    fn check_below(&self, below: &[BelowNode]) -> Result<(), String> {
+        match below.iter().find(|b| b.kind == BelowKind::NoQueue) {
+            Some(b) => Err(format!(
+                "[dm] {:?}: device = {:?} is an md member or no device a layer can sit on: put dm-linear on md or on {:?}'s own device instead",
+                self.name, b.name, b.name
+            )),
+            None => Ok(()),
+        }
+    }
+    fn accounting(&self) -> Option<&str> {
+        Some(&self.accounting)
+    }
+    fn accounting_family(&self) -> &'static AcctFamily {
+        &DM_FAMILY
+    }
+    fn remaps_only(&self) -> bool {
+        true
+    }
+    fn dev_path(&self) -> String {
+        DmConfig::dev_path(self)
+    }
+    /// `dm-N`, as the kernel numbers device-mapper devices.
+    fn sysfs_name(&self, index: usize) -> String {
+        format!("dm-{index}")
+    }
+    /// Its submission steps and the clone's `make_request` (`[costs.paths]
+    /// make_request`) in the submitter's context, `clone_endio` where the
+    /// clone completes.
+    fn build(&self, cx: &mut BuildCx<'_>) -> Result<Box<dyn Layer>, String> {
+        self.validate()
+            .map_err(|e| format!("[dm] {:?}: {e}", self.name))?;
+        let paths = cx.costs.resolve(cx.profile)?;
+        let make_request = paths.get("make_request").map_or(&[][..], |p| &p.steps[..]);
+        let below = &cx.below[0];
+        let mut sym =
+            |name: &'static str| cx.profile.symbol(name, "[kernel.kallsyms]", blocksim_sim::Mode::Kernel);
+        let layer = DmLinear::new(self, (&below.name, below.capacity_sectors), make_request, &mut sym)?;
+        Ok(Box::new(layer))
+    }
+}
+
 /// dm-linear as a stacking layer: each bio from above is cloned and
 /// remapped to the one device below (sector for sector: the table maps the
 /// whole device at offset 0), its submission path charged to the submitter
-/// and `clone_endio` to whoever completes the clone. Every dm-linear runs
-/// as this layer but one over pmem, which a layer cannot sit on (its bio
-/// completes inside the submission): there a job's bio takes the same work, learnt from this layer and
-/// precombined into its submission (`machine/stack/layers.rs`), as the
-/// psync programs do.
+/// and `clone_endio` to whoever completes the clone (over pmem, which
+/// completes the clone inside the submission: the submitter). The psync
+/// programs learn the same work by driving this layer
+/// (`machine/stack/layers.rs`'s `remap_work`).
 pub struct DmLinear {
     name: String,
     below: [String; 1],

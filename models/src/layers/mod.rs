@@ -10,11 +10,9 @@
 //! list says. So is the page cache ([`pagecache`], its section
 //! `[pagecache]` its settings): the registry's buffered-I/O layer, which
 //! the machine inserts above each device buffered jobs target
-//! ([`registry::LayerSpec::buffered_io`]). dm-linear, whose remap the
-//! machine still precombines into a job's submission over pmem, is not
-//! yet an entry.
+//! ([`registry::LayerSpec::buffered_io`]). So is dm-linear ([`dm`], its
+//! section `[dm]` or `[[dm]]`).
 
-pub mod dm;
 pub mod faulty;
 pub mod layer;
 pub mod registry;
@@ -28,4 +26,5 @@ registry::register! {
     raid10: Raid10Config,
     bcache: BcacheConfig [one_table],
     pagecache: PageCacheConfig,
+    dm: DmConfig [one_table],
 }

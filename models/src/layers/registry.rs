@@ -70,9 +70,8 @@ pub enum BelowKind {
     Inline,
     /// A stacking layer.
     Layer,
-    /// A node no layer can sit on: a dm-linear device precombined into its
-    /// jobs' submissions. Its size and limits are not given (0,
-    /// [`Limits::NONE`]).
+    /// A node no other layer can sit on: a device a layer owns (an md
+    /// member). Its size and limits are not given (0, [`Limits::NONE`]).
     NoQueue,
 }
 
@@ -81,11 +80,50 @@ impl BelowNode {
     /// table's key naming it).
     pub fn no_queue(&self, key: &str) -> String {
         format!(
-            "{key} = {:?} is not a device with a queue or a layer (an md member, pmem or a \
-             dm-linear device with nothing else on it cannot be under a layer): name its own \
-             device instead",
+            "{key} = {:?} is not a device with a queue or a layer (an md member, which its \
+             array owns, cannot be under another layer): name the array or another device \
+             instead",
             self.name
         )
+    }
+}
+
+/// A family of in-flight accounting designs: the `accounting` values that
+/// select them, each with the design it runs
+/// ([`blocksim_designs::inflight::DesignKind`]'s name), and the kernel
+/// functions that call them, which the profile charges.
+#[derive(Debug)]
+pub struct AcctFamily {
+    pub designs: &'static [(&'static str, &'static str)],
+    /// (start, end).
+    pub calls: (&'static str, &'static str),
+}
+
+/// The block layer's part0 designs (`generic_start_io_acct` /
+/// `generic_end_io_acct`), which any request-based device and most layers
+/// run.
+pub const PART0: AcctFamily = AcctFamily {
+    designs: crate::devices::pmem::PMEM_ACCOUNTING,
+    calls: ("generic_start_io_acct", "generic_end_io_acct"),
+};
+
+impl AcctFamily {
+    /// The design `accounting` selects, or what it may be instead.
+    pub fn design(
+        &self,
+        accounting: &str,
+    ) -> Result<blocksim_designs::inflight::DesignKind, String> {
+        self.designs
+            .iter()
+            .find(|(s, _)| *s == accounting)
+            .and_then(|(_, d)| blocksim_designs::inflight::DesignKind::from_name(d))
+            .ok_or_else(|| {
+                let names: Vec<&str> = self.designs.iter().map(|(s, _)| *s).collect();
+                format!(
+                    "accounting = {accounting:?} is unknown here; expected one of: {}",
+                    names.join(", ")
+                )
+            })
     }
 }
 
@@ -144,10 +182,34 @@ pub trait LayerSpec {
     fn accounting(&self) -> Option<&str> {
         None
     }
+    /// The family of designs its `accounting` names: the block layer's
+    /// ([`PART0`], the default) or the layer's own (dm's `md->pending`
+    /// designs, called from `start_io_acct`).
+    fn accounting_family(&self) -> &'static AcctFamily {
+        &PART0
+    }
     /// Whether it owns the devices below it, so that no job may target
     /// them (md's members); `false` (the default): a job may.
     fn owns_below(&self) -> bool {
         false
+    }
+    /// Whether each bio from above is only remapped onto the one node
+    /// below, with CPU work on the way down and where the child completes
+    /// and no I/O of its own (dm-linear): a psync job over such layers on
+    /// a device that completes inline runs as a program, which learns
+    /// their work by driving them. `false` (the default).
+    fn remaps_only(&self) -> bool {
+        false
+    }
+    /// The path jobs name it by (`/dev/NAME` by default).
+    fn dev_path(&self) -> String {
+        format!("/dev/{}", self.name())
+    }
+    /// Its name in sysfs and in fio's disk statistics, table `index` of
+    /// its kind (its name by default; `dm-N` for device-mapper).
+    fn sysfs_name(&self, index: usize) -> String {
+        let _ = index;
+        self.name().to_string()
     }
     /// The layer over `cx.below` (the built nodes, in
     /// [`LayerSpec::below`]'s order); an error says what in the table to
@@ -188,8 +250,20 @@ impl<T: LayerSpec + ?Sized> LayerSpec for &T {
     fn accounting(&self) -> Option<&str> {
         (**self).accounting()
     }
+    fn accounting_family(&self) -> &'static AcctFamily {
+        (**self).accounting_family()
+    }
     fn owns_below(&self) -> bool {
         (**self).owns_below()
+    }
+    fn remaps_only(&self) -> bool {
+        (**self).remaps_only()
+    }
+    fn dev_path(&self) -> String {
+        (**self).dev_path()
+    }
+    fn sysfs_name(&self, index: usize) -> String {
+        (**self).sysfs_name(index)
     }
     fn build(&self, cx: &mut BuildCx<'_>) -> Result<Box<dyn Layer>, String> {
         (**self).build(cx)

@@ -33,7 +33,7 @@
 //! let g = Graph::of(&sc).unwrap();
 //! let order: Vec<&str> = g.bottom_up().map(|n| n.name.as_str()).collect();
 //! assert_eq!(order, ["sda", "linear"]);
-//! assert_eq!(g.node("linear").unwrap().kind, Kind::DmLinear);
+//! assert_eq!(g.node("linear").unwrap().kind.section(), "dm");
 //! ```
 //!
 //! **Architecture Invariant:** the graph is acyclic and every name below a
@@ -53,7 +53,6 @@ pub enum Kind {
     Hdd,
     Generic,
     Pmem,
-    DmLinear,
     /// A registered layer: its index in [`crate::layers::registry::KINDS`].
     Layer(u8),
 }
@@ -66,7 +65,6 @@ impl Kind {
             Kind::Hdd => "hdd",
             Kind::Generic => "generic",
             Kind::Pmem => "pmem",
-            Kind::DmLinear => "dm",
             Kind::Layer(k) => crate::layers::registry::KINDS[usize::from(k)].section,
         }
     }
@@ -79,7 +77,6 @@ impl Kind {
     pub fn is_array(self) -> bool {
         match self {
             Kind::Ssd | Kind::Hdd | Kind::Generic | Kind::Pmem => true,
-            Kind::DmLinear => false,
             Kind::Layer(k) => !crate::layers::registry::KINDS[usize::from(k)].one_table_header,
         }
     }
@@ -87,7 +84,7 @@ impl Kind {
     /// Whether it is a stacking layer behind the `Layer` interface (it
     /// counts towards [`LAYER_DEPTH_MAX`]).
     pub fn is_layer(self) -> bool {
-        matches!(self, Kind::Layer(_) | Kind::DmLinear)
+        matches!(self, Kind::Layer(_))
     }
 
     /// Whether it is a disk with a queue of its own.
@@ -133,13 +130,7 @@ pub struct GraphError {
 }
 
 fn section_header(s: &str) -> String {
-    let builtin = [
-        Kind::Ssd,
-        Kind::Hdd,
-        Kind::Generic,
-        Kind::Pmem,
-        Kind::DmLinear,
-    ];
+    let builtin = [Kind::Ssd, Kind::Hdd, Kind::Generic, Kind::Pmem];
     let k = builtin
         .into_iter()
         .find(|k| k.section() == s)
@@ -188,10 +179,6 @@ fn collect<J>(sc: &ScenarioT<J>) -> Result<Vec<Node>, GraphError> {
     let typed = |k: u8| crate::layers::registry::KINDS[usize::from(k)].typed;
     for (k, i, spec) in specs.iter().filter(|(k, ..)| typed(*k)) {
         v.push(layer_node(*k, *i, spec.as_ref())?);
-    }
-    for (i, d) in sc.dm.iter().enumerate() {
-        let below = vec![("device", device_name(&d.device).to_string())];
-        v.push(node(&d.name, Kind::DmLinear, i, below));
     }
     for (k, i, spec) in specs.iter().filter(|(k, ..)| !typed(*k)) {
         v.push(layer_node(*k, *i, spec.as_ref())?);
@@ -291,7 +278,6 @@ impl Graph {
         check_claims(&nodes, &by_name)
             .map_err(|(n, key, other)| claim_error(&nodes, n, key, other))?;
         check_depth(&nodes, &by_name, &order)?;
-        check_over_precombined_dm(&nodes, &by_name)?;
         Ok(Graph {
             nodes,
             by_name,
@@ -307,16 +293,6 @@ impl Graph {
 
     pub fn node(&self, name: &str) -> Option<&Node> {
         self.by_name.get(name).map(|&i| &self.nodes[i])
-    }
-
-    /// Whether `name` is a dm-linear over pmem (directly or through other
-    /// dm-linear devices): its remap is precombined into its jobs'
-    /// submissions, and no layer may sit on it.
-    pub fn is_precombined_dm(&self, name: &str) -> bool {
-        self.node(name).is_some_and(|n| {
-            let at = below_dm_chain(&self.nodes, &self.by_name, n);
-            n.kind == Kind::DmLinear && at.kind == Kind::Pmem
-        })
     }
 
     /// The devices that sit directly on `name`.
@@ -485,56 +461,6 @@ fn check_depth(
                     path.join(" -> ")
                 ),
             ));
-        }
-    }
-    Ok(())
-}
-
-/// The device at the end of node `n`'s chain of dm-linear devices (`n`
-/// itself if it is no dm-linear). Bounded: the graph is acyclic.
-fn below_dm_chain<'a>(
-    nodes: &'a [Node],
-    by_name: &BTreeMap<String, usize>,
-    n: &'a Node,
-) -> &'a Node {
-    let mut at = n;
-    while at.kind == Kind::DmLinear {
-        let Some((_, next)) = at.below.first() else {
-            break;
-        };
-        at = &nodes[by_name[next]];
-    }
-    at
-}
-
-/// No layer sits on a dm-linear over pmem (directly or through other
-/// dm-linear devices): there dm's remap is precombined into the
-/// submission of the job that targets it (pmem completes inside the
-/// submission), so nothing can hand it a request from a layer.
-fn check_over_precombined_dm(
-    nodes: &[Node],
-    by_name: &BTreeMap<String, usize>,
-) -> Result<(), GraphError> {
-    for n in nodes.iter().filter(|n| n.kind.is_layer()) {
-        for (key, b) in &n.below {
-            let dm = &nodes[by_name[b]];
-            let at = below_dm_chain(nodes, by_name, dm);
-            if dm.kind != Kind::DmLinear || at.kind != Kind::Pmem {
-                continue;
-            }
-            return Err(GraphError {
-                key: Some(*key),
-                ..graph_err(
-                    n,
-                    format!(
-                        "{key} = {b:?} is dm-linear over {} {:?}, which a layer cannot sit on \
-                         (its remap is precombined into the submission of a job that targets it); \
-                         target {b:?} with the job instead, or put dm-linear over a device with a queue",
-                        at.kind.section(),
-                        at.name
-                    ),
-                )
-            });
         }
     }
     Ok(())

@@ -21,10 +21,8 @@ pub enum DevKind {
         /// Its hardware queues.
         hw_queues: u16,
     },
-    /// A stacking layer's device (bcache0).
+    /// A stacking layer's device (bcache0, dm-linear's `linear`).
     Layer,
-    /// dm's bio-based device (`/dev/mapper/NAME`).
-    Dm,
 }
 
 /// One device of the machine that blktrace could trace.

@@ -2,7 +2,7 @@
 //! priced by the cache-coherence model.
 //!
 //! A device whose section sets `accounting` (`[[ssd]]`, `[[hdd]]`,
-//! `[[raid10]]`, `[bcache]`, `[dm]`, and `[[pmem]]` with `iostat = true`)
+//! a layer whose table does, and `[[pmem]]` with `iostat = true`)
 //! runs the `designs::inflight` design it names, the same code loom and
 //! shuttle check, on the traced backend: each start and end of an I/O
 //! records the cache lines it touches, and [`Coherence::access`] prices them
@@ -30,29 +30,6 @@ pub(super) const NO_ACCT: u8 = u8::MAX;
 
 /// Most accounted devices (design instances) in one machine.
 const INSTANCES_MAX: usize = 254;
-
-/// The design a device's `accounting` names. dm devices take dm's designs
-/// (the md->pending counters exist only there); other devices the block
-/// layer's part0 designs.
-pub fn design_of(accounting: &str, dm: bool) -> Result<DesignKind, String> {
-    let name = match dm {
-        true => crate::layers::dm::DM_ACCOUNTING
-            .contains(&accounting)
-            .then_some(accounting),
-        false => crate::devices::pmem::PMEM_ACCOUNTING
-            .iter()
-            .find(|(s, _)| *s == accounting)
-            .map(|(_, d)| *d),
-    };
-    name.and_then(DesignKind::from_name)
-        .ok_or_else(|| match dm {
-            true => format!(
-                "accounting = {accounting:?} is not a dm design; expected one of: {}",
-                crate::layers::dm::DM_ACCOUNTING.join(", ")
-            ),
-            false => format!("accounting = {accounting:?} is unknown; expected shared or percpu"),
-        })
-}
 
 /// A design as the report names it: dm's designs by their names; the block
 /// layer's part0 designs (written first for pmem, run on any device) by the
@@ -87,11 +64,12 @@ pub(super) struct Accounting {
     jiffy_ns: u64,
 }
 
-/// A device's request for an instance: (device name, design, dm?).
+/// A device's request for an instance: its name, the design and the
+/// kernel functions that call it (start, end).
 pub(super) struct Wanted {
     pub(super) name: String,
     pub(super) design: DesignKind,
-    pub(super) dm: bool,
+    pub(super) calls: (&'static str, &'static str),
 }
 
 impl Accounting {
@@ -122,10 +100,7 @@ impl Accounting {
             });
             let lines = Inflight::<TracedBackend>::line_count(cpus);
             line_base += lines;
-            let (s, e) = match w.dm {
-                true => ("start_io_acct", "end_io_acct"),
-                false => ("generic_start_io_acct", "generic_end_io_acct"),
-            };
+            let (s, e) = w.calls;
             insts.push(Instance {
                 name: w.name,
                 design,
@@ -306,37 +281,41 @@ pub(super) struct Call {
     pub(super) t: SimTime,
 }
 
-/// Every device of `sc` that asks for a design, in a fixed order (dm, the
-/// devices by section, then the layers of the registry), checked.
+/// Every device of `sc` that asks for a design, in a fixed order (the
+/// layers whose designs are their own, the devices by section, then the
+/// other layers of the registry), checked.
 pub(super) fn wanted(sc: &Scenario) -> Result<Vec<Wanted>, ModelError> {
+    use crate::layers::registry::{AcctFamily, LayerSpec, PART0};
     let mut v = Vec::new();
-    let mut add = |name: &str, acct: Option<&String>, dm: bool| -> Result<(), ModelError> {
+    let mut add = |name: &str, acct: Option<&str>, family: &AcctFamily| {
         if let Some(a) = acct {
-            let design = design_of(a, dm).map_err(|e| cfg_err(format!("{name:?}: {e}")))?;
+            let design = family
+                .design(a)
+                .map_err(|e| cfg_err(format!("{name:?}: {e}")))?;
             v.push(Wanted {
                 name: name.to_string(),
                 design,
-                dm,
+                calls: family.calls,
             });
         }
-        Ok(())
+        Ok::<(), ModelError>(())
     };
-    for d in &sc.dm {
-        add(&d.name, Some(&d.accounting), true)?;
+    let specs = sc.layer_specs().map_err(|(_, _, e)| cfg_err(e))?;
+    let own = |spec: &dyn LayerSpec| !std::ptr::eq(spec.accounting_family(), &PART0);
+    for (_, _, spec) in specs.iter().filter(|(_, _, s)| own(s.as_ref())) {
+        add(spec.name(), spec.accounting(), spec.accounting_family())?;
     }
     for s in &sc.ssd {
-        add(&s.name, s.accounting.as_ref(), false)?;
+        add(&s.name, s.accounting.as_deref(), &PART0)?;
     }
     for h in &sc.hdd {
-        add(&h.name, h.accounting.as_ref(), false)?;
+        add(&h.name, h.accounting.as_deref(), &PART0)?;
     }
     for p in sc.pmem.iter().filter(|p| p.iostat) {
-        add(&p.name, Some(&p.accounting), false)?;
+        add(&p.name, Some(&p.accounting), &PART0)?;
     }
-    let specs = sc.layer_specs().map_err(|(_, _, e)| cfg_err(e))?;
-    for (_, _, spec) in &specs {
-        let design = spec.accounting().map(str::to_string);
-        add(spec.name(), design.as_ref(), false)?;
+    for (_, _, spec) in specs.iter().filter(|(_, _, s)| !own(s.as_ref())) {
+        add(spec.name(), spec.accounting(), spec.accounting_family())?;
     }
     Ok(v)
 }
@@ -384,8 +363,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
         )
     }
 
-    /// The starts of a job I/O's accounting in the submitter's context: dm,
-    /// bcache, then the device it is queued on. Returns the time.
+    /// The starts of a job I/O's accounting in the submitter's context: the
+    /// layer it targets, then the device it is queued on. Returns the
+    /// time.
     pub(super) fn account_submit(
         &mut self,
         t: usize,
@@ -395,16 +375,14 @@ impl<const OBS: bool> AsyncStack<OBS> {
         at: SimTime,
     ) -> u64 {
         let cpu = self.threads[t].cpu;
-        let li = self.threads[t].layers as usize;
-        let dm = self.bio_layers[li].acct;
-        let bc = match target {
+        let top = match target {
             Target::Layer(l) => self.layers[l].acct,
             Target::Dev(_) => NO_ACCT,
         };
         let dv = self.devs[dev].acct;
         let fio = self.ctxs.fio;
         let mut ns = 0;
-        for inst in [dm, bc, dv] {
+        for inst in [top, dv] {
             ns += self.account(inst, true, (cpu, at + ns), dir, fio);
         }
         ns
@@ -460,33 +438,24 @@ impl<const OBS: bool> AsyncStack<OBS> {
         ns
     }
 
-    /// The ends of a job I/O's accounting in the layers above its queueing
-    /// device (bcache, then dm), where the completion runs
-    /// (`completing_cpu`: after the handler, or in the submitter's context
-    /// over a pmem leaf): they occupy that CPU.
-    /// `(io, v)`: the job I/O (its slot and itself); `li`: its job's bio
-    /// layers. A middle layer's accounting of it, if one is open, ends
-    /// first.
-    pub(super) fn account_io_done(&mut self, (io, v): (SlotId, &Io), li: usize, now: SimTime) {
+    /// The end of a job I/O's accounting in the layer it targets, where
+    /// the completion runs (`completing_cpu` in `completing_ctx`: after
+    /// the handler, or in the submitter's context over a device that
+    /// completes inline): it occupies that CPU.
+    /// `(io, v)`: the job I/O (its slot and itself). A middle layer's
+    /// accounting of it, if one is open, ends first.
+    pub(super) fn account_io_done(&mut self, (io, v): (SlotId, &Io), now: SimTime) {
         let t = v.job as usize;
-        // Over a pmem leaf the completion runs in the submitter's context.
-        let context = match self.bio_layers[li].inline_leaf.is_some() {
-            true => self.ctxs.fio,
-            false => self.ctxs.swapper,
-        };
-        let bc = match v.layer {
+        let context = self.completing_ctx;
+        let top = match v.layer {
             NO_LAYER => NO_ACCT,
             l => self.layers[l as usize].acct,
         };
-        let dm = self.bio_layers[li].acct;
         if !self.layer_acct_open.is_empty() {
             self.middle_acct_end_of_job(io, now);
         }
         let cpu = self.completing_cpu;
-        let mut ns = 0;
-        for inst in [bc, dm] {
-            ns += self.account(inst, false, (cpu, now + ns), v.dir, context);
-        }
+        let ns = self.account(top, false, (cpu, now), v.dir, context);
         if ns > 0 && context == self.ctxs.fio {
             self.groups[self.threads[t].group].sys_ns += ns;
         }

@@ -53,6 +53,9 @@ pub(super) struct BufferedInput<'a> {
     /// The target or a bio-based layer above it keeps an in-flight
     /// accounting design (the layer's I/O is not accounted: refused).
     pub(super) accounted: &'a dyn Fn(&JobThread) -> bool,
+    /// Whether a job's target reaches a device that completes inside the
+    /// submission (pmem), whose bio path is a job's: refused.
+    pub(super) over_inline: &'a dyn Fn(&JobThread) -> bool,
 }
 
 /// The checks of a buffered job that need only its options: whole pages
@@ -170,8 +173,8 @@ fn buffered_layer(
 }
 
 /// A buffered thread's region starts on a page, its target (a device or a
-/// stacking layer) keeps no accounting design and has no precombined
-/// bio-based layer above it: that target.
+/// stacking layer) keeps no accounting design and reaches no device that
+/// completes inline: that target.
 fn check_thread(
     input: &BufferedInput<'_>,
     j: &JobConfig,
@@ -185,9 +188,9 @@ fn check_thread(
         )));
     }
     let dev = t.target;
-    if t.layers != 0 {
+    if (input.over_inline)(t) {
         return Err(cfg_err(format!(
-            "job `{}`: direct=0 over dm-linear or a pmem namespace is not modelled (their bio path is a job's); set direct=1",
+            "job `{}`: direct=0 over a pmem namespace is not modelled (its bio path is a job's); set direct=1",
             j.name
         )));
     }

@@ -24,6 +24,11 @@ pub(super) fn add_dev(
     devs.push(DevNode {
         name: name.to_string(),
         inline: dev.completes_inline(),
+        submitter_work: {
+            let mut any = false;
+            dev.submitter_work(512, &mut |_, _| any = true);
+            any
+        },
         dev,
         port: queues,
         records: DevRecords::default(),
@@ -75,6 +80,7 @@ fn ssd_queues(
 pub(super) fn build_devices(
     sc: &Scenario,
     opts: &RunOptions,
+    profile: &mut CpuProfile,
 ) -> Result<(Vec<DevNode>, BTreeMap<String, usize>), ModelError> {
     let seed = sc.simulation.seed;
     let ncq_tags = sc.ahci.as_ref().map(|a| a.ncq_tags).unwrap_or(31);
@@ -106,7 +112,8 @@ pub(super) fn build_devices(
     })?;
     for p in &sc.pmem {
         p.validate().map_err(cfg_err)?;
-        let dev = Box::new(crate::devices::pmem::Pmem::new(p.clone()));
+        let mut sym = |name: &'static str| profile.symbol(name, "[kernel.kallsyms]", Mode::Kernel);
+        let dev = Box::new(crate::devices::pmem::Pmem::new(p.clone(), &mut sym));
         let q = HostQueues::single(crate::machine::backing::BIO_BASED_TAGS, PORT_WAIT_BOUND);
         add_dev(&mut devs, &mut names, &p.name, dev, q, opts.fault)?;
     }
@@ -123,12 +130,10 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let graph = crate::machine::graph::Graph::of(sc).map_err(|e| cfg_err(e.to_string()))?;
         check_fault_target(&graph, opts)?;
         // Devices, each with its host queues.
-        let (mut devs, names) = build_devices(sc, opts)?;
+        let (mut devs, names) = build_devices(sc, opts, &mut profile)?;
 
         // In-flight accounting designs (none in most scenarios).
         let (accounting, acct_index) = build_accounting(sc, &mut devs, &mut profile)?;
-        // Index 0: no layers (most jobs).
-        let mut bio_layers = vec![layers::BioLayers::default()];
         let (mut layers, targets) = build_layers(
             &LayersInput {
                 sc,
@@ -136,7 +141,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 devs: &devs,
                 names: &names,
                 acct_index: &acct_index,
-                make_request: &paths.make_request,
                 fault: opts.fault,
             },
             &mut profile,
@@ -150,19 +154,13 @@ impl<const OBS: bool> AsyncStack<OBS> {
             groups,
             logs,
             order,
-        } = build_jobs(
-            &JobsInput {
-                sc,
-                graph: &graph,
-                targets: &targets,
-                make_request: &paths.make_request,
-                acct_index: &acct_index,
-                size_sectors_of: &size_sectors_of,
-                irq_cpu,
-            },
-            &mut profile,
-            &mut bio_layers,
-        )?;
+        } = build_jobs(&JobsInput {
+            sc,
+            graph: &graph,
+            targets: &targets,
+            size_sectors_of: &size_sectors_of,
+            irq_cpu,
+        })?;
         let programs = program::build_programs(
             &program::ProgramsInput {
                 sc,
@@ -174,7 +172,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         .map(Box::new);
         let buffered = build_buffered(
             sc,
-            (&graph, &names, &devs, &mut layers, &bio_layers),
+            (&graph, &names, &devs, &mut layers),
             &mut threads,
             &mut profile,
         )?;
@@ -191,7 +189,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
             syms,
             ctxs,
             accounting,
-            bio_layers,
             irq_cpu,
             ncpu,
             programs,
@@ -205,19 +202,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let threads_running = a.threads.len();
         let swapper = a.ctxs.swapper;
         let fio_ctx = a.ctxs.fio;
-        // dm's disk statistics, when its remap is precombined into the
-        // jobs' submissions (as a layer, dm keeps its own).
-        let dm_disk = sc
-            .dm
-            .iter()
-            .filter(|d| !runs_as_layer(&a.layers, &d.name))
-            .map(|d| {
-                (
-                    d.name.clone(),
-                    crate::devices::device::DiskAccounting::new(SimTime::ZERO),
-                )
-            })
-            .collect();
         let mut s = AsyncStack {
             seed: sc.simulation.seed,
             name: sc.simulation.name.clone(),
@@ -258,8 +242,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
             completing_ctx: swapper,
             submit_ctx: fio_ctx,
             obs: None,
-            dm_disk,
-            bio_layers: a.bio_layers,
             programs: a.programs,
             order: a.order,
             flows: flow::Flows::default(),
@@ -304,7 +286,7 @@ fn check_assembled(
     acct_index: &BTreeMap<String, u8>,
 ) -> Result<(), ModelError> {
     check_jobs(a, opts)?;
-    layers::check_discards(sc, &a.threads, &a.devs, &a.layers, &a.bio_layers)?;
+    layers::check_discards(sc, &a.threads, &a.devs, &a.layers)?;
     check_programs_apart(a, acct_index)
 }
 
@@ -321,7 +303,6 @@ struct Assembled {
     syms: Symbols,
     ctxs: Contexts,
     accounting: Option<acct::Accounting>,
-    bio_layers: Vec<layers::BioLayers>,
     irq_cpu: Option<usize>,
     ncpu: usize,
     programs: Option<Box<program::Programs>>,
@@ -334,7 +315,7 @@ fn check_jobs(a: &Assembled, opts: &RunOptions) -> Result<(), ModelError> {
     let checks_only = matches!(opts.fault, Some(Fault::Random(plan)) if plan.checks_only());
     if a.programs.is_some() && a.threads.is_empty() && opts.fault.is_some() && !checks_only {
         return Err(cfg_err(
-            "--inject-fault: every job is psync on pmem/dm, which runs as a program and sends \
+            "--inject-fault: every job is psync on pmem, which runs as a program and sends \
              no request to a device, so no fault could be injected (only `check` applies); \
              use ioengine=pvsync or libaio",
         ));
@@ -368,14 +349,13 @@ fn check_programs_apart(
     };
     let theirs = p.instances();
     for t in &a.threads {
-        let mut used = vec![a.bio_layers[t.layers as usize].acct];
-        match t.target {
-            Target::Dev(d) => used.push(a.devs[d].acct),
-            Target::Layer(l) => used.push(a.layers[l].acct),
-        }
-        if let Some(&i) = used.iter().find(|i| theirs.contains(i)) {
+        let used = match t.target {
+            Target::Dev(d) => a.devs[d].acct,
+            Target::Layer(l) => a.layers[l].acct,
+        };
+        if let Some(i) = Some(used).filter(|i| theirs.contains(i)) {
             return Err(cfg_err(format!(
-                "[[job]] #{} and a psync job share the accounted device {}: psync on pmem/dm \
+                "[[job]] #{} and a psync job share the accounted device {}: psync on pmem \
                  prices its accounting access by access, other engines on arrival, and one \
                  design cannot be priced both ways; give both jobs the same engine or drop \
                  the device's accounting",
@@ -502,8 +482,6 @@ struct LayersInput<'a> {
     devs: &'a [DevNode],
     names: &'a BTreeMap<String, usize>,
     acct_index: &'a BTreeMap<String, u8>,
-    /// The clone's `generic_make_request` (dm-linear's layer charges it).
-    make_request: &'a Path,
     /// Faults on the layers' upward edges (`--inject-fault`).
     fault: Option<Fault>,
 }
@@ -541,10 +519,6 @@ impl Built<'_> {
                 kind: BelowKind::NoQueue,
             },
         }
-    }
-
-    fn capacity(&self, t: Target) -> u64 {
-        self.nodes().capacity(t)
     }
 }
 
@@ -585,6 +559,17 @@ impl Nodes<'_> {
             capacity_sectors: self.capacity(t),
             limits: self.limits(t),
             kind,
+        }
+    }
+
+    /// The first device under `t` (`t` itself if a device), down each
+    /// layer's first node below. Bounded: the graph is acyclic.
+    fn first_dev(&self, mut t: Target) -> usize {
+        loop {
+            match t {
+                Target::Dev(d) => return d,
+                Target::Layer(l) => t = self.layers[l].below[0].target(),
+            }
         }
     }
 
@@ -653,14 +638,10 @@ fn build_layers(
             .map(|(n, &i)| (n.clone(), Target::Dev(i)))
             .collect(),
     };
-    let dm_layers = dm_layers(input.graph);
     let specs = input.sc.layer_specs().map_err(|(_, _, e)| cfg_err(e))?;
     for node in input.graph.bottom_up() {
         let layer = match node.kind {
             Kind::Layer(k) => build_registered(input, &b, (k, node), &specs, profile)?,
-            Kind::DmLinear if dm_layers.contains(&node.name) => {
-                build_dm(input, &b, &input.sc.dm[node.index], profile)?
-            }
             _ => continue,
         };
         let layer = Fault::wrap_layer(input.fault, layer)?;
@@ -685,57 +666,6 @@ fn build_layers(
             .push(LayerNode::new(layer, below, acct.unwrap_or(acct::NO_ACCT)));
     }
     Ok((b.layers, b.targets))
-}
-
-/// Whether device `name` is one of the stacking layers.
-fn runs_as_layer(layers: &[LayerNode], name: &str) -> bool {
-    layers.iter().any(|l| l.layer.name() == name)
-}
-
-/// The dm-linear devices that run as stacking layers: every one but those
-/// over pmem (directly or through other dm-linear devices), which a layer
-/// cannot sit on (pmem completes inside the submission). Those have their remap
-/// precombined into each job's submission (`layers::resolve`, driving the
-/// same layer for its work), with `clone_endio` inside the interrupt
-/// handler that completes the clone (as a layer, it runs where the
-/// completion is delivered, right after the handler).
-pub(super) fn dm_layers(
-    graph: &crate::machine::graph::Graph,
-) -> std::collections::BTreeSet<String> {
-    let dms = graph
-        .bottom_up()
-        .filter(|n| n.kind == crate::machine::graph::Kind::DmLinear);
-    dms.filter(|n| !graph.is_precombined_dm(&n.name))
-        .map(|n| n.name.clone())
-        .collect()
-}
-
-/// dm-linear as a layer over its device (or layer): its submission steps
-/// and the clone's `make_request` in the submitter's context,
-/// `clone_endio` where the clone completes.
-fn build_dm(
-    input: &LayersInput<'_>,
-    b: &Built<'_>,
-    d: &crate::layers::dm::DmConfig,
-    profile: &mut CpuProfile,
-) -> Result<Box<dyn Layer>, ModelError> {
-    d.validate().map_err(cfg_err)?;
-    let below = crate::devices::device::device_name(&d.device);
-    let t = match b.targets.get(below) {
-        Some(&t @ Target::Dev(i)) if !b.devs[i].dev.completes_inline() => t,
-        Some(&t @ Target::Layer(_)) => t,
-        _ => {
-            return Err(cfg_err(format!(
-                "[dm] {:?}: its device = {below:?} is an md member or a device a layer cannot sit on: put dm-linear on md or on {below:?}'s own device instead",
-                d.name
-            )))
-        }
-    };
-    let mut sym = |name: &'static str| profile.symbol(name, "[kernel.kallsyms]", Mode::Kernel);
-    let steps = &input.make_request.steps;
-    let layer = crate::layers::dm::DmLinear::new(d, (below, b.capacity(t)), steps, &mut sym)
-        .map_err(cfg_err)?;
-    Ok(Box::new(layer))
 }
 
 /// A layer over its devices or layers, by its kind's entry
@@ -800,40 +730,23 @@ struct JobsInput<'a> {
     sc: &'a Scenario,
     graph: &'a crate::machine::graph::Graph,
     targets: &'a BTreeMap<String, Target>,
-    make_request: &'a Path,
-    acct_index: &'a BTreeMap<String, u8>,
     size_sectors_of: &'a dyn Fn(Target) -> u64,
     irq_cpu: Option<usize>,
 }
 
-/// The job threads, each job's target resolved through the graph: its
-/// queueing device and the bio-based layers above it (pushed to
-/// `bio_layers`; index 0: none).
-fn build_jobs(
-    input: &JobsInput<'_>,
-    profile: &mut CpuProfile,
-    bio_layers: &mut Vec<layers::BioLayers>,
-) -> Result<JobThreads, ModelError> {
+/// The job threads, each job's target resolved through the graph to its
+/// queueing target (a device or a layer).
+fn build_jobs(input: &JobsInput<'_>) -> Result<JobThreads, ModelError> {
     let known: Vec<String> = input.graph.bottom_up().map(|n| n.name.clone()).collect();
-    let mut resolve = |name: &str| -> Result<Option<(Target, u16)>, ModelError> {
+    let mut resolve = |name: &str| -> Result<Option<Target>, ModelError> {
         if input.graph.node(name).is_none() {
             return Ok(None);
         }
         let resolver = layers::Resolver {
-            sc: input.sc,
             graph: input.graph,
             targets: input.targets,
-            make_request: input.make_request,
-            acct: input.acct_index,
         };
-        let (target, bio) = layers::resolve(&resolver, profile, name)?;
-        if bio.is_empty() {
-            return Ok(Some((target, 0)));
-        }
-        bio_layers.push(bio);
-        let index = u16::try_from(bio_layers.len() - 1)
-            .map_err(|_| cfg_err("too many jobs with dm/pmem layers"))?;
-        Ok(Some((target, index)))
+        layers::resolve(&resolver, name).map(Some)
     };
     engine::job_threads(
         input.sc,
@@ -851,12 +764,11 @@ fn build_jobs(
 #[allow(clippy::type_complexity)]
 fn build_buffered(
     sc: &Scenario,
-    (graph, names, devs, layers, bio_layers): (
+    (graph, names, devs, layers): (
         &crate::machine::graph::Graph,
         &BTreeMap<String, usize>,
         &[DevNode],
         &mut Vec<LayerNode>,
-        &[layers::BioLayers],
     ),
     threads: &mut [JobThread],
     profile: &mut CpuProfile,
@@ -875,13 +787,23 @@ fn build_buffered(
             Target::Dev(d) => devs[d].acct,
             Target::Layer(l) => accts[l],
         };
-        target != acct::NO_ACCT || bio_layers[th.layers as usize].acct != acct::NO_ACCT
+        target != acct::NO_ACCT
+    };
+    let nodes = Nodes { devs, layers };
+    let inline = |t: Target| devs[nodes.first_dev(t)].inline;
+    let layers_inline: Vec<bool> = (0..layers.len())
+        .map(|l| inline(Target::Layer(l)))
+        .collect();
+    let over_inline = |th: &JobThread| match th.target {
+        Target::Dev(d) => devs[d].inline,
+        Target::Layer(l) => layers_inline[l],
     };
     buffered::build(
         &buffered::BufferedInput {
             sc,
             below_node: &below_node,
             accounted: &accounted,
+            over_inline: &over_inline,
         },
         threads,
         layers,

@@ -262,9 +262,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
         cost += self.charge_n(cpu, swapper, PathId::IssueCmd, dispatch as u64);
         let wakes = self.wakes_remote(d, q, cpu);
         cost += self.charge_n(cpu, swapper, PathId::WakeRemote, u64::from(wakes));
-        if self.bio_layers.len() > 1 {
-            cost += self.irq_endio(d, q, cpu);
-        }
         if self.acct.is_some() {
             cost += self.account_irq(d, q, cpu, now);
         }
@@ -335,33 +332,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
         // (or when coalescing says).
         self.devs[d].port.hw[q].irq_active = false;
         self.irq_arm(d, q, 0, ctx);
-    }
-
-    /// The bio-based layers' completion work (dm's `clone_endio`) for the
-    /// job I/Os among the completions the handler of queue `q` on `cpu`
-    /// retires. A writethrough write through bcache is counted for each of
-    /// its two bios (an overcount of one `clone_endio` per such write).
-    fn irq_endio(&mut self, d: usize, q: usize, cpu: usize) -> u64 {
-        let mut cost = 0;
-        for i in 0..self.devs[d].port.hw[q].retiring.len() {
-            let tag = self.devs[d].port.hw[q].retiring[i];
-            let Some(owner) = self.devs[d].port.hw[q].owner_of(tag) else {
-                continue;
-            };
-            if let Some(io) = root_slot(owner.root) {
-                let j = self.ios.get(io).job;
-                if j == REPLAY_JOB {
-                    continue;
-                }
-                let layers = &self.bio_layers[self.threads[j as usize].layers as usize];
-                if layers.endio_in_irq() {
-                    cost += layers
-                        .endio
-                        .charge(&mut self.profile, cpu, self.ctxs.swapper);
-                }
-            }
-        }
-        cost
     }
 
     /// Completions of a device that completes inside `submit` (pmem): no
@@ -462,13 +432,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
             return;
         }
         let t = v.job as usize;
-        let li = self.threads[t].layers as usize;
-        if let Some(i) = self.bio_layers[li].dm {
-            let acct = &mut self.dm_disk[i as usize].1;
-            acct.done(now, v.dir, v.sectors, now.since(v.t_prep));
-        }
         if self.acct.is_some() {
-            self.account_io_done((io, &v), li, now);
+            self.account_io_done((io, &v), now);
         }
         let th = &mut self.threads[t];
         th.ready.push_back(io);

@@ -144,8 +144,6 @@ struct Region {
     target_bytes: u64,
     ios_limit: Option<u64>,
     bytes_limit: Option<u64>,
-    /// Index into `AsyncStack::bio_layers` (0: none).
-    layers: u16,
 }
 
 /// Resolves a job's target and region, and what ends it.
@@ -165,7 +163,7 @@ fn job_region(
             0,
         ),
     };
-    let (target, layers) = (targets.resolve)(&target_name)?.ok_or_else(|| {
+    let target = (targets.resolve)(&target_name)?.ok_or_else(|| {
         cfg_err(format!(
             "job `{}`: filename {:?} is not a device of the stack (known: {}{})",
             j.name,
@@ -199,7 +197,6 @@ fn job_region(
     let (ios_limit, bytes_limit) = looped_limits(j, ios_limit, bytes_limit);
     Ok(Region {
         target,
-        layers,
         on_file,
         file_start,
         start_bytes,
@@ -371,10 +368,10 @@ fn job_cpu(
 /// Builds every job thread (one per clone when numjobs > 1).
 /// How jobs find their targets (see `build.rs`).
 pub(super) struct Targets<'a, 'r> {
-    /// A device name to (queueing target, bio-layers index), `None` when
-    /// it names no device.
+    /// A device name to its queueing target, `None` when it names no
+    /// device.
     #[allow(clippy::type_complexity)]
-    pub(super) resolve: &'a mut (dyn FnMut(&str) -> Result<Option<(Target, u16)>, ModelError> + 'r),
+    pub(super) resolve: &'a mut (dyn FnMut(&str) -> Result<Option<Target>, ModelError> + 'r),
     /// Every device name, for the error naming a job's unknown target.
     pub(super) known: &'a [String],
     pub(super) size_sectors_of: &'a dyn Fn(Target) -> u64,
@@ -427,7 +424,6 @@ pub(super) fn job_threads(
                 rng,
                 offsets,
                 target: r.target,
-                layers: r.layers,
                 on_file: r.on_file,
                 region_sector: clone_start(j, &r, clone)? / 512,
                 ios_limit: r.ios_limit,

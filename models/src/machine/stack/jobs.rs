@@ -429,8 +429,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
     }
 
     /// The submission's accounting (the designs of the devices it passes)
-    /// and its bio-based layers' work (dm-linear, a pmem leaf), in the
-    /// job's context; returns their time.
+    /// and a bio-based device's work (pmem's copy), in the job's context;
+    /// returns their time.
     #[inline(always)]
     fn submit_side_work(
         &mut self,
@@ -446,21 +446,28 @@ impl<const OBS: bool> AsyncStack<OBS> {
             self.groups[group].sys_ns += ns;
             cost += ns;
         }
-        let li = self.threads[t].layers as usize;
-        if li != 0 {
-            if let Some(i) = self.bio_layers[li].dm {
-                self.dm_disk[i as usize].1.start(now);
-            }
-        }
-        if li != 0 {
-            // dm-linear above the target, a pmem leaf below it.
-            let bytes = u64::from(v.sectors) * 512;
-            let layers = &self.bio_layers[li];
-            let ns = layers.charge_submit(&mut self.profile, cpu, self.ctxs.fio, bytes);
+        if self.devs[dev].submitter_work {
+            // A bio-based device (pmem): its bio path in the submitter's
+            // context.
+            let ns = self.inline_submitter_work(cpu, dev, u64::from(v.sectors) * 512);
             self.groups[group].sys_ns += ns;
             cost += ns;
         }
         cost
+    }
+
+    /// The work bio-based device `d` does for a bio of `bytes` in the
+    /// submitter's context on `cpu`, charged; returns its time.
+    #[cold]
+    #[inline(never)]
+    fn inline_submitter_work(&mut self, cpu: usize, d: usize, bytes: u64) -> u64 {
+        let (profile, fio) = (&mut self.profile, self.ctxs.fio);
+        let mut total = 0;
+        self.devs[d].dev.submitter_work(bytes, &mut |sym, ns| {
+            profile.charge(cpu, fio, sym, ns);
+            total += ns;
+        });
+        total
     }
 
     /// The code paths of one submission (fio_prep .. issue_cmd), charged

@@ -1,86 +1,14 @@
-//! Bio-based layers between a job and the device that queues its request.
+//! Resolving a job's target, and learning a remapping layer's work.
 //!
 //! A job's target is resolved through the scenario's device graph
-//! ([`crate::machine::graph::Graph`]): a dm-linear device over pmem or
-//! bcache (any other dm-linear is a stacking layer) remaps each bio in the
-//! submitter's context and runs its completion work where the bio
-//! completes, both learnt by driving its layer
-//! ([`crate::layers::dm::DmLinear`], [`remap_work`]); a pmem leaf runs its
-//! bio path ([`crate::devices::pmem::PmemBio`]) and completes the bio
-//! inside the submission, with no interrupt. What a job's
-//! bio runs in these layers is one [`BioLayers`], charged on top of the
-//! stack's own submission and completion paths. The queueing device below
-//! (an SSD or disk behind its port, an md array, bcache) is the job's
-//! [`Target`].
+//! ([`crate::machine::graph::Graph`]) to its queueing target: a device
+//! (behind its port, or one that completes inline, pmem) or a stacking
+//! layer, every kind of which sits on graph nodes alike. A psync program
+//! (`program/build.rs`) runs no layer: it learns the work of each
+//! remapping layer it passes by driving it ([`remap_work`]).
 
 use super::*;
-use crate::devices::device::device_name;
-use crate::devices::pmem::{PmemBio, PmemConfig};
-use crate::machine::graph::{Graph, Kind};
-
-/// What a job's bio runs in the bio-based layers above its queueing device.
-#[derive(Debug, Clone)]
-pub(super) struct BioLayers {
-    /// Per bio on the submitting CPU, on the way down.
-    pub(super) submit: Path,
-    /// Per bio where its completion runs (the interrupt's CPU, or the
-    /// submitter's for a pmem leaf).
-    pub(super) endio: Path,
-    /// The leaf completes in the submitter's context (pmem): its config
-    /// and its bio path.
-    pub(super) inline_leaf: Option<(PmemConfig, PmemBio)>,
-    /// dm's accounting design instance ([`super::acct::NO_ACCT`]: none).
-    pub(super) acct: u8,
-    /// The bio passes a dm whose disk statistics the machine keeps: its
-    /// index in `AsyncStack::dm_disk`.
-    pub(super) dm: Option<u16>,
-}
-
-impl Default for BioLayers {
-    fn default() -> Self {
-        BioLayers {
-            submit: Path::default(),
-            endio: Path::default(),
-            inline_leaf: None,
-            acct: super::acct::NO_ACCT,
-            dm: None,
-        }
-    }
-}
-
-impl BioLayers {
-    pub(super) fn is_empty(&self) -> bool {
-        self.submit.total_ns == 0
-            && self.endio.total_ns == 0
-            && self.inline_leaf.is_none()
-            && self.acct == super::acct::NO_ACCT
-    }
-
-    /// CPU time of one bio of `bytes` in these layers when all of it runs
-    /// in the submitter's context; charged to `profile` on (`cpu`, `ctx`).
-    pub(super) fn charge_submit(
-        &self,
-        profile: &mut CpuProfile,
-        cpu: usize,
-        ctx: ContextId,
-        bytes: u64,
-    ) -> u64 {
-        let mut ns = self.submit.charge(profile, cpu, ctx);
-        if let Some((_, bio)) = &self.inline_leaf {
-            for (sym, work_ns) in bio.work(bytes) {
-                profile.charge(cpu, ctx, sym, work_ns);
-                ns += work_ns;
-            }
-            ns += self.endio.charge(profile, cpu, ctx);
-        }
-        ns
-    }
-
-    /// Whether the completion path runs in an interrupt handler.
-    pub(super) fn endio_in_irq(&self) -> bool {
-        self.inline_leaf.is_none() && self.endio.total_ns > 0
-    }
-}
+use crate::machine::graph::Graph;
 
 /// CPU work a layer records, in order (`None`: time without a symbol).
 pub(super) type Work = Vec<(Option<SymbolId>, u64)>;
@@ -90,9 +18,10 @@ pub(super) type Work = Vec<(Option<SymbolId>, u64)>;
 /// its submission charges the submitter, and what the completion of the
 /// bio it hands down charges where that completion runs. Learnt by driving
 /// the layer (a probe bio, then its child's completion), so a path built
-/// without the layer (a precombined submission, a psync program) runs the
-/// layer's own statement of its work.
-pub(super) fn remap_work(layer: &mut dyn Layer, sectors: u32) -> (Work, Work) {
+/// without the layer (a psync program) runs the layer's own statement of
+/// its work. `None` for a layer that does more than remap a probe bio
+/// (issues its own I/O, completes it itself, hands down none).
+pub(super) fn remap_work(layer: &mut dyn Layer, sectors: u32) -> Option<(Work, Work)> {
     let up = Origin::job(0);
     let req = LayerReq {
         dir: crate::devices::device::Dir::Read,
@@ -102,16 +31,20 @@ pub(super) fn remap_work(layer: &mut dyn Layer, sectors: u32) -> (Work, Work) {
     };
     let mut cx = LayerCx::default();
     cx.begin(0);
-    let child = layer.submit(up, req, &mut cx);
-    assert!(
-        cx.children().is_empty() && cx.completed().is_empty() && cx.worker_work().is_empty(),
-        "{}: a probe bio did more than a remap",
-        layer.name()
-    );
+    let child = layer.submit_or_hold(up, req, &mut cx)?;
+    let only_work = |cx: &LayerCx| {
+        cx.children().is_empty()
+            && cx.worker_work().is_empty()
+            && cx.completed_later().is_empty()
+            && cx.wake().is_none()
+    };
+    if !(only_work(&cx) && cx.completed().is_empty()) {
+        return None;
+    }
     let submit = cx.submitter_work().to_vec();
     cx.clear();
     let crate::layers::layer::Route::Token(token) = child.route else {
-        return (submit, Vec::new());
+        return Some((submit, Vec::new()));
     };
     let done = crate::layers::layer::ChildDone {
         token,
@@ -120,123 +53,39 @@ pub(super) fn remap_work(layer: &mut dyn Layer, sectors: u32) -> (Work, Work) {
         since_dispatch_ns: 0,
     };
     layer.child_done(done, &mut cx);
-    assert_eq!(
-        cx.completed(),
-        &[(up, false)],
-        "{}: the probe bio",
-        layer.name()
-    );
-    (submit, cx.completion_work().to_vec())
-}
-
-/// A kernel path of the work a layer records.
-fn work_path(work: &[(Option<SymbolId>, u64)]) -> Path {
-    let steps: Vec<(SymbolId, u64)> = work.iter().filter_map(|&(s, ns)| Some((s?, ns))).collect();
-    Path {
-        total_ns: work.iter().map(|s| s.1).sum(),
-        steps,
-        user_ns: 0,
+    if !(only_work(&cx) && cx.completed() == [(up, false)] && cx.submitter_work().is_empty()) {
+        return None;
     }
+    Some((submit, cx.completion_work().to_vec()))
 }
 
 /// What [`resolve`] needs from the machine being built.
 pub(super) struct Resolver<'a> {
-    pub(super) sc: &'a Scenario,
     pub(super) graph: &'a Graph,
-    /// Queueing targets by device name (devices with a port, stacking
-    /// layers).
+    /// Queueing targets by device name (devices, stacking layers).
     pub(super) targets: &'a BTreeMap<String, Target>,
-    pub(super) make_request: &'a Path,
-    /// Accounting design instance by device name.
-    pub(super) acct: &'a BTreeMap<String, u8>,
 }
 
-/// Resolves device `name` to its queueing target and the bio-based layers
-/// above it. Bounded: the graph is acyclic, so the walk ends.
-pub(super) fn resolve(
-    r: &Resolver<'_>,
-    profile: &mut CpuProfile,
-    name: &str,
-) -> Result<(Target, BioLayers), ModelError> {
-    let node = r
-        .graph
+/// Resolves device `name` to its queueing target: a device or a layer,
+/// unless a layer owns it (md's members), which the error names.
+pub(super) fn resolve(r: &Resolver<'_>, name: &str) -> Result<Target, ModelError> {
+    r.graph
         .node(name)
         .ok_or_else(|| cfg_err(format!("{name:?} is not a device of the stack")))?;
-    match node.kind {
-        Kind::DmLinear => {
-            if let Some(&t @ Target::Layer(_)) = r.targets.get(name) {
-                // It runs as a layer (a layer sits on it): the job's bio
-                // takes the layer's path.
-                return Ok((t, BioLayers::default()));
-            }
-            let dm = &r.sc.dm[node.index];
-            // Its place among the dm devices precombined into jobs (the
-            // machine's `dm_disk`, in scenario order).
-            let disk = r.sc.dm[..node.index]
-                .iter()
-                .filter(|d| !matches!(r.targets.get(&d.name), Some(Target::Layer(_))))
-                .count();
-            dm.validate().map_err(cfg_err)?;
-            let (target, below) = resolve(r, profile, device_name(&dm.device))?;
-            let mut sym =
-                |name: &'static str| profile.symbol(name, "[kernel.kallsyms]", Mode::Kernel);
-            let mut layer = crate::layers::dm::DmLinear::new(
-                dm,
-                (&dm.device, 0),
-                &r.make_request.steps,
-                &mut sym,
-            )
-            .map_err(cfg_err)?;
-            let (down, up) = remap_work(&mut layer, 1);
-            let (down, up) = (work_path(&down), work_path(&up));
-            Ok((
-                target,
-                BioLayers {
-                    submit: Path::concat(&[&down, &below.submit]),
-                    endio: Path::concat(&[&below.endio, &up]),
-                    inline_leaf: below.inline_leaf,
-                    acct: r
-                        .acct
-                        .get(&dm.name)
-                        .copied()
-                        .unwrap_or(super::acct::NO_ACCT),
-                    dm: Some(u16::try_from(disk).map_err(|_| cfg_err("too many [[dm]] devices"))?),
-                },
-            ))
-        }
-        Kind::Pmem => {
-            let p =
-                r.sc.pmem
-                    .iter()
-                    .find(|p| p.name == name)
-                    .expect("graph node");
-            p.validate().map_err(cfg_err)?;
-            let mut sym =
-                |name: &'static str| profile.symbol(name, "[kernel.kallsyms]", Mode::Kernel);
-            let layers = BioLayers {
-                inline_leaf: Some((p.clone(), PmemBio::new(p, &mut sym))),
-                ..Default::default()
-            };
-            Ok((r.targets[name], layers))
-        }
-        _ => {
-            let above = r.graph.above(name);
-            if let Some(owner) = above.iter().find(|n| n.owns_below) {
-                let section = owner.kind.section();
-                let header = match owner.kind.is_array() {
-                    true => format!("[[{section}]]"),
-                    false => format!("[{section}]"),
-                };
-                return Err(cfg_err(format!(
-                    "{name:?} is a member of {header} {:?}, which owns it; target {:?} instead",
-                    owner.name, owner.name
-                )));
-            }
-            let t = r.targets.get(name).copied();
-            let t = t.ok_or_else(|| cfg_err(format!("{name:?} is not a device with a queue")))?;
-            Ok((t, BioLayers::default()))
-        }
+    let above = r.graph.above(name);
+    if let Some(owner) = above.iter().find(|n| n.owns_below) {
+        let section = owner.kind.section();
+        let header = match owner.kind.is_array() {
+            true => format!("[[{section}]]"),
+            false => format!("[{section}]"),
+        };
+        return Err(cfg_err(format!(
+            "{name:?} is a member of {header} {:?}, which owns it; target {:?} instead",
+            owner.name, owner.name
+        )));
     }
+    let t = r.targets.get(name).copied();
+    t.ok_or_else(|| cfg_err(format!("{name:?} is not a device with a queue")))
 }
 
 /// Refuses a trim job (`rw=trim`, `randtrim`) whose discards would reach
@@ -249,7 +98,6 @@ pub(super) fn check_discards(
     threads: &[JobThread],
     devs: &[DevNode],
     layers: &[LayerNode],
-    bio_layers: &[BioLayers],
 ) -> Result<(), ModelError> {
     for t in threads {
         let jc = &sc.jobs[t.group];
@@ -258,18 +106,12 @@ pub(super) fn check_discards(
         }
         let refuse = |dev: &str, why: &str| {
             cfg_err(format!(
-                "[[job]] {}: rw = {} sends discards to {}, which takes none: {why}; trim a device that discards (an [[ssd]], or bcache or md over SSDs), or use rw = write",
+                "[[job]] {}: rw = {} sends discards to {}, which takes none: {why}; trim a device that discards (an [[ssd]], or a layer over SSDs), or use rw = write",
                 jc.name,
                 jc.rw.as_str(),
                 dev
             ))
         };
-        if let Some((p, _)) = &bio_layers[t.layers as usize].inline_leaf {
-            let why = crate::devices::pmem::Pmem::new(p.clone())
-                .limits()
-                .no_discard;
-            return Err(refuse(&p.dev_path(), why.unwrap_or("no discard path")));
-        }
         // Down through the layers (bounded: the graph is acyclic).
         let mut at = t.target;
         let dev = loop {
@@ -289,37 +131,4 @@ pub(super) fn check_discards(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn dm(name: &str, below: &str) -> String {
-        format!(
-            "[[dm]]\nname = \"{name}\"\ndevice = \"{below}\"\naccounting = \"percpu\"\nsubmit_ns = 40\nclone_ns = 70\nmap_ns = 25\nendio_ns = 60\n"
-        )
-    }
-
-    /// dm-linear runs as its layer wherever a layer can sit on what it is
-    /// over (a device with a queue, md, another such dm), whether or not
-    /// anything sits on it (bcache included); only over pmem is its remap
-    /// precombined into the job's submission (and nothing may sit on such
-    /// a dm: the graph refuses it).
-    #[test]
-    fn dm_is_a_layer_unless_over_pmem() {
-        let text = format!(
-            "[simulation]\n[cpu]\nclock_mhz = 2000\n[[hdd]]\nname = \"sda\"\n[[hdd]]\nname = \"sdb\"\n\
-             [[pmem]]\nname = \"pmem0\"\nrequest_ns = 60\ncopy_bytes_per_us = 4000\n\
-             [[hdd]]\nname = \"sdc\"\n[bcache]\nname = \"bcache0\"\ncache = \"sdc\"\nbacking = \"sdb\"\n{}{}{}{}[[job]]\n",
-            dm("a", "/dev/sda"),
-            dm("b", "/dev/mapper/a"),
-            dm("p", "/dev/pmem0"),
-            dm("c", "/dev/bcache0"),
-        );
-        let sc: crate::config::ScenarioFile = toml::from_str(&text).unwrap();
-        let g = Graph::of(&sc).unwrap();
-        let layers: Vec<String> = super::super::build::dm_layers(&g).into_iter().collect();
-        assert_eq!(layers, ["a", "b", "c"]);
-    }
 }

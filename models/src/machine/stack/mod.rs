@@ -237,8 +237,6 @@ struct JobThread {
     rng: ComponentRng,
     offsets: Offsets,
     target: Target,
-    /// Index into `AsyncStack::bio_layers` (0: none).
-    layers: u16,
     on_file: bool,
     /// First sector of the job's region on the target device.
     region_sector: u64,
@@ -394,6 +392,10 @@ struct DevNode {
     /// The device completes requests inside `submit` (pmem): completions
     /// are delivered at once, with no interrupt.
     inline: bool,
+    /// Its bio path does work in the submitter's context
+    /// ([`BlockDevice::submitter_work`]: pmem's copy), charged to the job
+    /// that hands it a bio.
+    submitter_work: bool,
     /// Accounting design instance ([`acct::NO_ACCT`]: none).
     acct: u8,
 }
@@ -585,11 +587,6 @@ pub struct AsyncStack<const OBS: bool = false> {
     reaped_total: u64,
     wake_epoch: u64,
     replay: Option<Replay>,
-    /// Bio-based layers jobs pass above their target; index 0 is empty.
-    bio_layers: Vec<layers::BioLayers>,
-    /// dm's disk statistics (`[dm] name`, counters): dm keeps them as a
-    /// request-based device does (start_io_acct / end_io_acct).
-    dm_disk: Vec<(String, crate::devices::device::DiskAccounting)>,
     /// In-flight accounting designs of the devices that ask for one.
     acct: Option<acct::Accounting>,
     /// The CPU delivering completions right now (the interrupt's, or the

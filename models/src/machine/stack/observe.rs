@@ -27,9 +27,9 @@ struct Held {
     issued_ns: Option<u64>,
 }
 
-/// A job I/O on its bio-based devices: dm's and the layer's traced
-/// indices (if it passes them) and when it was queued there.
-type TopIo = (Option<u16>, Option<u16>, u64);
+/// A job I/O on the layer it targets: the layer's traced index and when
+/// it was queued there.
+type TopIo = (u16, u64);
 
 /// A bio in a layer in the middle of a stack: queued at (ns), its
 /// direction, sector, sectors and process.
@@ -225,12 +225,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 kind: DevKind::Layer,
             });
         }
-        for (name, _) in &self.dm_disk {
-            devices.push(DevInfo {
-                name: name.clone(),
-                kind: DevKind::Dm,
-            });
-        }
         st.held = vec![Vec::new(); self.devs.len()];
         st.queued = self
             .devs
@@ -281,20 +275,11 @@ impl<const OBS: bool> AsyncStack<OBS> {
         }
     }
 
-    /// The bio-based devices (dm, a layer) the job I/O `root` passes above
-    /// device `d`: their traced indices.
-    fn obs_tops(&self, root: u32) -> (Option<u16>, Option<u16>) {
-        let Some(io) = dispatch::root_slot(root) else {
-            return (None, None);
-        };
-        let v = self.ios.get(io);
-        let dm = match v.job {
-            REPLAY_JOB => None,
-            j => self.bio_layers[self.threads[j as usize].layers as usize].dm,
-        }
-        .map(|i| (self.devs.len() + self.layers.len()) as u16 + i);
-        let layer = (v.layer != NO_LAYER).then(|| (self.devs.len() + v.layer as usize) as u16);
-        (dm, layer)
+    /// The layer the job I/O `root` targets, if it targets one: its
+    /// traced index.
+    fn obs_top(&self, root: u32) -> Option<u16> {
+        let v = self.ios.get(dispatch::root_slot(root)?);
+        (v.layer != NO_LAYER).then(|| (self.devs.len() + v.layer as usize) as u16)
     }
 
     /// A request enters device `d`'s block queue: the job I/O's Q (and A)
@@ -311,7 +296,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let cpu = self.submit_cpu(d, q.root);
         let pid = self.obs_pid(q.root);
         let (what, _) = self.obs_what(q.origin);
-        let tops = self.obs_tops(q.root);
+        let top = self.obs_top(q.root);
         let t = now.as_ns();
         let hwq = if self.devs[d].port.is_multi() {
             self.devs[d].port.queue_for_cpu(cpu)
@@ -333,25 +318,11 @@ impl<const OBS: bool> AsyncStack<OBS> {
             if slot >= st.top.len() {
                 st.top.resize(slot + 1, None);
             }
-            let first = st.top[slot].is_none() && (tops.0.is_some() || tops.1.is_some());
-            if first {
-                st.top[slot] = Some((tops.0, tops.1, t));
-                let mut above: Option<u16> = None;
-                for dev in [tops.0, tops.1].into_iter().flatten() {
-                    if let Some(a) = above {
-                        st.emit(BlockEvent {
-                            action: BlockAction::Remap,
-                            dev,
-                            from_dev: a,
-                            from_sector: v.sector,
-                            ..base
-                        });
-                    }
-                    st.emit(BlockEvent { dev, ..base });
-                    above = Some(dev);
-                }
+            if let Some(dev) = top.filter(|_| st.top[slot].is_none()) {
+                st.top[slot] = Some((dev, t));
+                st.emit(BlockEvent { dev, ..base });
             }
-            from = tops.1.or(tops.0).map(|a| (a, v.sector));
+            from = top.map(|a| (a, v.sector));
             if st.middle_pending.iter().any(|p| p.0 == q.root) {
                 from = st.queue_middle(q.root, from, t);
             }
@@ -575,20 +546,17 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let cpu = self.completing_cpu;
         let pid = self.obs_pid(io.0);
         let Some(st) = self.obs.as_mut() else { return };
-        let Some((dm, layer, queued_ns)) = st.top.get_mut(io.0 as usize).and_then(Option::take)
-        else {
+        let Some((dev, queued_ns)) = st.top.get_mut(io.0 as usize).and_then(Option::take) else {
             return;
         };
-        for dev in [layer, dm].into_iter().flatten() {
-            st.emit(BlockEvent {
-                dir: v.dir,
-                sector: v.sector,
-                sectors: v.sectors,
-                failed: v.failed,
-                queued_ns,
-                ..ev(now.as_ns(), BlockAction::Complete, dev as usize, cpu, pid)
-            });
-        }
+        st.emit(BlockEvent {
+            dir: v.dir,
+            sector: v.sector,
+            sectors: v.sectors,
+            failed: v.failed,
+            queued_ns,
+            ..ev(now.as_ns(), BlockAction::Complete, dev as usize, cpu, pid)
+        });
     }
 
     /// `schedule_job`, observed: the span of the job's next action.

@@ -1,13 +1,14 @@
 //! Synchronous I/O on a device that completes inline (fio `psync` on pmem,
-//! or on dm-linear over pmem) as a *program* the job's CPU runs step by
-//! step.
+//! or on layers that only remap, such as dm-linear, over pmem) as a
+//! *program* the job's CPU runs step by step.
 //!
 //! Such an I/O never sleeps and never meets an interrupt: the whole I/O
 //! (fio, the `pread` system call, the block layer, dm's clone and remap, the
 //! pmem copy, fio's completion) runs on the submitting CPU. What differs
 //! between the in-flight accounting designs is only the cache-line traffic of
 //! their code, so each job loops over one I/O's steps: CPU work (costs from
-//! `[costs.paths]`, `[dm]`, `[[pmem]]`) and accounting calls (`start_io` /
+//! `[costs.paths]`, the layers' own work as they record it, and the
+//! device's bio path) and accounting calls (`start_io` /
 //! `end_io` of the device's [`blocksim_designs::inflight::Inflight`], the
 //! machine's own instances in `acct`). The accesses a call records are
 //! replayed against the machine's [`crate::cpu::coherence::Coherence`] in
@@ -31,6 +32,7 @@ use super::*;
 use crate::cpu::coherence::Request;
 use crate::cpu::topology::Topology;
 use crate::devices::pmem::PmemConfig;
+use crate::layers::registry::LayerSpec;
 use blocksim_designs::backend::LineId;
 use blocksim_designs::inflight::Dir as DDir;
 use blocksim_designs::traced::{Access, AccessKind};
@@ -42,7 +44,8 @@ const START_SPREAD_NS: u64 = 2_000;
 const KERNEL: &str = "[kernel.kallsyms]";
 
 /// True when job `j` of `sc` runs as a program: fio `psync` (pread) on a
-/// `[[pmem]]` device or on the `[dm]` device.
+/// `[[pmem]]` device or on layers over one that only remap
+/// ([`crate::layers::registry::LayerSpec::remaps_only`]).
 pub fn runs_as_program(sc: &Scenario, j: &JobConfig) -> bool {
     j.ioengine == IoEngine::Psync
         // The program runs pread (`pread_call`); the other synchronous
@@ -105,8 +108,8 @@ struct PGroup {
     dir: DDir,
     /// The "accounting" cell of the summary table.
     accounting: String,
-    /// The dm device the job goes through, if any.
-    dm: Option<crate::layers::dm::DmConfig>,
+    /// The layer the job targets, if any: its name, sysfs name and path.
+    top: Option<(String, String, String)>,
     /// The job's `filename`.
     filename: String,
     pmem: PmemConfig,
@@ -149,25 +152,43 @@ pub(super) struct Env<'a> {
     pub(super) profile: &'a mut CpuProfile,
 }
 
-/// A device a program job can target.
-#[derive(Clone, Copy)]
-enum ProgTarget<'a> {
-    Pmem(&'a PmemConfig),
-    Dm(&'a crate::layers::dm::DmConfig, &'a PmemConfig),
+/// What a program job targets: the layers its bio passes, top first, each
+/// with its index among the tables of its kind, over a pmem device.
+struct ProgTarget<'a> {
+    layers: Vec<(usize, Box<dyn LayerSpec + 'a>)>,
+    pmem: &'a PmemConfig,
 }
 
-/// The device `job` targets, if it is a program's: a `[[pmem]]`, or the
-/// `[dm]` device over one.
+/// The device `job` targets, if it is a program's: a `[[pmem]]`, or a
+/// chain of layers that only remap over one (bounded by
+/// [`crate::machine::graph::LAYER_DEPTH_MAX`]).
 fn find_target<'a>(s: &'a Scenario, job: &JobConfig) -> Option<ProgTarget<'a>> {
+    use crate::devices::device::device_name;
     if let Some(p) = s.pmem.iter().find(|p| p.dev_path() == job.filename) {
-        return Some(ProgTarget::Pmem(p));
+        return Some(ProgTarget {
+            layers: Vec::new(),
+            pmem: p,
+        });
     }
-    let d = s.dm.iter().find(|d| d.dev_path() == job.filename)?;
-    let p = s
-        .pmem
+    let mut specs = s.layer_specs().ok()?;
+    let top = specs
         .iter()
-        .find(|p| p.name == crate::devices::device::device_name(&d.device))?;
-    Some(ProgTarget::Dm(d, p))
+        .position(|(.., l)| l.dev_path() == job.filename)?;
+    let mut at = specs.swap_remove(top);
+    let mut layers = Vec::new();
+    while layers.len() < crate::machine::graph::LAYER_DEPTH_MAX {
+        let below = match at.2.below()[..] {
+            [b] if at.2.remaps_only() => device_name(b).to_string(),
+            _ => return None,
+        };
+        layers.push((at.1, at.2));
+        if let Some(p) = s.pmem.iter().find(|p| p.name == below) {
+            return Some(ProgTarget { layers, pmem: p });
+        }
+        let next = specs.iter().position(|(.., l)| l.name() == below)?;
+        at = specs.swap_remove(next);
+    }
+    None
 }
 
 /// Nanoseconds of `[start, start + len_ns)` that fall inside the measured

@@ -118,9 +118,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
         if let Some(a) = &mut self.acct {
             a.reset_stats();
         }
-        for (_, acct) in &mut self.dm_disk {
-            acct.reset(now);
-        }
         for l in &mut self.layers {
             l.layer.reset_stats(now);
         }
@@ -319,34 +316,25 @@ impl<const OBS: bool> AsyncStack<OBS> {
         notes
     }
 
-    /// fio's disk stats: every stacking layer (2011 bcache keeps none), then
-    /// every device, a layer that lists its members (md with its disks) in
-    /// the place of its first member.
+    /// fio's disk stats: every stacking layer an I/O can pass (2011 bcache
+    /// keeps none), then every device, a layer that lists its members (md
+    /// with its disks) in the place of its first member whether or not an
+    /// I/O passes it (as every device is listed).
     pub(super) fn disk_reports(&self, end: SimTime, elapsed: u64) -> Vec<DiskReport> {
         let (mut disks, covered) = match &self.programs {
             Some(p) => p.disk_reports(),
             None => (Vec::new(), Vec::new()),
         };
         let shown = |name: &str| covered.iter().any(|c| c == name);
-        // fio lists the devices under the jobs' files: a dm only when some
-        // I/O can pass it.
-        for (i, (name, acct)) in self.dm_disk.iter().enumerate() {
-            let used = self.replay.is_some()
-                || self
-                    .threads
-                    .iter()
-                    .any(|t| self.bio_layers[t.layers as usize].dm == Some(i as u16));
-            if used && !shown(name) {
-                let kept = (StatsKept::All, "");
-                disks.push(disk_report(name, &acct.snapshot(end), elapsed, kept));
-            }
-        }
+        let reached = self.layers_reached();
         // A layer that lists its members (md) stands where its first
         // member device would.
         let mut holder = vec![None; self.devs.len()];
         for (i, l) in self.layers.iter().enumerate() {
-            if l.holds_requests {
-                // Above the block layer: no block device of its own.
+            let unused = !reached[i] && !l.layer.report_members();
+            if l.holds_requests || unused || shown(l.layer.name()) {
+                // Above the block layer (no block device of its own), under
+                // no job's file, or a program's.
                 continue;
             }
             if !l.layer.report_members() {
@@ -377,6 +365,29 @@ impl<const OBS: bool> AsyncStack<OBS> {
             }
         }
         disks
+    }
+
+    /// Which layers a queued job's or a replayed I/O can pass (fio lists
+    /// the devices under the jobs' files): those a job targets and every
+    /// node under them; all of them under a replay. Bounded: the graph is
+    /// acyclic.
+    fn layers_reached(&self) -> Vec<bool> {
+        let mut reached = vec![self.replay.is_some(); self.layers.len()];
+        let mut stack: Vec<Target> = self.threads.iter().map(|t| t.target).collect();
+        stack.extend(
+            self.threads
+                .iter()
+                .filter_map(|t| t.buffered.as_ref())
+                .map(|b| Target::Layer(usize::from(b.layer))),
+        );
+        while let Some(t) = stack.pop() {
+            if let Target::Layer(l) = t {
+                if !std::mem::replace(&mut reached[l], true) {
+                    stack.extend(self.layers[l].below.iter().map(|b| b.target()));
+                }
+            }
+        }
+        reached
     }
 
     /// Layer `l`'s disk statistics, with its member devices' under it when

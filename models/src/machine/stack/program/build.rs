@@ -26,9 +26,6 @@ pub(in crate::machine::stack) fn build_programs(
     for p in &sc.pmem {
         p.validate().map_err(cfg_err)?;
     }
-    for d in &sc.dm {
-        d.validate().map_err(cfg_err)?;
-    }
     let paths = sc.costs.resolve(profile).map_err(cfg_err)?;
     let mut ps = Programs {
         jobs: Vec::new(),
@@ -52,7 +49,7 @@ pub(in crate::machine::stack) fn build_programs(
         let (dir, rt) = job_dir_runtime(jc)?;
         if runtime.is_some_and(|r| r != (rt, jc.ramp_time_ns)) {
             return Err(cfg_err(
-                "all psync jobs on pmem/dm must share runtime and ramp_time",
+                "all psync jobs on pmem must share runtime and ramp_time",
             ));
         }
         runtime = Some((rt, jc.ramp_time_ns));
@@ -72,9 +69,9 @@ pub(in crate::machine::stack) fn build_programs(
 /// The device path of each accounting instance, for naming its lines.
 fn inst_paths(sc: &Scenario, acct_index: &BTreeMap<String, u8>) -> Vec<(u8, String)> {
     let mut v = Vec::new();
-    for d in &sc.dm {
-        if let Some(&i) = acct_index.get(&d.name) {
-            v.push((i, d.dev_path()));
+    for (.., l) in sc.layer_specs().unwrap_or_default() {
+        if let Some(&i) = acct_index.get(l.name()) {
+            v.push((i, l.dev_path()));
         }
     }
     for p in &sc.pmem {
@@ -119,14 +116,12 @@ impl GroupBuild<'_> {
                 jc.name
             )));
         }
-        let pmem = match target {
-            ProgTarget::Pmem(p) | ProgTarget::Dm(_, p) => p,
-        };
+        let pmem = target.pmem;
         // The region is checked as a queued job's is, though a program's
         // I/O costs do not depend on where on the pmem device it lands.
-        let name = match target {
-            ProgTarget::Pmem(p) => p.name.as_str(),
-            ProgTarget::Dm(d, _) => d.name.as_str(),
+        let name = match target.layers.first() {
+            Some((_, l)) => l.name(),
+            None => pmem.name.as_str(),
         };
         crate::machine::stack::engine::job_extent(jc, name, 0, pmem.size_bytes)?;
         let bs = jc.bs_bytes_min;
@@ -135,7 +130,8 @@ impl GroupBuild<'_> {
         } else {
             (jc.io_limit_bytes(pmem.size_bytes) / bs.max(1)).max(1)
         };
-        let (steps, syms) = program(profile, self.paths, self.input.acct_index, target, bs)?;
+        let mut built = LayersBuilt::new(self.input.sc, &target, profile)?;
+        let (steps, syms) = program(profile, self.paths, self.input.acct_index, &mut built, bs)?;
         let user_per_io_ns = syms
             .iter()
             .filter(|(s, _)| profile.symbols()[s.0 as usize].mode == Mode::User)
@@ -168,15 +164,15 @@ impl GroupBuild<'_> {
         ps.groups.push(PGroup {
             hist: LatencyHistogram::new(),
             dir,
-            accounting: match target {
-                ProgTarget::Pmem(p) if p.iostat => format!("pmem {}", p.accounting),
-                ProgTarget::Pmem(_) => "none (iostat off)".to_string(),
-                ProgTarget::Dm(d, _) => d.accounting.clone(),
+            accounting: match target.layers.first() {
+                Some((_, l)) => l.accounting().unwrap_or("none").to_string(),
+                None if pmem.iostat => format!("pmem {}", pmem.accounting),
+                None => "none (iostat off)".to_string(),
             },
-            dm: match target {
-                ProgTarget::Dm(d, _) => Some(d.clone()),
-                ProgTarget::Pmem(_) => None,
-            },
+            top: target
+                .layers
+                .first()
+                .map(|(i, l)| (l.name().to_string(), l.sysfs_name(*i), l.dev_path())),
             filename: jc.filename.clone(),
             pmem: pmem.clone(),
         });
@@ -251,7 +247,7 @@ fn job_dir_runtime(jc: &JobConfig) -> Result<(DDir, u64), ModelError> {
         RwMode::Write | RwMode::RandWrite => DDir::Write,
         _ => {
             return Err(cfg_err(format!(
-                "job `{}`: rw = {} with psync on pmem/dm is not modelled; use read, randread, write or randwrite",
+                "job `{}`: rw = {} with psync on pmem is not modelled; use read, randread, write or randwrite",
                 jc.name,
                 jc.rw.as_str()
             )))
@@ -259,13 +255,13 @@ fn job_dir_runtime(jc: &JobConfig) -> Result<(DDir, u64), ModelError> {
     };
     if jc.fsync_blocks > 0 || jc.end_fsync {
         return Err(cfg_err(format!(
-            "job `{}`: fsync, fdatasync and end_fsync with psync on pmem/dm are not modelled (its program has no flush step); drop them or use ioengine=pvsync",
+            "job `{}`: fsync, fdatasync and end_fsync with psync on pmem are not modelled (its program has no flush step); drop them or use ioengine=pvsync",
             jc.name
         )));
     }
     if jc.bs_bytes_min != jc.bs_bytes_max {
         return Err(cfg_err(format!(
-            "job `{}`: bsrange and bssplit with psync on pmem/dm are not modelled; give one bs",
+            "job `{}`: bsrange and bssplit with psync on pmem are not modelled; give one bs",
             jc.name
         )));
     }
@@ -313,9 +309,10 @@ impl ProgramBuilder<'_> {
 
     /// Work a layer recorded (time without a symbol is not modelled in a
     /// program: every layer it drives names its work).
-    fn work_of(&mut self, (sym, ns): (Option<SymbolId>, u64)) {
-        let sym = sym.expect("a program's layer names its work");
+    fn work_of(&mut self, (sym, ns): (Option<SymbolId>, u64)) -> Result<(), ModelError> {
+        let sym = sym.ok_or_else(|| cfg_err("a layer a psync program passes records work without a symbol, which a program cannot charge"))?;
         self.work_sym(sym, ns);
+        Ok(())
     }
 
     fn path(&mut self, paths: &BTreeMap<String, crate::cpu::costs::Path>, name: &str) {
@@ -345,13 +342,64 @@ impl ProgramBuilder<'_> {
     }
 }
 
-/// One I/O's steps on `target` (unscaled), with the symbols they charge.
+/// A layer a program passes: its name, its accounting calls (start, end)
+/// and the layer.
+type ProgLayer = (String, (&'static str, &'static str), Box<dyn Layer>);
+
+/// The layers of a program's target, built afresh (not the machine's, whose
+/// statistics a probe would touch), top first, with the device below.
+struct LayersBuilt {
+    layers: Vec<ProgLayer>,
+    pmem: PmemConfig,
+}
+
+impl LayersBuilt {
+    /// Builds `target`'s layers bottom-up, each over what is below it.
+    fn new(
+        sc: &Scenario,
+        target: &ProgTarget<'_>,
+        profile: &mut CpuProfile,
+    ) -> Result<LayersBuilt, ModelError> {
+        use crate::layers::registry::{BelowKind, BelowNode};
+        let p = target.pmem;
+        let mut below = BelowNode {
+            name: p.name.clone(),
+            capacity_sectors: p.size_bytes / 512,
+            limits: crate::devices::limits::Limits::NONE,
+            kind: BelowKind::Inline,
+        };
+        let mut layers = Vec::new();
+        for (_, spec) in target.layers.iter().rev() {
+            let cx = &mut super::super::build::build_cx(sc, vec![below.clone()], profile, 1);
+            let layer = spec.build(cx).map_err(cfg_err)?;
+            below = BelowNode {
+                name: spec.name().to_string(),
+                capacity_sectors: layer.capacity_sectors(),
+                limits: layer.limits().unwrap_or(below.limits),
+                kind: BelowKind::Layer,
+            };
+            let calls = spec.accounting_family().calls;
+            layers.push((spec.name().to_string(), calls, layer));
+        }
+        layers.reverse();
+        Ok(LayersBuilt {
+            layers,
+            pmem: p.clone(),
+        })
+    }
+}
+
+/// One I/O's steps on `target` (unscaled), with the symbols they charge:
+/// fio's and the system call's paths, then down through each layer (its
+/// accounting starts after its first step, where `dm_make_request` calls
+/// `start_io_acct`), pmem's bio between its own accounting calls, and up
+/// through each layer's completion work and the end of its accounting.
 #[allow(clippy::type_complexity)]
 fn program(
     profile: &mut CpuProfile,
     paths: &BTreeMap<String, crate::cpu::costs::Path>,
     acct_index: &BTreeMap<String, u8>,
-    target: ProgTarget<'_>,
+    target: &mut LayersBuilt,
     bs: u64,
 ) -> Result<(Vec<Step>, Vec<(SymbolId, u64)>), ModelError> {
     let mut b = ProgramBuilder {
@@ -363,60 +411,44 @@ fn program(
     b.path(paths, "fio_prep");
     b.path(paths, "pread_call");
     b.path(paths, "make_request");
-    let mut dm_endio = Vec::new();
-    let pmem = match target {
-        ProgTarget::Pmem(p) => p,
-        ProgTarget::Dm(d, p) => {
-            // dm's work as its layer records it (its remap, then the
-            // clone's `make_request`), with `start_io_acct` where
-            // `dm_make_request` calls it, after its first step.
-            let (down, endio) = dm_work(b.profile, paths, d, bs)?;
-            let [first, rest @ ..] = &down[..] else {
-                unreachable!("dm-linear records its submission")
-            };
-            b.work_of(*first);
-            b.acct(acct_index.get(&d.name).copied(), true, "start_io_acct");
-            for &w in rest {
-                b.work_of(w);
-            }
-            dm_endio = endio;
-            p
+    let sectors = u32::try_from(bs.div_ceil(512)).unwrap_or(u32::MAX);
+    let mut endio = Vec::new();
+    for (name, (start, end), layer) in &mut target.layers {
+        let (down, up) = super::layers::remap_work(layer.as_mut(), sectors).ok_or_else(|| {
+            cfg_err(format!(
+                "{name:?}: a psync program cannot pass it: it does more than remap a bio"
+            ))
+        })?;
+        let inst = acct_index.get(name.as_str()).copied();
+        let [first, rest @ ..] = &down[..] else {
+            return Err(cfg_err(format!(
+                "{name:?}: a remapping layer records its submission"
+            )));
+        };
+        b.work_of(*first)?;
+        b.acct(inst, true, start);
+        for &w in rest {
+            b.work_of(w)?;
         }
-    };
-    let pi = acct_index.get(&pmem.name).copied();
-    b.acct(pi, true, "generic_start_io_acct");
-    let mut sym = |name: &'static str| b.profile.symbol(name, KERNEL, Mode::Kernel);
-    for (sym, ns) in PmemBio::new(pmem, &mut sym).work(bs) {
-        b.work_of((Some(sym), ns));
+        endio.push((inst, *end, up));
     }
-    b.acct(pi, false, "generic_end_io_acct");
-    if let ProgTarget::Dm(d, _) = target {
-        for &w in &dm_endio {
-            b.work_of(w);
+    let p = &target.pmem;
+    let pi = acct_index.get(&p.name).copied();
+    b.acct(pi, true, crate::layers::registry::PART0.calls.0);
+    let mut sym = |name: &'static str| b.profile.symbol(name, KERNEL, Mode::Kernel);
+    for (sym, ns) in PmemBio::new(p, &mut sym).work(bs) {
+        b.work_of((Some(sym), ns))?;
+    }
+    b.acct(pi, false, crate::layers::registry::PART0.calls.1);
+    for (inst, end, up) in endio.into_iter().rev() {
+        for w in up {
+            b.work_of(w)?;
         }
-        b.acct(acct_index.get(&d.name).copied(), false, "end_io_acct");
+        b.acct(inst, false, end);
     }
     b.path(paths, "fio_complete");
     b.step(StepKind::IoDone, SymbolId(0));
     Ok((b.steps, b.syms))
-}
-
-/// What dm-linear (`d`, over its pmem device) does for one bio of `bs`
-/// bytes, learnt from the layer itself: its submission work (through the
-/// clone's `make_request`) and its completion work.
-fn dm_work(
-    profile: &mut CpuProfile,
-    paths: &BTreeMap<String, crate::cpu::costs::Path>,
-    d: &crate::layers::dm::DmConfig,
-    bs: u64,
-) -> Result<(super::layers::Work, super::layers::Work), ModelError> {
-    let make_request = paths.get("make_request").map_or(&[][..], |p| &p.steps[..]);
-    let mut sym = |name: &'static str| profile.symbol(name, KERNEL, Mode::Kernel);
-    let below = crate::devices::device::device_name(&d.device);
-    let mut dm =
-        crate::layers::dm::DmLinear::new(d, (below, 0), make_request, &mut sym).map_err(cfg_err)?;
-    let sectors = u32::try_from(bs.div_ceil(512)).unwrap_or(u32::MAX);
-    Ok(super::layers::remap_work(&mut dm, sectors))
 }
 
 #[cfg(test)]
@@ -461,10 +493,15 @@ mod tests {
             map_ns: 25,
             endio_ns: 60,
         };
-        let p = pmem();
+        let mut sym = |name: &'static str| profile.symbol(name, KERNEL, Mode::Kernel);
+        let dm = crate::layers::dm::DmLinear::new(&d, ("pmem0", 0), &[(gmr, 45)], &mut sym);
+        let calls = crate::layers::dm::DM_FAMILY.calls;
+        let mut target = LayersBuilt {
+            layers: vec![("linear".into(), calls, Box::new(dm.unwrap()))],
+            pmem: pmem(),
+        };
         let acct = BTreeMap::from([("linear".to_string(), 0u8)]);
-        let (steps, syms) =
-            program(&mut profile, &paths, &acct, ProgTarget::Dm(&d, &p), 512).unwrap();
+        let (steps, syms) = program(&mut profile, &paths, &acct, &mut target, 512).unwrap();
         let mut seen = Vec::new();
         for s in &steps {
             match s.kind {

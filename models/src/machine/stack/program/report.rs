@@ -213,8 +213,8 @@ impl Programs {
             .collect()
     }
 
-    /// fio's disk stats of the devices program jobs use (a dm device lists
-    /// its pmem as member), and those devices' names: they count I/Os and
+    /// fio's disk stats of the devices program jobs use (the layer a job
+    /// targets, dm, lists its pmem as member), and those devices' names: they count I/Os and
     /// sectors; ticks, in_queue and util are not simulated here, and a pmem
     /// queue with `iostat` off counts nothing.
     pub(in crate::machine::stack) fn disk_reports(&self) -> (Vec<DiskReport>, Vec<String>) {
@@ -225,17 +225,17 @@ impl Programs {
             DDir::Read => d.read_ios += ios,
             DDir::Write => d.write_ios += ios,
         };
-        let mut dm: Option<DiskReport> = None;
+        let mut top: Option<DiskReport> = None;
         let mut pmems: Vec<DiskReport> = Vec::new();
         let mut names = Vec::new();
         for (g, grp) in self.groups.iter().enumerate() {
             let ios: u64 = self.members(g).map(|j| j.ios).sum();
-            if let Some(d) = &grp.dm {
-                let r = dm.get_or_insert_with(|| DiskReport {
-                    // fio names devices by their sysfs name: the first dm device is dm-0.
-                    name: "dm-0".into(),
+            if let Some((_, sysfs, path)) = &grp.top {
+                let r = top.get_or_insert_with(|| DiskReport {
+                    // fio names devices by their sysfs name (dm-0).
+                    name: sysfs.clone(),
                     stats_kept: StatsKept::IosOnly,
-                    stats_note: format!("{}; {NOT_SIMULATED}", d.dev_path()),
+                    stats_note: format!("{path}; {NOT_SIMULATED}"),
                     ..DiskReport::default()
                 });
                 count(r, ios, grp.dir);
@@ -262,15 +262,15 @@ impl Programs {
                 count(&mut pmems[slot], ios, grp.dir);
             }
         }
-        let reports = match dm {
-            // The dm device first, its pmem as member (fio lists a device's
-            // slaves after it).
+        let reports = match top {
+            // The layer's device first, its pmem as member (fio lists a
+            // device's slaves after it).
             Some(mut d) => {
                 names.extend(
                     self.groups
                         .iter()
-                        .filter_map(|g| g.dm.as_ref())
-                        .map(|d| d.name.clone())
+                        .filter_map(|g| g.top.as_ref())
+                        .map(|(name, ..)| name.clone())
                         .take(1),
                 );
                 d.members = pmems;
