@@ -368,7 +368,7 @@ fn check_programs_apart(
     for cpu in p.cpus() {
         if let Some(t) = threads.iter().find(|t| t.cpu == cpu) {
             return Err(cfg_err(format!(
-                "a job of [[job]] #{} would share logical CPU {cpu} with a psync job on pmem/dm, \
+                "a job of [[job]] #{} would share logical CPU {cpu} with a psync job on pmem, \
                  which owns its CPU: time-sharing is not modelled; use cpus_allowed",
                 t.group + 1
             )));

@@ -112,7 +112,7 @@ impl GroupBuild<'_> {
         let target = find_target(sc, jc).expect("a program job's target");
         if jc.logs.offset {
             return Err(cfg_err(format!(
-                "job `{}`: log_offset = 1 with psync on a pmem/dm target: offsets are not modelled there; drop log_offset",
+                "job `{}`: log_offset = 1 with psync on a pmem target: offsets are not modelled there; drop log_offset",
                 jc.name
             )));
         }
