@@ -22,9 +22,12 @@ pub struct Ctx<'a, E> {
     /// no pointer to reload after every call into the model.
     queue: EventQueue<E>,
     _run: std::marker::PhantomData<&'a mut ()>,
-    /// Held here, not behind a reference: the loop tests it after every
-    /// event (one load, not two).
-    stop_requested: bool,
+    /// Events the run may still handle; a stop request sets it to 0, so
+    /// the loop's one test per event covers the event limit and the stop.
+    left: u64,
+    /// `left` when a stop was first requested (the events handled by then
+    /// are counted from it); `None`: no stop requested.
+    left_at_stop: Option<u64>,
     overflow: Option<QueueFull>,
 }
 
@@ -50,13 +53,16 @@ impl<E: Copy> Ctx<'_, E> {
         );
         if let Err(e) = self.queue.push(at, event) {
             self.overflow = Some(e);
-            self.stop_requested = true;
+            self.stop();
         }
     }
 
     /// Ends the run after the current event.
     pub fn stop(&mut self) {
-        self.stop_requested = true;
+        if self.left_at_stop.is_none() {
+            self.left_at_stop = Some(self.left);
+        }
+        self.left = 0;
     }
 
     /// Number of pending events (for invariant checks and diagnostics).
@@ -152,19 +158,22 @@ impl<M: Model> Simulation<M> {
     /// Runs until the model stops, the queue drains, the next event would be
     /// after `until`, or `max_events` events have been handled.
     pub fn run(&mut self, until: SimTime, max_events: u64) -> Result<RunSummary, SimError> {
-        let mut handled = 0u64;
         // One context for the whole loop (the model and the queue are
         // disjoint fields); only its time changes per event.
         let mut ctx = Ctx {
             now: self.now,
             queue: std::mem::replace(&mut self.queue, EventQueue::with_bound(0)),
             _run: std::marker::PhantomData,
-            stop_requested: false,
+            left: max_events,
+            left_at_stop: None,
             overflow: None,
         };
         let reason = loop {
-            if handled >= max_events {
-                break StopReason::EventLimit;
+            if ctx.left == 0 {
+                break match ctx.left_at_stop {
+                    Some(_) => StopReason::Requested,
+                    None => StopReason::EventLimit,
+                };
             }
             // (A run without an end time skips the due check; its common
             // case, a sorted queue, pops with no `Option`.)
@@ -190,12 +199,10 @@ impl<M: Model> Simulation<M> {
                 time_went_backwards(t, ctx.now);
             }
             ctx.now = t;
+            ctx.left -= 1;
             self.model.handle(event, &mut ctx);
-            handled += 1;
-            if ctx.stop_requested {
-                break StopReason::Requested;
-            }
         };
+        let handled = max_events - ctx.left_at_stop.unwrap_or(ctx.left);
         self.now = ctx.now;
         self.queue = ctx.queue;
         self.events_processed += handled;

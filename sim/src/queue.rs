@@ -181,17 +181,24 @@ impl<E: Copy> EventQueue<E> {
 
     /// One insertion-sort step from the end: new events are usually among
     /// the earliest, so the scan is short. The new event goes past every
-    /// entry whose time is not later (it was pushed after them).
+    /// entry whose time is not later (it was pushed after them). Each entry
+    /// is stored once: the new event where it belongs, each entry it passes
+    /// one place up.
     #[inline]
     fn sorted_push(&mut self, time: u64, event: E) {
         let new = Slot { time, event };
-        self.sorted.push(new);
-        let Some((last, rest)) = self.sorted.split_last_mut() else {
-            return;
+        let last = match self.sorted.last() {
+            Some(&last) if last.time <= time => last,
+            // Empty, or the new event is the earliest: it goes last.
+            _ => return self.sorted.push(new),
         };
-        // The hole moves down past every entry that is not later; an
-        // iterator, so the scan has no index to check.
-        let mut hole = last;
+        // The last entry moves up one; the hole it leaves moves down past
+        // every entry that is not later (an iterator: no index to check).
+        self.sorted.push(last);
+        let n = self.sorted.len();
+        let Some((mut hole, rest)) = self.sorted[..n - 1].split_last_mut() else {
+            unreachable!("the queue holds the moved entry");
+        };
         for e in rest.iter_mut().rev() {
             if e.time > time {
                 break;

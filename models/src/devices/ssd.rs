@@ -135,6 +135,14 @@ const STAGE_DIE_READ: u32 = 7;
 /// `read_parallelism = "die"`: a read queued ahead reaches its idle die.
 const STAGE_DIE_READ_START: u32 = 8;
 
+/// The pages a request covers (`page_sectors` sectors each).
+#[inline]
+fn page_range(req: &DevRequest, page_sectors: u64) -> std::ops::Range<u64> {
+    let first = req.sector / page_sectors;
+    let last = (req.sector + req.sectors as u64 - 1) / page_sectors;
+    first..last + 1
+}
+
 /// A timer token: the stage in bits 16.., the channel in bits 0..16 (at
 /// most 1024 channels).
 fn token(stage: u32, index: u32) -> u32 {
@@ -292,7 +300,9 @@ pub struct Ssd {
     channels: Vec<Stage<ChannelOp>>,
     /// `read_parallelism = "die"`: each die's host reads (empty otherwise).
     die_reads: Vec<DieReads>,
-    link: Stage<SlotId>,
+    /// The link's transfers: (command, its time on the link), the time
+    /// computed when it joins the queue.
+    link: Stage<(SlotId, u64)>,
     acct: DiskAccounting,
     link_ns_per_byte: f64,
     /// Dies, write cache, FTL (see `flash.rs`); boxed, so that the read
@@ -373,10 +383,7 @@ impl Ssd {
     }
 
     fn pages_of(&self, req: &DevRequest) -> std::ops::Range<u64> {
-        let page_sectors = self.read.page_sectors;
-        let first = req.sector / page_sectors;
-        let last = (req.sector + req.sectors as u64 - 1) / page_sectors;
-        first..last + 1
+        page_range(req, self.read.page_sectors)
     }
 
     /// The die a read of `page` goes to: where the FTL put it, or the
@@ -490,26 +497,31 @@ impl Ssd {
         }
     }
 
+    /// A command's time on the link: the command overhead and its data.
+    #[inline]
+    fn link_ns(&self, req: &DevRequest) -> u64 {
+        self.read.link_cmd_overhead_ns + round_ns(req.bytes() as f64 * self.link_ns_per_byte)
+    }
+
     #[inline]
     fn start_link(&mut self, ctx: &mut DevCtx<'_>) {
         match self.link.next(ctx.now()) {
-            Next::Start(id) => {
-                let bytes = self.cmds.get(id).req.bytes();
-                let ns =
-                    self.read.link_cmd_overhead_ns + round_ns(bytes as f64 * self.link_ns_per_byte);
-                ctx.set_timer(ns, token(STAGE_LINK, 0));
-            }
+            Next::Start((_, ns)) => ctx.set_timer(ns, token(STAGE_LINK, 0)),
             Next::ArmAt(at) => ctx.set_timer(at.since(ctx.now()), token(STAGE_LINK_START, 0)),
             Next::Wait => {}
         }
     }
 
-    /// Queues a read's data pages on their channels, arriving at `at`
-    /// (ahead: from the controller; now: after an FTL map read).
-    fn queue_data_pages(&mut self, id: SlotId, at: SimTime, ctx: &mut DevCtx<'_>) {
-        let req = self.cmds.get(id).req;
-        let pages = self.pages_of(&req);
-        self.cmds.get_mut(id).pages_pending = (pages.end - pages.start) as u32;
+    /// Queues a read's data pages (`pages`, which its `pages_pending`
+    /// counts) on their channels, arriving at `at` (ahead: from the
+    /// controller; now: after an FTL map read).
+    fn queue_data_pages(
+        &mut self,
+        id: SlotId,
+        pages: std::ops::Range<u64>,
+        at: SimTime,
+        ctx: &mut DevCtx<'_>,
+    ) {
         let now = ctx.now();
         let tracked = self.read.ftl;
         debug_assert_eq!(tracked, self.flash.ftl.is_some());
@@ -642,7 +654,8 @@ impl Ssd {
         let c = self.cmds.get_mut(id);
         c.pages_pending -= 1;
         if c.pages_pending == 0 {
-            self.link.push_now(now, id);
+            let req = c.req;
+            self.link.push_now(now, (id, self.link_ns(&req)));
             self.start_link(ctx);
         }
     }
@@ -652,7 +665,10 @@ impl Ssd {
     #[inline(never)]
     fn channel_op_done(&mut self, op: ChannelOp, now: SimTime, ctx: &mut DevCtx<'_>) {
         match (op.op(), op.cmd()) {
-            (FlashOp::MapRead, Some(id)) => self.queue_data_pages(id, now, ctx),
+            (FlashOp::MapRead, Some(id)) => {
+                let pages = self.pages_of(&self.cmds.get(id).req);
+                self.queue_data_pages(id, pages, now, ctx);
+            }
             (FlashOp::DataRead, Some(id)) => {
                 if self.read.die_reads {
                     self.die_read_transferred(op, ctx);
@@ -667,9 +683,9 @@ impl Ssd {
         }
     }
 
+    /// Completes a command (taken out of `cmds`).
     #[inline(always)]
-    fn finish(&mut self, id: SlotId, ctx: &mut DevCtx<'_>) {
-        let cmd = self.cmds.remove(id);
+    fn finish(&mut self, cmd: Command, ctx: &mut DevCtx<'_>) {
         let service = ctx.now().since(cmd.submitted);
         self.acct
             .done(ctx.now(), cmd.req.dir, cmd.req.sectors, service);
@@ -715,12 +731,13 @@ impl Ssd {
             let cmd = self.cmds.get_mut(id);
             let leaves = cmd.leaves;
             cmd.waited_for_gc = leaves <= now && gc_end.is_some_and(|e| e > cmd.submitted.as_ns());
+            let xfer = (id, self.link_ns(&req));
             if leaves > now {
-                self.link.push_ahead(leaves, id);
+                self.link.push_ahead(leaves, xfer);
             } else {
                 self.flash.stats.cache_waits += 1;
                 self.flash.stats.cache_wait_ns += now.since(leaves);
-                self.link.push_now(now, id);
+                self.link.push_now(now, xfer);
             }
             self.start_link(ctx);
         }
@@ -729,9 +746,8 @@ impl Ssd {
     /// A write's data is in DRAM: its pages join the program queue.
     #[cold]
     #[inline(never)]
-    fn write_cached(&mut self, id: SlotId, ctx: &mut DevCtx<'_>) {
-        let req = self.cmds.get(id).req;
-        for page in self.pages_of(&req) {
+    fn write_cached(&mut self, req: &DevRequest, ctx: &mut DevCtx<'_>) {
+        for page in self.pages_of(req) {
             let seq = self.flash.window.enter();
             self.flash.cache.push_back(CachedPage { lpn: page, seq });
         }
@@ -915,7 +931,8 @@ impl Ssd {
             if leaves > ctx.now() {
                 self.end_in_controller(id, leaves, ctx);
             } else {
-                self.finish(id, ctx);
+                let cmd = self.cmds.remove(id);
+                self.finish(cmd, ctx);
             }
         }
     }
@@ -943,12 +960,17 @@ impl BlockDevice for Ssd {
         // arrival order.
         let leaves = self.controller_free.max(now) + self.read.controller_per_cmd_ns;
         self.controller_free = leaves;
+        // A read's pages, counted in the command from the start.
+        let pages = match req.dir {
+            Dir::Read => page_range(&req, self.read.page_sectors),
+            _ => 0..0,
+        };
         let id = self
             .cmds
             .insert(Command {
                 req,
                 submitted: now,
-                pages_pending: 0,
+                pages_pending: (pages.end - pages.start) as u32,
                 leaves,
                 waited_for_gc: false,
             })
@@ -966,7 +988,7 @@ impl BlockDevice for Ssd {
                     );
                     self.start_channel(ch, ctx);
                 } else {
-                    self.queue_data_pages(id, leaves, ctx);
+                    self.queue_data_pages(id, pages, leaves, ctx);
                 }
             }
             Dir::Write => self.submit_write(id, ctx),
@@ -1001,12 +1023,12 @@ impl BlockDevice for Ssd {
                 self.start_channel(index, ctx);
             }
             STAGE_LINK => {
-                let id = self.link.busy.take().expect("link was busy");
-                let req = self.cmds.get(id).req;
-                if req.dir == Dir::Write {
-                    self.write_cached(id, ctx);
+                let (id, _) = self.link.busy.take().expect("link was busy");
+                let cmd = self.cmds.remove(id);
+                if cmd.req.dir == Dir::Write {
+                    self.write_cached(&cmd.req, ctx);
                 }
-                self.finish(id, ctx);
+                self.finish(cmd, ctx);
                 self.start_link(ctx);
             }
             STAGE_LINK_START => {
@@ -1082,7 +1104,9 @@ impl BlockDevice for Ssd {
                 }
             }
             STAGE_LINK => {
-                let Some(id) = self.link.busy else { return };
+                let Some((id, _)) = self.link.busy else {
+                    return;
+                };
                 let what = match self.cmds.get(id).req.dir {
                     Dir::Write => "write data",
                     _ => "read data",
@@ -1242,7 +1266,8 @@ impl Ssd {
     fn controller_done_fire(&mut self, ctx: &mut DevCtx<'_>) {
         let (at, id) = self.controller_done.pop_first().expect("a command ends");
         debug_assert!(at <= ctx.now().as_ns());
-        self.finish(SlotId(id), ctx);
+        let cmd = self.cmds.remove(SlotId(id));
+        self.finish(cmd, ctx);
     }
 
     /// The free-blocks series up to `now` (before the event at `now`).

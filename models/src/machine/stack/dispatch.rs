@@ -1,6 +1,7 @@
 //! The block layer and interrupts: ports, tags, device calls, the IRQ handler, completions.
 
 use super::*;
+use crate::machine::ahci::Port;
 
 /// What a request's tag holds.
 #[inline]
@@ -31,6 +32,62 @@ pub(super) fn path_of(p: &Paths, id: PathId) -> &Path {
     }
 }
 
+/// Signals queue `q`'s interrupt (device `d`, host queues `hq`) `delay_ns`
+/// from now if its completions call for one: at once without coalescing,
+/// else when the coalescing threshold is reached or its aggregation time
+/// expires.
+#[inline(always)]
+fn irq_arm(hq: &mut HostQueues, d: usize, q: usize, delay_ns: u64, ctx: &mut Ctx<'_, Ev>) {
+    let coalescing = hq.coalescing;
+    let port = &mut hq.hw[q];
+    if port.irq_active || port.done_unretired.is_empty() {
+        return;
+    }
+    if coalescing.fires(port.done_unretired.len()) {
+        port.irq_active = true;
+        port.coalesce_armed = false;
+        ctx.schedule_in(delay_ns, Ev::IrqStart(d as u16, q as u16));
+    } else if !port.coalesce_armed {
+        port.coalesce_armed = true;
+        port.coalesce_gen = port.coalesce_gen.wrapping_add(1);
+        let ev = Ev::IrqCoalesce(d as u16, q as u16, port.coalesce_gen);
+        ctx.schedule_in(coalescing.time_ns, ev);
+    }
+}
+
+/// Wake-ups of sleeping jobs on other CPUs the handler retiring `port`'s
+/// completions on `cpu` performs: each such job that gets a completion,
+/// once (`woken_mark`, set to this handler's `epoch`, dedups without
+/// allocating). A job on the handler's own CPU is woken without the remote
+/// wake-up's cost.
+#[inline(always)]
+fn wakes_remote(
+    port: &Port,
+    ios: &Slab<Io>,
+    threads: &mut [JobThread],
+    epoch: u64,
+    cpu: usize,
+) -> u32 {
+    let mut wakes = 0u32;
+    for &tag in &port.retiring {
+        let Some(owner) = port.owner_of(tag) else {
+            continue;
+        };
+        if let Some(io) = root_slot(owner.root) {
+            let j = ios.get(io).job as usize;
+            if j == REPLAY_JOB as usize {
+                continue;
+            }
+            let th = &mut threads[j];
+            if th.state == JobState::Sleeping && th.woken_mark != epoch && th.cpu != cpu {
+                th.woken_mark = epoch;
+                wakes += 1;
+            }
+        }
+    }
+    wakes
+}
+
 impl<const OBS: bool> AsyncStack<OBS> {
     /// Calls a device and turns its timers and completions into events.
     pub(super) fn with_dev(
@@ -54,58 +111,38 @@ impl<const OBS: bool> AsyncStack<OBS> {
             ctx.schedule_in(delay, Ev::DevTimer(d as u16, tok));
         }
         self.scratch_timers.clear();
-        if dev.inline && !self.scratch_done.is_empty() {
-            return self.complete_inline(d, ctx);
-        }
-        if !self.scratch_done.is_empty() {
-            let now = ctx.now();
-            // Each completion entry lands on its queue's completion queue
-            // (AHCI: the port's status register).
-            for t in &self.scratch_done {
-                let raw = t.tag().0;
-                dev.records.complete(raw, now);
-                let (q, tag) = dev.port.split_tag(raw);
-                if t.failed() {
-                    dev.port.hw[q].mark_failed(tag);
-                }
-                dev.port.hw[q].done_unretired.push(tag);
-            }
-            if dev.port.hw.len() == 1 {
-                self.irq_arm(d, 0, self.irq_delivery_ns, ctx);
-            } else {
-                for i in 0..self.scratch_done.len() {
-                    let (q, _) = self.devs[d].port.split_tag(self.scratch_done[i].tag().0);
-                    self.irq_arm(d, q, self.irq_delivery_ns, ctx);
-                }
-            }
-            if OBS && self.obs.is_some() {
-                self.obs_devs_done(d, now);
-            }
-            self.scratch_done.clear();
-        }
-    }
-
-    /// Signals a queue's interrupt `delay_ns` from now if its completions
-    /// call for one: at once without coalescing, else when the coalescing
-    /// threshold is reached or its aggregation time expires.
-    #[inline]
-    fn irq_arm(&mut self, d: usize, q: usize, delay_ns: u64, ctx: &mut Ctx<'_, Ev>) {
-        let hq = &mut self.devs[d].port;
-        let coalescing = hq.coalescing;
-        let port = &mut hq.hw[q];
-        if port.irq_active || port.done_unretired.is_empty() {
+        if self.scratch_done.is_empty() {
             return;
         }
-        if coalescing.fires(port.done_unretired.len()) {
-            port.irq_active = true;
-            port.coalesce_armed = false;
-            ctx.schedule_in(delay_ns, Ev::IrqStart(d as u16, q as u16));
-        } else if !port.coalesce_armed {
-            port.coalesce_armed = true;
-            port.coalesce_gen = port.coalesce_gen.wrapping_add(1);
-            let ev = Ev::IrqCoalesce(d as u16, q as u16, port.coalesce_gen);
-            ctx.schedule_in(coalescing.time_ns, ev);
+        if dev.inline {
+            return self.complete_inline(d, ctx);
         }
+        let now = ctx.now();
+        // Each completion entry lands on its queue's completion queue
+        // (AHCI: the port's status register).
+        for t in &self.scratch_done {
+            let raw = t.tag().0;
+            dev.records.complete(raw, now);
+            let (q, tag) = dev.port.split_tag(raw);
+            let port = &mut dev.port.hw[q];
+            if t.failed() {
+                port.mark_failed(tag);
+            }
+            port.done_unretired.push(tag);
+        }
+        let delay = self.irq_delivery_ns;
+        if dev.port.hw.len() == 1 {
+            irq_arm(&mut dev.port, d, 0, delay, ctx);
+        } else {
+            for t in &self.scratch_done {
+                let (q, _) = dev.port.split_tag(t.tag().0);
+                irq_arm(&mut dev.port, d, q, delay, ctx);
+            }
+        }
+        if OBS && self.obs.is_some() {
+            self.obs_devs_done(d, now);
+        }
+        self.scratch_done.clear();
     }
 
     /// A queue's aggregation time expired: its interrupt is signalled.
@@ -251,6 +288,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
         std::mem::swap(&mut port.retiring, &mut port.done_unretired);
         let n = port.retiring.len();
         let dispatch = n.min(port.waiting.len());
+        self.wake_epoch += 1;
+        let wakes = wakes_remote(port, &self.ios, &mut self.threads, self.wake_epoch, cpu);
         let mut cost = 0;
         if was_idle {
             cost += self.charge(cpu, swapper, PathId::IdleExit).0;
@@ -260,7 +299,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
         // wake-up's, charged as one step per kind.
         cost += self.charge_n(cpu, swapper, PathId::IrqPerCmd, n as u64);
         cost += self.charge_n(cpu, swapper, PathId::IssueCmd, dispatch as u64);
-        let wakes = self.wakes_remote(d, q, cpu);
         cost += self.charge_n(cpu, swapper, PathId::WakeRemote, u64::from(wakes));
         if self.acct.is_some() {
             cost += self.account_irq(d, q, cpu, now);
@@ -276,49 +314,27 @@ impl<const OBS: bool> AsyncStack<OBS> {
         ctx.schedule_at(end, Ev::IrqDone(d as u16, q as u16));
     }
 
-    /// Wake-ups of sleeping jobs on other CPUs the handler of queue `q`
-    /// on `cpu` performs: each such job that gets a completion, once
-    /// (`woken_mark` dedups without allocating). A job on the handler's
-    /// own CPU is woken without the remote wake-up's cost.
-    fn wakes_remote(&mut self, d: usize, q: usize, cpu: usize) -> u32 {
-        self.wake_epoch += 1;
-        let epoch = self.wake_epoch;
-        let mut wakes = 0u32;
-        let port = &self.devs[d].port.hw[q];
-        for &tag in &port.retiring {
-            let Some(owner) = port.owner_of(tag) else {
-                continue;
-            };
-            if let Some(io) = root_slot(owner.root) {
-                let j = self.ios.get(io).job as usize;
-                if j == REPLAY_JOB as usize {
-                    continue;
-                }
-                let th = &mut self.threads[j];
-                if th.state == JobState::Sleeping && th.woken_mark != epoch && th.cpu != cpu {
-                    th.woken_mark = epoch;
-                    wakes += 1;
-                }
-            }
-        }
-        wakes
-    }
-
     #[inline(never)]
     pub(super) fn irq_done(&mut self, d: usize, q: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
         self.completing_cpu = self.handler_cpu(d, q);
-        let retiring = std::mem::take(&mut self.devs[d].port.hw[q].retiring);
-        for &tag in &retiring {
-            let owner = self.devs[d].port.hw[q].release_tag(tag);
-            self.deliver(owner, Below(d), now, ctx);
-        }
-        // Dispatch waiting requests into the freed tags.
-        let mut retiring = retiring;
-        retiring.clear();
-        self.devs[d].port.hw[q].retiring = retiring;
+        // Delivery calls into the stack, which never touches `retiring`
+        // (only the next handler's start fills it): read by index.
+        let mut i = 0;
         loop {
             let port = &mut self.devs[d].port.hw[q];
+            let Some(&tag) = port.retiring.get(i) else {
+                break;
+            };
+            let owner = port.release_tag(tag);
+            self.deliver(owner, Below(d), now, ctx);
+            i += 1;
+        }
+        let mut hq = &mut self.devs[d].port;
+        hq.hw[q].retiring.clear();
+        // Dispatch waiting requests into the freed tags.
+        loop {
+            let port = &mut hq.hw[q];
             if port.tags_busy() >= port.tags_max() {
                 break;
             }
@@ -327,11 +343,12 @@ impl<const OBS: bool> AsyncStack<OBS> {
             };
             let tag = port.take_tag(tag_owner(&req)).expect("a tag is free");
             self.dispatch(d, q, tag, req, now, ctx);
+            hq = &mut self.devs[d].port;
         }
         // Completions posted while the handler ran: handled again at once
         // (or when coalescing says).
-        self.devs[d].port.hw[q].irq_active = false;
-        self.irq_arm(d, q, 0, ctx);
+        hq.hw[q].irq_active = false;
+        irq_arm(hq, d, q, 0, ctx);
     }
 
     /// Completions of a device that completes inside `submit` (pmem): no
