@@ -167,7 +167,7 @@ fn buffered_layer(
         .map_err(here)?;
     spec.check_below(std::slice::from_ref(&below))
         .map_err(here)?;
-    let mut cx = super::build::build_cx(input.sc, vec![below.clone()], profile, 1);
+    let mut cx = super::layers::build_cx(input.sc, vec![below.clone()], profile, 1);
     let layer = spec.build(&mut cx).map_err(here)?;
     Ok(LayerNode::new(layer, vec![Below::of(dev)], acct::NO_ACCT))
 }

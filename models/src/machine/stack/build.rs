@@ -589,24 +589,6 @@ impl Nodes<'_> {
     }
 }
 
-/// What the machine gives a layer being built over `below`
-/// ([`crate::layers::registry::BuildCx`]), one of `of_kind` of its kind.
-pub(super) fn build_cx<'a>(
-    sc: &'a Scenario,
-    below: Vec<crate::layers::registry::BelowNode>,
-    profile: &'a mut CpuProfile,
-    of_kind: usize,
-) -> crate::layers::registry::BuildCx<'a> {
-    crate::layers::registry::BuildCx {
-        below,
-        profile,
-        seed: sc.simulation.seed,
-        costs: &sc.costs,
-        measure_start_ns: sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0),
-        of_kind,
-    }
-}
-
 impl LayerNode {
     /// Layer `layer` over `below`, running accounting design instance
     /// `acct`; what the machine asks of it per bio is read once here.
@@ -696,7 +678,7 @@ fn build_registered(
         .collect();
     spec.check_below(&below).map_err(here)?;
     let of_kind = specs.iter().filter(|s| s.0 == k).count();
-    let mut cx = build_cx(input.sc, below, profile, of_kind);
+    let mut cx = layers::build_cx(input.sc, below, profile, of_kind);
     spec.build(&mut cx).map_err(here)
 }
 

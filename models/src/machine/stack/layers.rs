@@ -59,6 +59,24 @@ pub(super) fn remap_work(layer: &mut dyn Layer, sectors: u32) -> Option<(Work, W
     Some((submit, cx.completion_work().to_vec()))
 }
 
+/// What the machine gives a layer being built over `below`
+/// ([`crate::layers::registry::BuildCx`]), one of `of_kind` of its kind.
+pub(super) fn build_cx<'a>(
+    sc: &'a Scenario,
+    below: Vec<crate::layers::registry::BelowNode>,
+    profile: &'a mut CpuProfile,
+    of_kind: usize,
+) -> crate::layers::registry::BuildCx<'a> {
+    crate::layers::registry::BuildCx {
+        below,
+        profile,
+        seed: sc.simulation.seed,
+        costs: &sc.costs,
+        measure_start_ns: sc.jobs.iter().map(|j| j.ramp_time_ns).max().unwrap_or(0),
+        of_kind,
+    }
+}
+
 /// What [`resolve`] needs from the machine being built.
 pub(super) struct Resolver<'a> {
     pub(super) graph: &'a Graph,

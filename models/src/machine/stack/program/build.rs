@@ -370,7 +370,7 @@ impl LayersBuilt {
         };
         let mut layers = Vec::new();
         for (_, spec) in target.layers.iter().rev() {
-            let cx = &mut super::super::build::build_cx(sc, vec![below.clone()], profile, 1);
+            let cx = &mut super::super::layers::build_cx(sc, vec![below.clone()], profile, 1);
             let layer = spec.build(cx).map_err(cfg_err)?;
             below = BelowNode {
                 name: spec.name().to_string(),
