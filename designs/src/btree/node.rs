@@ -165,19 +165,50 @@ impl Lines {
     }
     #[inline(always)]
     fn aux_entry(&mut self, w: &mut SearchWork, idx: usize) {
-        let line = (idx / (HW_CACHELINE_BYTES / 4)) as u64;
+        let line = (idx / AUX_PER_LINE) as u64;
         if line != self.aux {
             self.aux = line;
             w.cachelines_touched += 1;
         }
     }
+    /// What [`Lines::aux_entry`] counts for the tree walk from the root
+    /// (node 1) down to node `j`, each node's entry (`abase + node`) in
+    /// turn: node `j`'s path is `j >> (levels - 1)`, ..., `j >> 1`, `j`.
+    /// Along the path the entry index grows by the parent's index (plus
+    /// one), so over the first [`AUX_SAME_LINE_LEVELS`] levels (parents
+    /// below `AUX_PER_LINE`) the line grows by 0 or 1 per level, and past
+    /// them by at least 1: the count is whether the root's line is new, the
+    /// lines gained down to the last of those levels, and one per deeper
+    /// level.
+    #[inline(always)]
+    fn aux_path(&mut self, w: &mut SearchWork, abase: usize, j: u32) {
+        let line = |node: u32| ((abase + node as usize) / AUX_PER_LINE) as u64;
+        let levels = 32 - j.leading_zeros();
+        let near = levels.min(AUX_SAME_LINE_LEVELS);
+        let (root, last_near) = (line(1), line(j >> (levels - near)));
+        w.cachelines_touched +=
+            u32::from(root != self.aux) + (last_near - root) as u32 + (levels - near);
+        self.aux = line(j);
+    }
 }
+
+/// Aux entries (4 bytes) per hardware cacheline.
+const AUX_PER_LINE: usize = HW_CACHELINE_BYTES / 4;
+/// Levels of a tree walk from the root whose parent's index is below
+/// `AUX_PER_LINE` (level `k` holds indices `2^(k-1)..2^k`).
+const AUX_SAME_LINE_LEVELS: u32 = AUX_PER_LINE.trailing_zeros() + 1;
+const _: () = assert!(AUX_PER_LINE.is_power_of_two());
 
 // The linear scan's line count assumes a key's words step by less than a line.
 const _: () = assert!(KEY_U64S < HW_CACHELINE_BYTES / 8);
+// The scan's loop test (`word + 1 < end`) stands for `word < end` only if a
+// key has more than one word (it has two position words).
+const _: () = assert!(KEY_U64S > 1);
 
 /// One written set's tree walk: where its aux entries start, the tree's
-/// size, and the search key (as a comparison value and as a position).
+/// size, and the search key (as a comparison value and as a position) with
+/// the set's first slot, for the full-key compares.
+#[derive(Clone, Copy)]
 struct Walk {
     abase: usize,
     size: u32,
@@ -447,7 +478,7 @@ impl<B: Backend> Node<B> {
 
     /// [`Self::bset_search`] of a non-empty set given its bounds, as just
     /// read (the read stays the search's first).
-    #[inline]
+    #[inline(always)]
     fn bset_search_in(
         &self,
         set: usize,
@@ -480,38 +511,36 @@ impl<B: Backend> Node<B> {
                 if (inodes & 0xffff_ffff, e[1].load(R)) > s {
                     return start;
                 }
-                let sv = cmp_value(s.0, s.1);
                 let size = asize;
-                // The walk is a chain of dependent steps: keep the table, the
-                // counters and the cacheline tracker in registers (the node's
-                // atomics would otherwise force reloads after every store),
-                // and load both children of a node while its comparison is
-                // still resolving, so no load sits between two comparisons.
-                // (bcache prefetches four levels down for the same reason;
-                // which entries the search reads, and so its counted work,
-                // is unchanged.)
+                // The walk is a chain of dependent steps: keep the table and
+                // the search key in registers (the node's atomics would
+                // otherwise force reloads after every store), and load both
+                // children of a node while its comparison is still resolving,
+                // so no load sits between two comparisons. (bcache prefetches
+                // four levels down for the same reason; which entries the
+                // search reads, and so its counted work, is unchanged.) The
+                // aux lines the path touches are counted once it is known
+                // ([`Lines::aux_path`]), out of the loop.
                 let aux: &[B::AtomicU64] = &self.aux;
                 let entry = |a: usize| (aux[a >> 1].load(R) >> ((a & 1) * 32)) as u32;
-                let mut local = Lines { ..*ln };
                 let walk = Walk {
                     abase: abase as usize,
                     size,
-                    sv,
+                    sv: cmp_value(s.0, s.1),
                     s,
                     start,
                 };
+                let sv = walk.sv;
                 // The levels whose node has both children first (most of
                 // them), then this loop for the last one or two.
                 let (mut j, mut fbits) = if abase & 1 == 0 {
-                    self.walk_full::<true>(&walk, entry(abase as usize + 1), w, &mut local)
+                    self.walk_full::<true>(walk, entry(abase as usize + 1), w, ln)
                 } else {
-                    self.walk_full::<false>(&walk, entry(abase as usize + 1), w, &mut local)
+                    self.walk_full::<false>(walk, entry(abase as usize + 1), w, ln)
                 };
                 let mut n;
                 let mut f;
                 loop {
-                    let a = abase as usize + j as usize;
-                    local.aux_entry(w, a);
                     f = BkeyFloat(fbits);
                     let left = j * 2;
                     let la = abase as usize + left as usize;
@@ -534,7 +563,7 @@ impl<B: Backend> Node<B> {
                         None => {
                             w.full_key_compares += 1;
                             let k = self.tree_key(start, j, size, f);
-                            gt(self, k, w, &mut local)
+                            gt(self, k, w, ln)
                         }
                     };
                     n = left + u32::from(!go_left);
@@ -544,7 +573,7 @@ impl<B: Backend> Node<B> {
                     fbits = if go_left { el } else { er };
                     j = n;
                 }
-                *ln = local;
+                ln.aux_path(w, abase as usize, j);
                 // One level per bit of the last node's index (the walk goes
                 // from the root, 1, down one child per level).
                 w.aux_levels += 32 - j.leading_zeros();
@@ -606,14 +635,21 @@ impl<B: Backend> Node<B> {
         // line from the first word's to the last's, each once: counted
         // after the loop.
         let r = r.min(end);
-        let keys: &[B::AtomicU64] = &self.keys;
         let first = l;
-        while l < r {
-            let word = l as usize * KEY_U64S;
-            if (high_inode(keys[word].load(R)), keys[word + 1].load(R)) > s {
-                break;
+        if l < r {
+            // Words of keys l..r. The loop tests `word + 1 < end_word`, the
+            // same as `word < end_word` as both are multiples of KEY_U64S
+            // (> 1), so both reads need no bound check.
+            let end_word = r as usize * KEY_U64S;
+            let keys = &self.keys[..end_word];
+            let mut word = l as usize * KEY_U64S;
+            while word + 1 < end_word {
+                if (high_inode(keys[word].load(R)), keys[word + 1].load(R)) > s {
+                    break;
+                }
+                word += KEY_U64S;
+                l += 1;
             }
-            l += 1;
         }
         let scanned = l - first;
         // The key that stopped the scan was compared too.
@@ -636,15 +672,16 @@ impl<B: Backend> Node<B> {
     /// size`), from the root: no end-of-tree test per level. `PAIRED`: the
     /// two children of a node share one aux cell (`abase` is even, so the
     /// left child's index is). Reads the same entries and counts the same
-    /// work as the general loop in [`Self::bset_search`]; returns the first
+    /// work as the general loop in [`Self::bset_search_in`] (the lines of
+    /// the path's entries are counted by the caller); returns the first
     /// node without both children and its entry.
     #[inline(always)]
     fn walk_full<const PAIRED: bool>(
         &self,
-        k: &Walk,
+        k: Walk,
         root_bits: u32,
         w: &mut SearchWork,
-        local: &mut Lines,
+        ln: &mut Lines,
     ) -> (u32, u32) {
         // 2j + 1 < size exactly when j < size / 2.
         let jmax = (k.size / 2) as usize;
@@ -659,7 +696,6 @@ impl<B: Backend> Node<B> {
         let cells: &[B::AtomicU64] = &self.aux[base..base + jmax + usize::from(!PAIRED)];
         let (mut j, mut fbits) = (1usize, root_bits);
         while j < jmax {
-            local.aux_entry(w, k.abase + j);
             let f = BkeyFloat(fbits);
             let (el, er) = if PAIRED {
                 let cell = cells[j].load(R);
@@ -669,7 +705,7 @@ impl<B: Backend> Node<B> {
             };
             let go_right = match key_mantissa(k.sv, f.exponent()) {
                 Some(m) => f.mantissa() < m,
-                None => !self.walk_compare_full(k, j as u32, f, w, local),
+                None => !self.walk_compare_full(k, j as u32, f, w, ln),
             };
             j = 2 * j + usize::from(go_right);
             fbits = if go_right { er } else { el };
@@ -683,15 +719,15 @@ impl<B: Backend> Node<B> {
     #[inline(never)]
     fn walk_compare_full(
         &self,
-        k: &Walk,
+        k: Walk,
         j: u32,
         f: BkeyFloat,
         w: &mut SearchWork,
-        local: &mut Lines,
+        ln: &mut Lines,
     ) -> bool {
         w.full_key_compares += 1;
         let key = self.tree_key(k.start, j, k.size, f);
-        self.key_gt(key, k.s, w, local)
+        self.key_gt(key, k.s, w, ln)
     }
 
     /// Whether key `idx` is > `s`: reads its two position words (counted).
@@ -1403,5 +1439,34 @@ impl<B: Backend> Node<B> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`Lines::aux_path`] counts what an [`Lines::aux_entry`] per node of
+    /// the path, root first, counts, and leaves the tracker where it would.
+    #[test]
+    fn aux_path_counts_each_level_entry() {
+        for abase in 0..70usize {
+            for j in 1..5000u32 {
+                let near = [abase, abase + 1].map(|a| (a / AUX_PER_LINE) as u64);
+                for start in [u64::MAX, 0, near[0], near[1]] {
+                    let (mut a, mut b) = (Lines::new(), Lines::new());
+                    a.aux = start;
+                    b.aux = start;
+                    let (mut wa, mut wb) = (SearchWork::default(), SearchWork::default());
+                    a.aux_path(&mut wa, abase, j);
+                    let levels = 32 - j.leading_zeros();
+                    for k in (0..levels).rev() {
+                        b.aux_entry(&mut wb, abase + (j >> k) as usize);
+                    }
+                    assert_eq!(wa, wb, "abase {abase} j {j} start {start}");
+                    assert_eq!(a.aux, b.aux, "abase {abase} j {j} start {start}");
+                }
+            }
+        }
     }
 }
