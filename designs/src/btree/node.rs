@@ -8,7 +8,7 @@ use crate::backend::{AtomicU64Cell, Backend, LineId, Ordering};
 
 use super::aux::{
     cmp_value, extra, inorder_next, inorder_prev, inorder_to_tree, key_mantissa, make_bfloat,
-    to_inorder, BkeyFloat,
+    to_inorder, BkeyFloat, MANTISSA_BITS, MANTISSA_MASK,
 };
 use super::key::{high_inode, high_size, Bkey, KeyPos, KEY_BYTES, KEY_U64S};
 use super::six::{SixLock, Step, Tracer};
@@ -206,14 +206,13 @@ const _: () = assert!(KEY_U64S < HW_CACHELINE_BYTES / 8);
 const _: () = assert!(KEY_U64S > 1);
 
 /// One written set's tree walk: where its aux entries start, the tree's
-/// size, and the search key (as a comparison value and as a position) with
-/// the set's first slot, for the full-key compares.
+/// size, the search key's comparison value, and the set's first slot (for
+/// the full-key compares).
 #[derive(Clone, Copy)]
 struct Walk {
     abase: usize,
     size: u32,
     sv: u128,
-    s: KeyPos,
     start: u32,
 }
 
@@ -400,7 +399,11 @@ impl<B: Backend> Node<B> {
     }
     pub fn key(&self, idx: u32) -> Bkey {
         let w = idx as usize * KEY_U64S;
-        Bkey::unpack([self.word(w), self.word(w + 1), self.word(w + 2)])
+        // (One bound check for the key's three words.)
+        let k: &[B::AtomicU64; KEY_U64S] = self.keys[w..w + KEY_U64S]
+            .try_into()
+            .expect("a key's words");
+        Bkey::unpack([k[0].load(R), k[1].load(R), k[2].load(R)])
     }
     fn store_key(&self, idx: u32, k: &Bkey, tr: &mut impl Tracer) {
         let w = idx as usize * KEY_U64S;
@@ -505,10 +508,13 @@ impl<B: Backend> Node<B> {
                 let e = &self.ends[set];
                 let inodes = e[0].load(R);
                 w.key_compares += 2;
-                if (inodes >> 32, e[2].load(R)) <= s {
+                // (Positions compare as their 128-bit values, which order
+                // them as the (inode, end) pairs: two instructions a compare.)
+                let sv = cmp_value(s.0, s.1);
+                if cmp_value(inodes >> 32, e[2].load(R)) <= sv {
                     return end;
                 }
-                if (inodes & 0xffff_ffff, e[1].load(R)) > s {
+                if cmp_value(inodes & 0xffff_ffff, e[1].load(R)) > sv {
                     return start;
                 }
                 let size = asize;
@@ -526,11 +532,9 @@ impl<B: Backend> Node<B> {
                 let walk = Walk {
                     abase: abase as usize,
                     size,
-                    sv: cmp_value(s.0, s.1),
-                    s,
+                    sv,
                     start,
                 };
-                let sv = walk.sv;
                 // The levels whose node has both children first (most of
                 // them), then this loop for the last one or two.
                 let (mut j, mut fbits) = if abase & 1 == 0 {
@@ -643,8 +647,9 @@ impl<B: Backend> Node<B> {
             let end_word = r as usize * KEY_U64S;
             let keys = &self.keys[..end_word];
             let mut word = l as usize * KEY_U64S;
+            let sv = cmp_value(s.0, s.1);
             while word + 1 < end_word {
-                if (high_inode(keys[word].load(R)), keys[word + 1].load(R)) > s {
+                if cmp_value(high_inode(keys[word].load(R)), keys[word + 1].load(R)) > sv {
                     break;
                 }
                 word += KEY_U64S;
@@ -703,9 +708,13 @@ impl<B: Backend> Node<B> {
             } else {
                 ((cells[j].load(R) >> 32) as u32, cells[j + 1].load(R) as u32)
             };
-            let go_right = match key_mantissa(k.sv, f.exponent()) {
-                Some(m) => f.mantissa() < m,
-                None => !self.walk_compare_full(k, j as u32, f, w, ln),
+            // The search key's mantissa from its low half (the keys of one
+            // inode); other exponents out of the loop.
+            let e = f.exponent();
+            let go_right = if e <= 64 - MANTISSA_BITS {
+                f.mantissa() < ((k.sv as u64) >> e) as u32 & MANTISSA_MASK
+            } else {
+                self.walk_far(k.sv, (k.start, k.size), j as u32, f, w, ln)
             };
             j = 2 * j + usize::from(go_right);
             fbits = if go_right { er } else { el };
@@ -713,21 +722,31 @@ impl<B: Backend> Node<B> {
         (j as u32, fbits)
     }
 
-    /// A tree node whose float could not separate its keys: compare the
-    /// search key with the node's full key (rare; out of the walk's loop).
+    /// [`Self::walk_full`]'s step at node `j` for a float whose exponent
+    /// reaches the search key's high half (keys of several inodes), or that
+    /// could not separate its keys (then the node's full key is compared):
+    /// whether the walk goes right. Rare; out of the walk's loop.
+    /// (The walk's search key, first slot and tree size come as scalars,
+    /// so that nothing is stored for a call that is seldom made.)
     #[cold]
     #[inline(never)]
-    fn walk_compare_full(
+    fn walk_far(
         &self,
-        k: Walk,
+        sv: u128,
+        (start, size): (u32, u32),
         j: u32,
         f: BkeyFloat,
         w: &mut SearchWork,
         ln: &mut Lines,
     ) -> bool {
-        w.full_key_compares += 1;
-        let key = self.tree_key(k.start, j, k.size, f);
-        self.key_gt(key, k.s, w, ln)
+        match key_mantissa(sv, f.exponent()) {
+            Some(m) => f.mantissa() < m,
+            None => {
+                w.full_key_compares += 1;
+                let key = self.tree_key(start, j, size, f);
+                !self.key_gt(key, ((sv >> 64) as u64, sv as u64), w, ln)
+            }
+        }
     }
 
     /// Whether key `idx` is > `s`: reads its two position words (counted).
