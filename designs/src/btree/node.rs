@@ -702,11 +702,12 @@ impl<B: Backend> Node<B> {
         let (mut j, mut fbits) = (1usize, root_bits);
         while j < jmax {
             let f = BkeyFloat(fbits);
-            let (el, er) = if PAIRED {
-                let cell = cells[j].load(R);
-                (cell as u32, (cell >> 32) as u32)
+            // The children's entries, left in the low half: the next
+            // entry is a shift away from it, not a select.
+            let children = if PAIRED {
+                cells[j].load(R)
             } else {
-                ((cells[j].load(R) >> 32) as u32, cells[j + 1].load(R) as u32)
+                (cells[j].load(R) >> 32) | (cells[j + 1].load(R) << 32)
             };
             // The search key's mantissa from its low half (the keys of one
             // inode); other exponents out of the loop.
@@ -717,7 +718,7 @@ impl<B: Backend> Node<B> {
                 self.walk_far(k.sv, (k.start, k.size), j as u32, f, w, ln)
             };
             j = 2 * j + usize::from(go_right);
-            fbits = if go_right { er } else { el };
+            fbits = (children >> (32 * u32::from(go_right))) as u32;
         }
         (j as u32, fbits)
     }
