@@ -774,6 +774,8 @@ impl<B: Backend> Node<B> {
     /// (`bch_btree_iter_init` + `bch_btree_iter_next_filter`): returns the slot
     /// of the first key > `s` (skipping deleted keys in leaves).
     /// Caller holds a read, intent or write lock (or has exclusive access).
+    /// (Inlined into the descent, which calls it once per level.)
+    #[inline(always)]
     pub fn search(&self, s: KeyPos, w: &mut SearchWork) -> Option<u32> {
         w.nodes_visited += 1;
         w.cachelines_touched += 1; // node header
