@@ -12,7 +12,8 @@
 pub const EXPONENT_FAILED: u32 = 127;
 /// `BKEY_MANTISSA_BITS`.
 pub const MANTISSA_BITS: u32 = 22;
-const MANTISSA_MASK: u32 = (1 << MANTISSA_BITS) - 1;
+/// The low `MANTISSA_BITS` bits.
+pub const MANTISSA_MASK: u32 = (1 << MANTISSA_BITS) - 1;
 const MID_BITS: u32 = 3;
 
 /// 1-based index of the most significant set bit (`fls`); 0 for 0.

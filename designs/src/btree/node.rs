@@ -8,7 +8,7 @@ use crate::backend::{AtomicU64Cell, Backend, LineId, Ordering};
 
 use super::aux::{
     cmp_value, extra, inorder_next, inorder_prev, inorder_to_tree, key_mantissa, make_bfloat,
-    to_inorder, BkeyFloat,
+    to_inorder, BkeyFloat, MANTISSA_BITS, MANTISSA_MASK,
 };
 use super::key::{high_inode, high_size, Bkey, KeyPos, KEY_BYTES, KEY_U64S};
 use super::six::{SixLock, Step, Tracer};
@@ -165,24 +165,54 @@ impl Lines {
     }
     #[inline(always)]
     fn aux_entry(&mut self, w: &mut SearchWork, idx: usize) {
-        let line = (idx / (HW_CACHELINE_BYTES / 4)) as u64;
+        let line = (idx / AUX_PER_LINE) as u64;
         if line != self.aux {
             self.aux = line;
             w.cachelines_touched += 1;
         }
     }
+    /// What [`Lines::aux_entry`] counts for the tree walk from the root
+    /// (node 1) down to node `j`, each node's entry (`abase + node`) in
+    /// turn: node `j`'s path is `j >> (levels - 1)`, ..., `j >> 1`, `j`.
+    /// Along the path the entry index grows by the parent's index (plus
+    /// one), so over the first [`AUX_SAME_LINE_LEVELS`] levels (parents
+    /// below `AUX_PER_LINE`) the line grows by 0 or 1 per level, and past
+    /// them by at least 1: the count is whether the root's line is new, the
+    /// lines gained down to the last of those levels, and one per deeper
+    /// level.
+    #[inline(always)]
+    fn aux_path(&mut self, w: &mut SearchWork, abase: usize, j: u32) {
+        let line = |node: u32| ((abase + node as usize) / AUX_PER_LINE) as u64;
+        let levels = 32 - j.leading_zeros();
+        let near = levels.min(AUX_SAME_LINE_LEVELS);
+        let (root, last_near) = (line(1), line(j >> (levels - near)));
+        w.cachelines_touched +=
+            u32::from(root != self.aux) + (last_near - root) as u32 + (levels - near);
+        self.aux = line(j);
+    }
 }
+
+/// Aux entries (4 bytes) per hardware cacheline.
+const AUX_PER_LINE: usize = HW_CACHELINE_BYTES / 4;
+/// Levels of a tree walk from the root whose parent's index is below
+/// `AUX_PER_LINE` (level `k` holds indices `2^(k-1)..2^k`).
+const AUX_SAME_LINE_LEVELS: u32 = AUX_PER_LINE.trailing_zeros() + 1;
+const _: () = assert!(AUX_PER_LINE.is_power_of_two());
 
 // The linear scan's line count assumes a key's words step by less than a line.
 const _: () = assert!(KEY_U64S < HW_CACHELINE_BYTES / 8);
+// The scan's loop test (`word + 1 < end`) stands for `word < end` only if a
+// key has more than one word (it has two position words).
+const _: () = assert!(KEY_U64S > 1);
 
 /// One written set's tree walk: where its aux entries start, the tree's
-/// size, and the search key (as a comparison value and as a position).
+/// size, the search key's comparison value, and the set's first slot (for
+/// the full-key compares).
+#[derive(Clone, Copy)]
 struct Walk {
     abase: usize,
     size: u32,
     sv: u128,
-    s: KeyPos,
     start: u32,
 }
 
@@ -369,7 +399,11 @@ impl<B: Backend> Node<B> {
     }
     pub fn key(&self, idx: u32) -> Bkey {
         let w = idx as usize * KEY_U64S;
-        Bkey::unpack([self.word(w), self.word(w + 1), self.word(w + 2)])
+        // (One bound check for the key's three words.)
+        let k: &[B::AtomicU64; KEY_U64S] = self.keys[w..w + KEY_U64S]
+            .try_into()
+            .expect("a key's words");
+        Bkey::unpack([k[0].load(R), k[1].load(R), k[2].load(R)])
     }
     fn store_key(&self, idx: u32, k: &Bkey, tr: &mut impl Tracer) {
         let w = idx as usize * KEY_U64S;
@@ -447,7 +481,7 @@ impl<B: Backend> Node<B> {
 
     /// [`Self::bset_search`] of a non-empty set given its bounds, as just
     /// read (the read stays the search's first).
-    #[inline]
+    #[inline(always)]
     fn bset_search_in(
         &self,
         set: usize,
@@ -474,44 +508,43 @@ impl<B: Backend> Node<B> {
                 let e = &self.ends[set];
                 let inodes = e[0].load(R);
                 w.key_compares += 2;
-                if (inodes >> 32, e[2].load(R)) <= s {
+                // (Positions compare as their 128-bit values, which order
+                // them as the (inode, end) pairs: two instructions a compare.)
+                let sv = cmp_value(s.0, s.1);
+                if cmp_value(inodes >> 32, e[2].load(R)) <= sv {
                     return end;
                 }
-                if (inodes & 0xffff_ffff, e[1].load(R)) > s {
+                if cmp_value(inodes & 0xffff_ffff, e[1].load(R)) > sv {
                     return start;
                 }
-                let sv = cmp_value(s.0, s.1);
                 let size = asize;
-                // The walk is a chain of dependent steps: keep the table, the
-                // counters and the cacheline tracker in registers (the node's
-                // atomics would otherwise force reloads after every store),
-                // and load both children of a node while its comparison is
-                // still resolving, so no load sits between two comparisons.
-                // (bcache prefetches four levels down for the same reason;
-                // which entries the search reads, and so its counted work,
-                // is unchanged.)
+                // The walk is a chain of dependent steps: keep the table and
+                // the search key in registers (the node's atomics would
+                // otherwise force reloads after every store), and load both
+                // children of a node while its comparison is still resolving,
+                // so no load sits between two comparisons. (bcache prefetches
+                // four levels down for the same reason; which entries the
+                // search reads, and so its counted work, is unchanged.) The
+                // aux lines the path touches are counted once it is known
+                // ([`Lines::aux_path`]), out of the loop.
                 let aux: &[B::AtomicU64] = &self.aux;
                 let entry = |a: usize| (aux[a >> 1].load(R) >> ((a & 1) * 32)) as u32;
-                let mut local = Lines { ..*ln };
                 let walk = Walk {
                     abase: abase as usize,
                     size,
                     sv,
-                    s,
                     start,
                 };
                 // The levels whose node has both children first (most of
                 // them), then this loop for the last one or two.
                 let (mut j, mut fbits) = if abase & 1 == 0 {
-                    self.walk_full::<true>(&walk, entry(abase as usize + 1), w, &mut local)
+                    self.walk_full::<true>(walk, entry(abase as usize + 1), w, ln)
                 } else {
-                    self.walk_full::<false>(&walk, entry(abase as usize + 1), w, &mut local)
+                    self.walk_full::<false>(walk, entry(abase as usize + 1), w, ln)
                 };
                 let mut n;
                 let mut f;
                 loop {
-                    let a = abase as usize + j as usize;
-                    local.aux_entry(w, a);
                     f = BkeyFloat(fbits);
                     let left = j * 2;
                     let la = abase as usize + left as usize;
@@ -534,7 +567,7 @@ impl<B: Backend> Node<B> {
                         None => {
                             w.full_key_compares += 1;
                             let k = self.tree_key(start, j, size, f);
-                            gt(self, k, w, &mut local)
+                            gt(self, k, w, ln)
                         }
                     };
                     n = left + u32::from(!go_left);
@@ -544,7 +577,7 @@ impl<B: Backend> Node<B> {
                     fbits = if go_left { el } else { er };
                     j = n;
                 }
-                *ln = local;
+                ln.aux_path(w, abase as usize, j);
                 // One level per bit of the last node's index (the walk goes
                 // from the root, 1, down one child per level).
                 w.aux_levels += 32 - j.leading_zeros();
@@ -606,14 +639,22 @@ impl<B: Backend> Node<B> {
         // line from the first word's to the last's, each once: counted
         // after the loop.
         let r = r.min(end);
-        let keys: &[B::AtomicU64] = &self.keys;
         let first = l;
-        while l < r {
-            let word = l as usize * KEY_U64S;
-            if (high_inode(keys[word].load(R)), keys[word + 1].load(R)) > s {
-                break;
+        if l < r {
+            // Words of keys l..r. The loop tests `word + 1 < end_word`, the
+            // same as `word < end_word` as both are multiples of KEY_U64S
+            // (> 1), so both reads need no bound check.
+            let end_word = r as usize * KEY_U64S;
+            let keys = &self.keys[..end_word];
+            let mut word = l as usize * KEY_U64S;
+            let sv = cmp_value(s.0, s.1);
+            while word + 1 < end_word {
+                if cmp_value(high_inode(keys[word].load(R)), keys[word + 1].load(R)) > sv {
+                    break;
+                }
+                word += KEY_U64S;
+                l += 1;
             }
-            l += 1;
         }
         let scanned = l - first;
         // The key that stopped the scan was compared too.
@@ -636,15 +677,16 @@ impl<B: Backend> Node<B> {
     /// size`), from the root: no end-of-tree test per level. `PAIRED`: the
     /// two children of a node share one aux cell (`abase` is even, so the
     /// left child's index is). Reads the same entries and counts the same
-    /// work as the general loop in [`Self::bset_search`]; returns the first
+    /// work as the general loop in [`Self::bset_search_in`] (the lines of
+    /// the path's entries are counted by the caller); returns the first
     /// node without both children and its entry.
     #[inline(always)]
     fn walk_full<const PAIRED: bool>(
         &self,
-        k: &Walk,
+        k: Walk,
         root_bits: u32,
         w: &mut SearchWork,
-        local: &mut Lines,
+        ln: &mut Lines,
     ) -> (u32, u32) {
         // 2j + 1 < size exactly when j < size / 2.
         let jmax = (k.size / 2) as usize;
@@ -659,39 +701,53 @@ impl<B: Backend> Node<B> {
         let cells: &[B::AtomicU64] = &self.aux[base..base + jmax + usize::from(!PAIRED)];
         let (mut j, mut fbits) = (1usize, root_bits);
         while j < jmax {
-            local.aux_entry(w, k.abase + j);
             let f = BkeyFloat(fbits);
-            let (el, er) = if PAIRED {
-                let cell = cells[j].load(R);
-                (cell as u32, (cell >> 32) as u32)
+            // The children's entries, left in the low half: the next
+            // entry is a shift away from it, not a select.
+            let children = if PAIRED {
+                cells[j].load(R)
             } else {
-                ((cells[j].load(R) >> 32) as u32, cells[j + 1].load(R) as u32)
+                (cells[j].load(R) >> 32) | (cells[j + 1].load(R) << 32)
             };
-            let go_right = match key_mantissa(k.sv, f.exponent()) {
-                Some(m) => f.mantissa() < m,
-                None => !self.walk_compare_full(k, j as u32, f, w, local),
+            // The search key's mantissa from its low half (the keys of one
+            // inode); other exponents out of the loop.
+            let e = f.exponent();
+            let go_right = if e <= 64 - MANTISSA_BITS {
+                f.mantissa() < ((k.sv as u64) >> e) as u32 & MANTISSA_MASK
+            } else {
+                self.walk_far(k.sv, (k.start, k.size), j as u32, f, w, ln)
             };
             j = 2 * j + usize::from(go_right);
-            fbits = if go_right { er } else { el };
+            fbits = (children >> (32 * u32::from(go_right))) as u32;
         }
         (j as u32, fbits)
     }
 
-    /// A tree node whose float could not separate its keys: compare the
-    /// search key with the node's full key (rare; out of the walk's loop).
+    /// [`Self::walk_full`]'s step at node `j` for a float whose exponent
+    /// reaches the search key's high half (keys of several inodes), or that
+    /// could not separate its keys (then the node's full key is compared):
+    /// whether the walk goes right. Rare; out of the walk's loop.
+    /// (The walk's search key, first slot and tree size come as scalars,
+    /// so that nothing is stored for a call that is seldom made.)
     #[cold]
     #[inline(never)]
-    fn walk_compare_full(
+    fn walk_far(
         &self,
-        k: &Walk,
+        sv: u128,
+        (start, size): (u32, u32),
         j: u32,
         f: BkeyFloat,
         w: &mut SearchWork,
-        local: &mut Lines,
+        ln: &mut Lines,
     ) -> bool {
-        w.full_key_compares += 1;
-        let key = self.tree_key(k.start, j, k.size, f);
-        self.key_gt(key, k.s, w, local)
+        match key_mantissa(sv, f.exponent()) {
+            Some(m) => f.mantissa() < m,
+            None => {
+                w.full_key_compares += 1;
+                let key = self.tree_key(start, j, size, f);
+                !self.key_gt(key, ((sv >> 64) as u64, sv as u64), w, ln)
+            }
+        }
     }
 
     /// Whether key `idx` is > `s`: reads its two position words (counted).
@@ -718,6 +774,8 @@ impl<B: Backend> Node<B> {
     /// (`bch_btree_iter_init` + `bch_btree_iter_next_filter`): returns the slot
     /// of the first key > `s` (skipping deleted keys in leaves).
     /// Caller holds a read, intent or write lock (or has exclusive access).
+    /// (Inlined into the descent, which calls it once per level.)
+    #[inline(always)]
     pub fn search(&self, s: KeyPos, w: &mut SearchWork) -> Option<u32> {
         w.nodes_visited += 1;
         w.cachelines_touched += 1; // node header
@@ -1403,5 +1461,34 @@ impl<B: Backend> Node<B> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`Lines::aux_path`] counts what an [`Lines::aux_entry`] per node of
+    /// the path, root first, counts, and leaves the tracker where it would.
+    #[test]
+    fn aux_path_counts_each_level_entry() {
+        for abase in 0..70usize {
+            for j in 1..5000u32 {
+                let near = [abase, abase + 1].map(|a| (a / AUX_PER_LINE) as u64);
+                for start in [u64::MAX, 0, near[0], near[1]] {
+                    let (mut a, mut b) = (Lines::new(), Lines::new());
+                    a.aux = start;
+                    b.aux = start;
+                    let (mut wa, mut wb) = (SearchWork::default(), SearchWork::default());
+                    a.aux_path(&mut wa, abase, j);
+                    let levels = 32 - j.leading_zeros();
+                    for k in (0..levels).rev() {
+                        b.aux_entry(&mut wb, abase + (j >> k) as usize);
+                    }
+                    assert_eq!(wa, wb, "abase {abase} j {j} start {start}");
+                    assert_eq!(a.aux, b.aux, "abase {abase} j {j} start {start}");
+                }
+            }
+        }
     }
 }

@@ -46,12 +46,22 @@ struct TaskSeq {
 /// End of a list / chain.
 const NIL: u8 = u8::MAX;
 const _: () = assert!(RECENT_IO < NIL as usize);
+const _: () = assert!(RECENT_IO.is_power_of_two());
+
+/// The table slot of entry `i` (never [`NIL`]): `i` itself, reduced
+/// modulo the table's size, which a valid entry already is, so that
+/// indexing the table needs no bound check.
+#[inline(always)]
+fn at(i: u8) -> usize {
+    debug_assert!(usize::from(i) < RECENT_IO, "stream entry {i}");
+    usize::from(i) % RECENT_IO
+}
 
 /// The stream table of one cached device: bcache's `struct io` array with
 /// its hash on the stream's end sector and its LRU list, so a lookup walks
 /// one short chain instead of every entry.
 pub struct Sequential {
-    recent: Vec<RecentIo>,
+    recent: Box<[RecentIo; RECENT_IO]>,
     heads: [u8; RECENT_IO],
     /// Least recently used entry (`list_first_entry(&dc->io_lru)`).
     lru_oldest: u8,
@@ -91,7 +101,10 @@ impl Sequential {
             heads[parked] = i as u8;
         }
         Sequential {
-            recent,
+            recent: recent
+                .into_boxed_slice()
+                .try_into()
+                .expect("RECENT_IO entries"),
             heads,
             lru_oldest: 0,
             lru_newest: (RECENT_IO - 1) as u8,
@@ -107,17 +120,17 @@ impl Sequential {
     }
 
     fn hash_del(&mut self, i: u8) {
-        let b = Self::bucket_of(self.recent[i as usize].last) as usize;
-        let next = self.recent[i as usize].hash_next;
+        let b = Self::bucket_of(self.recent[at(i)].last) as usize;
+        let next = self.recent[at(i)].hash_next;
         if self.heads[b] == i {
             self.heads[b] = next;
             return;
         }
         let mut p = self.heads[b];
         while p != NIL {
-            let pn = self.recent[p as usize].hash_next;
+            let pn = self.recent[at(p)].hash_next;
             if pn == i {
-                self.recent[p as usize].hash_next = next;
+                self.recent[at(p)].hash_next = next;
                 return;
             }
             p = pn;
@@ -126,8 +139,8 @@ impl Sequential {
     }
 
     fn hash_add_head(&mut self, i: u8) {
-        let b = Self::bucket_of(self.recent[i as usize].last) as usize;
-        self.recent[i as usize].hash_next = self.heads[b];
+        let b = Self::bucket_of(self.recent[at(i)].last) as usize;
+        self.recent[at(i)].hash_next = self.heads[b];
         self.heads[b] = i;
     }
 
@@ -137,19 +150,19 @@ impl Sequential {
             return;
         }
         let (prev, next) = (
-            self.recent[i as usize].lru_prev,
-            self.recent[i as usize].lru_next,
+            self.recent[at(i)].lru_prev,
+            self.recent[at(i)].lru_next,
         );
         if prev == NIL {
             self.lru_oldest = next;
         } else {
-            self.recent[prev as usize].lru_next = next;
+            self.recent[at(prev)].lru_next = next;
         }
         // i is not the newest, so it has a next.
-        self.recent[next as usize].lru_prev = prev;
+        self.recent[at(next)].lru_prev = prev;
         let old_newest = self.lru_newest;
-        self.recent[old_newest as usize].lru_next = i;
-        let e = &mut self.recent[i as usize];
+        self.recent[at(old_newest)].lru_next = i;
+        let e = &mut self.recent[at(i)];
         e.lru_prev = old_newest;
         e.lru_next = NIL;
         self.lru_newest = i;
@@ -171,7 +184,7 @@ impl Sequential {
         let mut found = NIL;
         let mut p = self.heads[Self::bucket_of(sector) as usize];
         while p != NIL {
-            let e = &self.recent[p as usize];
+            let e = &self.recent[at(p)];
             if e.last == sector && now_ns < e.expires_ns {
                 found = p;
                 break;
@@ -185,17 +198,17 @@ impl Sequential {
             t.sequential_io_avg = (t.sequential_io_avg * 7 + t.sequential_io) / 8;
             t.sequential_io = 0;
             let i = self.lru_oldest;
-            self.recent[i as usize].sequential_bytes = 0;
+            self.recent[at(i)].sequential_bytes = 0;
             i
         };
-        let e = &mut self.recent[i as usize];
+        let e = &mut self.recent[at(i)];
         e.sequential_bytes = e.sequential_bytes.saturating_add(bytes);
         e.expires_ns = now_ns + STREAM_WINDOW_NS;
         t.sequential_io = e.sequential_bytes;
         let sectors = t.sequential_io.max(t.sequential_io_avg) >> 9;
         // Unchain under the old end, rechain under the new one.
         self.hash_del(i);
-        self.recent[i as usize].last = sector + bytes / 512;
+        self.recent[at(i)].last = sector + bytes / 512;
         self.hash_add_head(i);
         self.lru_move_newest(i);
         sectors

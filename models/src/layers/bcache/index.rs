@@ -33,28 +33,30 @@ pub struct IndexOptions {
     pub node_size_bytes: u64,
 }
 
-/// Work of one lookup, as the cost model prices it.
+/// Work of one lookup, as the cost model prices it (counts of one search,
+/// 32 bits as the tree's: the cost model converts them to `f64` in one
+/// instruction each).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Work {
-    pub nodes: u64,
-    pub bsets: u64,
-    pub cachelines: u64,
+    pub nodes: u32,
+    pub bsets: u32,
+    pub cachelines: u32,
     /// Compressed-key compares (aux tree levels) plus full key compares.
-    pub compares: u64,
+    pub compares: u32,
     /// Compares that needed the full key (ambiguous bkey_float).
-    pub full_compares: u64,
-    pub scanned_keys: u64,
+    pub full_compares: u32,
+    pub scanned_keys: u32,
 }
 
 impl From<SearchWork> for Work {
     fn from(w: SearchWork) -> Self {
         Work {
-            nodes: w.nodes_visited as u64,
-            bsets: w.bsets_searched as u64,
-            cachelines: w.cachelines_touched as u64,
-            compares: (w.aux_levels + w.key_compares) as u64,
-            full_compares: w.full_key_compares as u64,
-            scanned_keys: w.linear_scan_keys as u64,
+            nodes: w.nodes_visited,
+            bsets: w.bsets_searched,
+            cachelines: w.cachelines_touched,
+            compares: w.aux_levels + w.key_compares,
+            full_compares: w.full_key_compares,
+            scanned_keys: w.linear_scan_keys,
         }
     }
 }
