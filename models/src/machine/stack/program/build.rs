@@ -454,7 +454,7 @@ fn program(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layers::dm::DmConfig;
+    use crate::layers::layer::{Child, ChildDone, LayerReq, Route, Tokens, WorkCtx};
 
     fn pmem() -> PmemConfig {
         PmemConfig {
@@ -467,14 +467,69 @@ mod tests {
         }
     }
 
-    /// A psync program over dm-linear runs what the dm layer records, in
-    /// the layer's order: its remap and the clone's `make_request` around
-    /// `start_io_acct`, then pmem's bio, then `clone_endio` and
-    /// `end_io_acct`.
+    /// A layer that only remaps: two steps down, one where its child
+    /// completes (dm-linear's shape, with symbols of its own).
+    struct Remap {
+        name: String,
+        below: [String; 1],
+        down: [(SymbolId, u64); 2],
+        endio: (SymbolId, u64),
+        up: Tokens<Origin>,
+    }
+
+    impl Layer for Remap {
+        fn name(&self) -> &str {
+            &self.name
+        }
+        fn below(&self) -> &[String] {
+            &self.below
+        }
+        fn capacity_sectors(&self) -> u64 {
+            1 << 20
+        }
+        fn submit(&mut self, up: Origin, req: LayerReq, cx: &mut LayerCx) -> Child {
+            for (sym, ns) in self.down {
+                cx.work(WorkCtx::Submitter, Some(sym), ns);
+            }
+            Child {
+                below: 0,
+                route: Route::Token(self.up.insert(up)),
+                dir: req.dir,
+                sector: req.sector,
+                sectors: req.sectors,
+                serves: Some(up),
+            }
+        }
+        fn child_done(&mut self, done: ChildDone, cx: &mut LayerCx) {
+            cx.work(WorkCtx::Completion, Some(self.endio.0), self.endio.1);
+            cx.complete(self.up.take(done.token));
+        }
+        fn check_invariants(&self) -> Result<(), String> {
+            self.up.check()
+        }
+    }
+
+    /// A psync program over two remapping layers runs what each records,
+    /// in the layers' order: down through each (an accounted layer's
+    /// start after its first step, where `dm_make_request` calls
+    /// `start_io_acct`), pmem's bio, then each layer's completion work from
+    /// the bottom up, an accounted layer's end after its own.
     #[test]
-    fn a_program_over_dm_runs_the_layers_work() {
+    fn a_program_over_remapping_layers_runs_each_layers_work_in_order() {
         let mut profile = CpuProfile::new(1);
-        let gmr = profile.symbol("generic_make_request", KERNEL, Mode::Kernel);
+        let mut sym = |name: &'static str| profile.symbol(name, KERNEL, Mode::Kernel);
+        let gmr = sym("generic_make_request");
+        let mut remap = |name: &str, syms: [&'static str; 3]| -> Box<dyn Layer> {
+            Box::new(Remap {
+                name: name.into(),
+                below: ["below".into()],
+                down: [(sym(syms[0]), 10), (sym(syms[1]), 20)],
+                endio: (sym(syms[2]), 30),
+                up: Tokens::default(),
+            })
+        };
+        let a = remap("a", ["a_submit", "a_map", "a_endio"]);
+        let b = remap("b", ["b_submit", "b_map", "b_endio"]);
         let paths = BTreeMap::from([(
             "make_request".to_string(),
             crate::cpu::costs::Path {
@@ -483,24 +538,12 @@ mod tests {
                 user_ns: 0,
             },
         )]);
-        let d = DmConfig {
-            name: "linear".into(),
-            target: "linear".into(),
-            device: "/dev/pmem0".into(),
-            accounting: "shared".into(),
-            submit_ns: 40,
-            clone_ns: 70,
-            map_ns: 25,
-            endio_ns: 60,
-        };
-        let mut sym = |name: &'static str| profile.symbol(name, KERNEL, Mode::Kernel);
-        let dm = crate::layers::dm::DmLinear::new(&d, ("pmem0", 0), &[(gmr, 45)], &mut sym);
-        let calls = crate::layers::dm::DM_FAMILY.calls;
+        let calls = ("start_io_acct", "end_io_acct");
         let mut target = LayersBuilt {
-            layers: vec![("linear".into(), calls, Box::new(dm.unwrap()))],
+            layers: vec![("a".into(), calls, a), ("b".into(), calls, b)],
             pmem: pmem(),
         };
-        let acct = BTreeMap::from([("linear".to_string(), 0u8)]);
+        let acct = BTreeMap::from([("a".to_string(), 0u8)]);
         let (steps, syms) = program(&mut profile, &paths, &acct, &mut target, 512).unwrap();
         let mut seen = Vec::new();
         for s in &steps {
@@ -519,14 +562,15 @@ mod tests {
             seen,
             [
                 "generic_make_request=45",
-                "dm_make_request=40",
+                "a_submit=10",
                 "acct true",
-                "__bio_clone_fast=70",
-                "linear_map=25",
-                "generic_make_request=45",
+                "a_map=20",
+                "b_submit=10",
+                "b_map=20",
                 "pmem_make_request=60",
                 "memcpy_mcsafe=128",
-                "clone_endio=60",
+                "b_endio=30",
+                "a_endio=30",
                 "acct false",
                 "done",
             ]
