@@ -61,17 +61,9 @@ impl PmemConfig {
 
     /// The design the simulator runs for `iostat`, checked.
     pub fn design(&self) -> Result<blocksim_designs::inflight::DesignKind, String> {
-        let name = PMEM_ACCOUNTING
-            .iter()
-            .find(|(s, _)| *s == self.accounting)
-            .map(|(_, d)| *d)
-            .ok_or_else(|| {
-                format!(
-                    "[[pmem]] {}: accounting = {:?} is unknown; expected one of: shared, percpu",
-                    self.name, self.accounting
-                )
-            })?;
-        Ok(blocksim_designs::inflight::DesignKind::from_name(name).expect("known design"))
+        crate::layers::registry::PART0
+            .design(&self.accounting)
+            .map_err(|e| format!("[[pmem]] {}: {e}", self.name))
     }
 
     pub fn validate(&self) -> Result<(), String> {

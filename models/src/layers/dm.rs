@@ -75,14 +75,9 @@ impl DmConfig {
     }
 
     pub fn design(&self) -> Result<DesignKind, String> {
-        if !DM_ACCOUNTING.contains(&self.accounting.as_str()) {
-            return Err(format!(
-                "[dm] accounting = {:?} is unknown; expected one of: {}",
-                self.accounting,
-                DM_ACCOUNTING.join(", ")
-            ));
-        }
-        Ok(DesignKind::from_name(&self.accounting).expect("dm designs exist"))
+        DM_FAMILY
+            .design(&self.accounting)
+            .map_err(|e| format!("[dm] {e}"))
     }
 
     pub fn validate(&self) -> Result<(), String> {
@@ -300,6 +295,9 @@ mod tests {
             endio_ns: 1,
         };
         assert_eq!(d.design().unwrap(), DesignKind::PercpuNoPending);
+        // The scenario check's list is the family's.
+        let family: Vec<&str> = DM_FAMILY.designs.iter().map(|(s, _)| *s).collect();
+        assert_eq!(DM_ACCOUNTING, family);
         assert_eq!(d.dev_path(), "/dev/mapper/linear");
         d.accounting = "pmem_shared".into();
         assert!(d.validate().unwrap_err().contains("expected one of"));

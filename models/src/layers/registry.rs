@@ -120,7 +120,7 @@ impl AcctFamily {
             .ok_or_else(|| {
                 let names: Vec<&str> = self.designs.iter().map(|(s, _)| *s).collect();
                 format!(
-                    "accounting = {accounting:?} is unknown here; expected one of: {}",
+                    "accounting = {accounting:?} is unknown; expected one of: {}",
                     names.join(", ")
                 )
             })

@@ -301,7 +301,7 @@ pub(super) fn wanted(sc: &Scenario) -> Result<Vec<Wanted>, ModelError> {
         Ok::<(), ModelError>(())
     };
     let specs = sc.layer_specs().map_err(|(_, _, e)| cfg_err(e))?;
-    let own = |spec: &dyn LayerSpec| !std::ptr::eq(spec.accounting_family(), &PART0);
+    let own = |spec: &dyn LayerSpec| spec.accounting_family().calls != PART0.calls;
     for (_, _, spec) in specs.iter().filter(|(_, _, s)| own(s.as_ref())) {
         add(spec.name(), spec.accounting(), spec.accounting_family())?;
     }

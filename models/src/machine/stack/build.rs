@@ -353,14 +353,14 @@ fn check_programs_apart(
             Target::Dev(d) => a.devs[d].acct,
             Target::Layer(l) => a.layers[l].acct,
         };
-        if let Some(i) = Some(used).filter(|i| theirs.contains(i)) {
+        if theirs.contains(&used) {
             return Err(cfg_err(format!(
                 "[[job]] #{} and a psync job share the accounted device {}: psync on pmem \
                  prices its accounting access by access, other engines on arrival, and one \
                  design cannot be priced both ways; give both jobs the same engine or drop \
                  the device's accounting",
                 t.group + 1,
-                name_of(i)
+                name_of(used)
             )));
         }
     }
@@ -564,7 +564,7 @@ impl Nodes<'_> {
 
     /// The first device under `t` (`t` itself if a device), down each
     /// layer's first node below. Bounded: the graph is acyclic.
-    fn first_dev(&self, mut t: Target) -> usize {
+    pub(super) fn first_dev(&self, mut t: Target) -> usize {
         loop {
             match t {
                 Target::Dev(d) => return d,
@@ -772,9 +772,8 @@ fn build_buffered(
         target != acct::NO_ACCT
     };
     let nodes = Nodes { devs, layers };
-    let inline = |t: Target| devs[nodes.first_dev(t)].inline;
     let layers_inline: Vec<bool> = (0..layers.len())
-        .map(|l| inline(Target::Layer(l)))
+        .map(|l| devs[nodes.first_dev(Target::Layer(l))].inline)
         .collect();
     let over_inline = |th: &JobThread| match th.target {
         Target::Dev(d) => devs[d].inline,

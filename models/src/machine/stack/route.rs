@@ -590,13 +590,12 @@ impl<const OBS: bool> AsyncStack<OBS> {
 
     /// The device below graph node `t` by first devices (`t` itself if a
     /// device): where a layer's kernel-worker work runs.
-    pub(super) fn first_dev(&self, mut t: Target) -> usize {
-        loop {
-            match t {
-                Target::Dev(d) => return d,
-                Target::Layer(l) => t = self.layers[l].below[0].target(),
-            }
-        }
+    pub(super) fn first_dev(&self, t: Target) -> usize {
+        let nodes = super::build::Nodes {
+            devs: &self.devs,
+            layers: &self.layers,
+        };
+        nodes.first_dev(t)
     }
 
     /// A job's (or replayed) I/O completed.
