@@ -155,29 +155,19 @@ impl Default for JobReport {
 /// fio's `IO depths` bucket of an IO queued with `depth` IOs in flight
 /// (itself included): 1, 2-3, 4-7, 8-15, 16-31, 32-63, >=64.
 pub fn iodepth_level_index(depth: u32) -> usize {
-    match depth {
-        0..=1 => 0,
-        2..=3 => 1,
-        4..=7 => 2,
-        8..=15 => 3,
-        16..=31 => 4,
-        32..=63 => 5,
-        _ => 6,
-    }
+    // The bucket is floor(log2(depth)), at most 6 (depth 0 counts as 1).
+    (31 - depth.max(1).leading_zeros()).min(6) as usize
 }
 
 /// fio's `submit` / `complete` bucket of a call that handled `n` IOs:
 /// 0, 1-4, 5-8, 9-16, 17-32, 33-64, >64.
 pub fn iodepth_submit_index(n: u32) -> usize {
-    match n {
-        0 => 0,
-        1..=4 => 1,
-        5..=8 => 2,
-        9..=16 => 3,
-        17..=32 => 4,
-        33..=64 => 5,
-        _ => 6,
+    if n == 0 {
+        return 0;
     }
+    // ceil(log2(n)) - 1 for n > 4: 5-8 -> 2, 9-16 -> 3, ..., at most 6.
+    let ceil_log2 = 32 - (n - 1).leading_zeros();
+    ceil_log2.saturating_sub(1).clamp(1, 6) as usize
 }
 
 /// Counts for one of the 7-bucket depth distributions.
@@ -597,6 +587,33 @@ pub struct ProfileRow {
 
 #[cfg(test)]
 mod tests {
+
+    /// The bit arithmetic gives fio's buckets, written out as ranges.
+    #[test]
+    fn iodepth_buckets_are_fios_ranges() {
+        let level = |d: u32| match d {
+            0..=1 => 0,
+            2..=3 => 1,
+            4..=7 => 2,
+            8..=15 => 3,
+            16..=31 => 4,
+            32..=63 => 5,
+            _ => 6,
+        };
+        let submit = |n: u32| match n {
+            0 => 0,
+            1..=4 => 1,
+            5..=8 => 2,
+            9..=16 => 3,
+            17..=32 => 4,
+            33..=64 => 5,
+            _ => 6,
+        };
+        for n in (0..=300).chain([u32::MAX - 1, u32::MAX]) {
+            assert_eq!(super::iodepth_level_index(n), level(n), "depth {n}");
+            assert_eq!(super::iodepth_submit_index(n), submit(n), "n {n}");
+        }
+    }
     use super::*;
 
     #[test]

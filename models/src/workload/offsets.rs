@@ -76,7 +76,8 @@ pub enum OffsetGen {
     },
     RandomMap {
         perm: Permutation,
-        issued: u64,
+        /// The index the next draw maps, in `[0, n)`.
+        next_index: u64,
     },
     /// fio's `norandommap`: independent uniform draws.
     Uniform {
@@ -180,7 +181,7 @@ impl OffsetGen {
             RandomDistribution::Uniform if !random_map => OffsetGen::Uniform { blocks },
             RandomDistribution::Uniform => OffsetGen::RandomMap {
                 perm: Permutation::new(blocks, rng),
-                issued: 0,
+                next_index: 0,
             },
             RandomDistribution::Zipf { theta } => OffsetGen::Zipf {
                 dist: Zipf::new(blocks as f64, theta).expect("validated zipf parameters"),
@@ -211,10 +212,10 @@ impl OffsetGen {
                 *next_block = (*next_block + 1) % *blocks;
                 b
             }
-            OffsetGen::RandomMap { perm, issued } => {
+            OffsetGen::RandomMap { perm, next_index } => {
                 // After a full pass fio resets its map and starts again.
-                let i = *issued % perm.n;
-                *issued += 1;
+                let i = *next_index;
+                *next_index = if i + 1 == perm.n { 0 } else { i + 1 };
                 perm.apply(i)
             }
             OffsetGen::Uniform { blocks } => rng.random_range(0..*blocks),

@@ -209,7 +209,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// (the cache's own work is not charged); the request enters the cache
     /// when they end.
     pub(super) fn start_buffered(&mut self, t: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
-        let (io, seek) = self.new_io(t, now);
+        let (io, _, seek) = self.new_io(t, now);
         let cost = self.buffered_call_cost(t, io, seek, now);
         self.threads[t].action = Action::SubmitBuffered { io };
         self.schedule_job(t, now, cost, ctx);

@@ -431,6 +431,7 @@ pub(super) fn job_threads(
                 stop_issue_at: j.runtime_ns.map(|rt| SimTime(j.ramp_time_ns + rt)),
                 issued: 0,
                 in_flight: 0,
+                iodepth: j.iodepth,
                 ready: VecDeque::new(),
                 state: JobState::Running,
                 action: Action::None,

@@ -27,14 +27,42 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let p = match path {
             JobPath::Single(id) => path_of(&self.paths, id),
             JobPath::Submit(i) => &self.paths.submit_bundles[i],
-            JobPath::ReapOne => &self.paths.reap_one,
-            JobPath::Complete => &self.paths.fio_complete,
         };
         let total = p.charge_n(&mut self.profile, cpu, self.ctxs.fio, n);
         let user = p.user_ns * n;
         let g = &mut self.groups[group];
         g.usr_ns += user;
         g.sys_ns += total - user;
+        total
+    }
+
+    /// The time of a reaping call on `cpu` for a thread of `group`: a
+    /// synchronous call's return of its one I/O (`sync`), or io_getevents
+    /// and `count` reaped events; charged, and counted in fio's `complete`
+    /// distribution.
+    #[inline(always)]
+    fn reap_cost(&mut self, cpu: usize, group: usize, count: u32, sync: bool) -> u64 {
+        let (total, user) = if sync {
+            let p = &self.paths.fio_complete;
+            (
+                p.charge_n(&mut self.profile, cpu, self.ctxs.fio, 1),
+                p.user_ns,
+            )
+        } else {
+            // io_getevents, then each reaped event (charged as `count` runs
+            // in one step).
+            let fio = self.ctxs.fio;
+            let call = path_of(&self.paths, PathId::GeteventsCall);
+            let one = &self.paths.reap_one;
+            let n = u64::from(count);
+            let total = call.charge_n(&mut self.profile, cpu, fio, 1)
+                + one.charge_n(&mut self.profile, cpu, fio, n);
+            (total, call.user_ns + one.user_ns * n)
+        };
+        let g = &mut self.groups[group];
+        g.usr_ns += user;
+        g.sys_ns += total - user;
+        g.complete[iodepth_submit_index(count)] += 1;
         total
     }
 
@@ -45,7 +73,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
         self.finish_action(t, now, ctx);
         // 2. Pick the next action.
         let th = &self.threads[t];
-        let jc = &self.jobs_cfg[th.group];
         // (Evaluated only when no reaped I/O is waiting: a closure.)
         let issuing_over = || {
             th.ios_limit.is_some_and(|l| th.issued >= l)
@@ -55,24 +82,19 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 || th.stop_issue_at.is_some_and(|s| now >= s)
                 || th.errored
         };
-        if !th.ready.is_empty() && th.sync_call.is_some() {
-            // The synchronous call returns its one I/O to fio.
-            let cost = self.run_job_path(t, JobPath::Complete);
-            let g = &mut self.groups[self.threads[t].group];
-            g.complete[iodepth_submit_index(1)] += 1;
-            self.threads[t].action = Action::Reap { count: 1 };
-            self.schedule_job(t, now, cost, ctx);
-        } else if !th.ready.is_empty() {
-            let count = th.ready.len().min(jc.iodepth as usize) as u32;
-            let (cpu, group) = (th.cpu, th.group);
-            // io_getevents, then each reaped event (charged as `count`
-            // runs in one step).
-            let cost = self.run_job_path_n(cpu, group, JobPath::Single(PathId::GeteventsCall), 1)
-                + self.run_job_path_n(cpu, group, JobPath::ReapOne, u64::from(count));
-            self.groups[group].complete[iodepth_submit_index(count)] += 1;
+        if !th.ready.is_empty() {
+            // A synchronous call returns its one I/O to fio; libaio's
+            // io_getevents reaps up to iodepth.
+            let count = if th.sync_call.is_some() {
+                1
+            } else {
+                th.ready.len().min(th.iodepth as usize) as u32
+            };
+            let (cpu, sync) = (th.cpu, th.sync_call.is_some());
+            let cost = self.reap_cost(cpu, th.group, count, sync);
             self.threads[t].action = Action::Reap { count };
             self.schedule_job_on(t, cpu, now, cost, ctx);
-        } else if th.in_flight < jc.iodepth
+        } else if th.in_flight < th.iodepth
             && !th.sync_in_flight
             && (!issuing_over() || self.verify_read_due(t, now))
         {
@@ -82,7 +104,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             self.start_submit(t, now, ctx);
         } else if th.in_flight > 0 {
             self.sleep_for_reap(t, now);
-        } else if jc.end_fsync && !th.end_synced && !th.errored {
+        } else if self.jobs_cfg[th.group].end_fsync && !th.end_synced && !th.errored {
             // fio's end_fsync: the file is synced when the job's I/O is done.
             self.threads[t].end_synced = true;
             self.start_submit_rare(t, now, ctx);
@@ -170,70 +192,56 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 );
             }
             Action::SubmitBuffered { io } => self.buffered_enter(t, io, ctx),
-            Action::Reap { count } => {
-                let th = &self.threads[t];
-                let (group, lat_target) = (th.group, th.lat.is_some());
-                for _ in 0..count {
-                    let th = &mut self.threads[t];
-                    let id = th.ready.pop_front().expect("reaped I/O was ready");
-                    th.in_flight -= 1;
-                    let io = self.ios.remove(id);
-                    self.reaped_total += 1;
-                    if io.failed || io.dir == Dir::Flush {
-                        self.reap_failed_or_sync(t, &io, now);
-                        continue;
-                    }
-                    let g = &mut self.groups[group];
-                    let d = io.dir as usize;
-                    g.clat[d].record(now.since(io.t_submitted));
-                    g.lat[d].record(now.since(io.t_prep));
-                    g.io_bytes[d] += io.sectors as u64 * 512;
-                    g.ios[d] += 1;
-                    if lat_target {
-                        let th = &self.threads[t];
-                        let off = io.sector.saturating_sub(th.region_sector) * 512;
-                        let what = (io.dir, off, u64::from(io.sectors) * 512);
-                        self.lat_reaped(t, now.since(io.t_prep), now, what);
-                    }
-                    if let Some((rec, file_start)) = &mut self.logs[t] {
-                        let ramp_ns = self.jobs_cfg[group].ramp_time_ns;
-                        log_io(rec, *file_start, ramp_ns, &io, now);
-                    }
-                }
+            Action::Reap { count } => self.reap(t, count, now),
+        }
+    }
+
+    /// Job `t` reaps `count` ready I/Os (fio's `io_u` completions): each
+    /// leaves the slab and its latencies and bytes are recorded.
+    #[inline(always)]
+    fn reap(&mut self, t: usize, count: u32, now: SimTime) {
+        let th = &mut self.threads[t];
+        // A latency target or an I/O log needs the whole machine per I/O.
+        if th.lat.is_some() || self.logs[t].is_some() {
+            return self.reap_observed(t, count, now);
+        }
+        let g = &mut self.groups[th.group];
+        for _ in 0..count {
+            let io = reap_one(th, &mut self.ios);
+            if io.failed || io.dir == Dir::Flush {
+                reap_failed_or_sync(th, g, &io, now);
+            } else {
+                g.reaped(&io, now);
             }
         }
+        self.reaped_total += u64::from(count);
     }
 
-    /// Reaps a sync (fio's `sync_stat`: issue to completion) or a failed
-    /// I/O.
+    /// [`Self::reap`] for a job with a latency target or an I/O log.
     #[cold]
     #[inline(never)]
-    fn reap_failed_or_sync(&mut self, t: usize, io: &Io, now: SimTime) {
-        if io.dir == Dir::Flush {
-            self.threads[t].sync_in_flight = false;
+    fn reap_observed(&mut self, t: usize, count: u32, now: SimTime) {
+        let group = self.threads[t].group;
+        for _ in 0..count {
+            let th = &mut self.threads[t];
+            let io = reap_one(th, &mut self.ios);
+            self.reaped_total += 1;
+            let g = &mut self.groups[group];
+            if io.failed || io.dir == Dir::Flush {
+                reap_failed_or_sync(th, g, &io, now);
+                continue;
+            }
+            g.reaped(&io, now);
+            if th.lat.is_some() {
+                let off = io.sector.saturating_sub(th.region_sector) * 512;
+                let what = (io.dir, off, u64::from(io.sectors) * 512);
+                self.lat_reaped(t, now.since(io.t_prep), now, what);
+            }
+            if let Some((rec, file_start)) = &mut self.logs[t] {
+                let ramp_ns = self.jobs_cfg[group].ramp_time_ns;
+                log_io(rec, *file_start, ramp_ns, &io, now);
+            }
         }
-        if io.failed {
-            return self.io_failed(t, io);
-        }
-        let g = &mut self.groups[self.threads[t].group];
-        g.sync_lat.record(now.since(io.t_submitted));
-        g.sync_ios += 1;
-    }
-
-    /// fio reaped a failed I/O (`io_completed` sees `io_u->error`): it is
-    /// not counted, the job issues nothing more and ends with `err=5`
-    /// (EIO; fio's default `continue_on_error=none`).
-    fn io_failed(&mut self, t: usize, io: &Io) {
-        let th = &mut self.threads[t];
-        th.errored = true;
-        let offset_bytes = io.sector.saturating_sub(th.region_sector) * 512;
-        let g = &mut self.groups[th.group];
-        g.first_error.get_or_insert(IoError {
-            dir: io.dir,
-            offset_bytes,
-            len_bytes: u64::from(io.sectors) * 512,
-            latency_ns: None,
-        });
     }
 
     #[inline(always)]
@@ -287,9 +295,9 @@ impl<const OBS: bool> AsyncStack<OBS> {
         }
         // (Read once: none of them changes while the thread runs.)
         let (group, target, cpu) = (th.group, th.target, th.cpu);
-        let (io, seek) = self.new_io(t, now);
-        let v = *self.ios.get(io);
-        let mut cost = 0;
+        let (io, v, seek) = self.new_io(t, now);
+        // The layers' time in the job's context, system time.
+        let mut sys_ns = 0;
         let (dev, origin, root, dev_sector) = match target {
             Target::Dev(d) => (d, Origin::job(io.0), io.0, v.sector),
             Target::Layer(l) => {
@@ -300,15 +308,15 @@ impl<const OBS: bool> AsyncStack<OBS> {
                     task: t as u32,
                 };
                 let h = self.layer_submit(l, Origin::job(io.0), req, Some(cpu), ctx);
-                self.groups[group].sys_ns += h.submitter_ns;
-                cost += h.submitter_ns;
+                sys_ns += h.submitter_ns;
                 // (The remapped bio enters the lower device's queue: the
                 // bundle's second make_request.)
                 (h.dev, h.origin, h.root, h.sector)
             }
         };
-        cost += self.submit_side_work(t, (group, target, cpu), dev, &v, now);
-        cost += self.submit_bundle(t, (group, cpu), io, dev, seek, now);
+        sys_ns += self.submit_side_work(t, (target, cpu), dev, &v, now);
+        self.groups[group].sys_ns += sys_ns;
+        let cost = sys_ns + self.submit_bundle(t, (group, cpu), io, dev, seek, now);
         self.threads[t].action = Action::Submit {
             io,
             dev,
@@ -339,57 +347,25 @@ impl<const OBS: bool> AsyncStack<OBS> {
             && th.stop_issue_at.is_none_or(|s| now < s)
     }
 
-    /// Whether job `t`'s next I/O is a sync: fio's `fill_io_u` issues one
-    /// when the writes issued are a non-zero multiple of `fsync` and the
-    /// last I/O was not a sync; `end_fsync` issues one at the end.
-    fn sync_due(&self, t: usize) -> bool {
-        let th = &self.threads[t];
-        let jc = &self.jobs_cfg[th.group];
-        let every = u64::from(jc.fsync_blocks);
-        let periodic =
-            every > 0 && th.writes_issued > 0 && th.writes_issued % every == 0 && !th.last_was_sync;
-        // (Not again in a verify job's read-back phase, after it.)
-        let end = th.end_synced
-            && th.in_flight == 0
-            && th.verify.as_ref().is_none_or(|v| !v.final_started());
-        periodic || end
-    }
-
     /// Draws job `t`'s next I/O (offset, size, direction), counts it and
-    /// puts it in the slab; also whether a synchronous call must lseek. A
-    /// sync is an empty flush: no offset, no data, not counted against
-    /// the job's size or number of I/Os.
-    pub(super) fn new_io(&mut self, t: usize, now: SimTime) -> (SlotId, bool) {
-        let (group, target, region_sector, read_pct) = {
-            let th = &self.threads[t];
-            (th.group, th.target, th.region_sector, th.read_pct)
-        };
-        let sync = self.sync_due(t);
-        let trims = self.jobs_cfg[group].rw.trims();
+    /// puts it in the slab (its slot and a copy); also whether a
+    /// synchronous call must lseek. A sync is an empty flush: no offset,
+    /// no data, not counted against the job's size or number of I/Os.
+    pub(super) fn new_io(&mut self, t: usize, now: SimTime) -> (SlotId, Io, bool) {
+        // (One borrow of each: the thread, its job's settings, its group.)
         let th = &mut self.threads[t];
+        let jc = &self.jobs_cfg[th.group];
+        let sync = sync_due(th, jc.fsync_blocks);
         th.last_was_sync = sync;
         let (dir, sector, sectors) = if sync {
             th.sync_in_flight = true;
             (Dir::Flush, 0, 0)
-        } else if th.verify.is_some() {
-            let (offset_bytes, bytes, dir) = verify::verify_next(th, read_pct, trims);
-            let sector = region_sector
-                .checked_add(offset_bytes / 512)
-                .expect("job offset inside a region that fits its target");
-            (dir, sector, (bytes / 512) as u32)
         } else {
-            // fio draws the direction, then the offset and size; blocksim
-            // draws it last unless sizes depend on it (the seeds' streams).
-            let (offset_bytes, bytes, dir) = if th.offsets.sizes_by_direction() {
-                draw_dir_first(th, read_pct, trims)
-            } else {
-                let (offset_bytes, bytes) = th.offsets.next(&mut th.rng);
-                (offset_bytes, bytes, draw_dir(th, read_pct, trims))
-            };
-            th.issued += 1;
+            let (offset_bytes, bytes, dir) = draw_io(th, jc.rw.trims());
             // The offset lies inside the region, which `job_extent` checked
             // fits the target: the sum cannot overflow.
-            let sector = region_sector
+            let sector = th
+                .region_sector
                 .checked_add(offset_bytes / 512)
                 .expect("job offset inside a region that fits its target");
             (dir, sector, (bytes / 512) as u32)
@@ -403,55 +379,52 @@ impl<const OBS: bool> AsyncStack<OBS> {
         }
         th.in_flight += 1;
         let depth = th.in_flight;
-        self.submitted_total += 1;
-        let io = self
-            .ios
-            .insert(Io {
-                job: t as u16,
-                dir,
-                sector,
-                sectors,
-                layer: match target {
-                    Target::Layer(l) => l as u16,
-                    Target::Dev(_) => NO_LAYER,
-                },
-                t_prep: now,
-                t_submitted: now,
-                t_dispatch: now,
-                t_done: now,
-                failed: false,
-            })
-            .expect("I/O slab bound: more than 2^20 I/Os in flight");
-        let g = &mut self.groups[group];
+        let g = &mut self.groups[th.group];
         g.depth[iodepth_level_index(depth)] += 1;
         g.submit[iodepth_submit_index(1)] += 1;
-        (io, seek)
+        self.submitted_total += 1;
+        let v = Io {
+            job: t as u16,
+            dir,
+            sector,
+            sectors,
+            layer: match th.target {
+                Target::Layer(l) => l as u16,
+                Target::Dev(_) => NO_LAYER,
+            },
+            t_prep: now,
+            t_submitted: now,
+            t_dispatch: now,
+            t_done: now,
+            failed: false,
+        };
+        let io = self
+            .ios
+            .insert(v)
+            .expect("I/O slab bound: more than 2^20 I/Os in flight");
+        (io, v, seek)
     }
 
     /// The submission's accounting (the designs of the devices it passes)
     /// and a bio-based device's work (pmem's copy), in the job's context;
-    /// returns their time.
+    /// returns their time (the caller adds it to the group's system time).
     #[inline(always)]
     fn submit_side_work(
         &mut self,
         t: usize,
-        (group, target, cpu): (usize, Target, usize),
+        (target, cpu): (Target, usize),
         dev: usize,
         v: &Io,
         now: SimTime,
     ) -> u64 {
         let mut cost = 0;
         if self.acct.is_some() {
-            let ns = self.account_submit(t, target, dev, v.dir, now);
-            self.groups[group].sys_ns += ns;
-            cost += ns;
+            cost += self.account_submit(t, target, dev, v.dir, now);
         }
         if self.devs[dev].submitter_work {
             // A bio-based device (pmem): its bio path in the submitter's
             // context.
-            let ns = self.inline_submitter_work(cpu, dev, u64::from(v.sectors) * 512);
-            self.groups[group].sys_ns += ns;
-            cost += ns;
+            cost += self.inline_submitter_work(cpu, dev, u64::from(v.sectors) * 512);
         }
         cost
     }
@@ -500,6 +473,41 @@ impl<const OBS: bool> AsyncStack<OBS> {
     }
 }
 
+/// Whether a thread's next I/O is a sync: fio's `fill_io_u` issues one
+/// when the writes issued are a non-zero multiple of `fsync` (the job's
+/// `fsync_blocks`) and the last I/O was not a sync; `end_fsync` issues one
+/// at the end.
+#[inline(always)]
+fn sync_due(th: &JobThread, fsync_blocks: u32) -> bool {
+    let every = u64::from(fsync_blocks);
+    let periodic =
+        every > 0 && th.writes_issued > 0 && th.writes_issued % every == 0 && !th.last_was_sync;
+    // (Not again in a verify job's read-back phase, after it.)
+    let end =
+        th.end_synced && th.in_flight == 0 && th.verify.as_ref().is_none_or(|v| !v.final_started());
+    periodic || end
+}
+
+/// A thread's next data I/O: (offset in its region, bytes, direction),
+/// counted as issued unless it is a verify read-back.
+#[inline(always)]
+fn draw_io(th: &mut JobThread, trims: bool) -> (u64, u64, Dir) {
+    let read_pct = th.read_pct;
+    if th.verify.is_some() {
+        return verify::verify_next(th, read_pct, trims);
+    }
+    // fio draws the direction, then the offset and size; blocksim draws it
+    // last unless sizes depend on it (the seeds' streams).
+    let (offset_bytes, bytes, dir) = if th.offsets.sizes_by_direction() {
+        draw_dir_first(th, read_pct, trims)
+    } else {
+        let (offset_bytes, bytes) = th.offsets.next(&mut th.rng);
+        (offset_bytes, bytes, draw_dir(th, read_pct, trims))
+    };
+    th.issued += 1;
+    (offset_bytes, bytes, dir)
+}
+
 /// The direction of a thread's next I/O: a discard for a trim job, else
 /// a read with probability `read_pct` percent (one draw when mixed), else
 /// a write (counted for `fsync=N`).
@@ -525,4 +533,40 @@ fn draw_dir_first(th: &mut JobThread, read_pct: u32, trims: bool) -> (u64, u64, 
     let dir = draw_dir(th, read_pct, trims);
     let (offset_bytes, bytes) = th.offsets.next_for(dir == Dir::Write, &mut th.rng);
     (offset_bytes, bytes, dir)
+}
+
+/// The next ready I/O of a thread leaves it and the slab.
+#[inline(always)]
+fn reap_one(th: &mut JobThread, ios: &mut Slab<Io>) -> Io {
+    let id = th.ready.pop_front().expect("reaped I/O was ready");
+    th.in_flight -= 1;
+    ios.remove(id)
+}
+
+/// Reaps a sync (fio's `sync_stat`: issue to completion) or a failed I/O.
+#[cold]
+#[inline(never)]
+fn reap_failed_or_sync(th: &mut JobThread, g: &mut GroupStats, io: &Io, now: SimTime) {
+    if io.dir == Dir::Flush {
+        th.sync_in_flight = false;
+    }
+    if io.failed {
+        return io_failed(th, g, io);
+    }
+    g.sync_lat.record(now.since(io.t_submitted));
+    g.sync_ios += 1;
+}
+
+/// fio reaped a failed I/O (`io_completed` sees `io_u->error`): it is not
+/// counted, the job issues nothing more and ends with `err=5` (EIO; fio's
+/// default `continue_on_error=none`).
+fn io_failed(th: &mut JobThread, g: &mut GroupStats, io: &Io) {
+    th.errored = true;
+    let offset_bytes = io.sector.saturating_sub(th.region_sector) * 512;
+    g.first_error.get_or_insert(IoError {
+        dir: io.dir,
+        offset_bytes,
+        len_bytes: u64::from(io.sectors) * 512,
+        latency_ns: None,
+    });
 }

@@ -247,6 +247,8 @@ struct JobThread {
     stop_issue_at: Option<SimTime>,
     issued: u64,
     in_flight: u32,
+    /// The job's `iodepth` (read at every wake).
+    iodepth: u32,
     ready: VecDeque<SlotId>,
     state: JobState,
     action: Action,
@@ -335,6 +337,17 @@ struct IoError {
 }
 
 impl GroupStats {
+    /// A data I/O of the group's jobs was reaped at `now`: its completion
+    /// and total latency, bytes and count.
+    #[inline(always)]
+    fn reaped(&mut self, io: &Io, now: SimTime) {
+        let d = io.dir as usize;
+        self.clat[d].record(now.since(io.t_submitted));
+        self.lat[d].record(now.since(io.t_prep));
+        self.io_bytes[d] += u64::from(io.sectors) * 512;
+        self.ios[d] += 1;
+    }
+
     /// fio's per-direction report of these statistics.
     fn dir_report(&self, d: usize, runtime_ns: u64) -> DirReport {
         DirReport {
@@ -499,9 +512,6 @@ struct Paths {
 enum JobPath {
     Single(PathId),
     Submit(usize),
-    ReapOne,
-    /// fio_complete alone: a synchronous call returned its I/O.
-    Complete,
 }
 
 /// Index into [`Paths::submit_bundles`].
