@@ -29,6 +29,8 @@ pub struct Ctx<'a, E> {
     /// are counted from it); `None`: no stop requested.
     left_at_stop: Option<u64>,
     overflow: Option<QueueFull>,
+    /// The run's end time: an event past it is not handled.
+    until: SimTime,
 }
 
 impl<E: Copy> Ctx<'_, E> {
@@ -55,6 +57,31 @@ impl<E: Copy> Ctx<'_, E> {
             self.overflow = Some(e);
             self.stop();
         }
+    }
+
+    /// Whether an event at `at` would be the next one the loop handles:
+    /// the run may handle another, `at` is within its end time, and every
+    /// pending event is later (one at the same time was scheduled first,
+    /// so it would go first). If so the event is taken now: the time moves
+    /// to `at` and it counts as handled, and the caller handles it at once,
+    /// as the last thing its handler does. Event order and count are those
+    /// of [`Self::schedule_at`] followed by the loop's next pop; the event
+    /// skips the queue.
+    #[inline(always)]
+    pub fn claim_next(&mut self, at: SimTime) -> bool {
+        assert!(
+            at >= self.now,
+            "event claimed in the past: {at} < {}",
+            self.now
+        );
+        let next = self.left > 0
+            && at <= self.until
+            && self.queue.peek_time().is_none_or(|pending| at < pending);
+        if next {
+            self.now = at;
+            self.left -= 1;
+        }
+        next
     }
 
     /// Ends the run after the current event.
@@ -167,6 +194,7 @@ impl<M: Model> Simulation<M> {
             left: max_events,
             left_at_stop: None,
             overflow: None,
+            until,
         };
         let reason = loop {
             if ctx.left == 0 {
@@ -263,5 +291,82 @@ mod tests {
             sim.run(SimTime::MAX, u64::MAX),
             Err(SimError::QueueFull(_))
         ));
+    }
+
+    /// A model whose events schedule more (pseudo-random times, many
+    /// equal), and either schedule their own follow-up or claim it when it
+    /// is next: both runs handle the same events at the same times, in the
+    /// same order, and count them the same, at any event limit.
+    #[test]
+    fn a_claimed_event_runs_where_the_queue_would_have_put_it() {
+        struct Chain {
+            claim: bool,
+            claims: usize,
+            state: u64,
+            log: Vec<(u64, u32)>,
+        }
+        impl Chain {
+            fn draw(&mut self, m: u64) -> u64 {
+                self.state = self
+                    .state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (self.state >> 33) % m
+            }
+        }
+        impl Model for Chain {
+            type Event = u32;
+            fn handle(&mut self, ev: u32, ctx: &mut Ctx<'_, u32>) {
+                let mut ev = ev;
+                loop {
+                    self.log.push((ctx.now().as_ns(), ev));
+                    if ev >= 400 {
+                        return;
+                    }
+                    for k in 0..self.draw(3) {
+                        let d = self.draw(4) * 5;
+                        ctx.schedule_in(d, 1000 + ev * 4 + k as u32);
+                    }
+                    // The follow-up: often earlier than everything pending,
+                    // sometimes equal to a pending time.
+                    let at = ctx.now() + self.draw(3) * 5;
+                    if self.claim && ctx.claim_next(at) {
+                        self.claims += 1;
+                        ev += 1;
+                        continue;
+                    }
+                    ctx.schedule_at(at, ev + 1);
+                    return;
+                }
+            }
+        }
+        let mut claims_made = 0;
+        let mut run = |claim: bool, limit: u64, until: SimTime| {
+            let model = Chain {
+                claim,
+                claims: 0,
+                state: 7,
+                log: vec![],
+            };
+            let mut sim = Simulation::new(model, SimOptions::default());
+            sim.schedule_at(SimTime(0), 0).unwrap();
+            sim.schedule_at(SimTime(0), 500).unwrap();
+            let s = sim.run(until, limit).unwrap();
+            let n = sim.events_processed();
+            claims_made += sim.model.claims;
+            (sim.model.log, s.reason, s.end_time, n)
+        };
+        let mut claimed = 0;
+        for (limit, until) in [
+            (u64::MAX, SimTime::MAX),
+            (37, SimTime::MAX),
+            (u64::MAX, SimTime(300)),
+        ] {
+            let (a, b) = (run(false, limit, until), run(true, limit, until));
+            assert_eq!(a, b, "limit {limit} until {until}");
+            claimed += a.0.len();
+        }
+        assert!(claimed > 400, "the runs handled events");
+        assert!(claims_made > 50, "events were claimed: {claims_made}");
     }
 }

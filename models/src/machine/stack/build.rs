@@ -241,6 +241,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             completing_cpu: 0,
             completing_ctx: swapper,
             submit_ctx: fio_ctx,
+            wake_again: false,
             obs: None,
             programs: a.programs,
             order: a.order,

@@ -611,6 +611,9 @@ pub struct AsyncStack<const OBS: bool = false> {
     /// job's bio; the issuer's while a layer's own request enters a layer
     /// below (`route.rs`'s `issue_below` sets it and puts back fio's).
     submit_ctx: ContextId,
+    /// The waking thread's next wake was claimed as the next event: its
+    /// `job_wake` runs again at once.
+    wake_again: bool,
     /// Jobs that run as programs (psync on pmem or dm-linear over it).
     programs: Option<Box<program::Programs>>,
     /// An attached observer ([`crate::machine::observe`]); `None`: nothing recorded.
