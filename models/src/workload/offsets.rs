@@ -205,6 +205,7 @@ impl OffsetGen {
     }
 
     /// The next block index in `[0, blocks)`.
+    #[inline]
     pub fn next_block(&mut self, rng: &mut ComponentRng) -> u64 {
         match self {
             OffsetGen::Sequential { next_block, blocks } => {
@@ -344,6 +345,7 @@ impl Offsets {
     /// The next I/O: (offset in bytes from the region start, length).
     /// Without an `rw` suffix or `bssplit`, the draws are exactly those of
     /// the offset generator and `bsrange`, in that order.
+    #[inline(always)]
     pub fn next(&mut self, rng: &mut ComponentRng) -> (u64, u64) {
         if self.extra.is_some() {
             return self.next_extra(false, rng);

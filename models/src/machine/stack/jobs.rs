@@ -391,6 +391,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// puts it in the slab (its slot and a copy); also whether a
     /// synchronous call must lseek. A sync is an empty flush: no offset,
     /// no data, not counted against the job's size or number of I/Os.
+    #[inline(always)]
     pub(super) fn new_io(&mut self, t: usize, now: SimTime) -> (SlotId, Io, bool) {
         // (One borrow of each: the thread, its job's settings, its group.)
         let th = &mut self.threads[t];
