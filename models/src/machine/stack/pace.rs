@@ -300,7 +300,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
 
     /// Job `t` sleeps until a completion wakes it (`job_wake` when
     /// nothing more may be issued, and a paced job reaping before it waits).
-    #[inline]
+    #[inline(always)]
     pub(super) fn sleep_for_reap(&mut self, t: usize, now: SimTime) {
         let cost = self.run_job_path(t, JobPath::Single(PathId::Sleep));
         let cpu = self.threads[t].cpu;

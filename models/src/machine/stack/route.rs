@@ -32,6 +32,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// is charged on `submitter` (a job's CPU) or not at all (a replayed
     /// request, a layer's own I/O). Bounded: the graph refuses a stack
     /// deeper than [`crate::machine::graph::LAYER_DEPTH_MAX`] layers.
+    /// (Inlined: a job's submission calls it once per I/O.)
+    #[inline(always)]
     pub(super) fn layer_submit(
         &mut self,
         l: usize,
