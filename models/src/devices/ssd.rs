@@ -196,6 +196,18 @@ impl<T: Copy> Stage<T> {
         self.queue.insert(i, (now, item));
     }
 
+    /// An arrival now ([`Self::push_now`]), then [`Self::next`]: an idle
+    /// server with nothing queued starts it without queueing it.
+    #[inline(always)]
+    fn arrive_now(&mut self, now: SimTime, item: T) -> Next<T> {
+        if self.busy.is_none() && self.queue.is_empty() {
+            self.busy = Some(item);
+            return Next::Start(item);
+        }
+        self.push_now(now, item);
+        self.next(now)
+    }
+
     /// If idle, takes the first arrival that has arrived by `now` and
     /// returns it (the caller starts its service); if the first arrival is
     /// still ahead, returns the time to arm a start timer for, once.
@@ -305,6 +317,9 @@ pub struct Ssd {
     link: Stage<(SlotId, u64)>,
     acct: DiskAccounting,
     link_ns_per_byte: f64,
+    /// The last command size on the link (sectors) and its time there:
+    /// commands of one size reuse it.
+    link_last: (u32, u64),
     /// Dies, write cache, FTL (see `flash.rs`); boxed, so that the read
     /// path's state stays small.
     flash: Box<Flash>,
@@ -339,6 +354,7 @@ impl Ssd {
             read: ReadPath::of(&cfg),
             die_reads,
             link_ns_per_byte: 1000.0 / cfg.link_mb_per_s,
+            link_last: (0, cfg.link_cmd_overhead.0),
             cmds: Slab::with_bound(qd),
             controller_free: SimTime::ZERO,
             channels,
@@ -499,16 +515,35 @@ impl Ssd {
 
     /// A command's time on the link: the command overhead and its data.
     #[inline]
-    fn link_ns(&self, req: &DevRequest) -> u64 {
-        self.read.link_cmd_overhead_ns + round_ns(req.bytes() as f64 * self.link_ns_per_byte)
+    fn link_ns(&mut self, req: &DevRequest) -> u64 {
+        if req.sectors != self.link_last.0 {
+            let ns = round_ns(req.bytes() as f64 * self.link_ns_per_byte);
+            self.link_last = (req.sectors, self.read.link_cmd_overhead_ns + ns);
+        }
+        self.link_last.1
     }
 
     #[inline]
     fn start_link(&mut self, ctx: &mut DevCtx<'_>) {
-        match self.link.next(ctx.now()) {
+        let next = self.link.next(ctx.now());
+        Self::link_next(next, ctx);
+    }
+
+    /// Sets the timer the link's `next` calls for.
+    #[inline(always)]
+    fn link_next(next: Next<(SlotId, u64)>, ctx: &mut DevCtx<'_>) {
+        match next {
             Next::Start((_, ns)) => ctx.set_timer(ns, token(STAGE_LINK, 0)),
             Next::ArmAt(at) => ctx.set_timer(at.since(ctx.now()), token(STAGE_LINK_START, 0)),
             Next::Wait => {}
+        }
+    }
+
+    /// Starts channel `ch`'s next operation unless it is busy.
+    #[inline(always)]
+    fn kick_channel(&mut self, ch: usize, ctx: &mut DevCtx<'_>) {
+        if self.channels[ch].busy.is_none() {
+            self.start_channel(ch, ctx);
         }
     }
 
@@ -545,7 +580,7 @@ impl Ssd {
             } else {
                 self.channels[ch].push_now(now, op);
             }
-            self.start_channel(ch, ctx);
+            self.kick_channel(ch, ctx);
         }
     }
 
@@ -649,14 +684,15 @@ impl Ssd {
 
     /// One of command `id`'s data pages has crossed its channel: the
     /// command goes to the link when it was the last.
-    #[inline]
+    #[inline(always)]
     fn data_page_read(&mut self, id: SlotId, now: SimTime, ctx: &mut DevCtx<'_>) {
         let c = self.cmds.get_mut(id);
         c.pages_pending -= 1;
         if c.pages_pending == 0 {
             let req = c.req;
-            self.link.push_now(now, (id, self.link_ns(&req)));
-            self.start_link(ctx);
+            let ns = self.link_ns(&req);
+            let next = self.link.arrive_now(now, (id, ns));
+            Self::link_next(next, ctx);
         }
     }
 
@@ -986,7 +1022,7 @@ impl BlockDevice for Ssd {
                         leaves,
                         ChannelOp::new(Some(id), FlashOp::MapRead, ch as u32, false),
                     );
-                    self.start_channel(ch, ctx);
+                    self.kick_channel(ch, ctx);
                 } else {
                     self.queue_data_pages(id, pages, leaves, ctx);
                 }
