@@ -430,6 +430,13 @@ impl Ssd {
     /// takes `start_tracked_read`.
     #[inline]
     fn start_channel(&mut self, ch: usize, ctx: &mut DevCtx<'_>) {
+        self.start_channel_here(ch, ctx);
+    }
+
+    /// [`Self::start_channel`], inlined into its caller (the end of a
+    /// plain read, the most frequent channel event).
+    #[inline(always)]
+    fn start_channel_here(&mut self, ch: usize, ctx: &mut DevCtx<'_>) {
         match self.channels[ch].next(ctx.now()) {
             Next::Start(op) => {
                 // The seeds' read (a map read, or an untracked data read
@@ -550,7 +557,33 @@ impl Ssd {
     /// Queues a read's data pages (`pages`, which its `pages_pending`
     /// counts) on their channels, arriving at `at` (ahead: from the
     /// controller; now: after an FTL map read).
+    #[inline(always)]
     fn queue_data_pages(
+        &mut self,
+        id: SlotId,
+        pages: std::ops::Range<u64>,
+        at: SimTime,
+        ctx: &mut DevCtx<'_>,
+    ) {
+        // The seeds' read: one page of a drive without an FTL, read on
+        // its channel (as `queue_pages` would queue it).
+        if pages.end - pages.start == 1 && !self.read.ftl && !self.read.die_reads {
+            let ch = (pages.start % u64::from(self.read.channels)) as usize;
+            let op = ChannelOp::new(Some(id), FlashOp::DataRead, 0, false);
+            let now = ctx.now();
+            if at > now {
+                self.channels[ch].push_ahead(at, op);
+            } else {
+                self.channels[ch].push_now(now, op);
+            }
+            return self.kick_channel(ch, ctx);
+        }
+        self.queue_pages(id, pages, at, ctx);
+    }
+
+    /// [`Self::queue_data_pages`] for any read.
+    #[inline(never)]
+    fn queue_pages(
         &mut self,
         id: SlotId,
         pages: std::ops::Range<u64>,
@@ -1049,10 +1082,11 @@ impl BlockDevice for Ssd {
                 if op.kind == OpKind::DataRead && !op.tracked && !self.read.die_reads {
                     debug_assert_ne!(op.cmd, NO_CMD, "a data read has a command");
                     self.data_page_read(SlotId(op.cmd), now, ctx);
+                    self.start_channel_here(index, ctx);
                 } else {
                     self.channel_op_done(op, now, ctx);
+                    self.start_channel(index, ctx);
                 }
-                self.start_channel(index, ctx);
             }
             STAGE_CHANNEL_START => {
                 self.channels[index].start_armed = false;

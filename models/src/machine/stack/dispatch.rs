@@ -128,6 +128,8 @@ fn handler_paths(p: &Paths) -> Vec<Path> {
 
 impl<const OBS: bool> AsyncStack<OBS> {
     /// Calls a device and turns its timers and completions into events.
+    /// (Inlined: each caller calls one device method.)
+    #[inline(always)]
     pub(super) fn with_dev(
         &mut self,
         d: usize,
