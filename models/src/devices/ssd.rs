@@ -245,6 +245,9 @@ enum Next<T> {
 struct ReadPath {
     capacity_sectors: u64,
     page_sectors: u64,
+    /// `log2(page_sectors)` when it is a power of two: a page number is a
+    /// shift, not a division.
+    page_shift: Option<u32>,
     controller_per_cmd_ns: u64,
     link_cmd_overhead_ns: u64,
     map_miss_ratio: f64,
@@ -263,10 +266,26 @@ struct ReadPath {
 }
 
 impl ReadPath {
+    /// The pages a request covers ([`page_range`]).
+    #[inline(always)]
+    fn pages(&self, req: &DevRequest) -> std::ops::Range<u64> {
+        match self.page_shift {
+            Some(shift) => {
+                let first = req.sector >> shift;
+                let last = (req.sector + req.sectors as u64 - 1) >> shift;
+                first..last + 1
+            }
+            None => page_range(req, self.page_sectors),
+        }
+    }
+
     fn of(cfg: &SsdConfig) -> ReadPath {
         ReadPath {
             capacity_sectors: cfg.capacity.0 / 512,
             page_sectors: cfg.page_size.0 / 512,
+            page_shift: (cfg.page_size.0 / 512)
+                .is_power_of_two()
+                .then(|| (cfg.page_size.0 / 512).trailing_zeros()),
             controller_per_cmd_ns: cfg.controller_per_cmd.0,
             link_cmd_overhead_ns: cfg.link_cmd_overhead.0,
             map_miss_ratio: cfg.ftl_map_miss_ratio,
@@ -399,7 +418,7 @@ impl Ssd {
     }
 
     fn pages_of(&self, req: &DevRequest) -> std::ops::Range<u64> {
-        page_range(req, self.read.page_sectors)
+        self.read.pages(req)
     }
 
     /// The die a read of `page` goes to: where the FTL put it, or the
@@ -1031,7 +1050,7 @@ impl BlockDevice for Ssd {
         self.controller_free = leaves;
         // A read's pages, counted in the command from the start.
         let pages = match req.dir {
-            Dir::Read => page_range(&req, self.read.page_sectors),
+            Dir::Read => self.read.pages(&req),
             _ => 0..0,
         };
         let id = self
