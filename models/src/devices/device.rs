@@ -92,18 +92,47 @@ impl DevRequest {
     }
 }
 
+/// Where a device's timers go: a list the caller turns into events
+/// afterwards, or straight into the caller's event queue.
+pub trait TimerSink {
+    /// A timer `delay_ns` from now with `token`.
+    fn set_timer(&mut self, delay_ns: u64, token: u32);
+}
+
+impl TimerSink for Vec<(u64, u32)> {
+    #[inline]
+    fn set_timer(&mut self, delay_ns: u64, token: u32) {
+        self.push((delay_ns, token));
+    }
+}
+
 /// What a device may do while handling a call: read the time, set timers,
 /// complete requests.
 pub struct DevCtx<'a> {
     now: SimTime,
-    timers: &'a mut Vec<(u64, u32)>,
+    timers: &'a mut dyn TimerSink,
     completions: &'a mut Vec<ReqTag>,
 }
 
 impl<'a> DevCtx<'a> {
+    /// Timers are collected in `timers`, in the order they are set.
     pub fn new(
         now: SimTime,
         timers: &'a mut Vec<(u64, u32)>,
+        completions: &'a mut Vec<ReqTag>,
+    ) -> Self {
+        DevCtx {
+            now,
+            timers,
+            completions,
+        }
+    }
+
+    /// Timers go to `timers` as they are set.
+    #[inline]
+    pub fn with_sink(
+        now: SimTime,
+        timers: &'a mut dyn TimerSink,
         completions: &'a mut Vec<ReqTag>,
     ) -> Self {
         DevCtx {
@@ -121,7 +150,7 @@ impl<'a> DevCtx<'a> {
     /// Calls the device's `on_timer(token)` `delay_ns` from now.
     #[inline]
     pub fn set_timer(&mut self, delay_ns: u64, token: u32) {
-        self.timers.push((delay_ns, token));
+        self.timers.set_timer(delay_ns, token);
     }
 
     /// Completes a request now.

@@ -196,6 +196,18 @@ impl<T: Copy> Stage<T> {
         self.queue.insert(i, (now, item));
     }
 
+    /// An arrival now ([`Self::push_now`]), then [`Self::next`]: an idle
+    /// server with nothing queued starts it without queueing it.
+    #[inline(always)]
+    fn arrive_now(&mut self, now: SimTime, item: T) -> Next<T> {
+        if self.busy.is_none() && self.queue.is_empty() {
+            self.busy = Some(item);
+            return Next::Start(item);
+        }
+        self.push_now(now, item);
+        self.next(now)
+    }
+
     /// If idle, takes the first arrival that has arrived by `now` and
     /// returns it (the caller starts its service); if the first arrival is
     /// still ahead, returns the time to arm a start timer for, once.
@@ -233,6 +245,9 @@ enum Next<T> {
 struct ReadPath {
     capacity_sectors: u64,
     page_sectors: u64,
+    /// `log2(page_sectors)` when it is a power of two: a page number is a
+    /// shift, not a division.
+    page_shift: Option<u32>,
     controller_per_cmd_ns: u64,
     link_cmd_overhead_ns: u64,
     map_miss_ratio: f64,
@@ -251,10 +266,26 @@ struct ReadPath {
 }
 
 impl ReadPath {
+    /// The pages a request covers ([`page_range`]).
+    #[inline(always)]
+    fn pages(&self, req: &DevRequest) -> std::ops::Range<u64> {
+        match self.page_shift {
+            Some(shift) => {
+                let first = req.sector >> shift;
+                let last = (req.sector + req.sectors as u64 - 1) >> shift;
+                first..last + 1
+            }
+            None => page_range(req, self.page_sectors),
+        }
+    }
+
     fn of(cfg: &SsdConfig) -> ReadPath {
         ReadPath {
             capacity_sectors: cfg.capacity.0 / 512,
             page_sectors: cfg.page_size.0 / 512,
+            page_shift: (cfg.page_size.0 / 512)
+                .is_power_of_two()
+                .then(|| (cfg.page_size.0 / 512).trailing_zeros()),
             controller_per_cmd_ns: cfg.controller_per_cmd.0,
             link_cmd_overhead_ns: cfg.link_cmd_overhead.0,
             map_miss_ratio: cfg.ftl_map_miss_ratio,
@@ -305,6 +336,9 @@ pub struct Ssd {
     link: Stage<(SlotId, u64)>,
     acct: DiskAccounting,
     link_ns_per_byte: f64,
+    /// The last command size on the link (sectors) and its time there:
+    /// commands of one size reuse it.
+    link_last: (u32, u64),
     /// Dies, write cache, FTL (see `flash.rs`); boxed, so that the read
     /// path's state stays small.
     flash: Box<Flash>,
@@ -339,6 +373,7 @@ impl Ssd {
             read: ReadPath::of(&cfg),
             die_reads,
             link_ns_per_byte: 1000.0 / cfg.link_mb_per_s,
+            link_last: (0, cfg.link_cmd_overhead.0),
             cmds: Slab::with_bound(qd),
             controller_free: SimTime::ZERO,
             channels,
@@ -383,7 +418,7 @@ impl Ssd {
     }
 
     fn pages_of(&self, req: &DevRequest) -> std::ops::Range<u64> {
-        page_range(req, self.read.page_sectors)
+        self.read.pages(req)
     }
 
     /// The die a read of `page` goes to: where the FTL put it, or the
@@ -414,6 +449,13 @@ impl Ssd {
     /// takes `start_tracked_read`.
     #[inline]
     fn start_channel(&mut self, ch: usize, ctx: &mut DevCtx<'_>) {
+        self.start_channel_here(ch, ctx);
+    }
+
+    /// [`Self::start_channel`], inlined into its caller (the end of a
+    /// plain read, the most frequent channel event).
+    #[inline(always)]
+    fn start_channel_here(&mut self, ch: usize, ctx: &mut DevCtx<'_>) {
         match self.channels[ch].next(ctx.now()) {
             Next::Start(op) => {
                 // The seeds' read (a map read, or an untracked data read
@@ -499,23 +541,68 @@ impl Ssd {
 
     /// A command's time on the link: the command overhead and its data.
     #[inline]
-    fn link_ns(&self, req: &DevRequest) -> u64 {
-        self.read.link_cmd_overhead_ns + round_ns(req.bytes() as f64 * self.link_ns_per_byte)
+    fn link_ns(&mut self, req: &DevRequest) -> u64 {
+        if req.sectors != self.link_last.0 {
+            let ns = round_ns(req.bytes() as f64 * self.link_ns_per_byte);
+            self.link_last = (req.sectors, self.read.link_cmd_overhead_ns + ns);
+        }
+        self.link_last.1
     }
 
     #[inline]
     fn start_link(&mut self, ctx: &mut DevCtx<'_>) {
-        match self.link.next(ctx.now()) {
+        let next = self.link.next(ctx.now());
+        Self::link_next(next, ctx);
+    }
+
+    /// Sets the timer the link's `next` calls for.
+    #[inline(always)]
+    fn link_next(next: Next<(SlotId, u64)>, ctx: &mut DevCtx<'_>) {
+        match next {
             Next::Start((_, ns)) => ctx.set_timer(ns, token(STAGE_LINK, 0)),
             Next::ArmAt(at) => ctx.set_timer(at.since(ctx.now()), token(STAGE_LINK_START, 0)),
             Next::Wait => {}
         }
     }
 
+    /// Starts channel `ch`'s next operation unless it is busy.
+    #[inline(always)]
+    fn kick_channel(&mut self, ch: usize, ctx: &mut DevCtx<'_>) {
+        if self.channels[ch].busy.is_none() {
+            self.start_channel(ch, ctx);
+        }
+    }
+
     /// Queues a read's data pages (`pages`, which its `pages_pending`
     /// counts) on their channels, arriving at `at` (ahead: from the
     /// controller; now: after an FTL map read).
+    #[inline(always)]
     fn queue_data_pages(
+        &mut self,
+        id: SlotId,
+        pages: std::ops::Range<u64>,
+        at: SimTime,
+        ctx: &mut DevCtx<'_>,
+    ) {
+        // The seeds' read: one page of a drive without an FTL, read on
+        // its channel (as `queue_pages` would queue it).
+        if pages.end - pages.start == 1 && !self.read.ftl && !self.read.die_reads {
+            let ch = (pages.start % u64::from(self.read.channels)) as usize;
+            let op = ChannelOp::new(Some(id), FlashOp::DataRead, 0, false);
+            let now = ctx.now();
+            if at > now {
+                self.channels[ch].push_ahead(at, op);
+            } else {
+                self.channels[ch].push_now(now, op);
+            }
+            return self.kick_channel(ch, ctx);
+        }
+        self.queue_pages(id, pages, at, ctx);
+    }
+
+    /// [`Self::queue_data_pages`] for any read.
+    #[inline(never)]
+    fn queue_pages(
         &mut self,
         id: SlotId,
         pages: std::ops::Range<u64>,
@@ -545,7 +632,7 @@ impl Ssd {
             } else {
                 self.channels[ch].push_now(now, op);
             }
-            self.start_channel(ch, ctx);
+            self.kick_channel(ch, ctx);
         }
     }
 
@@ -649,14 +736,15 @@ impl Ssd {
 
     /// One of command `id`'s data pages has crossed its channel: the
     /// command goes to the link when it was the last.
-    #[inline]
+    #[inline(always)]
     fn data_page_read(&mut self, id: SlotId, now: SimTime, ctx: &mut DevCtx<'_>) {
         let c = self.cmds.get_mut(id);
         c.pages_pending -= 1;
         if c.pages_pending == 0 {
             let req = c.req;
-            self.link.push_now(now, (id, self.link_ns(&req)));
-            self.start_link(ctx);
+            let ns = self.link_ns(&req);
+            let next = self.link.arrive_now(now, (id, ns));
+            Self::link_next(next, ctx);
         }
     }
 
@@ -962,7 +1050,7 @@ impl BlockDevice for Ssd {
         self.controller_free = leaves;
         // A read's pages, counted in the command from the start.
         let pages = match req.dir {
-            Dir::Read => page_range(&req, self.read.page_sectors),
+            Dir::Read => self.read.pages(&req),
             _ => 0..0,
         };
         let id = self
@@ -986,7 +1074,7 @@ impl BlockDevice for Ssd {
                         leaves,
                         ChannelOp::new(Some(id), FlashOp::MapRead, ch as u32, false),
                     );
-                    self.start_channel(ch, ctx);
+                    self.kick_channel(ch, ctx);
                 } else {
                     self.queue_data_pages(id, pages, leaves, ctx);
                 }
@@ -1013,10 +1101,11 @@ impl BlockDevice for Ssd {
                 if op.kind == OpKind::DataRead && !op.tracked && !self.read.die_reads {
                     debug_assert_ne!(op.cmd, NO_CMD, "a data read has a command");
                     self.data_page_read(SlotId(op.cmd), now, ctx);
+                    self.start_channel_here(index, ctx);
                 } else {
                     self.channel_op_done(op, now, ctx);
+                    self.start_channel(index, ctx);
                 }
-                self.start_channel(index, ctx);
             }
             STAGE_CHANNEL_START => {
                 self.channels[index].start_armed = false;

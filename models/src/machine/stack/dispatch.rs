@@ -1,7 +1,22 @@
 //! The block layer and interrupts: ports, tags, device calls, the IRQ handler, completions.
 
 use super::*;
+use crate::devices::device::TimerSink;
 use crate::machine::ahci::Port;
+
+/// Device `d`'s timers, scheduled as the device sets them (in the order
+/// it sets them, before anything its completions schedule).
+struct DevTimers<'c, 'q> {
+    ctx: &'c mut Ctx<'q, Ev>,
+    d: u16,
+}
+
+impl TimerSink for DevTimers<'_, '_> {
+    #[inline]
+    fn set_timer(&mut self, delay_ns: u64, token: u32) {
+        self.ctx.schedule_in(delay_ns, Ev::DevTimer(self.d, token));
+    }
+}
 
 /// What a request's tag holds.
 #[inline]
@@ -88,8 +103,33 @@ fn wakes_remote(
     wakes
 }
 
+/// The merged paths of [`HostQueues::handler_paths`], indexed by
+/// `was_idle | dispatches << 1 | remote_wakes << 2`: the idle exit (when
+/// the CPU was idle), the entry and one completion's path, then a
+/// dispatch's and a remote wake-up's when there is one.
+fn handler_paths(p: &Paths) -> Vec<Path> {
+    (0..8usize)
+        .map(|i| {
+            let mut parts = Vec::with_capacity(5);
+            if i & 1 != 0 {
+                parts.push(&p.idle_exit);
+            }
+            parts.extend([&p.irq_entry, &p.irq_per_cmd]);
+            if i & 2 != 0 {
+                parts.push(&p.issue_cmd);
+            }
+            if i & 4 != 0 {
+                parts.push(&p.wake_remote);
+            }
+            Path::concat(&parts)
+        })
+        .collect()
+}
+
 impl<const OBS: bool> AsyncStack<OBS> {
     /// Calls a device and turns its timers and completions into events.
+    /// (Inlined: each caller calls one device method.)
+    #[inline(always)]
     pub(super) fn with_dev(
         &mut self,
         d: usize,
@@ -97,20 +137,25 @@ impl<const OBS: bool> AsyncStack<OBS> {
         f: impl FnOnce(&mut dyn BlockDevice, &mut DevCtx<'_>),
     ) {
         let dev = &mut self.devs[d];
-        {
-            let mut dctx = DevCtx::new(ctx.now(), &mut self.scratch_timers, &mut self.scratch_done);
+        if OBS && self.obs.is_some() {
+            // The observer sees each call's timers before they are
+            // scheduled.
+            let now = ctx.now();
+            let mut dctx = DevCtx::new(now, &mut self.scratch_timers, &mut self.scratch_done);
+            f(dev.dev.as_mut(), &mut dctx);
+            if let Some(st) = self.obs.as_mut() {
+                observe::dev_timers(st, d, dev.dev.as_ref(), &self.scratch_timers, now);
+            }
+            for &(delay, tok) in &self.scratch_timers {
+                ctx.schedule_in(delay, Ev::DevTimer(d as u16, tok));
+            }
+            self.scratch_timers.clear();
+        } else {
+            let now = ctx.now();
+            let mut timers = DevTimers { ctx, d: d as u16 };
+            let mut dctx = DevCtx::with_sink(now, &mut timers, &mut self.scratch_done);
             f(dev.dev.as_mut(), &mut dctx);
         }
-        if OBS {
-            // Fields apart from `dev`, which stays as it is.
-            if let Some(st) = self.obs.as_mut() {
-                observe::dev_timers(st, d, dev.dev.as_ref(), &self.scratch_timers, ctx.now());
-            }
-        }
-        for &(delay, tok) in &self.scratch_timers {
-            ctx.schedule_in(delay, Ev::DevTimer(d as u16, tok));
-        }
-        self.scratch_timers.clear();
         if self.scratch_done.is_empty() {
             return;
         }
@@ -272,24 +317,30 @@ impl<const OBS: bool> AsyncStack<OBS> {
             .unwrap_or_else(|| self.irq_cpu_for(d))
     }
 
-    #[inline(never)]
-    pub(super) fn irq_start(&mut self, d: usize, q: usize, ctx: &mut Ctx<'_, Ev>) {
-        let now = ctx.now();
-        let cpu = self.handler_cpu(d, q);
-        if self.cpus.busy_until(cpu) > now {
-            // The CPU is busy: the interrupt is pending until it is free.
-            ctx.schedule_at(self.cpus.busy_until(cpu), Ev::IrqStart(d as u16, q as u16));
-            return;
-        }
-        let (start, was_idle) = self.cpus.start(cpu, now);
+    /// Charges an interrupt handler's paths on `cpu` in the handlers'
+    /// context: the idle exit if the CPU was idle, the entry, then each of
+    /// `n` completions', `dispatch` dispatches' and `wakes` remote
+    /// wake-ups' paths. Returns their time. The common cases charge one
+    /// merged path (the same sums).
+    #[inline(always)]
+    fn charge_handler(
+        &mut self,
+        d: usize,
+        cpu: usize,
+        was_idle: bool,
+        n: usize,
+        dispatch: usize,
+        wakes: u32,
+    ) -> u64 {
         let swapper = self.ctxs.swapper;
-        let port = &mut self.devs[d].port.hw[q];
-        debug_assert!(port.retiring.is_empty());
-        std::mem::swap(&mut port.retiring, &mut port.done_unretired);
-        let n = port.retiring.len();
-        let dispatch = n.min(port.waiting.len());
-        self.wake_epoch += 1;
-        let wakes = wakes_remote(port, &self.ios, &mut self.threads, self.wake_epoch, cpu);
+        if n == 1 && dispatch <= 1 && wakes <= 1 {
+            let hq = &mut self.devs[d].port;
+            if hq.handler_paths.is_empty() {
+                hq.handler_paths = handler_paths(&self.paths);
+            }
+            let i = usize::from(was_idle) | dispatch << 1 | (wakes as usize) << 2;
+            return hq.handler_paths[i].charge(&mut self.profile, cpu, swapper);
+        }
         let mut cost = 0;
         if was_idle {
             cost += self.charge(cpu, swapper, PathId::IdleExit).0;
@@ -300,6 +351,27 @@ impl<const OBS: bool> AsyncStack<OBS> {
         cost += self.charge_n(cpu, swapper, PathId::IrqPerCmd, n as u64);
         cost += self.charge_n(cpu, swapper, PathId::IssueCmd, dispatch as u64);
         cost += self.charge_n(cpu, swapper, PathId::WakeRemote, u64::from(wakes));
+        cost
+    }
+
+    #[inline(never)]
+    pub(super) fn irq_start(&mut self, d: usize, q: usize, ctx: &mut Ctx<'_, Ev>) {
+        let now = ctx.now();
+        let cpu = self.handler_cpu(d, q);
+        if self.cpus.busy_until(cpu) > now {
+            // The CPU is busy: the interrupt is pending until it is free.
+            ctx.schedule_at(self.cpus.busy_until(cpu), Ev::IrqStart(d as u16, q as u16));
+            return;
+        }
+        let (start, was_idle) = self.cpus.start(cpu, now);
+        let port = &mut self.devs[d].port.hw[q];
+        debug_assert!(port.retiring.is_empty());
+        std::mem::swap(&mut port.retiring, &mut port.done_unretired);
+        let n = port.retiring.len();
+        let dispatch = n.min(port.waiting.len());
+        self.wake_epoch += 1;
+        let wakes = wakes_remote(port, &self.ios, &mut self.threads, self.wake_epoch, cpu);
+        let mut cost = self.charge_handler(d, cpu, was_idle, n, dispatch, wakes);
         if self.acct.is_some() {
             cost += self.account_irq(d, q, cpu, now);
         }
