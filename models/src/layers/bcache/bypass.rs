@@ -169,7 +169,9 @@ impl Sequential {
     }
 
     /// Records an I/O of `bytes` at `sector` by `task` at `now_ns`; returns
-    /// the sequential sectors to compare with the cutoff.
+    /// the sequential sectors to compare with the cutoff. (Inlined into the
+    /// request path, its one caller.)
+    #[inline]
     pub fn observe(&mut self, task: u32, sector: u64, bytes: u64, now_ns: u64) -> u64 {
         let ti = match self.tasks.iter().position(|(id, _)| *id == task) {
             Some(i) => i,
