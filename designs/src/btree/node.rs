@@ -10,7 +10,7 @@ use super::aux::{
     cmp_value, extra, inorder_to_tree, key_mantissa, make_bfloat, to_inorder, BkeyFloat,
     MANTISSA_BITS,
 };
-use super::key::{high_inode, high_size, ptr_offset, Bkey, KeyPos, KEY_BYTES, KEY_U64S};
+use super::key::{high_inode, high_size, ptr_offset, Bkey, KeyPos, KEY_BYTES, KEY_U64S, MAX_INODE};
 use super::six::{SixLock, Step, Tracer};
 use super::{InsertWork, SearchWork};
 
@@ -199,6 +199,16 @@ const AUX_PER_LINE: usize = HW_CACHELINE_BYTES / 4;
 const AUX_SAME_LINE_LEVELS: u32 = AUX_PER_LINE.trailing_zeros() + 1;
 const _: () = assert!(AUX_PER_LINE.is_power_of_two());
 
+/// Largest float exponent whose mantissa lies in a key's low half.
+const NEAR_EXPONENT: u32 = 64 - MANTISSA_BITS;
+/// The flag bit of a set's first `ends` word: every float of the set's aux
+/// tree has an exponent of at most [`NEAR_EXPONENT`] (none failed), so the
+/// walk needs no exponent test.
+const NEAR_FLAG: u64 = 1 << 31;
+/// The first-key inode in a set's first `ends` word.
+const FIRST_INODE: u64 = NEAR_FLAG - 1;
+const _: () = assert!(MAX_INODE < NEAR_FLAG);
+
 // The linear scan's line count assumes a key's words step by less than a line.
 const _: () = assert!(KEY_U64S < HW_CACHELINE_BYTES / 8);
 // The scan's loop test (`word + 1 < end`) stands for `word < end` only if a
@@ -235,6 +245,9 @@ pub struct Node<B: Backend> {
     /// Per written set: copies of its first and last key positions
     /// (`inode_first | inode_last << 32`, `end_first`, `end_last`), like
     /// bcache's `t->end`, so the boundary checks stay in the node header.
+    /// Bit [`NEAR_FLAG`] of the first word (above any inode) is set while
+    /// every float of the set's aux tree has an exponent within the search
+    /// key's low half.
     ends: [[B::AtomicU64; 3]; MAX_BSETS],
     keys: Vec<B::AtomicU64>,
     aux: Vec<B::AtomicU64>,
@@ -599,7 +612,7 @@ impl<B: Backend> Node<B> {
         if cmp_value(inodes >> 32, e[2].load(R)) <= sv {
             return (end, end);
         }
-        if cmp_value(inodes & 0xffff_ffff, e[1].load(R)) > sv {
+        if cmp_value(inodes & FIRST_INODE, e[1].load(R)) > sv {
             return (start, start);
         }
         // The walk is a chain of dependent steps: keep the table and
@@ -621,10 +634,13 @@ impl<B: Backend> Node<B> {
         };
         // The levels whose node has both children first (most of
         // them), then this loop for the last one or two.
-        let (mut j, mut fbits) = if abase & 1 == 0 {
-            self.walk_full::<true>(walk, entry(abase as usize + 1), w, ln)
-        } else {
-            self.walk_full::<false>(walk, entry(abase as usize + 1), w, ln)
+        let root = entry(abase as usize + 1);
+        let near = inodes & NEAR_FLAG != 0;
+        let (mut j, mut fbits) = match (abase & 1 == 0, near) {
+            (true, true) => self.walk_full::<true, true>(walk, root, w, ln),
+            (true, false) => self.walk_full::<true, false>(walk, root, w, ln),
+            (false, true) => self.walk_full::<false, true>(walk, root, w, ln),
+            (false, false) => self.walk_full::<false, false>(walk, root, w, ln),
         };
         // The last level or two, one child entry read per level
         // (the one the walk goes to).
@@ -632,7 +648,7 @@ impl<B: Backend> Node<B> {
         let mut f;
         loop {
             f = BkeyFloat(fbits);
-            let go_right = self.goes_right(walk, j, f, w, ln);
+            let go_right = self.goes_right::<false>(walk, j, f, w, ln);
             n = 2 * j + u32::from(go_right);
             if n >= size {
                 break;
@@ -684,9 +700,10 @@ impl<B: Backend> Node<B> {
     /// left child's index is). Counts the same work as the loop after it in
     /// [`Self::tree_search`] (which reads only the child it goes to; the
     /// lines of the path's entries are counted by the caller); returns the
-    /// first node without both children and its entry.
+    /// first node without both children and its entry. `NEAR`: the set's
+    /// floats all have near exponents ([`NEAR_FLAG`]).
     #[inline(always)]
-    fn walk_full<const PAIRED: bool>(
+    fn walk_full<const PAIRED: bool, const NEAR: bool>(
         &self,
         k: Walk,
         root_bits: u32,
@@ -714,7 +731,7 @@ impl<B: Backend> Node<B> {
             } else {
                 (cells[j].load(R) >> 32) | (cells[j + 1].load(R) << 32)
             };
-            let go_right = self.goes_right(k, j as u32, f, w, ln);
+            let go_right = self.goes_right::<NEAR>(k, j as u32, f, w, ln);
             j = 2 * j + usize::from(go_right);
             fbits = (children >> (32 * u32::from(go_right))) as u32;
         }
@@ -724,9 +741,12 @@ impl<B: Backend> Node<B> {
     /// Whether the tree walk goes right at node `j`, whose float is `f`
     /// (its mantissa is below the search key's): the search key's mantissa
     /// comes from its low half when the exponent is within it (the keys of
-    /// one inode); other exponents out of line.
+    /// one inode); other exponents out of line. `NEAR`: the exponent is
+    /// known to be at most [`NEAR_EXPONENT`] (below 64), so it is the packed
+    /// word's low 6 bits, which a 64-bit shift takes as its count: no test
+    /// and no mask.
     #[inline(always)]
-    fn goes_right(
+    fn goes_right<const NEAR: bool>(
         &self,
         k: Walk,
         j: u32,
@@ -734,8 +754,12 @@ impl<B: Backend> Node<B> {
         w: &mut SearchWork,
         ln: &mut Lines,
     ) -> bool {
+        if NEAR {
+            debug_assert!(f.exponent() <= NEAR_EXPONENT);
+            return f.mantissa_below(((k.sv as u64) >> (f.0 & 63)) as u32);
+        }
         let e = f.exponent();
-        if e <= 64 - MANTISSA_BITS {
+        if e <= NEAR_EXPONENT {
             f.mantissa_below(((k.sv as u64) >> e) as u32)
         } else {
             self.walk_far(k.sv, (k.start, k.size), j, f, w, ln)
@@ -932,25 +956,30 @@ impl<B: Backend> Node<B> {
         if size < 2 {
             size = 0;
         }
+        let mut near = true;
         for j in 1..size {
-            self.make_bfloat_at(start, n, abase, size, j);
+            near &= self.make_bfloat_at(start, n, abase, size, j).exponent() <= NEAR_EXPONENT;
         }
         if n > 0 {
-            self.refresh_ends(set);
+            self.refresh_ends(set, near);
         }
         size
     }
 
-    fn refresh_ends(&self, set: usize) {
+    /// Copies the set's first and last key positions to `ends`, with the
+    /// set's [`NEAR_FLAG`] if `near`.
+    fn refresh_ends(&self, set: usize, near: bool) {
         let (start, end) = self.bounds_of(set);
         let (fi, fe) = self.pos(start);
         let (li, le) = self.pos(end - 1);
-        self.ends[set][0].store(fi | (li << 32), R);
+        let flag = if near { NEAR_FLAG } else { 0 };
+        self.ends[set][0].store(fi | flag | (li << 32), R);
         self.ends[set][1].store(fe, R);
         self.ends[set][2].store(le, R);
     }
 
-    fn make_bfloat_at(&self, start: u32, n: u32, abase: u32, size: u32, j: u32) {
+    /// Makes node `j`'s float (and returns it).
+    fn make_bfloat_at(&self, start: u32, n: u32, abase: u32, size: u32, j: u32) -> BkeyFloat {
         let clu = self.cfg.cl_u64s();
         let ex = extra(size);
         let key_of = |j: u32| {
@@ -979,6 +1008,7 @@ impl<B: Backend> Node<B> {
             self.cmpv(r),
         );
         self.aux_set((abase + j) as usize, f.0);
+        f
     }
 
     /// `bch_bset_fix_invalidated_key` after key `slot` of written `set`
@@ -991,8 +1021,13 @@ impl<B: Backend> Node<B> {
         }
         let n = end - start;
         let rel = slot - start;
+        // The floats remade below may have far exponents: the set loses its
+        // near flag.
         if rel == 0 || rel + 1 == n {
-            self.refresh_ends(set);
+            self.refresh_ends(set, false);
+        } else {
+            let e = &self.ends[set][0];
+            e.store(e.load(R) & !NEAR_FLAG, R);
         }
         let ex = extra(size);
         let inorder = rel * KEY_U64S as u32 / self.cfg.cl_u64s();
