@@ -140,6 +140,17 @@ impl BkeyFloat {
     pub fn mantissa(self) -> u32 {
         self.0 >> 10
     }
+    /// Whether the mantissa is below the low `MANTISSA_BITS` bits of
+    /// `bits` (the search key's bits from the exponent up): the same as
+    /// `self.mantissa() < bits & MANTISSA_MASK`, compared on the packed
+    /// word. The low 22 bits of `bits` shifted up past the exponent and `m`
+    /// (a `u32` shift drops the rest) exceed the packed word exactly when
+    /// they exceed its mantissa, as the bits below the mantissa are less
+    /// than one step of it.
+    #[inline(always)]
+    pub fn mantissa_below(self, bits: u32) -> bool {
+        self.0 < bits << 10
+    }
 }
 
 /// `make_bfloat` given the comparison values of the node's key `m`, the key

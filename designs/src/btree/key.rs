@@ -122,7 +122,7 @@ impl Bkey {
             dirty: (high >> DIRTY_SHIFT) & 1 == 1,
             ptr: Ptr {
                 dev: ((ptr >> PTR_DEV_SHIFT) & mask(PTR_DEV_BITS)) as u16,
-                offset: (ptr >> PTR_OFFSET_SHIFT) & mask(PTR_OFFSET_BITS),
+                offset: ptr_offset(ptr),
                 gen: (ptr & mask(GEN_BITS)) as u8,
             },
         }
@@ -161,6 +161,12 @@ pub(crate) fn high_inode(high: u64) -> u64 {
 #[inline(always)]
 pub(crate) fn high_size(high: u64) -> u64 {
     (high >> SIZE_SHIFT) & mask(SIZE_BITS)
+}
+
+/// Pointer offset of a packed `ptr` word.
+#[inline(always)]
+pub(crate) fn ptr_offset(ptr: u64) -> u64 {
+    (ptr >> PTR_OFFSET_SHIFT) & mask(PTR_OFFSET_BITS)
 }
 
 /// A child pointer key of an interior node: position `pos`, child node id in

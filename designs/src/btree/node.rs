@@ -7,10 +7,10 @@
 use crate::backend::{AtomicU64Cell, Backend, LineId, Ordering};
 
 use super::aux::{
-    cmp_value, extra, inorder_next, inorder_prev, inorder_to_tree, key_mantissa, make_bfloat,
-    to_inorder, BkeyFloat, MANTISSA_BITS, MANTISSA_MASK,
+    cmp_value, extra, inorder_to_tree, key_mantissa, make_bfloat, to_inorder, BkeyFloat,
+    MANTISSA_BITS,
 };
-use super::key::{high_inode, high_size, Bkey, KeyPos, KEY_BYTES, KEY_U64S};
+use super::key::{high_inode, high_size, ptr_offset, Bkey, KeyPos, KEY_BYTES, KEY_U64S, MAX_INODE};
 use super::six::{SixLock, Step, Tracer};
 use super::{InsertWork, SearchWork};
 
@@ -199,6 +199,16 @@ const AUX_PER_LINE: usize = HW_CACHELINE_BYTES / 4;
 const AUX_SAME_LINE_LEVELS: u32 = AUX_PER_LINE.trailing_zeros() + 1;
 const _: () = assert!(AUX_PER_LINE.is_power_of_two());
 
+/// Largest float exponent whose mantissa lies in a key's low half.
+const NEAR_EXPONENT: u32 = 64 - MANTISSA_BITS;
+/// The flag bit of a set's first `ends` word: every float of the set's aux
+/// tree has an exponent of at most [`NEAR_EXPONENT`] (none failed), so the
+/// walk needs no exponent test.
+const NEAR_FLAG: u64 = 1 << 31;
+/// The first-key inode in a set's first `ends` word.
+const FIRST_INODE: u64 = NEAR_FLAG - 1;
+const _: () = assert!(MAX_INODE < NEAR_FLAG);
+
 // The linear scan's line count assumes a key's words step by less than a line.
 const _: () = assert!(KEY_U64S < HW_CACHELINE_BYTES / 8);
 // The scan's loop test (`word + 1 < end`) stands for `word < end` only if a
@@ -235,6 +245,9 @@ pub struct Node<B: Backend> {
     /// Per written set: copies of its first and last key positions
     /// (`inode_first | inode_last << 32`, `end_first`, `end_last`), like
     /// bcache's `t->end`, so the boundary checks stay in the node header.
+    /// Bit [`NEAR_FLAG`] of the first word (above any inode) is set while
+    /// every float of the set's aux tree has an exponent within the search
+    /// key's low half.
     ends: [[B::AtomicU64; 3]; MAX_BSETS],
     keys: Vec<B::AtomicU64>,
     aux: Vec<B::AtomicU64>,
@@ -392,11 +405,13 @@ impl<B: Backend> Node<B> {
     fn size_of_key(&self, idx: u32) -> u64 {
         high_size(self.word(idx as usize * KEY_U64S))
     }
-    /// Reads the key in slot `idx`.
-    /// Child node id of the pointer key in slot `idx` (interior nodes).
+    /// Child node id of the pointer key in slot `idx` (interior nodes):
+    /// reads the key's pointer word only.
+    #[inline(always)]
     pub fn child_at(&self, idx: u32) -> u32 {
-        self.key(idx).ptr.offset as u32
+        ptr_offset(self.word(idx as usize * KEY_U64S + 2)) as u32
     }
+    /// Reads the key in slot `idx`.
     pub fn key(&self, idx: u32) -> Bkey {
         let w = idx as usize * KEY_U64S;
         // (One bound check for the key's three words.)
@@ -496,117 +511,13 @@ impl<B: Backend> Node<B> {
             node.key_gt(idx, s, w, ln)
         };
         let (abase, asize) = self.aux_of(set);
-        let clu = self.cfg.cl_u64s();
         let (mut l, r);
         if written {
             if asize == 0 {
                 l = start;
                 r = end;
             } else {
-                // Keys outside [start, end key] can differ from the tree's
-                // keys above the bits each node covers: special-case them.
-                let e = &self.ends[set];
-                let inodes = e[0].load(R);
-                w.key_compares += 2;
-                // (Positions compare as their 128-bit values, which order
-                // them as the (inode, end) pairs: two instructions a compare.)
-                let sv = cmp_value(s.0, s.1);
-                if cmp_value(inodes >> 32, e[2].load(R)) <= sv {
-                    return end;
-                }
-                if cmp_value(inodes & 0xffff_ffff, e[1].load(R)) > sv {
-                    return start;
-                }
-                let size = asize;
-                // The walk is a chain of dependent steps: keep the table and
-                // the search key in registers (the node's atomics would
-                // otherwise force reloads after every store), and load both
-                // children of a node while its comparison is still resolving,
-                // so no load sits between two comparisons. (bcache prefetches
-                // four levels down for the same reason; which entries the
-                // search reads, and so its counted work, is unchanged.) The
-                // aux lines the path touches are counted once it is known
-                // ([`Lines::aux_path`]), out of the loop.
-                let aux: &[B::AtomicU64] = &self.aux;
-                let entry = |a: usize| (aux[a >> 1].load(R) >> ((a & 1) * 32)) as u32;
-                let walk = Walk {
-                    abase: abase as usize,
-                    size,
-                    sv,
-                    start,
-                };
-                // The levels whose node has both children first (most of
-                // them), then this loop for the last one or two.
-                let (mut j, mut fbits) = if abase & 1 == 0 {
-                    self.walk_full::<true>(walk, entry(abase as usize + 1), w, ln)
-                } else {
-                    self.walk_full::<false>(walk, entry(abase as usize + 1), w, ln)
-                };
-                let mut n;
-                let mut f;
-                loop {
-                    f = BkeyFloat(fbits);
-                    let left = j * 2;
-                    let la = abase as usize + left as usize;
-                    let (el, er) = if left + 1 < size {
-                        if la & 1 == 0 {
-                            // Both children share one cell (the parity of
-                            // `la` is fixed per set, so this branch is too).
-                            let cell = aux[la >> 1].load(R);
-                            (cell as u32, (cell >> 32) as u32)
-                        } else {
-                            (entry(la), entry(la + 1))
-                        }
-                    } else if left < size {
-                        (entry(la), 0)
-                    } else {
-                        (0, 0)
-                    };
-                    let go_left = match key_mantissa(sv, f.exponent()) {
-                        Some(m) => f.mantissa() >= m,
-                        None => {
-                            w.full_key_compares += 1;
-                            let k = self.tree_key(start, j, size, f);
-                            gt(self, k, w, ln)
-                        }
-                    };
-                    n = left + u32::from(!go_left);
-                    if n >= size {
-                        break;
-                    }
-                    fbits = if go_left { el } else { er };
-                    j = n;
-                }
-                ln.aux_path(w, abase as usize, j);
-                // One level per bit of the last node's index (the walk goes
-                // from the root, 1, down one child per level).
-                w.aux_levels += 32 - j.leading_zeros();
-                let ex = extra(size);
-                let mut inorder = to_inorder(j, size, ex);
-                if n & 1 == 1 {
-                    l = self.cl_to_key(start, inorder, f.m(), clu);
-                    inorder += 1;
-                    r = if inorder != size {
-                        // bcache reads the neighbour's `m`; with fixed-size
-                        // keys it is computable, which saves a dependent miss
-                        // (the access is still counted).
-                        let a = abase as usize + inorder_next(j, size) as usize;
-                        ln.aux_entry(w, a);
-                        start + self.first_key_in_cacheline(inorder)
-                    } else {
-                        end
-                    };
-                } else {
-                    r = self.cl_to_key(start, inorder, f.m(), clu);
-                    inorder -= 1;
-                    l = if inorder != 0 {
-                        let a = abase as usize + inorder_prev(j, size) as usize;
-                        ln.aux_entry(w, a);
-                        start + self.first_key_in_cacheline(inorder)
-                    } else {
-                        start
-                    };
-                }
+                (l, r) = self.tree_search(set, (start, end), (abase, asize), s, w, ln);
             }
         } else if asize == 0 {
             l = start;
@@ -673,15 +584,126 @@ impl<B: Backend> Node<B> {
         l
     }
 
+    /// The search of written `set` (key slots `start..end`, not empty) by
+    /// its aux tree (first entry `abase`, `size` nodes, at least 2): the
+    /// keys `l..r` that the linear scan then searches (an empty range where
+    /// the set's first or last key settles it: the scan returns `l`). Out
+    /// of line, so that its walk keeps its values in registers.
+    #[inline(never)]
+    fn tree_search(
+        &self,
+        set: usize,
+        (start, end): (u32, u32),
+        (abase, size): (u32, u32),
+        s: KeyPos,
+        w: &mut SearchWork,
+        ln: &mut Lines,
+    ) -> (u32, u32) {
+        let clu = self.cfg.cl_u64s();
+        let (l, r);
+        // Keys outside [start, end key] can differ from the tree's
+        // keys above the bits each node covers: special-case them.
+        let e = &self.ends[set];
+        let inodes = e[0].load(R);
+        w.key_compares += 2;
+        // (Positions compare as their 128-bit values, which order
+        // them as the (inode, end) pairs: two instructions a compare.)
+        let sv = cmp_value(s.0, s.1);
+        if cmp_value(inodes >> 32, e[2].load(R)) <= sv {
+            return (end, end);
+        }
+        if cmp_value(inodes & FIRST_INODE, e[1].load(R)) > sv {
+            return (start, start);
+        }
+        // The walk is a chain of dependent steps: keep the table and
+        // the search key in registers (the node's atomics would
+        // otherwise force reloads after every store), and load both
+        // children of a node while its comparison is still resolving,
+        // so no load sits between two comparisons. (bcache prefetches
+        // four levels down for the same reason; which entries the
+        // search reads, and so its counted work, is unchanged.) The
+        // aux lines the path touches are counted once it is known
+        // ([`Lines::aux_path`]), out of the loop.
+        let aux: &[B::AtomicU64] = &self.aux;
+        let entry = |a: usize| (aux[a >> 1].load(R) >> ((a & 1) * 32)) as u32;
+        let walk = Walk {
+            abase: abase as usize,
+            size,
+            sv,
+            start,
+        };
+        // The levels whose node has both children first (most of
+        // them), then this loop for the last one or two.
+        let root = entry(abase as usize + 1);
+        let near = inodes & NEAR_FLAG != 0;
+        let (mut j, mut fbits) = match (abase & 1 == 0, near) {
+            (true, true) => self.walk_full::<true, true>(walk, root, w, ln),
+            (true, false) => self.walk_full::<true, false>(walk, root, w, ln),
+            (false, true) => self.walk_full::<false, true>(walk, root, w, ln),
+            (false, false) => self.walk_full::<false, false>(walk, root, w, ln),
+        };
+        // The last level or two, one child entry read per level
+        // (the one the walk goes to).
+        let mut n;
+        let mut f;
+        loop {
+            f = BkeyFloat(fbits);
+            let go_right = self.goes_right::<false>(walk, j, f, w, ln);
+            n = 2 * j + u32::from(go_right);
+            if n >= size {
+                break;
+            }
+            fbits = entry(abase as usize + n as usize);
+            j = n;
+        }
+        ln.aux_path(w, abase as usize, j);
+        // One level per bit of the last node's index (the walk goes
+        // from the root, 1, down one child per level).
+        w.aux_levels += 32 - j.leading_zeros();
+        let ex = extra(size);
+        let mut inorder = to_inorder(j, size, ex);
+        if n & 1 == 1 {
+            l = self.cl_to_key(start, inorder, f.m(), clu);
+            inorder += 1;
+            r = if inorder != size {
+                // bcache reads the neighbour's `m`; with fixed-size
+                // keys it is computable, which saves a dependent miss
+                // (the access is still counted).
+                // (j has no right child, 2j + 1 >= size, so its
+                // successor is the ancestor above the levels where
+                // the walk went right: `inorder_next`'s second case.)
+                let a = abase as usize + (j >> (j.trailing_ones() + 1)) as usize;
+                ln.aux_entry(w, a);
+                start + self.first_key_in_cacheline(inorder)
+            } else {
+                end
+            };
+        } else {
+            r = self.cl_to_key(start, inorder, f.m(), clu);
+            inorder -= 1;
+            l = if inorder != 0 {
+                // (j has no left child, 2j >= size: `inorder_prev`'s
+                // second case.)
+                let a = abase as usize + (j >> (j.trailing_zeros() + 1)) as usize;
+                ln.aux_entry(w, a);
+                start + self.first_key_in_cacheline(inorder)
+            } else {
+                start
+            };
+        }
+        (l, r)
+    }
+
     /// The tree walk's levels whose node has both children (`2j + 1 <
     /// size`), from the root: no end-of-tree test per level. `PAIRED`: the
     /// two children of a node share one aux cell (`abase` is even, so the
-    /// left child's index is). Reads the same entries and counts the same
-    /// work as the general loop in [`Self::bset_search_in`] (the lines of
-    /// the path's entries are counted by the caller); returns the first
-    /// node without both children and its entry.
+    /// left child's index is). Counts the same work as the loop after it in
+    /// [`Self::tree_search`] (which reads only the child it goes to; the
+    /// lines of the path's entries are counted by the caller); returns the
+    /// first node without both children and its entry. `NEAR`: the set's
+    /// floats all have near exponents ([`NEAR_FLAG`]).
     #[inline(always)]
-    fn walk_full<const PAIRED: bool>(
+    fn walk_full<const PAIRED: bool, const NEAR: bool>(
         &self,
         k: Walk,
         root_bits: u32,
@@ -709,21 +731,42 @@ impl<B: Backend> Node<B> {
             } else {
                 (cells[j].load(R) >> 32) | (cells[j + 1].load(R) << 32)
             };
-            // The search key's mantissa from its low half (the keys of one
-            // inode); other exponents out of the loop.
-            let e = f.exponent();
-            let go_right = if e <= 64 - MANTISSA_BITS {
-                f.mantissa() < ((k.sv as u64) >> e) as u32 & MANTISSA_MASK
-            } else {
-                self.walk_far(k.sv, (k.start, k.size), j as u32, f, w, ln)
-            };
+            let go_right = self.goes_right::<NEAR>(k, j as u32, f, w, ln);
             j = 2 * j + usize::from(go_right);
             fbits = (children >> (32 * u32::from(go_right))) as u32;
         }
         (j as u32, fbits)
     }
 
-    /// [`Self::walk_full`]'s step at node `j` for a float whose exponent
+    /// Whether the tree walk goes right at node `j`, whose float is `f`
+    /// (its mantissa is below the search key's): the search key's mantissa
+    /// comes from its low half when the exponent is within it (the keys of
+    /// one inode); other exponents out of line. `NEAR`: the exponent is
+    /// known to be at most [`NEAR_EXPONENT`] (below 64), so it is the packed
+    /// word's low 6 bits, which a 64-bit shift takes as its count: no test
+    /// and no mask.
+    #[inline(always)]
+    fn goes_right<const NEAR: bool>(
+        &self,
+        k: Walk,
+        j: u32,
+        f: BkeyFloat,
+        w: &mut SearchWork,
+        ln: &mut Lines,
+    ) -> bool {
+        if NEAR {
+            debug_assert!(f.exponent() <= NEAR_EXPONENT);
+            return f.mantissa_below(((k.sv as u64) >> (f.0 & 63)) as u32);
+        }
+        let e = f.exponent();
+        if e <= NEAR_EXPONENT {
+            f.mantissa_below(((k.sv as u64) >> e) as u32)
+        } else {
+            self.walk_far(k.sv, (k.start, k.size), j, f, w, ln)
+        }
+    }
+
+    /// [`Self::goes_right`]'s step at node `j` for a float whose exponent
     /// reaches the search key's high half (keys of several inodes), or that
     /// could not separate its keys (then the node's full key is compared):
     /// whether the walk goes right. Rare; out of the walk's loop.
@@ -784,18 +827,19 @@ impl<B: Backend> Node<B> {
         // (slot, end) per set iterator, as a binary min-heap by key.
         let mut heap: [(u32, u32); MAX_BSETS] = [(0, 0); MAX_BSETS];
         let mut len = 0usize;
-        for set in 0..n {
+        for (set, bounds) in self.bounds[..n].iter().enumerate() {
             // bset_search with its empty-set test here (an empty set, often
             // the unwritten one, costs no call); the same reads in order.
-            let (start, end) = self.bounds_of(set);
-            let pos = if start == end {
-                end
-            } else {
-                self.bset_search_in(set, (start, end), s, set + 1 < n, w, &mut ln)
-            };
-            let end = self.bounds_of(set).1;
+            // The set's end is the one just read: the caller's lock keeps
+            // it from changing during the search.
+            let (start, end) = unpack2(bounds.load(R));
+            if start == end {
+                continue;
+            }
+            let pos = self.bset_search_in(set, (start, end), s, set + 1 < n, w, &mut ln);
             if pos < end {
-                heap[len] = (pos, end);
+                // (len <= set < MAX_BSETS: the modulo only spares a bound check.)
+                heap[len % MAX_BSETS] = (pos, end);
                 len += 1;
                 self.sift_up(&mut heap, len - 1, w);
             }
@@ -813,7 +857,7 @@ impl<B: Backend> Node<B> {
                 heap[0].0 = slot + 1;
             } else {
                 len -= 1;
-                heap[0] = heap[len];
+                heap[0] = heap[len % MAX_BSETS];
             }
             self.sift_down(&mut heap, len, w);
         }
@@ -912,25 +956,30 @@ impl<B: Backend> Node<B> {
         if size < 2 {
             size = 0;
         }
+        let mut near = true;
         for j in 1..size {
-            self.make_bfloat_at(start, n, abase, size, j);
+            near &= self.make_bfloat_at(start, n, abase, size, j).exponent() <= NEAR_EXPONENT;
         }
         if n > 0 {
-            self.refresh_ends(set);
+            self.refresh_ends(set, near);
         }
         size
     }
 
-    fn refresh_ends(&self, set: usize) {
+    /// Copies the set's first and last key positions to `ends`, with the
+    /// set's [`NEAR_FLAG`] if `near`.
+    fn refresh_ends(&self, set: usize, near: bool) {
         let (start, end) = self.bounds_of(set);
         let (fi, fe) = self.pos(start);
         let (li, le) = self.pos(end - 1);
-        self.ends[set][0].store(fi | (li << 32), R);
+        let flag = if near { NEAR_FLAG } else { 0 };
+        self.ends[set][0].store(fi | flag | (li << 32), R);
         self.ends[set][1].store(fe, R);
         self.ends[set][2].store(le, R);
     }
 
-    fn make_bfloat_at(&self, start: u32, n: u32, abase: u32, size: u32, j: u32) {
+    /// Makes node `j`'s float (and returns it).
+    fn make_bfloat_at(&self, start: u32, n: u32, abase: u32, size: u32, j: u32) -> BkeyFloat {
         let clu = self.cfg.cl_u64s();
         let ex = extra(size);
         let key_of = |j: u32| {
@@ -959,6 +1008,7 @@ impl<B: Backend> Node<B> {
             self.cmpv(r),
         );
         self.aux_set((abase + j) as usize, f.0);
+        f
     }
 
     /// `bch_bset_fix_invalidated_key` after key `slot` of written `set`
@@ -971,8 +1021,13 @@ impl<B: Backend> Node<B> {
         }
         let n = end - start;
         let rel = slot - start;
+        // The floats remade below may have far exponents: the set loses its
+        // near flag.
         if rel == 0 || rel + 1 == n {
-            self.refresh_ends(set);
+            self.refresh_ends(set, false);
+        } else {
+            let e = &self.ends[set][0];
+            e.store(e.load(R) & !NEAR_FLAG, R);
         }
         let ex = extra(size);
         let inorder = rel * KEY_U64S as u32 / self.cfg.cl_u64s();

@@ -105,8 +105,14 @@ impl<B: Backend> BTree<B> {
 
     #[inline(always)]
     fn lock(&self, id: u32, mode: LockMode, tr: &mut impl Tracer) {
+        Self::lock_node(&self.nodes[id as usize], id, mode, tr);
+    }
+
+    /// [`Self::lock`] of node `id`, already looked up as `node`.
+    #[inline(always)]
+    fn lock_node(node: &Node<B>, id: u32, mode: LockMode, tr: &mut impl Tracer) {
         tr.step(Step::Wait { node: id, mode });
-        let lock = &self.nodes[id as usize].lock;
+        let lock = &node.lock;
         match mode {
             LockMode::Read => {
                 lock.read_lock();
@@ -126,7 +132,13 @@ impl<B: Backend> BTree<B> {
     /// Releases `mode` (write: downgrades to intent).
     #[inline(always)]
     fn unlock(&self, id: u32, mode: LockMode, tr: &mut impl Tracer) {
-        let lock = &self.nodes[id as usize].lock;
+        Self::unlock_node(&self.nodes[id as usize], id, mode, tr);
+    }
+
+    /// [`Self::unlock`] of node `id`, already looked up as `node`.
+    #[inline(always)]
+    fn unlock_node(node: &Node<B>, id: u32, mode: LockMode, tr: &mut impl Tracer) {
+        let lock = &node.lock;
         match mode {
             LockMode::Read => {
                 lock.read_unlock();
@@ -169,29 +181,31 @@ impl<B: Backend> BTree<B> {
         } else {
             self.root.load(Ordering::Acquire) as u32
         };
+        // (Each node is looked up once, for its search and its locks.)
+        let mut node = &self.nodes[id as usize];
         loop {
-            let node = &self.nodes[id as usize];
             let slot = node.search(s, w);
             let child = match slot {
                 Some(sl) if node.level > 0 => node.child_at(sl),
                 _ => {
                     let found = slot.map(|sl| node.key(sl));
                     if locked {
-                        self.unlock(id, LockMode::Read, tr);
+                        Self::unlock_node(node, id, LockMode::Read, tr);
                     }
                     return found;
                 }
             };
+            let next = &self.nodes[child as usize];
             if locked {
                 if self.faults.no_coupling {
-                    self.unlock(id, LockMode::Read, tr);
-                    self.lock(child, LockMode::Read, tr);
+                    Self::unlock_node(node, id, LockMode::Read, tr);
+                    Self::lock_node(next, child, LockMode::Read, tr);
                 } else {
-                    self.lock(child, LockMode::Read, tr);
-                    self.unlock(id, LockMode::Read, tr);
+                    Self::lock_node(next, child, LockMode::Read, tr);
+                    Self::unlock_node(node, id, LockMode::Read, tr);
                 }
             }
-            id = child;
+            (id, node) = (child, next);
         }
     }
 

@@ -95,6 +95,10 @@ pub struct Allocator {
     free_inc: Vec<u32>,
     free_inc_cap: usize,
     prio_in_flight: bool,
+    /// [`Allocator::waiting`], kept by every method that changes the free
+    /// lists, `free_inc` or `prio_in_flight` (the request path asks twice
+    /// an I/O).
+    waiting: bool,
     prio_buckets: usize,
     /// Current prio buckets (freed when the next prio write allocates new ones).
     prio_current: Vec<u32>,
@@ -144,6 +148,7 @@ impl Allocator {
             free_inc: Vec::new(),
             free_inc_cap: free << 2,
             prio_in_flight: false,
+            waiting: false,
             prio_buckets,
             prio_current: Vec::new(),
             invalidate_needs_gc: false,
@@ -244,6 +249,7 @@ impl Allocator {
         }
         self.free_inc.extend_from_slice(&v);
         self.scratch = v;
+        self.refresh_waiting();
     }
 
     /// `bch_allocator_push` for every bucket of `free_inc` that fits.
@@ -265,6 +271,7 @@ impl Allocator {
             }
         }
         self.free_inc.drain(..i);
+        self.refresh_waiting();
     }
 
     /// No free list has room (`push_free_inc` would move nothing).
@@ -277,7 +284,16 @@ impl Allocator {
     /// lists (bcache's thread is asleep in `allocator_wait`).
     #[inline]
     pub fn waiting(&self) -> bool {
+        debug_assert_eq!(self.waiting, self.waiting_now(), "stale waiting flag");
+        self.waiting
+    }
+
+    fn waiting_now(&self) -> bool {
         self.prio_in_flight || (!self.free_inc.is_empty() && self.free_lists_full())
+    }
+
+    fn refresh_waiting(&mut self) {
+        self.waiting = self.waiting_now();
     }
 
     /// One pass of `bch_allocator_thread`: moves written buckets to the free
@@ -325,6 +341,7 @@ impl Allocator {
             self.free_bucket(b as usize);
         }
         self.prio_in_flight = true;
+        self.refresh_waiting();
         let sector = self
             .prio_current
             .first()
@@ -338,6 +355,7 @@ impl Allocator {
 
     pub fn prio_write_done(&mut self) {
         self.prio_in_flight = false;
+        self.refresh_waiting();
         // The metadata buckets are written: unpin them.
         for &b in &self.prio_current {
             let m = &mut self.set.buckets[b as usize];
@@ -381,6 +399,7 @@ impl Allocator {
         let b = self.free[RESERVE_NONE]
             .pop_front()
             .or_else(|| self.free[reserve].pop_front())?;
+        self.refresh_waiting();
         self.take_bucket(b, reserve <= RESERVE_PRIO);
         Some(b)
     }
@@ -493,6 +512,7 @@ impl Allocator {
     #[cfg(test)]
     pub(crate) fn push_free_for_test(&mut self, bucket: u32) {
         self.free[0].push_back(bucket);
+        self.refresh_waiting();
     }
 
     /// Buckets currently open for data (they are pinned).

@@ -119,6 +119,7 @@ impl Sequential {
         (last.wrapping_mul(0x61C8_8646_80B5_83EB) >> (64 - 7)) as u8
     }
 
+    #[inline(always)]
     fn hash_del(&mut self, i: u8) {
         let b = Self::bucket_of(self.recent[at(i)].last) as usize;
         let next = self.recent[at(i)].hash_next;
@@ -138,6 +139,7 @@ impl Sequential {
         unreachable!("stream entry {i} missing from its hash chain");
     }
 
+    #[inline(always)]
     fn hash_add_head(&mut self, i: u8) {
         let b = Self::bucket_of(self.recent[at(i)].last) as usize;
         self.recent[at(i)].hash_next = self.heads[b];
@@ -145,6 +147,7 @@ impl Sequential {
     }
 
     /// `list_move_tail(&i->lru, &dc->io_lru)`.
+    #[inline(always)]
     fn lru_move_newest(&mut self, i: u8) {
         if self.lru_newest == i {
             return;
@@ -169,7 +172,9 @@ impl Sequential {
     }
 
     /// Records an I/O of `bytes` at `sector` by `task` at `now_ns`; returns
-    /// the sequential sectors to compare with the cutoff.
+    /// the sequential sectors to compare with the cutoff. (Inlined into the
+    /// request path, its one caller, with the table steps it calls.)
+    #[inline(always)]
     pub fn observe(&mut self, task: u32, sector: u64, bytes: u64, now_ns: u64) -> u64 {
         let ti = match self.tasks.iter().position(|(id, _)| *id == task) {
             Some(i) => i,
