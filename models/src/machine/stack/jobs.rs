@@ -80,8 +80,10 @@ impl<const OBS: bool> AsyncStack<OBS> {
         }
     }
 
-    /// One wake of thread `t` ([`Self::job_wake`]).
-    #[inline(always)]
+    /// One wake of thread `t` ([`Self::job_wake`]). (Out of line: inlined
+    /// in the loop, its many addresses were computed once before the loop
+    /// and kept on the stack, more work than the loop saves.)
+    #[inline(never)]
     fn job_wake_once(&mut self, t: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
         // 1. Finish the action that ran until now.
