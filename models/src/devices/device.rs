@@ -121,11 +121,7 @@ impl<'a> DevCtx<'a> {
         timers: &'a mut Vec<(u64, u32)>,
         completions: &'a mut Vec<ReqTag>,
     ) -> Self {
-        DevCtx {
-            now,
-            timers,
-            completions,
-        }
+        Self::with_sink(now, timers, completions)
     }
 
     /// Timers go to `timers` as they are set.

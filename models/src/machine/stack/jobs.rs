@@ -283,11 +283,28 @@ impl<const OBS: bool> AsyncStack<OBS> {
         cost: u64,
         ctx: &mut Ctx<'_, Ev>,
     ) {
+        self.schedule_wake(t, (cpu, now, cost), false, ctx);
+    }
+
+    /// Thread `t`'s CPU runs `cost` ns from `now`; the thread wakes at the
+    /// end, claimed as the next event when `claim` allows and it is next.
+    #[inline(always)]
+    fn schedule_wake(
+        &mut self,
+        t: usize,
+        (cpu, now, cost): (usize, SimTime, u64),
+        claim: bool,
+        ctx: &mut Ctx<'_, Ev>,
+    ) {
         if OBS && self.obs.is_some() {
             return self.obs_schedule_job(t, now, cost, ctx);
         }
         let (_, end) = self.cpus.run(cpu, now, cost);
-        ctx.schedule_at(end, Ev::JobWake(t as u16));
+        if claim && ctx.claim_next(end) {
+            self.wake_again = true;
+        } else {
+            ctx.schedule_at(end, Ev::JobWake(t as u16));
+        }
     }
 
     /// [`Self::schedule_job_on`] as the last thing thread `t`'s wake does
@@ -304,15 +321,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         cost: u64,
         ctx: &mut Ctx<'_, Ev>,
     ) {
-        if OBS && self.obs.is_some() {
-            return self.obs_schedule_job(t, now, cost, ctx);
-        }
-        let (_, end) = self.cpus.run(cpu, now, cost);
-        if ctx.claim_next(end) {
-            self.wake_again = true;
-        } else {
-            ctx.schedule_at(end, Ev::JobWake(t as u16));
-        }
+        self.schedule_wake(t, (cpu, now, cost), true, ctx);
     }
 
     /// Job `t`'s CPU runs `cost` ns from `now` (or when it is free):
