@@ -68,7 +68,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
 
     /// Thread `t` wakes: it finishes its action and starts the next. Its
     /// next wake, when that is the next event anyway, is handled here at
-    /// once ([`Self::wake_again_at`]); a wake is always the last thing an
+    /// once ([`Self::schedule_wake`]); a wake is always the last thing an
     /// event's handler does.
     #[inline(never)]
     pub(super) fn job_wake(&mut self, t: usize, ctx: &mut Ctx<'_, Ev>) {
@@ -110,7 +110,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             let (cpu, sync) = (th.cpu, th.sync_call.is_some());
             let cost = self.reap_cost(cpu, th.group, count, sync);
             self.threads[t].action = Action::Reap { count };
-            self.wake_again_at(t, cpu, now, cost, ctx);
+            self.schedule_wake(t, (cpu, now, cost), true, ctx);
         } else if th.in_flight < th.iodepth
             && !th.sync_in_flight
             && (!issuing_over() || self.verify_read_due(t, now))
@@ -287,7 +287,10 @@ impl<const OBS: bool> AsyncStack<OBS> {
     }
 
     /// Thread `t`'s CPU runs `cost` ns from `now`; the thread wakes at the
-    /// end, claimed as the next event when `claim` allows and it is next.
+    /// end. With `claim` (only as the last thing [`Self::job_wake`] does),
+    /// a wake that would be the next event handled ([`Ctx::claim_next`])
+    /// is handled at once by `job_wake`'s loop instead of through the
+    /// queue: the same order and count of events.
     #[inline(always)]
     fn schedule_wake(
         &mut self,
@@ -305,23 +308,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
         } else {
             ctx.schedule_at(end, Ev::JobWake(t as u16));
         }
-    }
-
-    /// [`Self::schedule_job_on`] as the last thing thread `t`'s wake does
-    /// (called only from [`Self::job_wake`]): when that wake would be the
-    /// next event handled ([`Ctx::claim_next`]), `job_wake` handles it at
-    /// once instead of through the queue; the same order and count of
-    /// events.
-    #[inline(always)]
-    fn wake_again_at(
-        &mut self,
-        t: usize,
-        cpu: usize,
-        now: SimTime,
-        cost: u64,
-        ctx: &mut Ctx<'_, Ev>,
-    ) {
-        self.schedule_wake(t, (cpu, now, cost), true, ctx);
     }
 
     /// Job `t`'s CPU runs `cost` ns from `now` (or when it is free):
@@ -375,7 +361,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
             root,
             dev_sector,
         };
-        self.wake_again_at(t, cpu, now, cost, ctx);
+        self.schedule_wake(t, (cpu, now, cost), true, ctx);
     }
 
     /// Whether a verify read-back of job `t` is due now (its writes may be
