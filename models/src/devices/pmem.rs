@@ -49,9 +49,9 @@ fn d_accounting() -> String {
     "shared".into()
 }
 
-/// Accounting designs a pmem device accepts (scenario name, design name).
-pub const PMEM_ACCOUNTING: &[(&str, &str)] =
-    &[("shared", "pmem_shared"), ("percpu", "pmem_percpu")];
+/// Accounting designs a pmem device accepts (scenario name, design name):
+/// the block layer's own ([`crate::layers::registry::PART0`]).
+pub const PMEM_ACCOUNTING: &[(&str, &str)] = crate::layers::registry::PART0.designs;
 
 impl PmemConfig {
     /// The `/dev` path jobs use.

@@ -103,7 +103,7 @@ pub struct AcctFamily {
 /// `generic_end_io_acct`), which any request-based device and most layers
 /// run.
 pub const PART0: AcctFamily = AcctFamily {
-    designs: crate::devices::pmem::PMEM_ACCOUNTING,
+    designs: &[("shared", "pmem_shared"), ("percpu", "pmem_percpu")],
     calls: ("generic_start_io_acct", "generic_end_io_acct"),
 };
 
