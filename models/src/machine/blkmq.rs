@@ -335,11 +335,6 @@ pub struct HostQueues {
     vector_cpu: Vec<Option<usize>>,
     pub coalescing: Coalescing,
     pub stats: Vec<QueueStats>,
-    /// The interrupt handler's work in its common cases (one completion,
-    /// at most one dispatch and one remote wake-up), each as one merged
-    /// cost path: filled by the stack at the first interrupt, empty
-    /// until then.
-    pub handler_paths: Vec<crate::cpu::costs::Path>,
 }
 
 impl HostQueues {
@@ -353,7 +348,6 @@ impl HostQueues {
             vector_cpu: vec![None],
             coalescing: Coalescing::default(),
             stats: vec![QueueStats::default()],
-            handler_paths: Vec::new(),
         }
     }
 
@@ -381,7 +375,6 @@ impl HostQueues {
             vector_cpu,
             coalescing: q.coalescing,
             stats: vec![QueueStats::default(); q.queues as usize],
-            handler_paths: Vec::new(),
         }
     }
 

@@ -103,29 +103,6 @@ fn wakes_remote(
     wakes
 }
 
-/// The merged paths of [`HostQueues::handler_paths`], indexed by
-/// `was_idle | dispatches << 1 | remote_wakes << 2`: the idle exit (when
-/// the CPU was idle), the entry and one completion's path, then a
-/// dispatch's and a remote wake-up's when there is one.
-fn handler_paths(p: &Paths) -> Vec<Path> {
-    (0..8usize)
-        .map(|i| {
-            let mut parts = Vec::with_capacity(5);
-            if i & 1 != 0 {
-                parts.push(&p.idle_exit);
-            }
-            parts.extend([&p.irq_entry, &p.irq_per_cmd]);
-            if i & 2 != 0 {
-                parts.push(&p.issue_cmd);
-            }
-            if i & 4 != 0 {
-                parts.push(&p.wake_remote);
-            }
-            Path::concat(&parts)
-        })
-        .collect()
-}
-
 impl<const OBS: bool> AsyncStack<OBS> {
     /// Calls a device and turns its timers and completions into events.
     /// (Inlined: each caller calls one device method.)
@@ -325,7 +302,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
     #[inline(always)]
     fn charge_handler(
         &mut self,
-        d: usize,
         cpu: usize,
         was_idle: bool,
         n: usize,
@@ -334,12 +310,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
     ) -> u64 {
         let swapper = self.ctxs.swapper;
         if n == 1 && dispatch <= 1 && wakes <= 1 {
-            let hq = &mut self.devs[d].port;
-            if hq.handler_paths.is_empty() {
-                hq.handler_paths = handler_paths(&self.paths);
-            }
             let i = usize::from(was_idle) | dispatch << 1 | (wakes as usize) << 2;
-            return hq.handler_paths[i].charge(&mut self.profile, cpu, swapper);
+            return self.paths.irq_handlers[i].charge(&mut self.profile, cpu, swapper);
         }
         let mut cost = 0;
         if was_idle {
@@ -371,7 +343,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let dispatch = n.min(port.waiting.len());
         self.wake_epoch += 1;
         let wakes = wakes_remote(port, &self.ios, &mut self.threads, self.wake_epoch, cpu);
-        let mut cost = self.charge_handler(d, cpu, was_idle, n, dispatch, wakes);
+        let mut cost = self.charge_handler(cpu, was_idle, n, dispatch, wakes);
         if self.acct.is_some() {
             cost += self.account_irq(d, q, cpu, now);
         }

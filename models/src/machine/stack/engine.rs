@@ -87,7 +87,26 @@ impl Paths {
         }
         self.submit_bundles = bundles;
         self.reap_one = Path::concat(&[&self.reap_event, &self.fio_complete]);
+        self.irq_handlers = (0..8).map(|i| self.irq_handler(i)).collect();
         self
+    }
+
+    /// [`Paths::irq_handlers`]' entry `i`: the idle exit (when the CPU was
+    /// idle), the entry and one completion's path, then a dispatch's and a
+    /// remote wake-up's when there is one.
+    fn irq_handler(&self, i: usize) -> Path {
+        let mut parts = Vec::with_capacity(5);
+        if i & 1 != 0 {
+            parts.push(&self.idle_exit);
+        }
+        parts.extend([&self.irq_entry, &self.irq_per_cmd]);
+        if i & 2 != 0 {
+            parts.push(&self.issue_cmd);
+        }
+        if i & 4 != 0 {
+            parts.push(&self.wake_remote);
+        }
+        Path::concat(&parts)
     }
 }
 

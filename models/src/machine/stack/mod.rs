@@ -502,6 +502,10 @@ struct Paths {
     submit_bundles: Vec<Path>,
     /// reap_event + fio_complete: per I/O reaped.
     reap_one: Path,
+    /// The interrupt handler's work in its common cases (one completion,
+    /// at most one dispatch and one remote wake-up), each as one merged
+    /// path, indexed by `was_idle | dispatches << 1 | remote_wakes << 2`.
+    irq_handlers: Vec<Path>,
     /// The synchronous engines' system calls, in [`SyncCall::ALL`] order.
     sync_calls: Vec<Path>,
     lseek_call: Path,
