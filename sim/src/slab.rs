@@ -12,20 +12,35 @@ pub struct SlabFull {
     pub bound: usize,
 }
 
+/// A slot: its object, or (free) the next free slot, [`NO_FREE`] at the
+/// end. The free slots form a stack threaded through the slots themselves
+/// (the last freed is reused first), so inserting and removing touch one
+/// slot and no second vector.
+#[derive(Debug, Clone)]
+enum Entry<T> {
+    Full(T),
+    Free(u32),
+}
+
+/// The end of the free stack.
+const NO_FREE: u32 = u32::MAX;
+
 #[derive(Debug, Clone)]
 pub struct Slab<T> {
-    slots: Vec<Option<T>>,
-    free: Vec<u32>,
+    slots: Vec<Entry<T>>,
+    /// The last freed slot, [`NO_FREE`] if none is free.
+    free_head: u32,
     live: usize,
     bound: usize,
 }
 
 impl<T> Slab<T> {
     pub fn with_bound(bound: usize) -> Self {
-        assert!(bound <= u32::MAX as usize);
+        // (u32::MAX itself marks the free stack's end.)
+        assert!(bound < u32::MAX as usize);
         Slab {
             slots: Vec::new(),
-            free: Vec::new(),
+            free_head: NO_FREE,
             live: 0,
             bound,
         }
@@ -36,37 +51,47 @@ impl<T> Slab<T> {
             return Err(SlabFull { bound: self.bound });
         }
         self.live += 1;
-        if let Some(i) = self.free.pop() {
-            debug_assert!(self.slots[i as usize].is_none());
-            self.slots[i as usize] = Some(value);
-            Ok(SlotId(i))
-        } else {
-            self.slots.push(Some(value));
-            Ok(SlotId(self.slots.len() as u32 - 1))
+        let i = self.free_head;
+        if i == NO_FREE {
+            self.slots.push(Entry::Full(value));
+            return Ok(SlotId(self.slots.len() as u32 - 1));
         }
+        let slot = &mut self.slots[i as usize];
+        let Entry::Free(next) = *slot else {
+            panic!("slab slot {i} on the free stack is in use");
+        };
+        self.free_head = next;
+        *slot = Entry::Full(value);
+        Ok(SlotId(i))
     }
 
     /// Removes and returns the object; panics on a double free (an invariant
     /// violation: an I/O completed twice).
     pub fn remove(&mut self, id: SlotId) -> T {
-        let v = self.slots[id.0 as usize]
-            .take()
-            .unwrap_or_else(|| panic!("slab slot {} freed twice", id.0));
-        self.free.push(id.0);
+        let slot = &mut self.slots[id.0 as usize];
+        if matches!(slot, Entry::Free(_)) {
+            panic!("slab slot {} freed twice", id.0);
+        }
+        let Entry::Full(v) = std::mem::replace(slot, Entry::Free(self.free_head)) else {
+            unreachable!("tested above");
+        };
+        self.free_head = id.0;
         self.live -= 1;
         v
     }
 
     pub fn get(&self, id: SlotId) -> &T {
-        self.slots[id.0 as usize]
-            .as_ref()
-            .unwrap_or_else(|| panic!("slab slot {} is free", id.0))
+        match &self.slots[id.0 as usize] {
+            Entry::Full(v) => v,
+            Entry::Free(_) => panic!("slab slot {} is free", id.0),
+        }
     }
 
     pub fn get_mut(&mut self, id: SlotId) -> &mut T {
-        self.slots[id.0 as usize]
-            .as_mut()
-            .unwrap_or_else(|| panic!("slab slot {} is free", id.0))
+        match &mut self.slots[id.0 as usize] {
+            Entry::Full(v) => v,
+            Entry::Free(_) => panic!("slab slot {} is free", id.0),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -93,6 +118,23 @@ mod tests {
         assert_eq!(c, a);
         assert_eq!(*s.get(b), 2);
         assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn reuses_the_last_freed_slot_first() {
+        let mut s = Slab::with_bound(4);
+        let ids: Vec<_> = (0..4).map(|v| s.insert(v).unwrap()).collect();
+        s.remove(ids[1]);
+        s.remove(ids[3]);
+        s.remove(ids[0]);
+        assert_eq!(s.insert(10).unwrap(), ids[0]);
+        assert_eq!(s.insert(11).unwrap(), ids[3]);
+        assert_eq!(s.insert(12).unwrap(), ids[1]);
+        assert_eq!(
+            (*s.get(ids[0]), *s.get(ids[1]), *s.get(ids[2])),
+            (10, 12, 2)
+        );
+        assert_eq!(s.len(), 4);
     }
 
     #[test]

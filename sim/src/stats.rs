@@ -179,8 +179,13 @@ impl LatencyHistogram {
 
     #[inline]
     pub fn record(&mut self, latency_ns: u64) {
-        self.saturated += u64::from(latency_ns > LATENCY_NS_MAX);
-        let v = latency_ns.clamp(1, LATENCY_NS_MAX);
+        // (A branch, not a flag added each time: saturation is rare.)
+        let v = if latency_ns > LATENCY_NS_MAX {
+            self.saturated += 1;
+            LATENCY_NS_MAX
+        } else {
+            latency_ns.max(1)
+        };
         self.counts[bucket_of(v)] += 1;
         self.total += 1;
         if self.built.get().is_some() {

@@ -67,6 +67,8 @@ pub struct Port {
     pub irq_active: bool,
     /// Tags the running handler retires.
     pub retiring: Vec<u32>,
+    /// The CPU the running (or last) interrupt handler runs on.
+    pub handler_cpu: u32,
     /// An interrupt coalescing timer is pending (NVMe aggregation time).
     pub coalesce_armed: bool,
     /// Generation of the coalescing timer: a timer event whose generation
@@ -88,6 +90,7 @@ impl Port {
             done_unretired: Vec::new(),
             irq_active: false,
             retiring: Vec::new(),
+            handler_cpu: 0,
             coalesce_armed: false,
             coalesce_gen: 0,
             waiting_max,

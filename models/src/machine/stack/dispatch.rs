@@ -339,6 +339,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let port = &mut self.devs[d].port.hw[q];
         debug_assert!(port.retiring.is_empty());
         std::mem::swap(&mut port.retiring, &mut port.done_unretired);
+        port.handler_cpu = cpu as u32;
         let n = port.retiring.len();
         let dispatch = n.min(port.waiting.len());
         self.wake_epoch += 1;
@@ -367,7 +368,8 @@ impl<const OBS: bool> AsyncStack<OBS> {
     #[inline(never)]
     pub(super) fn irq_done(&mut self, d: usize, q: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
-        self.completing_cpu = self.handler_cpu(d, q);
+        // (The CPU `irq_start` chose: the handler's.)
+        self.completing_cpu = self.devs[d].port.hw[q].handler_cpu as usize;
         // Delivery calls into the stack, which never touches `retiring`
         // (only the next handler's start fills it): read by index.
         let mut i = 0;
