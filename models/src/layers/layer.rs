@@ -60,7 +60,7 @@ pub const LAYERS_MAX: usize = 63;
 
 impl Origin {
     /// A job I/O's origin (its slot).
-    #[inline]
+    #[inline(always)]
     pub fn job(io: u32) -> Origin {
         assert!(
             io < 1 << 30,

@@ -57,6 +57,7 @@ impl Permutation {
     }
 
     /// The image of `i` (cycle walking keeps it inside `[0, n)`).
+    #[inline]
     pub fn apply(&self, i: u64) -> u64 {
         assert!(i < self.n);
         let mut x = self.feistel(i);
