@@ -99,7 +99,7 @@ impl<E: Copy> EventQueue<E> {
     }
 
     /// Time of the earliest pending event.
-    #[inline]
+    #[inline(always)]
     pub fn peek_time(&self) -> Option<SimTime> {
         if self.heap_mode {
             self.heap.first().map(|e| SimTime((e.key >> 64) as u64))

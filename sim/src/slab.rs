@@ -46,6 +46,7 @@ impl<T> Slab<T> {
         }
     }
 
+    #[inline]
     pub fn insert(&mut self, value: T) -> Result<SlotId, SlabFull> {
         if self.live >= self.bound {
             return Err(SlabFull { bound: self.bound });
@@ -67,6 +68,7 @@ impl<T> Slab<T> {
 
     /// Removes and returns the object; panics on a double free (an invariant
     /// violation: an I/O completed twice).
+    #[inline]
     pub fn remove(&mut self, id: SlotId) -> T {
         let slot = &mut self.slots[id.0 as usize];
         if matches!(slot, Entry::Free(_)) {
@@ -80,6 +82,7 @@ impl<T> Slab<T> {
         v
     }
 
+    #[inline]
     pub fn get(&self, id: SlotId) -> &T {
         match &self.slots[id.0 as usize] {
             Entry::Full(v) => v,
@@ -87,6 +90,7 @@ impl<T> Slab<T> {
         }
     }
 
+    #[inline]
     pub fn get_mut(&mut self, id: SlotId) -> &mut T {
         match &mut self.slots[id.0 as usize] {
             Entry::Full(v) => v,
