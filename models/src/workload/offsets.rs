@@ -57,7 +57,7 @@ impl Permutation {
     }
 
     /// The image of `i` (cycle walking keeps it inside `[0, n)`).
-    #[inline]
+    #[inline(always)]
     pub fn apply(&self, i: u64) -> u64 {
         assert!(i < self.n);
         let mut x = self.feistel(i);
@@ -205,8 +205,9 @@ impl OffsetGen {
         }
     }
 
-    /// The next block index in `[0, blocks)`.
-    #[inline]
+    /// The next block index in `[0, blocks)`. (The common generators
+    /// inline; the distributions' draws are out of line.)
+    #[inline(always)]
     pub fn next_block(&mut self, rng: &mut ComponentRng) -> u64 {
         match self {
             OffsetGen::Sequential { next_block, blocks } => {
@@ -221,6 +222,17 @@ impl OffsetGen {
                 perm.apply(i)
             }
             OffsetGen::Uniform { blocks } => rng.random_range(0..*blocks),
+            _ => self.next_block_drawn(rng),
+        }
+    }
+
+    /// [`Self::next_block`] of a skewed distribution or zones.
+    #[inline(never)]
+    fn next_block_drawn(&mut self, rng: &mut ComponentRng) -> u64 {
+        match self {
+            OffsetGen::Sequential { .. }
+            | OffsetGen::RandomMap { .. }
+            | OffsetGen::Uniform { .. } => unreachable!("drawn inline by next_block"),
             OffsetGen::Zipf { dist, perm } => {
                 let rank = dist.sample(rng) as u64; // 1..=n
                 perm.apply(rank.clamp(1, perm.n) - 1)
