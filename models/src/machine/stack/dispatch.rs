@@ -225,7 +225,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     }
 
     /// Sends a request that holds queue tag `tag` to the device.
-    #[inline]
+    #[inline(always)]
     fn dispatch(
         &mut self,
         d: usize,
@@ -483,6 +483,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         }
     }
 
+    #[inline]
     pub(super) fn io_done(&mut self, io: SlotId, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
         let v = self.ios.get_mut(io);
         assert!(
