@@ -197,7 +197,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
 
     /// Hands a request to a device's block queue: the hardware queue of the
     /// submitting CPU; issue now if a tag is free.
-    #[inline]
+    #[inline(always)]
     pub(super) fn block_submit(&mut self, d: usize, q: Queued, ctx: &mut Ctx<'_, Ev>) {
         if OBS && self.obs.is_some() {
             return self.obs_block_submit(d, q, ctx);
@@ -483,7 +483,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn io_done(&mut self, io: SlotId, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
         let v = self.ios.get_mut(io);
         assert!(
