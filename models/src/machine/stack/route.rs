@@ -300,6 +300,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// completes; a layer's request goes to its `child_done` (from graph
     /// node `from`, a device or the layer below), whose completions upward
     /// are delivered in turn, through any depth.
+    #[inline]
     pub(super) fn deliver(
         &mut self,
         owner: TagOwner,
