@@ -155,6 +155,9 @@ pub struct LayerCx {
     /// few symbols per bio).
     submitter: [(Option<SymbolId>, u64); SUBMITTER_WORK_MAX],
     submitter_len: u8,
+    /// The sum of `submitter`'s ns (the machine's time without a walk
+    /// of the entries when no profile is kept).
+    submitter_ns: u64,
     /// CPU work where a child's completion runs (bounded likewise).
     completion: [(Option<SymbolId>, u64); COMPLETION_WORK_MAX],
     completion_len: u8,
@@ -228,6 +231,7 @@ impl LayerCx {
                 );
                 self.submitter[n] = (sym, ns);
                 self.submitter_len += 1;
+                self.submitter_ns += ns;
             }
             WorkCtx::Worker => {
                 self.background = true;
@@ -285,6 +289,12 @@ impl LayerCx {
         &self.completed
     }
 
+    /// The time of [`Self::submitter_work`]'s entries, in ns.
+    #[inline]
+    pub fn submitter_work_ns(&self) -> u64 {
+        self.submitter_ns
+    }
+
     /// The CPU work done in the submitter's context, in order.
     pub fn submitter_work(&self) -> &[(Option<SymbolId>, u64)] {
         &self.submitter[..self.submitter_len as usize]
@@ -306,6 +316,7 @@ impl LayerCx {
         self.children.clear();
         self.completed.clear();
         self.submitter_len = 0;
+        self.submitter_ns = 0;
         self.completion_len = 0;
         self.worker.clear();
         self.background = false;

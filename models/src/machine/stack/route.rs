@@ -47,11 +47,13 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let c = self.layers[l].layer.submit(up, req, &mut self.lcx);
         let mut submitter_ns = 0;
         if let Some(cpu) = submitter {
-            for &(sym, ns) in self.lcx.submitter_work() {
-                if let Some(sym) = sym {
-                    self.profile.charge(cpu, self.submit_ctx, sym, ns);
+            submitter_ns = self.lcx.submitter_work_ns();
+            if self.profile.is_enabled() {
+                for &(sym, ns) in self.lcx.submitter_work() {
+                    if let Some(sym) = sym {
+                        self.profile.charge(cpu, self.submit_ctx, sym, ns);
+                    }
                 }
-                submitter_ns += ns;
             }
         }
         assert!(
@@ -300,7 +302,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// completes; a layer's request goes to its `child_done` (from graph
     /// node `from`, a device or the layer below), whose completions upward
     /// are delivered in turn, through any depth.
-    #[inline]
+    #[inline(always)]
     pub(super) fn deliver(
         &mut self,
         owner: TagOwner,
@@ -465,7 +467,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// Layer `l` completed `up` (`failed`: with an I/O error): a job's
     /// I/O (a held one returns its job's call), or the request of the layer above,
     /// which learns of it as from a node below it.
-    #[inline]
+    #[inline(always)]
     fn deliver_up(
         &mut self,
         (up, failed): (Origin, bool),
