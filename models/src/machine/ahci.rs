@@ -67,7 +67,8 @@ pub struct Port {
     pub irq_active: bool,
     /// Tags the running handler retires.
     pub retiring: Vec<u32>,
-    /// The CPU the running (or last) interrupt handler runs on.
+    /// The CPU the port's interrupt handler runs on (its MSI-X vector's,
+    /// or the IRQ CPU), set when the machine is assembled.
     pub handler_cpu: u32,
     /// An interrupt coalescing timer is pending (NVMe aggregation time).
     pub coalesce_armed: bool,

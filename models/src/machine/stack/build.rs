@@ -257,6 +257,13 @@ impl<const OBS: bool> AsyncStack<OBS> {
             let via = runs_request_path(&s.layers, th.target);
             th.route_bits = submit_bundle_index(th.on_file, via, false) as u8;
         }
+        // Each queue's interrupt handler CPU, read by every interrupt.
+        for d in 0..s.devs.len() {
+            for q in 0..s.devs[d].port.hw.len() {
+                let cpu = u32::try_from(s.handler_cpu(d, q)).expect("CPU index fits u32");
+                s.devs[d].port.hw[q].handler_cpu = cpu;
+            }
+        }
         s
     }
 }

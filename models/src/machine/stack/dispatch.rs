@@ -327,10 +327,13 @@ impl<const OBS: bool> AsyncStack<OBS> {
         cost
     }
 
-    #[inline(never)]
+    /// An interrupt handler starts (its one caller is the event loop,
+    /// where it is inlined).
+    #[inline(always)]
     pub(super) fn irq_start(&mut self, d: usize, q: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
-        let cpu = self.handler_cpu(d, q);
+        let cpu = self.devs[d].port.hw[q].handler_cpu as usize;
+        debug_assert_eq!(cpu, self.handler_cpu(d, q));
         if self.cpus.busy_until(cpu) > now {
             // The CPU is busy: the interrupt is pending until it is free.
             ctx.schedule_at(self.cpus.busy_until(cpu), Ev::IrqStart(d as u16, q as u16));
@@ -340,7 +343,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let port = &mut self.devs[d].port.hw[q];
         debug_assert!(port.retiring.is_empty());
         std::mem::swap(&mut port.retiring, &mut port.done_unretired);
-        port.handler_cpu = cpu as u32;
         let n = port.retiring.len();
         let dispatch = n.min(port.waiting.len());
         self.wake_epoch += 1;
@@ -369,7 +371,6 @@ impl<const OBS: bool> AsyncStack<OBS> {
     #[inline(never)]
     pub(super) fn irq_done(&mut self, d: usize, q: usize, ctx: &mut Ctx<'_, Ev>) {
         let now = ctx.now();
-        // (The CPU `irq_start` chose: the handler's.)
         self.completing_cpu = self.devs[d].port.hw[q].handler_cpu as usize;
         // Delivery calls into the stack, which never touches `retiring`
         // (only the next handler's start fills it): read by index.
