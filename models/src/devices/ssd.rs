@@ -1089,49 +1089,35 @@ impl BlockDevice for Ssd {
         Some(self.cfg.queue_depth)
     }
 
+    /// The two timers of a read (a channel's operation and the link's
+    /// transfer ending) are tested first, each with one compare; the rest
+    /// are out of line (`other_timer`).
     fn on_timer(&mut self, tok: u32, ctx: &mut DevCtx<'_>) {
         let (stage, index) = (tok >> 16, (tok & 0xffff) as usize);
         let now = ctx.now();
         if self.read.ftl {
             self.sample(now);
         }
-        match stage {
-            STAGE_CHANNEL => {
-                let op = self.channels[index].busy.take().expect("channel was busy");
-                if op.kind == OpKind::DataRead && !op.tracked && !self.read.die_reads {
-                    debug_assert_ne!(op.cmd, NO_CMD, "a data read has a command");
-                    self.data_page_read(SlotId(op.cmd), now, ctx);
-                    self.start_channel_here(index, ctx);
-                } else {
-                    self.channel_op_done(op, now, ctx);
-                    self.start_channel(index, ctx);
-                }
-            }
-            STAGE_CHANNEL_START => {
-                self.channels[index].start_armed = false;
+        if stage == STAGE_CHANNEL {
+            let op = self.channels[index].busy.take().expect("channel was busy");
+            if op.kind == OpKind::DataRead && !op.tracked && !self.read.die_reads {
+                debug_assert_ne!(op.cmd, NO_CMD, "a data read has a command");
+                self.data_page_read(SlotId(op.cmd), now, ctx);
+                self.start_channel_here(index, ctx);
+            } else {
+                self.channel_op_done(op, now, ctx);
                 self.start_channel(index, ctx);
             }
-            STAGE_LINK => {
-                let (id, _) = self.link.busy.take().expect("link was busy");
-                let cmd = self.cmds.remove(id);
-                if cmd.req.dir == Dir::Write {
-                    self.write_cached(&cmd.req, ctx);
-                }
-                self.finish(cmd, ctx);
-                self.start_link(ctx);
+        } else if stage == STAGE_LINK {
+            let (id, _) = self.link.busy.take().expect("link was busy");
+            let cmd = self.cmds.remove(id);
+            if cmd.req.dir == Dir::Write {
+                self.write_cached(&cmd.req, ctx);
             }
-            STAGE_LINK_START => {
-                self.link.start_armed = false;
-                self.start_link(ctx);
-            }
-            STAGE_DIE => self.die_done(index as u32, ctx),
-            STAGE_DIE_READ => self.die_read_done(index as u32, ctx),
-            STAGE_DIE_READ_START => {
-                self.die_reads[index].stage.start_armed = false;
-                self.start_die_read(index as u32, ctx);
-            }
-            STAGE_CONTROLLER_DONE => self.controller_done_fire(ctx),
-            _ => unreachable!("bad ssd timer token {tok:#x}"),
+            self.finish(cmd, ctx);
+            self.start_link(ctx);
+        } else {
+            self.other_timer(tok, ctx);
         }
     }
 
@@ -1346,6 +1332,31 @@ impl Ssd {
         }
         if die.reads_queued == 0 {
             self.die_free(d, ctx);
+        }
+    }
+
+    /// A timer other than a channel's or the link's end (see `on_timer`).
+    #[cold]
+    #[inline(never)]
+    fn other_timer(&mut self, tok: u32, ctx: &mut DevCtx<'_>) {
+        let (stage, index) = (tok >> 16, (tok & 0xffff) as usize);
+        match stage {
+            STAGE_CHANNEL_START => {
+                self.channels[index].start_armed = false;
+                self.start_channel(index, ctx);
+            }
+            STAGE_LINK_START => {
+                self.link.start_armed = false;
+                self.start_link(ctx);
+            }
+            STAGE_DIE => self.die_done(index as u32, ctx),
+            STAGE_DIE_READ => self.die_read_done(index as u32, ctx),
+            STAGE_DIE_READ_START => {
+                self.die_reads[index].stage.start_armed = false;
+                self.start_die_read(index as u32, ctx);
+            }
+            STAGE_CONTROLLER_DONE => self.controller_done_fire(ctx),
+            _ => unreachable!("bad ssd timer token {tok:#x}"),
         }
     }
 
