@@ -14,8 +14,6 @@
 //! each one's departure is known on arrival and its work joins the next
 //! stage's queue as an arrival at that time (see `Stage`).
 
-use std::collections::VecDeque;
-
 use blocksim_sim::units::round_ns;
 use blocksim_sim::{ComponentRng, SimTime, Slab, SlotId};
 use rand::Rng;
@@ -31,9 +29,11 @@ use crate::devices::device::{
 
 mod config;
 mod flash;
+mod ring;
 pub use config::*;
 
 use flash::{CachedPage, DieState, Flash};
+use ring::Ring;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FlashOp {
@@ -162,7 +162,7 @@ fn token(stage: u32, index: u32) -> u32 {
 /// it; a timer that finds the server already busy is ignored.
 #[derive(Debug)]
 struct Stage<T> {
-    queue: VecDeque<(SimTime, T)>,
+    queue: Ring<(SimTime, T)>,
     busy: Option<T>,
     start_armed: bool,
 }
@@ -170,7 +170,7 @@ struct Stage<T> {
 impl<T: Copy> Stage<T> {
     fn with_capacity(n: usize) -> Self {
         Stage {
-            queue: VecDeque::with_capacity(n),
+            queue: Ring::with_capacity(n),
             busy: None,
             start_armed: false,
         }
@@ -190,7 +190,7 @@ impl<T: Copy> Stage<T> {
             return;
         }
         let mut i = self.queue.len();
-        while i > 0 && self.queue[i - 1].0 > now {
+        while i > 0 && self.queue.get(i - 1).0 > now {
             i -= 1;
         }
         self.queue.insert(i, (now, item));
