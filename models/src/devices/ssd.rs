@@ -48,15 +48,16 @@ enum FlashOp {
     GcTransfer(u32),
 }
 
-/// One operation queued on a channel, packed into 16 bytes (the channel
-/// queues hold one per page; see `ChannelOp::new` for the fields).
+/// One operation queued on a channel, packed into 8 bytes: a channel
+/// queue holds one per page, 16 bytes with its arrival time (see
+/// `ChannelOp::new` for the fields).
 #[derive(Debug, Clone, Copy)]
 struct ChannelOp {
-    /// The command's slot, or `NO_CMD` (programs and GC transfers).
-    cmd: u32,
-    /// `FlashOp`'s page count (0 for reads).
-    pages: u32,
-    die: u32,
+    /// A read's command slot; a program's or GC transfer's page count
+    /// (they have no command).
+    arg: u32,
+    /// The die (below `DIES_MAX`, 2^15); a map read's, its channel.
+    die: u16,
     kind: OpKind,
     /// A data read queued while the drive had an FTL: it counts in its
     /// die's `reads_queued` and waits for a busy die. A read queued before
@@ -72,22 +73,22 @@ enum OpKind {
     GcTransfer,
 }
 
-const NO_CMD: u32 = u32::MAX;
-
 impl ChannelOp {
+    /// `cmd` is the read's command (`None` for programs and GC
+    /// transfers).
+    #[inline(always)]
     fn new(cmd: Option<SlotId>, op: FlashOp, die: u32, tracked: bool) -> ChannelOp {
-        let (kind, pages) = match op {
-            FlashOp::MapRead => (OpKind::MapRead, 0),
-            FlashOp::DataRead => (OpKind::DataRead, 0),
+        let (kind, arg) = match op {
+            FlashOp::MapRead => (OpKind::MapRead, cmd.expect("a read has a command").0),
+            FlashOp::DataRead => (OpKind::DataRead, cmd.expect("a read has a command").0),
             FlashOp::Program(n) => (OpKind::Program, n),
             FlashOp::GcTransfer(n) => (OpKind::GcTransfer, n),
         };
-        let cmd = cmd.map_or(NO_CMD, |c| c.0);
-        debug_assert!(cmd != NO_CMD || !matches!(kind, OpKind::MapRead | OpKind::DataRead));
+        debug_assert!(cmd.is_none() || matches!(kind, OpKind::MapRead | OpKind::DataRead));
+        debug_assert!(die < 1 << 15, "validated: at most DIES_MAX dies");
         ChannelOp {
-            cmd,
-            pages,
-            die,
+            arg,
+            die: die as u16,
             kind,
             tracked,
         }
@@ -98,14 +99,19 @@ impl ChannelOp {
         match self.kind {
             OpKind::MapRead => FlashOp::MapRead,
             OpKind::DataRead => FlashOp::DataRead,
-            OpKind::Program => FlashOp::Program(self.pages),
-            OpKind::GcTransfer => FlashOp::GcTransfer(self.pages),
+            OpKind::Program => FlashOp::Program(self.arg),
+            OpKind::GcTransfer => FlashOp::GcTransfer(self.arg),
         }
     }
 
     #[inline]
     fn cmd(&self) -> Option<SlotId> {
-        (self.cmd != NO_CMD).then_some(SlotId(self.cmd))
+        matches!(self.kind, OpKind::MapRead | OpKind::DataRead).then_some(SlotId(self.arg))
+    }
+
+    #[inline(always)]
+    fn die(&self) -> u32 {
+        u32::from(self.die)
     }
 }
 
@@ -506,14 +512,14 @@ impl Ssd {
     #[cold]
     #[inline(never)]
     fn start_tracked_read(&mut self, ch: usize, op: ChannelOp, ctx: &mut DevCtx<'_>) {
-        if self.die_blocks_reads(op.die) {
+        if self.die_blocks_reads(op.die()) {
             self.channels[ch].busy = None;
-            let d = &mut self.flash.dies[op.die as usize];
+            let d = &mut self.flash.dies[op.die() as usize];
             d.parked.push(op.cmd().expect("a read has a command"));
             self.flash.stats.reads_parked += 1;
             return self.start_channel(ch, ctx);
         }
-        let d = &mut self.flash.dies[op.die as usize];
+        let d = &mut self.flash.dies[op.die() as usize];
         if d.state == DieState::Idle {
             d.state = DieState::Reading;
         }
@@ -719,7 +725,7 @@ impl Ssd {
     /// `read_parallelism = "die"`: the channel took one of die `d`'s pages;
     /// after the last, the die reads again or turns to its other work.
     fn die_read_transferred(&mut self, op: ChannelOp, ctx: &mut DevCtx<'_>) {
-        let d = op.die;
+        let d = op.die();
         let dr = &mut self.die_reads[d as usize];
         debug_assert!(dr.in_transfer > 0);
         dr.in_transfer -= 1;
@@ -761,11 +767,11 @@ impl Ssd {
                 if self.read.die_reads {
                     self.die_read_transferred(op, ctx);
                 } else if op.tracked {
-                    self.tracked_read_done(op.die, ctx);
+                    self.tracked_read_done(op.die(), ctx);
                 }
                 self.data_page_read(id, now, ctx);
             }
-            (FlashOp::Program(_), None) => self.program_transferred(op.die, ctx),
+            (FlashOp::Program(_), None) => self.program_transferred(op.die(), ctx),
             (FlashOp::GcTransfer(_), None) => {}
             other => unreachable!("inconsistent channel op {other:?}"),
         }
@@ -1101,8 +1107,7 @@ impl BlockDevice for Ssd {
         if stage == STAGE_CHANNEL {
             let op = self.channels[index].busy.take().expect("channel was busy");
             if op.kind == OpKind::DataRead && !op.tracked && !self.read.die_reads {
-                debug_assert_ne!(op.cmd, NO_CMD, "a data read has a command");
-                self.data_page_read(SlotId(op.cmd), now, ctx);
+                self.data_page_read(SlotId(op.arg), now, ctx);
                 self.start_channel_here(index, ctx);
             } else {
                 self.channel_op_done(op, now, ctx);
@@ -1175,7 +1180,7 @@ impl BlockDevice for Ssd {
                 };
                 push(DevTrack::Channel(index as u16), what, span);
                 if op.kind == OpKind::DataRead && op.tracked && !self.read.die_reads {
-                    push(DevTrack::Die(op.die), "read", span);
+                    push(DevTrack::Die(op.die()), "read", span);
                 }
             }
             STAGE_LINK => {
