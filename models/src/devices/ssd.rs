@@ -202,6 +202,19 @@ impl<T: Copy> Stage<T> {
         self.queue.insert(i, (now, item));
     }
 
+    /// An arrival at `at`, ahead of `now` or now; returns whether the
+    /// server is idle (the caller then starts it), so that the caller need
+    /// not look its stage up again.
+    #[inline(always)]
+    fn push_at(&mut self, at: SimTime, now: SimTime, item: T) -> bool {
+        if at > now {
+            self.push_ahead(at, item);
+        } else {
+            self.push_now(now, item);
+        }
+        self.busy.is_none()
+    }
+
     /// An arrival now ([`Self::push_now`]), then [`Self::next`]: an idle
     /// server with nothing queued starts it without queueing it.
     #[inline(always)]
@@ -462,7 +475,14 @@ impl Ssd {
     /// plain read, the most frequent channel event).
     #[inline(always)]
     fn start_channel_here(&mut self, ch: usize, ctx: &mut DevCtx<'_>) {
-        match self.channels[ch].next(ctx.now()) {
+        let next = self.channels[ch].next(ctx.now());
+        self.channel_next(ch, next, ctx);
+    }
+
+    /// Starts what channel `ch`'s `next` took, or arms its start timer.
+    #[inline(always)]
+    fn channel_next(&mut self, ch: usize, next: Next<ChannelOp>, ctx: &mut DevCtx<'_>) {
+        match next {
             Next::Start(op) => {
                 // The seeds' read (a map read, or an untracked data read
                 // holding its channel for tR) tests two flags and no jump
@@ -571,14 +591,6 @@ impl Ssd {
         }
     }
 
-    /// Starts channel `ch`'s next operation unless it is busy.
-    #[inline(always)]
-    fn kick_channel(&mut self, ch: usize, ctx: &mut DevCtx<'_>) {
-        if self.channels[ch].busy.is_none() {
-            self.start_channel(ch, ctx);
-        }
-    }
-
     /// Queues a read's data pages (`pages`, which its `pages_pending`
     /// counts) on their channels, arriving at `at` (ahead: from the
     /// controller; now: after an FTL map read).
@@ -595,13 +607,10 @@ impl Ssd {
         if pages.end - pages.start == 1 && !self.read.ftl && !self.read.die_reads {
             let ch = (pages.start % u64::from(self.read.channels)) as usize;
             let op = ChannelOp::new(Some(id), FlashOp::DataRead, 0, false);
-            let now = ctx.now();
-            if at > now {
-                self.channels[ch].push_ahead(at, op);
-            } else {
-                self.channels[ch].push_now(now, op);
+            if self.channels[ch].push_at(at, ctx.now(), op) {
+                self.start_channel(ch, ctx);
             }
-            return self.kick_channel(ch, ctx);
+            return;
         }
         self.queue_pages(id, pages, at, ctx);
     }
@@ -633,12 +642,9 @@ impl Ssd {
                 (0, (page % u64::from(self.read.channels)) as usize)
             };
             let op = ChannelOp::new(Some(id), FlashOp::DataRead, die, tracked);
-            if at > now {
-                self.channels[ch].push_ahead(at, op);
-            } else {
-                self.channels[ch].push_now(now, op);
+            if self.channels[ch].push_at(at, now, op) {
+                self.start_channel(ch, ctx);
             }
-            self.kick_channel(ch, ctx);
         }
     }
 
@@ -1076,11 +1082,12 @@ impl BlockDevice for Ssd {
                     // The mapping page lives on a channel chosen by its own
                     // address; model it as uniformly spread.
                     let ch = self.rng.random_range(0..self.read.channels) as usize;
-                    self.channels[ch].push_ahead(
-                        leaves,
-                        ChannelOp::new(Some(id), FlashOp::MapRead, ch as u32, false),
-                    );
-                    self.kick_channel(ch, ctx);
+                    let op = ChannelOp::new(Some(id), FlashOp::MapRead, ch as u32, false);
+                    let stage = &mut self.channels[ch];
+                    stage.push_ahead(leaves, op);
+                    if stage.busy.is_none() {
+                        self.start_channel(ch, ctx);
+                    }
                 } else {
                     self.queue_data_pages(id, pages, leaves, ctx);
                 }
@@ -1105,10 +1112,16 @@ impl BlockDevice for Ssd {
             self.sample(now);
         }
         if stage == STAGE_CHANNEL {
-            let op = self.channels[index].busy.take().expect("channel was busy");
+            let channel = &mut self.channels[index];
+            let op = channel.busy.take().expect("channel was busy");
             if op.kind == OpKind::DataRead && !op.tracked && !self.read.die_reads {
+                // The channel's next operation is taken before the read's
+                // command moves on (the two touch disjoint state, and the
+                // timers are still set in the same order): one lookup of
+                // the channel.
+                let next = channel.next(now);
                 self.data_page_read(SlotId(op.arg), now, ctx);
-                self.start_channel_here(index, ctx);
+                self.channel_next(index, next, ctx);
             } else {
                 self.channel_op_done(op, now, ctx);
                 self.start_channel(index, ctx);
