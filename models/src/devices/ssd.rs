@@ -68,7 +68,12 @@ struct ChannelOp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OpKind {
     MapRead,
+    /// A data read other than a `PlainRead`.
     DataRead,
+    /// A data read that holds its channel for all of tR and no die (queued
+    /// with no FTL, `read_parallelism = "channel"`): the seeds' read, told
+    /// by its kind alone.
+    PlainRead,
     Program,
     GcTransfer,
 }
@@ -94,11 +99,22 @@ impl ChannelOp {
         }
     }
 
+    /// A [`OpKind::PlainRead`] of command `cmd`.
+    #[inline(always)]
+    fn plain_read(cmd: SlotId) -> ChannelOp {
+        ChannelOp {
+            arg: cmd.0,
+            die: 0,
+            kind: OpKind::PlainRead,
+            tracked: false,
+        }
+    }
+
     #[inline]
     fn op(&self) -> FlashOp {
         match self.kind {
             OpKind::MapRead => FlashOp::MapRead,
-            OpKind::DataRead => FlashOp::DataRead,
+            OpKind::DataRead | OpKind::PlainRead => FlashOp::DataRead,
             OpKind::Program => FlashOp::Program(self.arg),
             OpKind::GcTransfer => FlashOp::GcTransfer(self.arg),
         }
@@ -106,7 +122,11 @@ impl ChannelOp {
 
     #[inline]
     fn cmd(&self) -> Option<SlotId> {
-        matches!(self.kind, OpKind::MapRead | OpKind::DataRead).then_some(SlotId(self.arg))
+        let read = matches!(
+            self.kind,
+            OpKind::MapRead | OpKind::DataRead | OpKind::PlainRead
+        );
+        read.then_some(SlotId(self.arg))
     }
 
     #[inline(always)]
@@ -505,11 +525,8 @@ impl Ssd {
     /// "channel"`).
     #[inline(always)]
     fn is_plain_read(&self, op: ChannelOp) -> bool {
-        match op.kind {
-            OpKind::MapRead => true,
-            OpKind::DataRead => !op.tracked && !self.read.die_reads,
-            OpKind::Program | OpKind::GcTransfer => false,
-        }
+        debug_assert!(op.kind != OpKind::DataRead || op.tracked || self.read.die_reads);
+        matches!(op.kind, OpKind::MapRead | OpKind::PlainRead)
     }
 
     /// Starts an operation other than a plain read on channel `ch`.
@@ -606,7 +623,7 @@ impl Ssd {
         // its channel (as `queue_pages` would queue it).
         if pages.end - pages.start == 1 && !self.read.ftl && !self.read.die_reads {
             let ch = (pages.start % u64::from(self.read.channels)) as usize;
-            let op = ChannelOp::new(Some(id), FlashOp::DataRead, 0, false);
+            let op = ChannelOp::plain_read(id);
             if self.channels[ch].push_at(at, ctx.now(), op) {
                 self.start_channel(ch, ctx);
             }
@@ -641,7 +658,11 @@ impl Ssd {
             } else {
                 (0, (page % u64::from(self.read.channels)) as usize)
             };
-            let op = ChannelOp::new(Some(id), FlashOp::DataRead, die, tracked);
+            let op = if tracked {
+                ChannelOp::new(Some(id), FlashOp::DataRead, die, true)
+            } else {
+                ChannelOp::plain_read(id)
+            };
             if self.channels[ch].push_at(at, now, op) {
                 self.start_channel(ch, ctx);
             }
@@ -1114,7 +1135,7 @@ impl BlockDevice for Ssd {
         if stage == STAGE_CHANNEL {
             let channel = &mut self.channels[index];
             let op = channel.busy.take().expect("channel was busy");
-            if op.kind == OpKind::DataRead && !op.tracked && !self.read.die_reads {
+            if op.kind == OpKind::PlainRead {
                 // The channel's next operation is taken before the read's
                 // command moves on (the two touch disjoint state, and the
                 // timers are still set in the same order): one lookup of
@@ -1182,7 +1203,7 @@ impl BlockDevice for Ssd {
                 };
                 let what = match op.kind {
                     OpKind::MapRead => "map read",
-                    OpKind::DataRead => "read",
+                    OpKind::DataRead | OpKind::PlainRead => "read",
                     OpKind::Program => "program transfer",
                     OpKind::GcTransfer => "GC transfer",
                 };
