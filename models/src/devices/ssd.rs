@@ -297,6 +297,9 @@ struct ReadPath {
     /// tR (`page_read - page_transfer`) and the transfer.
     t_r_ns: u64,
     transfer_ns: u64,
+    /// Their sum (`page_read`): a read's time on its channel without a
+    /// spread.
+    page_read_ns: u64,
     /// `page_read_spread > 0`: tR's distribution (mean `t_r_ns`).
     t_r_spread: Option<LogNormal<f64>>,
     /// The FTL exists (a write, a discard or preconditioning made it):
@@ -332,6 +335,7 @@ impl ReadPath {
             die_reads: cfg.read_parallelism == "die",
             t_r_ns: cfg.page_read.0 - cfg.page_transfer.0,
             transfer_ns: cfg.page_transfer.0,
+            page_read_ns: (cfg.page_read.0 - cfg.page_transfer.0) + cfg.page_transfer.0,
             t_r_spread: (cfg.page_read_spread > 0.0).then(|| {
                 let mean = (cfg.page_read.0 - cfg.page_transfer.0).max(1) as f64;
                 LogNormal::from_mean_cv(mean, cfg.page_read_spread)
@@ -569,7 +573,7 @@ impl Ssd {
     #[inline]
     fn channel_read_ns(&mut self) -> u64 {
         match self.read.t_r_spread {
-            None => self.read.t_r_ns + self.read.transfer_ns,
+            None => self.read.page_read_ns,
             Some(_) => self.draw_t_r() + self.read.transfer_ns,
         }
     }
