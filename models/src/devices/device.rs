@@ -389,11 +389,21 @@ macro_rules! forward_device_state {
 }
 
 /// Helper tracking diskstats-style accounting for a device.
+///
+/// The in-flight integral is kept as `queue_acc + in_flight x now`
+/// (wrapping arithmetic, exact once the terms are summed): a start at `t`
+/// subtracts `t`, a completion adds it. Each call is then an add and a
+/// count, not a multiply since the last change; busy time is counted from
+/// the start that found the device idle to the completion that leaves it
+/// idle. Calls come in time order.
 #[derive(Debug, Clone)]
 pub struct DiskAccounting {
     stats: DiskStats,
     in_flight: u32,
-    last_change: SimTime,
+    /// The in-flight integral less `in_flight x now` (wrapping).
+    queue_acc: u64,
+    /// When the device last went from idle to busy (or the last reset).
+    busy_since: SimTime,
 }
 
 impl DiskAccounting {
@@ -401,28 +411,26 @@ impl DiskAccounting {
         DiskAccounting {
             stats: DiskStats::default(),
             in_flight: 0,
-            last_change: now,
+            queue_acc: 0,
+            busy_since: now,
         }
-    }
-
-    fn advance(&mut self, now: SimTime) {
-        let dt = now.since(self.last_change);
-        self.stats.in_queue_ns += dt * self.in_flight as u64;
-        if self.in_flight > 0 {
-            self.stats.busy_ns += dt;
-        }
-        self.last_change = now;
     }
 
     pub fn start(&mut self, now: SimTime) {
-        self.advance(now);
+        self.queue_acc = self.queue_acc.wrapping_sub(now.0);
+        if self.in_flight == 0 {
+            self.busy_since = now;
+        }
         self.in_flight += 1;
     }
 
     pub fn done(&mut self, now: SimTime, dir: Dir, sectors: u32, service_ns: u64) {
-        self.advance(now);
         assert!(self.in_flight > 0, "completion without a request in flight");
+        self.queue_acc = self.queue_acc.wrapping_add(now.0);
         self.in_flight -= 1;
+        if self.in_flight == 0 {
+            self.stats.busy_ns += now.since(self.busy_since);
+        }
         let d = dir as usize;
         self.stats.ios[d] += 1;
         self.stats.sectors[d] += sectors as u64;
@@ -438,13 +446,20 @@ impl DiskAccounting {
     }
 
     pub fn snapshot(&self, now: SimTime) -> DiskStats {
-        let mut c = self.clone();
-        c.advance(now);
-        c.stats
+        let mut stats = self.stats;
+        let in_flight = u64::from(self.in_flight);
+        stats.in_queue_ns = self.queue_acc.wrapping_add(in_flight.wrapping_mul(now.0));
+        if in_flight > 0 {
+            stats.busy_ns += now.since(self.busy_since);
+        }
+        stats
     }
 
+    /// Forgets the counters at `now`; the requests in flight count on
+    /// from `now`.
     pub fn reset(&mut self, now: SimTime) {
-        self.advance(now);
         self.stats = DiskStats::default();
+        self.queue_acc = 0u64.wrapping_sub(u64::from(self.in_flight).wrapping_mul(now.0));
+        self.busy_since = now;
     }
 }

@@ -14,8 +14,6 @@
 //! each one's departure is known on arrival and its work joins the next
 //! stage's queue as an arrival at that time (see `Stage`).
 
-use std::collections::VecDeque;
-
 use blocksim_sim::units::round_ns;
 use blocksim_sim::{ComponentRng, SimTime, Slab, SlotId};
 use rand::Rng;
@@ -31,9 +29,11 @@ use crate::devices::device::{
 
 mod config;
 mod flash;
+mod ring;
 pub use config::*;
 
 use flash::{CachedPage, DieState, Flash};
+use ring::Ring;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FlashOp {
@@ -48,15 +48,16 @@ enum FlashOp {
     GcTransfer(u32),
 }
 
-/// One operation queued on a channel, packed into 16 bytes (the channel
-/// queues hold one per page; see `ChannelOp::new` for the fields).
+/// One operation queued on a channel, packed into 8 bytes: a channel
+/// queue holds one per page, 16 bytes with its arrival time (see
+/// `ChannelOp::new` for the fields).
 #[derive(Debug, Clone, Copy)]
 struct ChannelOp {
-    /// The command's slot, or `NO_CMD` (programs and GC transfers).
-    cmd: u32,
-    /// `FlashOp`'s page count (0 for reads).
-    pages: u32,
-    die: u32,
+    /// A read's command slot; a program's or GC transfer's page count
+    /// (they have no command).
+    arg: u32,
+    /// The die (below `DIES_MAX`, 2^15); a map read's, its channel.
+    die: u16,
     kind: OpKind,
     /// A data read queued while the drive had an FTL: it counts in its
     /// die's `reads_queued` and waits for a busy die. A read queued before
@@ -67,29 +68,45 @@ struct ChannelOp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OpKind {
     MapRead,
+    /// A data read other than a `PlainRead`.
     DataRead,
+    /// A data read that holds its channel for all of tR and no die (queued
+    /// with no FTL, `read_parallelism = "channel"`): the seeds' read, told
+    /// by its kind alone.
+    PlainRead,
     Program,
     GcTransfer,
 }
 
-const NO_CMD: u32 = u32::MAX;
-
 impl ChannelOp {
+    /// `cmd` is the read's command (`None` for programs and GC
+    /// transfers).
+    #[inline(always)]
     fn new(cmd: Option<SlotId>, op: FlashOp, die: u32, tracked: bool) -> ChannelOp {
-        let (kind, pages) = match op {
-            FlashOp::MapRead => (OpKind::MapRead, 0),
-            FlashOp::DataRead => (OpKind::DataRead, 0),
+        let (kind, arg) = match op {
+            FlashOp::MapRead => (OpKind::MapRead, cmd.expect("a read has a command").0),
+            FlashOp::DataRead => (OpKind::DataRead, cmd.expect("a read has a command").0),
             FlashOp::Program(n) => (OpKind::Program, n),
             FlashOp::GcTransfer(n) => (OpKind::GcTransfer, n),
         };
-        let cmd = cmd.map_or(NO_CMD, |c| c.0);
-        debug_assert!(cmd != NO_CMD || !matches!(kind, OpKind::MapRead | OpKind::DataRead));
+        debug_assert!(cmd.is_none() || matches!(kind, OpKind::MapRead | OpKind::DataRead));
+        debug_assert!(die < 1 << 15, "validated: at most DIES_MAX dies");
         ChannelOp {
-            cmd,
-            pages,
-            die,
+            arg,
+            die: die as u16,
             kind,
             tracked,
+        }
+    }
+
+    /// A [`OpKind::PlainRead`] of command `cmd`.
+    #[inline(always)]
+    fn plain_read(cmd: SlotId) -> ChannelOp {
+        ChannelOp {
+            arg: cmd.0,
+            die: 0,
+            kind: OpKind::PlainRead,
+            tracked: false,
         }
     }
 
@@ -97,15 +114,24 @@ impl ChannelOp {
     fn op(&self) -> FlashOp {
         match self.kind {
             OpKind::MapRead => FlashOp::MapRead,
-            OpKind::DataRead => FlashOp::DataRead,
-            OpKind::Program => FlashOp::Program(self.pages),
-            OpKind::GcTransfer => FlashOp::GcTransfer(self.pages),
+            OpKind::DataRead | OpKind::PlainRead => FlashOp::DataRead,
+            OpKind::Program => FlashOp::Program(self.arg),
+            OpKind::GcTransfer => FlashOp::GcTransfer(self.arg),
         }
     }
 
     #[inline]
     fn cmd(&self) -> Option<SlotId> {
-        (self.cmd != NO_CMD).then_some(SlotId(self.cmd))
+        let read = matches!(
+            self.kind,
+            OpKind::MapRead | OpKind::DataRead | OpKind::PlainRead
+        );
+        read.then_some(SlotId(self.arg))
+    }
+
+    #[inline(always)]
+    fn die(&self) -> u32 {
+        u32::from(self.die)
     }
 }
 
@@ -162,7 +188,7 @@ fn token(stage: u32, index: u32) -> u32 {
 /// it; a timer that finds the server already busy is ignored.
 #[derive(Debug)]
 struct Stage<T> {
-    queue: VecDeque<(SimTime, T)>,
+    queue: Ring<(SimTime, T)>,
     busy: Option<T>,
     start_armed: bool,
 }
@@ -170,7 +196,7 @@ struct Stage<T> {
 impl<T: Copy> Stage<T> {
     fn with_capacity(n: usize) -> Self {
         Stage {
-            queue: VecDeque::with_capacity(n),
+            queue: Ring::with_capacity(n),
             busy: None,
             start_armed: false,
         }
@@ -190,10 +216,23 @@ impl<T: Copy> Stage<T> {
             return;
         }
         let mut i = self.queue.len();
-        while i > 0 && self.queue[i - 1].0 > now {
+        while i > 0 && self.queue.get(i - 1).0 > now {
             i -= 1;
         }
         self.queue.insert(i, (now, item));
+    }
+
+    /// An arrival at `at`, ahead of `now` or now; returns whether the
+    /// server is idle (the caller then starts it), so that the caller need
+    /// not look its stage up again.
+    #[inline(always)]
+    fn push_at(&mut self, at: SimTime, now: SimTime, item: T) -> bool {
+        if at > now {
+            self.push_ahead(at, item);
+        } else {
+            self.push_now(now, item);
+        }
+        self.busy.is_none()
     }
 
     /// An arrival now ([`Self::push_now`]), then [`Self::next`]: an idle
@@ -258,6 +297,9 @@ struct ReadPath {
     /// tR (`page_read - page_transfer`) and the transfer.
     t_r_ns: u64,
     transfer_ns: u64,
+    /// Their sum (`page_read`): a read's time on its channel without a
+    /// spread.
+    page_read_ns: u64,
     /// `page_read_spread > 0`: tR's distribution (mean `t_r_ns`).
     t_r_spread: Option<LogNormal<f64>>,
     /// The FTL exists (a write, a discard or preconditioning made it):
@@ -293,6 +335,7 @@ impl ReadPath {
             die_reads: cfg.read_parallelism == "die",
             t_r_ns: cfg.page_read.0 - cfg.page_transfer.0,
             transfer_ns: cfg.page_transfer.0,
+            page_read_ns: (cfg.page_read.0 - cfg.page_transfer.0) + cfg.page_transfer.0,
             t_r_spread: (cfg.page_read_spread > 0.0).then(|| {
                 let mean = (cfg.page_read.0 - cfg.page_transfer.0).max(1) as f64;
                 LogNormal::from_mean_cv(mean, cfg.page_read_spread)
@@ -456,7 +499,14 @@ impl Ssd {
     /// plain read, the most frequent channel event).
     #[inline(always)]
     fn start_channel_here(&mut self, ch: usize, ctx: &mut DevCtx<'_>) {
-        match self.channels[ch].next(ctx.now()) {
+        let next = self.channels[ch].next(ctx.now());
+        self.channel_next(ch, next, ctx);
+    }
+
+    /// Starts what channel `ch`'s `next` took, or arms its start timer.
+    #[inline(always)]
+    fn channel_next(&mut self, ch: usize, next: Next<ChannelOp>, ctx: &mut DevCtx<'_>) {
+        match next {
             Next::Start(op) => {
                 // The seeds' read (a map read, or an untracked data read
                 // holding its channel for tR) tests two flags and no jump
@@ -479,11 +529,8 @@ impl Ssd {
     /// "channel"`).
     #[inline(always)]
     fn is_plain_read(&self, op: ChannelOp) -> bool {
-        match op.kind {
-            OpKind::MapRead => true,
-            OpKind::DataRead => !op.tracked && !self.read.die_reads,
-            OpKind::Program | OpKind::GcTransfer => false,
-        }
+        debug_assert!(op.kind != OpKind::DataRead || op.tracked || self.read.die_reads);
+        matches!(op.kind, OpKind::MapRead | OpKind::PlainRead)
     }
 
     /// Starts an operation other than a plain read on channel `ch`.
@@ -506,14 +553,14 @@ impl Ssd {
     #[cold]
     #[inline(never)]
     fn start_tracked_read(&mut self, ch: usize, op: ChannelOp, ctx: &mut DevCtx<'_>) {
-        if self.die_blocks_reads(op.die) {
+        if self.die_blocks_reads(op.die()) {
             self.channels[ch].busy = None;
-            let d = &mut self.flash.dies[op.die as usize];
+            let d = &mut self.flash.dies[op.die() as usize];
             d.parked.push(op.cmd().expect("a read has a command"));
             self.flash.stats.reads_parked += 1;
             return self.start_channel(ch, ctx);
         }
-        let d = &mut self.flash.dies[op.die as usize];
+        let d = &mut self.flash.dies[op.die() as usize];
         if d.state == DieState::Idle {
             d.state = DieState::Reading;
         }
@@ -526,7 +573,7 @@ impl Ssd {
     #[inline]
     fn channel_read_ns(&mut self) -> u64 {
         match self.read.t_r_spread {
-            None => self.read.t_r_ns + self.read.transfer_ns,
+            None => self.read.page_read_ns,
             Some(_) => self.draw_t_r() + self.read.transfer_ns,
         }
     }
@@ -565,14 +612,6 @@ impl Ssd {
         }
     }
 
-    /// Starts channel `ch`'s next operation unless it is busy.
-    #[inline(always)]
-    fn kick_channel(&mut self, ch: usize, ctx: &mut DevCtx<'_>) {
-        if self.channels[ch].busy.is_none() {
-            self.start_channel(ch, ctx);
-        }
-    }
-
     /// Queues a read's data pages (`pages`, which its `pages_pending`
     /// counts) on their channels, arriving at `at` (ahead: from the
     /// controller; now: after an FTL map read).
@@ -588,14 +627,11 @@ impl Ssd {
         // its channel (as `queue_pages` would queue it).
         if pages.end - pages.start == 1 && !self.read.ftl && !self.read.die_reads {
             let ch = (pages.start % u64::from(self.read.channels)) as usize;
-            let op = ChannelOp::new(Some(id), FlashOp::DataRead, 0, false);
-            let now = ctx.now();
-            if at > now {
-                self.channels[ch].push_ahead(at, op);
-            } else {
-                self.channels[ch].push_now(now, op);
+            let op = ChannelOp::plain_read(id);
+            if self.channels[ch].push_at(at, ctx.now(), op) {
+                self.start_channel(ch, ctx);
             }
-            return self.kick_channel(ch, ctx);
+            return;
         }
         self.queue_pages(id, pages, at, ctx);
     }
@@ -626,13 +662,14 @@ impl Ssd {
             } else {
                 (0, (page % u64::from(self.read.channels)) as usize)
             };
-            let op = ChannelOp::new(Some(id), FlashOp::DataRead, die, tracked);
-            if at > now {
-                self.channels[ch].push_ahead(at, op);
+            let op = if tracked {
+                ChannelOp::new(Some(id), FlashOp::DataRead, die, true)
             } else {
-                self.channels[ch].push_now(now, op);
+                ChannelOp::plain_read(id)
+            };
+            if self.channels[ch].push_at(at, now, op) {
+                self.start_channel(ch, ctx);
             }
-            self.kick_channel(ch, ctx);
         }
     }
 
@@ -719,7 +756,7 @@ impl Ssd {
     /// `read_parallelism = "die"`: the channel took one of die `d`'s pages;
     /// after the last, the die reads again or turns to its other work.
     fn die_read_transferred(&mut self, op: ChannelOp, ctx: &mut DevCtx<'_>) {
-        let d = op.die;
+        let d = op.die();
         let dr = &mut self.die_reads[d as usize];
         debug_assert!(dr.in_transfer > 0);
         dr.in_transfer -= 1;
@@ -761,11 +798,11 @@ impl Ssd {
                 if self.read.die_reads {
                     self.die_read_transferred(op, ctx);
                 } else if op.tracked {
-                    self.tracked_read_done(op.die, ctx);
+                    self.tracked_read_done(op.die(), ctx);
                 }
                 self.data_page_read(id, now, ctx);
             }
-            (FlashOp::Program(_), None) => self.program_transferred(op.die, ctx),
+            (FlashOp::Program(_), None) => self.program_transferred(op.die(), ctx),
             (FlashOp::GcTransfer(_), None) => {}
             other => unreachable!("inconsistent channel op {other:?}"),
         }
@@ -1070,11 +1107,12 @@ impl BlockDevice for Ssd {
                     // The mapping page lives on a channel chosen by its own
                     // address; model it as uniformly spread.
                     let ch = self.rng.random_range(0..self.read.channels) as usize;
-                    self.channels[ch].push_ahead(
-                        leaves,
-                        ChannelOp::new(Some(id), FlashOp::MapRead, ch as u32, false),
-                    );
-                    self.kick_channel(ch, ctx);
+                    let op = ChannelOp::new(Some(id), FlashOp::MapRead, ch as u32, false);
+                    let stage = &mut self.channels[ch];
+                    stage.push_ahead(leaves, op);
+                    if stage.busy.is_none() {
+                        self.start_channel(ch, ctx);
+                    }
                 } else {
                     self.queue_data_pages(id, pages, leaves, ctx);
                 }
@@ -1089,49 +1127,40 @@ impl BlockDevice for Ssd {
         Some(self.cfg.queue_depth)
     }
 
+    /// The two timers of a read (a channel's operation and the link's
+    /// transfer ending) are tested first, each with one compare; the rest
+    /// are out of line (`other_timer`).
     fn on_timer(&mut self, tok: u32, ctx: &mut DevCtx<'_>) {
         let (stage, index) = (tok >> 16, (tok & 0xffff) as usize);
         let now = ctx.now();
         if self.read.ftl {
             self.sample(now);
         }
-        match stage {
-            STAGE_CHANNEL => {
-                let op = self.channels[index].busy.take().expect("channel was busy");
-                if op.kind == OpKind::DataRead && !op.tracked && !self.read.die_reads {
-                    debug_assert_ne!(op.cmd, NO_CMD, "a data read has a command");
-                    self.data_page_read(SlotId(op.cmd), now, ctx);
-                    self.start_channel_here(index, ctx);
-                } else {
-                    self.channel_op_done(op, now, ctx);
-                    self.start_channel(index, ctx);
-                }
-            }
-            STAGE_CHANNEL_START => {
-                self.channels[index].start_armed = false;
+        if stage == STAGE_CHANNEL {
+            let channel = &mut self.channels[index];
+            let op = channel.busy.take().expect("channel was busy");
+            if op.kind == OpKind::PlainRead {
+                // The channel's next operation is taken before the read's
+                // command moves on (the two touch disjoint state, and the
+                // timers are still set in the same order): one lookup of
+                // the channel.
+                let next = channel.next(now);
+                self.data_page_read(SlotId(op.arg), now, ctx);
+                self.channel_next(index, next, ctx);
+            } else {
+                self.channel_op_done(op, now, ctx);
                 self.start_channel(index, ctx);
             }
-            STAGE_LINK => {
-                let (id, _) = self.link.busy.take().expect("link was busy");
-                let cmd = self.cmds.remove(id);
-                if cmd.req.dir == Dir::Write {
-                    self.write_cached(&cmd.req, ctx);
-                }
-                self.finish(cmd, ctx);
-                self.start_link(ctx);
+        } else if stage == STAGE_LINK {
+            let (id, _) = self.link.busy.take().expect("link was busy");
+            let cmd = self.cmds.remove(id);
+            if cmd.req.dir == Dir::Write {
+                self.write_cached(&cmd.req, ctx);
             }
-            STAGE_LINK_START => {
-                self.link.start_armed = false;
-                self.start_link(ctx);
-            }
-            STAGE_DIE => self.die_done(index as u32, ctx),
-            STAGE_DIE_READ => self.die_read_done(index as u32, ctx),
-            STAGE_DIE_READ_START => {
-                self.die_reads[index].stage.start_armed = false;
-                self.start_die_read(index as u32, ctx);
-            }
-            STAGE_CONTROLLER_DONE => self.controller_done_fire(ctx),
-            _ => unreachable!("bad ssd timer token {tok:#x}"),
+            self.finish(cmd, ctx);
+            self.start_link(ctx);
+        } else {
+            self.other_timer(tok, ctx);
         }
     }
 
@@ -1178,7 +1207,7 @@ impl BlockDevice for Ssd {
                 };
                 let what = match op.kind {
                     OpKind::MapRead => "map read",
-                    OpKind::DataRead => "read",
+                    OpKind::DataRead | OpKind::PlainRead => "read",
                     OpKind::Program => "program transfer",
                     OpKind::GcTransfer => "GC transfer",
                 };
@@ -1189,7 +1218,7 @@ impl BlockDevice for Ssd {
                 };
                 push(DevTrack::Channel(index as u16), what, span);
                 if op.kind == OpKind::DataRead && op.tracked && !self.read.die_reads {
-                    push(DevTrack::Die(op.die), "read", span);
+                    push(DevTrack::Die(op.die()), "read", span);
                 }
             }
             STAGE_LINK => {
@@ -1346,6 +1375,31 @@ impl Ssd {
         }
         if die.reads_queued == 0 {
             self.die_free(d, ctx);
+        }
+    }
+
+    /// A timer other than a channel's or the link's end (see `on_timer`).
+    #[cold]
+    #[inline(never)]
+    fn other_timer(&mut self, tok: u32, ctx: &mut DevCtx<'_>) {
+        let (stage, index) = (tok >> 16, (tok & 0xffff) as usize);
+        match stage {
+            STAGE_CHANNEL_START => {
+                self.channels[index].start_armed = false;
+                self.start_channel(index, ctx);
+            }
+            STAGE_LINK_START => {
+                self.link.start_armed = false;
+                self.start_link(ctx);
+            }
+            STAGE_DIE => self.die_done(index as u32, ctx),
+            STAGE_DIE_READ => self.die_read_done(index as u32, ctx),
+            STAGE_DIE_READ_START => {
+                self.die_reads[index].stage.start_armed = false;
+                self.start_die_read(index as u32, ctx);
+            }
+            STAGE_CONTROLLER_DONE => self.controller_done_fire(ctx),
+            _ => unreachable!("bad ssd timer token {tok:#x}"),
         }
     }
 
