@@ -29,7 +29,8 @@ struct RecentIo {
     last: u64,
     expires_ns: u64,
     sequential_bytes: u64,
-    /// LRU list (`dc->io_lru`): older / newer neighbour.
+    /// LRU list (`dc->io_lru`), circular: older / newer neighbour (the
+    /// oldest entry's older one is the newest).
     lru_prev: u8,
     lru_next: u8,
     /// Hash chain (`dc->io_hash`): next entry in the bucket of `last`.
@@ -63,10 +64,9 @@ fn at(i: u8) -> usize {
 pub struct Sequential {
     recent: Box<[RecentIo; RECENT_IO]>,
     heads: [u8; RECENT_IO],
-    /// Least recently used entry (`list_first_entry(&dc->io_lru)`).
+    /// Least recently used entry (`list_first_entry(&dc->io_lru)`); the
+    /// most recently used is its older neighbour on the circular list.
     lru_oldest: u8,
-    /// Most recently used entry.
-    lru_newest: u8,
     /// Per task, in first-seen order (a handful of fio jobs: a linear scan
     /// beats a map).
     tasks: Vec<(u32, TaskSeq)>,
@@ -90,12 +90,8 @@ impl Sequential {
                 last: u64::MAX,
                 expires_ns: 0,
                 sequential_bytes: 0,
-                lru_prev: if i == 0 { NIL } else { (i - 1) as u8 },
-                lru_next: if i + 1 == RECENT_IO {
-                    NIL
-                } else {
-                    (i + 1) as u8
-                },
+                lru_prev: ((i + RECENT_IO - 1) % RECENT_IO) as u8,
+                lru_next: ((i + 1) % RECENT_IO) as u8,
                 hash_next: heads[parked],
             });
             heads[parked] = i as u8;
@@ -107,7 +103,6 @@ impl Sequential {
                 .expect("RECENT_IO entries"),
             heads,
             lru_oldest: 0,
-            lru_newest: (RECENT_IO - 1) as u8,
             tasks: Vec::new(),
         }
     }
@@ -146,29 +141,32 @@ impl Sequential {
         self.heads[b] = i;
     }
 
-    /// `list_move_tail(&i->lru, &dc->io_lru)`.
+    /// `list_move_tail(&i->lru, &dc->io_lru)`. The list is circular, so
+    /// the oldest entry (every new stream's, the common case) becomes the
+    /// newest by moving the list's start past it.
     #[inline(always)]
     fn lru_move_newest(&mut self, i: u8) {
-        if self.lru_newest == i {
-            return;
-        }
+        let oldest = self.lru_oldest;
         let (prev, next) = (
             self.recent[at(i)].lru_prev,
             self.recent[at(i)].lru_next,
         );
-        if prev == NIL {
+        if i == oldest {
             self.lru_oldest = next;
-        } else {
-            self.recent[at(prev)].lru_next = next;
+            return;
         }
-        // i is not the newest, so it has a next.
+        let newest = self.recent[at(oldest)].lru_prev;
+        if i == newest {
+            return;
+        }
+        // Unlink i, then link it between the newest and the oldest.
+        self.recent[at(prev)].lru_next = next;
         self.recent[at(next)].lru_prev = prev;
-        let old_newest = self.lru_newest;
-        self.recent[at(old_newest)].lru_next = i;
+        self.recent[at(newest)].lru_next = i;
+        self.recent[at(oldest)].lru_prev = i;
         let e = &mut self.recent[at(i)];
-        e.lru_prev = old_newest;
-        e.lru_next = NIL;
-        self.lru_newest = i;
+        e.lru_prev = newest;
+        e.lru_next = oldest;
     }
 
     /// Records an I/O of `bytes` at `sector` by `task` at `now_ns`; returns
@@ -276,10 +274,16 @@ impl Congestion {
             return 0;
         }
         i += CONGESTED_MAX;
-        if i > 0 {
-            i = fract_exp_two(i as u64, 6) as i64;
+        // The random draw is taken whatever the outcome (the stream of
+        // draws is the same); its bit count is needed only when it can
+        // change the limit: a non-positive `i` (congestion at its maximum,
+        // the steady state of a saturated cache) gives 1 whatever it is.
+        let draw = self.rng.next_u64();
+        if i <= 0 {
+            return 1;
         }
-        i -= i64::from(self.rng.next_u64().count_ones());
+        i = fract_exp_two(i as u64, 6) as i64;
+        i -= i64::from(draw.count_ones());
         if i > 0 {
             i as u64
         } else {
