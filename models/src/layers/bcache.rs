@@ -807,7 +807,7 @@ impl Bcache {
             st.sectors_bypassed += s;
             true
         };
-        if self.alloc.in_use_pct() > CUTOFF_CACHE_ADD {
+        if self.alloc.over_add_cutoff() {
             return skip(&mut self.stats, |st| st.bypass_full += 1);
         }
         if self.mode == CacheMode::None
