@@ -819,18 +819,18 @@ impl Bcache {
         if (sector | s) & (self.block_sectors - 1) != 0 {
             return skip(&mut self.stats, |st| st.bypass_unaligned += 1);
         }
-        let congested = self.congestion.limit(now_ns);
+        let limit = self.congestion.limit(now_ns);
         let cutoff = self.cfg.sequential_cutoff.0;
         // O_DIRECT writes are REQ_SYNC: in writeback mode they are cached
         // whatever the stream unless the cache is congested.
         let sync_writeback =
-            congested == 0 && self.mode == CacheMode::Writeback && dir == Dir::Write;
-        if (congested != 0 || cutoff != 0) && !sync_writeback {
+            !limit.congested() && self.mode == CacheMode::Writeback && dir == Dir::Write;
+        if (limit.congested() || cutoff != 0) && !sync_writeback {
             let seq_sectors = self.seq.observe(task, sector, s * 512, now_ns);
             if cutoff != 0 && seq_sectors >= cutoff >> 9 {
                 return skip(&mut self.stats, |st| st.bypass_sequential += 1);
             }
-            if congested != 0 && seq_sectors >= congested {
+            if limit.congested() && limit.reached_by(seq_sectors) {
                 return skip(&mut self.stats, |st| st.bypass_congested += 1);
             }
         }

@@ -263,32 +263,65 @@ impl Congestion {
         }
     }
 
-    /// `bch_get_congested`: 0 when not congested, else a sector limit.
-    pub fn limit(&mut self, now_ns: u64) -> u64 {
+    /// `bch_get_congested`: not congested, or a sector limit.
+    pub fn limit(&mut self, now_ns: u64) -> Limit {
+        const NONE: Limit = Limit { base: 0, draw: 0 };
         if self.read_threshold_us == 0 && self.write_threshold_us == 0 {
-            return 0;
+            return NONE;
         }
         let mut i = ((now_ns / 1000).saturating_sub(self.last_us) / 1024) as i64;
         i += self.congested;
         if i >= 0 {
-            return 0;
+            return NONE;
         }
         i += CONGESTED_MAX;
-        // The random draw is taken whatever the outcome (the stream of
-        // draws is the same); its bit count is needed only when it can
-        // change the limit: a non-positive `i` (congestion at its maximum,
-        // the steady state of a saturated cache) gives 1 whatever it is.
-        let draw = self.rng.next_u64();
-        if i <= 0 {
-            return 1;
+        // (A non-positive `i`, congestion at its maximum, gives 1 whatever
+        // the draw: a base of 1 does too.)
+        let base = if i > 0 {
+            fract_exp_two(i as u64, 6)
+        } else {
+            1
+        };
+        Limit {
+            base,
+            draw: self.rng.next_u64(),
         }
-        i = fract_exp_two(i as u64, 6) as i64;
-        i -= i64::from(draw.count_ones());
+    }
+}
+
+/// What `bch_get_congested` returned, kept as its two inputs: the limit is
+/// `base` less the bits set in the random `draw`, at least 1 (0: not
+/// congested). Most tests settle on `base` alone, without counting the
+/// bits (a dozen instructions without a population-count instruction).
+#[derive(Debug, Clone, Copy)]
+pub struct Limit {
+    base: u64,
+    draw: u64,
+}
+
+impl Limit {
+    pub fn congested(&self) -> bool {
+        self.base != 0
+    }
+
+    /// The limit in sectors (0: not congested).
+    pub fn sectors(&self) -> u64 {
+        if self.base == 0 {
+            return 0;
+        }
+        let i = self.base as i64 - i64::from(self.draw.count_ones());
         if i > 0 {
             i as u64
         } else {
             1
         }
+    }
+
+    /// `sectors >= limit` of a congested limit. The limit is at most
+    /// `base`, so a stream that long reaches it whatever the draw.
+    #[inline]
+    pub fn reached_by(&self, sectors: u64) -> bool {
+        sectors >= self.base || sectors >= self.sectors()
     }
 }
 
@@ -395,12 +428,12 @@ mod tests {
     #[test]
     fn slow_cache_ios_congest_and_fast_ones_recover() {
         let mut c = Congestion::new(2000, 20000, blocksim_sim::component_rng(1, "t"));
-        assert_eq!(c.limit(0), 0);
+        assert_eq!(c.limit(0).sectors(), 0);
         // 10 reads of 10 ms each: congested -= 9 each.
         for _ in 0..10 {
             c.io_done(false, 10_000_000, 1_000_000);
         }
-        let l = c.limit(1_000_000);
+        let l = c.limit(1_000_000).sectors();
         assert!(l > 0, "congested");
         // CONGESTED_MAX + congested = 934 -> fract_exp_two(934, 6) sectors,
         // less random bits.
@@ -408,7 +441,24 @@ mod tests {
         for _ in 0..90 {
             c.io_done(false, 100_000, 2_000_000);
         }
-        assert_eq!(c.limit(2_000_000), 0);
+        assert_eq!(c.limit(2_000_000).sectors(), 0);
+    }
+
+    /// The test on `base` first agrees with the limit's value.
+    #[test]
+    fn limit_reached_by_matches_its_sectors() {
+        let mut rng = blocksim_sim::component_rng(3, "limit-test");
+        for base in (1..80).chain([1000, 30_000]) {
+            for _ in 0..50 {
+                let l = Limit {
+                    base,
+                    draw: rng.next_u64() >> (rng.next_u64() % 64),
+                };
+                for sectors in 0..base + 2 {
+                    assert_eq!(l.reached_by(sectors), sectors >= l.sectors(), "{l:?}");
+                }
+            }
+        }
     }
 
     #[test]
