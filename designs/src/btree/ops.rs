@@ -173,9 +173,16 @@ impl<B: Backend> BTree<B> {
 
     /// Root-to-leaf descent for `s` under read locks with lock coupling;
     /// returns the first live key > `s` in the leaf covering `s`.
+    /// `exclusive`: the caller has exclusive access (no lock to take).
     #[inline]
-    fn find(&self, s: KeyPos, w: &mut SearchWork, tr: &mut impl Tracer) -> Option<Bkey> {
-        let locked = !self.faults.unlocked_lookup;
+    fn find(
+        &self,
+        s: KeyPos,
+        exclusive: bool,
+        w: &mut SearchWork,
+        tr: &mut impl Tracer,
+    ) -> Option<Bkey> {
+        let locked = !exclusive && !self.faults.unlocked_lookup;
         let mut id = if locked {
             self.lock_root(LockMode::Read, tr)
         } else {
@@ -214,7 +221,7 @@ impl<B: Backend> BTree<B> {
     /// work done. Takes read locks with lock coupling.
     pub fn search(&self, inode: u64, sector: u64) -> (Option<Bkey>, SearchWork) {
         let mut w = SearchWork::default();
-        let k = self.find((inode, sector), &mut w, &mut NoTrace);
+        let k = self.find((inode, sector), false, &mut w, &mut NoTrace);
         (k, w)
     }
 
@@ -236,9 +243,22 @@ impl<B: Backend> BTree<B> {
         tr.step(Step::LookupStart { sector });
         let mut w = SearchWork::default();
         let k = self
-            .find((inode, sector), &mut w, tr)
+            .find((inode, sector), false, &mut w, tr)
             .filter(|k| k.contains(inode, sector));
         tr.step(Step::LookupDone { sector, found: k });
+        (k, w)
+    }
+
+    /// [`BTree::lookup`] with exclusive access (as [`BTree::insert`]): the
+    /// same search and work, without the read locks, which no other
+    /// operation could be holding or waiting for. (A one-operation-at-a-time
+    /// caller saves the lock words' read-modify-writes of every level.)
+    #[inline]
+    pub fn lookup_exclusive(&mut self, inode: u64, sector: u64) -> (Option<Bkey>, SearchWork) {
+        let mut w = SearchWork::default();
+        let k = self
+            .find((inode, sector), true, &mut w, &mut NoTrace)
+            .filter(|k| k.contains(inode, sector));
         (k, w)
     }
 

@@ -569,7 +569,7 @@ fn lazy_fill_runs_as_the_eager_one() {
 /// prints their ns): a change to how the walk counts must not move them.
 /// The totals of a fixed mix of lookups, over written bsets of every size
 /// (a sequential fill, then random inserts that write and sort sets),
-/// pinned.
+/// pinned (and the exclusive lookup's, the same).
 #[test]
 fn search_work_totals_are_pinned() {
     let mut t: BTree = BTree::new(NodeConfig::default()).unwrap();
@@ -588,7 +588,10 @@ fn search_work_totals_are_pinned() {
     for round in 0..4 {
         for _ in 0..2000 {
             let s = rng.below(256_000 * 8);
-            sum.add(&t.lookup(1, s).1);
+            let (k, w) = t.lookup(1, s);
+            // The exclusive lookup: the same key and work, without locks.
+            assert_eq!(t.lookup_exclusive(1, s), (k, w));
+            sum.add(&w);
         }
         for _ in 0..3000 {
             let s = rng.below(256_000 * 8) & !7;

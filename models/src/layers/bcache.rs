@@ -57,7 +57,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpu::costs::BtreeCosts;
 use crate::devices::device::Dir;
-use crate::layers::bcache::index::{CacheIndex, Found, IndexOptions, InsertCost, NO_DEV};
+use crate::layers::bcache::index::{CacheIndex, Found, IndexOptions, InsertCost, Work, NO_DEV};
 use alloc::{Allocator, AllocatorWants, Extent, RESERVE_NONE};
 use bypass::{Congestion, Sequential};
 pub use populate::PopulateLength;
@@ -329,6 +329,63 @@ pub struct LookupCost {
     pub bset_search_ns: u64,
     /// Walking nodes and merging bset iterators (`btree_search_leaf`).
     pub search_leaf_ns: u64,
+}
+
+/// The lookup prices of [`BtreeCosts`] when each is a whole number of ns
+/// up to [`WholeCosts::MAX`]: a lookup's counts (`u32`) times them, summed,
+/// stay below 2^53, so the float sums and their rounding are exact and the
+/// integer sums are the same numbers, for a few multiplies and no
+/// conversions.
+#[derive(Debug, Clone, Copy)]
+struct WholeCosts {
+    cacheline: u64,
+    compare: u64,
+    full_compare: u64,
+    scanned_key: u64,
+    node: u64,
+    bset: u64,
+}
+
+impl WholeCosts {
+    /// 2^16: four products of a `u32` by it sum below 2^50.
+    const MAX: f64 = 65536.0;
+
+    fn of(c: &BtreeCosts) -> Option<Self> {
+        let whole = |x: f64| (x.fract() == 0.0 && (0.0..=Self::MAX).contains(&x)).then_some(x as u64);
+        Some(WholeCosts {
+            cacheline: whole(c.ns_per_cacheline)?,
+            compare: whole(c.ns_per_compare)?,
+            full_compare: whole(c.ns_per_full_compare)?,
+            scanned_key: whole(c.ns_per_scanned_key)?,
+            node: whole(c.ns_per_node)?,
+            bset: whole(c.ns_per_bset)?,
+        })
+    }
+
+    #[inline]
+    fn of_lookup(&self, w: &Work) -> LookupCost {
+        let n = |count: u32| u64::from(count);
+        LookupCost {
+            bset_search_ns: n(w.cachelines) * self.cacheline
+                + n(w.compares) * self.compare
+                + n(w.full_compares) * self.full_compare
+                + n(w.scanned_keys) * self.scanned_key,
+            search_leaf_ns: n(w.nodes) * self.node + n(w.bsets) * self.bset,
+        }
+    }
+}
+
+/// The CPU time of a lookup's `work`, priced by `c`.
+fn float_lookup_cost(c: &BtreeCosts, work: &Work) -> LookupCost {
+    let bset = work.cachelines as f64 * c.ns_per_cacheline
+        + work.compares as f64 * c.ns_per_compare
+        + work.full_compares as f64 * c.ns_per_full_compare
+        + work.scanned_keys as f64 * c.ns_per_scanned_key;
+    let leaf = work.nodes as f64 * c.ns_per_node + work.bsets as f64 * c.ns_per_bset;
+    LookupCost {
+        bset_search_ns: round_ns(bset),
+        search_leaf_ns: round_ns(leaf),
+    }
 }
 
 /// What bcache does with one bio.
@@ -603,6 +660,8 @@ pub struct Bcache {
     pub mode: CacheMode,
     index: CacheIndex,
     costs: BtreeCosts,
+    /// `costs`' lookup prices as integers, when they are whole.
+    whole_costs: Option<WholeCosts>,
     alloc: Allocator,
     seq: Sequential,
     congestion: Congestion,
@@ -679,6 +738,7 @@ impl Bcache {
         Ok(Bcache {
             mode,
             index,
+            whole_costs: WholeCosts::of(&costs),
             costs,
             sectors_to_gc: (data_sectors / 16) as i64,
             alloc,
@@ -807,7 +867,7 @@ impl Bcache {
             st.sectors_bypassed += s;
             true
         };
-        if self.alloc.in_use_pct() > CUTOFF_CACHE_ADD {
+        if self.alloc.over_add_cutoff() {
             return skip(&mut self.stats, |st| st.bypass_full += 1);
         }
         if self.mode == CacheMode::None
@@ -819,18 +879,18 @@ impl Bcache {
         if (sector | s) & (self.block_sectors - 1) != 0 {
             return skip(&mut self.stats, |st| st.bypass_unaligned += 1);
         }
-        let congested = self.congestion.limit(now_ns);
+        let limit = self.congestion.limit(now_ns);
         let cutoff = self.cfg.sequential_cutoff.0;
         // O_DIRECT writes are REQ_SYNC: in writeback mode they are cached
         // whatever the stream unless the cache is congested.
         let sync_writeback =
-            congested == 0 && self.mode == CacheMode::Writeback && dir == Dir::Write;
-        if (congested != 0 || cutoff != 0) && !sync_writeback {
+            !limit.congested() && self.mode == CacheMode::Writeback && dir == Dir::Write;
+        if (limit.congested() || cutoff != 0) && !sync_writeback {
             let seq_sectors = self.seq.observe(task, sector, s * 512, now_ns);
             if cutoff != 0 && seq_sectors >= cutoff >> 9 {
                 return skip(&mut self.stats, |st| st.bypass_sequential += 1);
             }
-            if congested != 0 && seq_sectors >= congested {
+            if limit.congested() && limit.reached_by(seq_sectors) {
                 return skip(&mut self.stats, |st| st.bypass_congested += 1);
             }
         }
@@ -888,15 +948,9 @@ impl Bcache {
     /// cache device sector on a full hit by a valid pointer.
     pub fn lookup(&mut self, sector: u64, sectors: u32) -> (Option<u64>, LookupCost) {
         let (found, work) = self.index.lookup(sector);
-        let c = &self.costs;
-        let bset = work.cachelines as f64 * c.ns_per_cacheline
-            + work.compares as f64 * c.ns_per_compare
-            + work.full_compares as f64 * c.ns_per_full_compare
-            + work.scanned_keys as f64 * c.ns_per_scanned_key;
-        let leaf = work.nodes as f64 * c.ns_per_node + work.bsets as f64 * c.ns_per_bset;
-        let cost = LookupCost {
-            bset_search_ns: round_ns(bset),
-            search_leaf_ns: round_ns(leaf),
+        let cost = match self.whole_costs {
+            Some(w) => w.of_lookup(&work),
+            None => float_lookup_cost(&self.costs, &work),
         };
         let hit = match found {
             Some(k) if k.ptr.dev != NO_DEV => {
@@ -1739,6 +1793,47 @@ impl Bcache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whole prices: the integer sums are the float path's; fractional
+    /// or huge ones keep the float path.
+    #[test]
+    fn whole_costs_price_lookups_as_the_float_sums() {
+        let c = BtreeCosts {
+            ns_per_cacheline: 45.0,
+            ns_per_compare: 2.0,
+            ns_per_full_compare: 10.0,
+            ns_per_node: 120.0,
+            ns_per_bset: 30.0,
+            ns_per_scanned_key: WholeCosts::MAX,
+            ns_per_key_moved: 0.5,
+        };
+        let w = WholeCosts::of(&c).expect("whole");
+        let mut x = 12345u32;
+        for _ in 0..10_000 {
+            let mut next = || {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x >> (x % 32)
+            };
+            let work = Work {
+                nodes: next(),
+                bsets: next(),
+                cachelines: next(),
+                compares: next(),
+                full_compares: next(),
+                scanned_keys: next(),
+            };
+            assert_eq!(w.of_lookup(&work), float_lookup_cost(&c, &work), "{work:?}");
+        }
+        for bad in [2.5, -1.0, WholeCosts::MAX + 1.0, f64::NAN] {
+            let c = BtreeCosts {
+                ns_per_compare: bad,
+                ..c.clone()
+            };
+            assert!(WholeCosts::of(&c).is_none(), "{bad}");
+        }
+    }
 
     /// 64 MiB of 64 KiB buckets over 16 GiB, populated.
     fn populated() -> Bcache {

@@ -20,6 +20,8 @@ use blocksim_cachesim::policies::bcache::{
     BcacheReplacement, BucketSet, GcMark, BTREE_PRIO, INITIAL_PRIO,
 };
 
+use super::CUTOFF_CACHE_ADD;
+
 /// `enum alloc_reserve`.
 pub const RESERVE_BTREE: usize = 0;
 pub const RESERVE_PRIO: usize = 1;
@@ -105,6 +107,10 @@ pub struct Allocator {
     pub invalidate_needs_gc: bool,
     /// Unpinned buckets holding no dirty data or metadata (`avail_nbuckets`).
     avail: usize,
+    /// The largest `avail` at which [`Allocator::in_use_pct`] exceeds
+    /// `CUTOFF_CACHE_ADD` (the bucket count is fixed: the request path's
+    /// test is one compare, not the percentage's divide).
+    add_cutoff_avail: usize,
     open: Vec<OpenBucket>,
     pub stats: AllocStats,
     scratch: Vec<u32>,
@@ -153,6 +159,7 @@ impl Allocator {
             prio_current: Vec::new(),
             invalidate_needs_gc: false,
             avail: nbuckets - first_bucket,
+            add_cutoff_avail: 0,
             open: Vec::new(),
             stats: AllocStats::default(),
             scratch: Vec::new(),
@@ -160,6 +167,22 @@ impl Allocator {
         for i in 0..first_bucket {
             a.set.buckets[i].mark = GcMark::Metadata;
             a.set.buckets[i].prio = BTREE_PRIO;
+        }
+        // The percentage falls as `avail` grows: the first `avail` not
+        // above the cutoff, less one (0 when that is 0 or there are no data
+        // buckets: the test falls back to the percentage).
+        let n = a.data_buckets();
+        if n > 0 {
+            let (mut first_not_full, mut hi) = (0, n + 1);
+            while first_not_full < hi {
+                let m = (first_not_full + hi) / 2;
+                if in_use_pct(n, m) > CUTOFF_CACHE_ADD {
+                    first_not_full = m + 1;
+                } else {
+                    hi = m;
+                }
+            }
+            a.add_cutoff_avail = first_not_full.saturating_sub(1);
         }
         Ok(a)
     }
@@ -195,8 +218,17 @@ impl Allocator {
     /// `gc_stats.in_use`: percentage of buckets neither free of live clean
     /// data nor available (dirty, metadata, pinned).
     pub fn in_use_pct(&self) -> u64 {
-        let n = self.data_buckets() as u64;
-        (n - (self.avail as u64).min(n)) * 100 / n
+        in_use_pct(self.data_buckets(), self.avail)
+    }
+
+    /// `in_use_pct() > CUTOFF_CACHE_ADD` (bcache adds nothing to a cache
+    /// this full).
+    #[inline]
+    pub fn over_add_cutoff(&self) -> bool {
+        if self.add_cutoff_avail == 0 {
+            return self.in_use_pct() > CUTOFF_CACHE_ADD;
+        }
+        self.avail <= self.add_cutoff_avail
     }
 
     pub fn set_avail(&mut self, avail: usize) {
@@ -524,6 +556,12 @@ impl Allocator {
     }
 }
 
+/// `gc_stats.in_use` of `n` data buckets of which `avail` are available.
+fn in_use_pct(n: usize, avail: usize) -> u64 {
+    let n = n as u64;
+    (n - (avail as u64).min(n)) * 100 / n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -533,6 +571,24 @@ mod tests {
         let mut a = Allocator::new(1024, 3, 16, policy, 1).unwrap();
         a.fill_at_start();
         a
+    }
+
+    /// The add cutoff's one compare agrees with the percentage at every
+    /// `avail`, for bucket counts whose threshold lands on each side of a
+    /// whole percent.
+    #[test]
+    fn add_cutoff_matches_in_use_pct() {
+        for n in [33, 100, 101, 1021, 1024, 122_880] {
+            let mut a = Allocator::new(n + 3, 3, 16, BcacheReplacement::Lru, 1).unwrap();
+            for v in 0..=n + 1 {
+                a.set_avail(v);
+                assert_eq!(
+                    a.over_add_cutoff(),
+                    a.in_use_pct() > CUTOFF_CACHE_ADD,
+                    "{n} buckets, {v} avail"
+                );
+            }
+        }
     }
 
     #[test]

@@ -29,7 +29,8 @@ struct RecentIo {
     last: u64,
     expires_ns: u64,
     sequential_bytes: u64,
-    /// LRU list (`dc->io_lru`): older / newer neighbour.
+    /// LRU list (`dc->io_lru`), circular: older / newer neighbour (the
+    /// oldest entry's older one is the newest).
     lru_prev: u8,
     lru_next: u8,
     /// Hash chain (`dc->io_hash`): next entry in the bucket of `last`.
@@ -63,10 +64,9 @@ fn at(i: u8) -> usize {
 pub struct Sequential {
     recent: Box<[RecentIo; RECENT_IO]>,
     heads: [u8; RECENT_IO],
-    /// Least recently used entry (`list_first_entry(&dc->io_lru)`).
+    /// Least recently used entry (`list_first_entry(&dc->io_lru)`); the
+    /// most recently used is its older neighbour on the circular list.
     lru_oldest: u8,
-    /// Most recently used entry.
-    lru_newest: u8,
     /// Per task, in first-seen order (a handful of fio jobs: a linear scan
     /// beats a map).
     tasks: Vec<(u32, TaskSeq)>,
@@ -90,12 +90,8 @@ impl Sequential {
                 last: u64::MAX,
                 expires_ns: 0,
                 sequential_bytes: 0,
-                lru_prev: if i == 0 { NIL } else { (i - 1) as u8 },
-                lru_next: if i + 1 == RECENT_IO {
-                    NIL
-                } else {
-                    (i + 1) as u8
-                },
+                lru_prev: ((i + RECENT_IO - 1) % RECENT_IO) as u8,
+                lru_next: ((i + 1) % RECENT_IO) as u8,
                 hash_next: heads[parked],
             });
             heads[parked] = i as u8;
@@ -107,7 +103,6 @@ impl Sequential {
                 .expect("RECENT_IO entries"),
             heads,
             lru_oldest: 0,
-            lru_newest: (RECENT_IO - 1) as u8,
             tasks: Vec::new(),
         }
     }
@@ -146,29 +141,32 @@ impl Sequential {
         self.heads[b] = i;
     }
 
-    /// `list_move_tail(&i->lru, &dc->io_lru)`.
+    /// `list_move_tail(&i->lru, &dc->io_lru)`. The list is circular, so
+    /// the oldest entry (every new stream's, the common case) becomes the
+    /// newest by moving the list's start past it.
     #[inline(always)]
     fn lru_move_newest(&mut self, i: u8) {
-        if self.lru_newest == i {
-            return;
-        }
+        let oldest = self.lru_oldest;
         let (prev, next) = (
             self.recent[at(i)].lru_prev,
             self.recent[at(i)].lru_next,
         );
-        if prev == NIL {
+        if i == oldest {
             self.lru_oldest = next;
-        } else {
-            self.recent[at(prev)].lru_next = next;
+            return;
         }
-        // i is not the newest, so it has a next.
+        let newest = self.recent[at(oldest)].lru_prev;
+        if i == newest {
+            return;
+        }
+        // Unlink i, then link it between the newest and the oldest.
+        self.recent[at(prev)].lru_next = next;
         self.recent[at(next)].lru_prev = prev;
-        let old_newest = self.lru_newest;
-        self.recent[at(old_newest)].lru_next = i;
+        self.recent[at(newest)].lru_next = i;
+        self.recent[at(oldest)].lru_prev = i;
         let e = &mut self.recent[at(i)];
-        e.lru_prev = old_newest;
-        e.lru_next = NIL;
-        self.lru_newest = i;
+        e.lru_prev = newest;
+        e.lru_next = oldest;
     }
 
     /// Records an I/O of `bytes` at `sector` by `task` at `now_ns`; returns
@@ -265,26 +263,65 @@ impl Congestion {
         }
     }
 
-    /// `bch_get_congested`: 0 when not congested, else a sector limit.
-    pub fn limit(&mut self, now_ns: u64) -> u64 {
+    /// `bch_get_congested`: not congested, or a sector limit.
+    pub fn limit(&mut self, now_ns: u64) -> Limit {
+        const NONE: Limit = Limit { base: 0, draw: 0 };
         if self.read_threshold_us == 0 && self.write_threshold_us == 0 {
-            return 0;
+            return NONE;
         }
         let mut i = ((now_ns / 1000).saturating_sub(self.last_us) / 1024) as i64;
         i += self.congested;
         if i >= 0 {
-            return 0;
+            return NONE;
         }
         i += CONGESTED_MAX;
-        if i > 0 {
-            i = fract_exp_two(i as u64, 6) as i64;
+        // (A non-positive `i`, congestion at its maximum, gives 1 whatever
+        // the draw: a base of 1 does too.)
+        let base = if i > 0 {
+            fract_exp_two(i as u64, 6)
+        } else {
+            1
+        };
+        Limit {
+            base,
+            draw: self.rng.next_u64(),
         }
-        i -= i64::from(self.rng.next_u64().count_ones());
+    }
+}
+
+/// What `bch_get_congested` returned, kept as its two inputs: the limit is
+/// `base` less the bits set in the random `draw`, at least 1 (0: not
+/// congested). Most tests settle on `base` alone, without counting the
+/// bits (a dozen instructions without a population-count instruction).
+#[derive(Debug, Clone, Copy)]
+pub struct Limit {
+    base: u64,
+    draw: u64,
+}
+
+impl Limit {
+    pub fn congested(&self) -> bool {
+        self.base != 0
+    }
+
+    /// The limit in sectors (0: not congested).
+    pub fn sectors(&self) -> u64 {
+        if self.base == 0 {
+            return 0;
+        }
+        let i = self.base as i64 - i64::from(self.draw.count_ones());
         if i > 0 {
             i as u64
         } else {
             1
         }
+    }
+
+    /// `sectors >= limit` of a congested limit. The limit is at most
+    /// `base`, so a stream that long reaches it whatever the draw.
+    #[inline]
+    pub fn reached_by(&self, sectors: u64) -> bool {
+        sectors >= self.base || sectors >= self.sectors()
     }
 }
 
@@ -391,12 +428,12 @@ mod tests {
     #[test]
     fn slow_cache_ios_congest_and_fast_ones_recover() {
         let mut c = Congestion::new(2000, 20000, blocksim_sim::component_rng(1, "t"));
-        assert_eq!(c.limit(0), 0);
+        assert_eq!(c.limit(0).sectors(), 0);
         // 10 reads of 10 ms each: congested -= 9 each.
         for _ in 0..10 {
             c.io_done(false, 10_000_000, 1_000_000);
         }
-        let l = c.limit(1_000_000);
+        let l = c.limit(1_000_000).sectors();
         assert!(l > 0, "congested");
         // CONGESTED_MAX + congested = 934 -> fract_exp_two(934, 6) sectors,
         // less random bits.
@@ -404,7 +441,24 @@ mod tests {
         for _ in 0..90 {
             c.io_done(false, 100_000, 2_000_000);
         }
-        assert_eq!(c.limit(2_000_000), 0);
+        assert_eq!(c.limit(2_000_000).sectors(), 0);
+    }
+
+    /// The test on `base` first agrees with the limit's value.
+    #[test]
+    fn limit_reached_by_matches_its_sectors() {
+        let mut rng = blocksim_sim::component_rng(3, "limit-test");
+        for base in (1..80).chain([1000, 30_000]) {
+            for _ in 0..50 {
+                let l = Limit {
+                    base,
+                    draw: rng.next_u64() >> (rng.next_u64() % 64),
+                };
+                for sectors in 0..base + 2 {
+                    assert_eq!(l.reached_by(sectors), sectors >= l.sectors(), "{l:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! Adapter from bcache's request path to the B+tree of
-//! `blocksim_designs::btree`: lookups and inserts call the tree's own
-//! operations, six locks and lock coupling included, which are the code the
-//! loom and shuttle suites check. The tree runs on `SerialBackend`: the
-//! simulation runs one operation at a time, so lock words are updated with
-//! plain loads and stores (no `lock`-prefixed instructions on the hot path)
-//! and a contended lock, which could only be a leaked one, panics.
+//! `blocksim_designs::btree`: inserts call the tree's own operations, six
+//! locks and lock coupling included, which are the code the loom and
+//! shuttle suites check. The tree runs on `SerialBackend`: the simulation
+//! runs one operation at a time, so lock words are updated with plain loads
+//! and stores (no `lock`-prefixed instructions on the hot path) and a
+//! contended lock, which could only be a leaked one, panics. Lookups use the
+//! tree's exclusive-access search (`BTree::lookup_exclusive`: the same
+//! descent and work without the read locks, which nothing else could hold).
 //!
 //! Lookups run the real search on the real tree; what the search did
 //! ([`Work`]) is what the request path charges CPU time for. Inserts report
@@ -185,7 +187,7 @@ impl CacheIndex {
     /// the pointer), with the work of the search.
     pub fn lookup(&mut self, sector: u64) -> (Option<Found>, Work) {
         self.tree.materialize((INODE, sector), (INODE, sector));
-        let (k, w) = self.tree.lookup(INODE, sector);
+        let (k, w) = self.tree.lookup_exclusive(INODE, sector);
         let f = k.map(|k: Bkey| Found {
             start: k.start(),
             end: k.end,

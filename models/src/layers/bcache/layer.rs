@@ -196,24 +196,32 @@ impl BcacheLayer {
 
     /// The child carrying a bio from above, routed as bcache decided.
     fn route_child(&mut self, (up, p): (Origin, u32), req: LayerReq, route: Route) -> Child {
-        let (below, route, sector) = match route {
+        // A writeback write's data goes to the cache as bcache's own write
+        // (its token is bcache's); every other child carries the parent's.
+        let serves = Some(up);
+        let (below, route, sector, serves) = match route {
             Route::CacheRead { cache_sector } => {
-                (CACHE, ChildRoute::Token(token(HIT, p)), cache_sector)
+                (CACHE, ChildRoute::Token(token(HIT, p)), cache_sector, serves)
             }
             Route::Miss => {
                 let slot = self.miss_slot(p);
                 debug_assert!(slot.is_none(), "two misses of one parent");
                 *slot = Some(req);
-                (BACKING, ChildRoute::Token(token(MISS, p)), req.sector)
+                (BACKING, ChildRoute::Token(token(MISS, p)), req.sector, serves)
             }
-            Route::BackingJoined => (BACKING, ChildRoute::Token(token(JOIN, p)), req.sector),
+            Route::BackingJoined => (
+                BACKING,
+                ChildRoute::Token(token(JOIN, p)),
+                req.sector,
+                serves,
+            ),
             Route::Backing => {
                 // (Its completion goes straight up: bcache holds nothing
                 // of it.)
                 if p & UPPER != 0 {
                     self.uppers.take(p & !UPPER);
                 }
-                (BACKING, ChildRoute::Remap, req.sector)
+                (BACKING, ChildRoute::Remap, req.sector, serves)
             }
             Route::CacheOnly {
                 cache_sector,
@@ -224,19 +232,17 @@ impl BcacheLayer {
                     CACHE,
                     ChildRoute::Token(token(BACKGROUND, f.0)),
                     cache_sector,
+                    None,
                 )
             }
         };
-        // A writeback write's data goes to the cache as bcache's own write
-        // (its token is bcache's); every other child carries the parent's.
-        let own = matches!(route, ChildRoute::Token(t) if t >> KIND_SHIFT == BACKGROUND);
         Child {
             below,
             route,
             dir: req.dir,
             sector,
             sectors: req.sectors,
-            serves: (!own).then_some(up),
+            serves,
         }
     }
 }
