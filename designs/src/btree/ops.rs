@@ -174,7 +174,9 @@ impl<B: Backend> BTree<B> {
     /// Root-to-leaf descent for `s` under read locks with lock coupling;
     /// returns the first live key > `s` in the leaf covering `s`.
     /// `exclusive`: the caller has exclusive access (no lock to take).
-    #[inline]
+    /// (Inlined into its callers: an outlined descent costs a call and its
+    /// saved registers per lookup.)
+    #[inline(always)]
     fn find(
         &self,
         s: KeyPos,
@@ -253,7 +255,7 @@ impl<B: Backend> BTree<B> {
     /// same search and work, without the read locks, which no other
     /// operation could be holding or waiting for. (A one-operation-at-a-time
     /// caller saves the lock words' read-modify-writes of every level.)
-    #[inline]
+    #[inline(always)]
     pub fn lookup_exclusive(&mut self, inode: u64, sector: u64) -> (Option<Bkey>, SearchWork) {
         let mut w = SearchWork::default();
         let k = self

@@ -57,7 +57,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpu::costs::BtreeCosts;
 use crate::devices::device::Dir;
-use crate::layers::bcache::index::{CacheIndex, Found, IndexOptions, InsertCost, Work, NO_DEV};
+use crate::layers::bcache::index::{CacheIndex, IndexOptions, InsertCost, Work, NO_DEV};
 use alloc::{Allocator, AllocatorWants, Extent, RESERVE_NONE};
 use bypass::{Congestion, Sequential};
 pub use populate::PopulateLength;
@@ -954,16 +954,24 @@ impl Bcache {
         };
         let hit = match found {
             Some(k) if k.ptr.dev != NO_DEV => {
-                if self.ptr_stale(&k) {
-                    self.stats.stale_misses += 1;
-                    None
-                } else if k.end >= sector + u64::from(sectors) {
-                    let b = self.alloc.bucket_of(k.ptr.offset);
-                    self.alloc.set.buckets[b].prio = INITIAL_PRIO;
-                    Some(k.ptr.offset + (sector - k.start))
-                } else {
-                    // Partly cached: bcache splits the bio; modelled as a miss.
-                    None
+                // The key's bucket, looked up once for the staleness test
+                // and the hit's prio bump. Stale: no such bucket, or its
+                // generation moved on since the key was written.
+                let b = self.alloc.bucket_of(k.ptr.offset);
+                match self.alloc.set.buckets.get_mut(b) {
+                    Some(bucket) if bucket.gen == k.ptr.gen => {
+                        if k.end >= sector + u64::from(sectors) {
+                            bucket.prio = INITIAL_PRIO;
+                            Some(k.ptr.offset + (sector - k.start))
+                        } else {
+                            // Partly cached: bcache splits the bio; modelled as a miss.
+                            None
+                        }
+                    }
+                    _ => {
+                        self.stats.stale_misses += 1;
+                        None
+                    }
                 }
             }
             _ => None,
@@ -976,11 +984,6 @@ impl Bcache {
             self.misses += 1;
         }
         (hit, cost)
-    }
-
-    fn ptr_stale(&self, k: &Found) -> bool {
-        let b = self.alloc.bucket_of(k.ptr.offset);
-        b >= self.alloc.nbuckets() || self.alloc.set.buckets[b].gen != k.ptr.gen
     }
 
     /// `bch_data_insert` of a write (or a miss: `replace`): allocates cache
@@ -1516,9 +1519,11 @@ impl Bcache {
     /// nothing) settle inline, without the call and its saved registers.
     #[inline]
     pub fn tick(&mut self, now_ns: u64) {
+        // An empty journal entry has no start time (`journal_add` stamps
+        // one, `journal_write` clears both): no full-buffer test needed.
+        debug_assert!(self.journal_first_ns.is_some() || self.journal_u64s == 0);
         let idle = self.measure_start_ns.is_none()
             && self.journal_first_ns.is_none()
-            && self.journal_u64s * 8 + JSET_HEADER_BYTES < JOURNAL_BUF_BYTES
             && self.sectors_to_gc >= 0
             && self.alloc.waiting()
             && self.mode != CacheMode::Writeback
@@ -1793,6 +1798,7 @@ impl Bcache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layers::bcache::index::Found;
 
     /// Whole prices: the integer sums are the float path's; fractional
     /// or huge ones keep the float path.

@@ -184,7 +184,9 @@ impl CacheIndex {
     }
 
     /// The key covering `sector`, if any (valid or not: the caller checks
-    /// the pointer), with the work of the search.
+    /// the pointer), with the work of the search. (Inlined, with the
+    /// descent, into the request path's lookup: once per read.)
+    #[inline(always)]
     pub fn lookup(&mut self, sector: u64) -> (Option<Found>, Work) {
         self.tree.materialize((INODE, sector), (INODE, sector));
         let (k, w) = self.tree.lookup_exclusive(INODE, sector);
