@@ -299,7 +299,11 @@ struct ReadPath {
     page_shift: Option<u32>,
     controller_per_cmd_ns: u64,
     link_cmd_overhead_ns: u64,
-    map_miss_ratio: f64,
+    /// A read misses the map when a draw `u` of 53 random bits is below
+    /// this: `ceil(ftl_map_miss_ratio x 2^53)`. The same test as a uniform
+    /// `f64` draw (`u x 2^-53`, exact) below the ratio, and the same
+    /// random number used, without the conversion and multiply.
+    map_miss_below: u64,
     channels: u32,
     /// `read_parallelism = "die"`: tR holds the die, the transfer the
     /// channel.
@@ -340,7 +344,7 @@ impl ReadPath {
                 .then(|| (cfg.page_size.0 / 512).trailing_zeros()),
             controller_per_cmd_ns: cfg.controller_per_cmd.0,
             link_cmd_overhead_ns: cfg.link_cmd_overhead.0,
-            map_miss_ratio: cfg.ftl_map_miss_ratio,
+            map_miss_below: (cfg.ftl_map_miss_ratio * (1u64 << 53) as f64).ceil() as u64,
             channels: cfg.channels,
             die_reads: cfg.read_parallelism == "die",
             t_r_ns: cfg.page_read.0 - cfg.page_transfer.0,
@@ -1126,7 +1130,7 @@ impl BlockDevice for Ssd {
         self.acct.start(now);
         match req.dir {
             Dir::Read => {
-                if self.rng.random::<f64>() < self.read.map_miss_ratio {
+                if self.rng.random::<u64>() >> 11 < self.read.map_miss_below {
                     // The mapping page lives on a channel chosen by its own
                     // address; model it as uniformly spread.
                     let ch = self.rng.random_range(0..self.read.channels) as usize;
