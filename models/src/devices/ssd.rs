@@ -15,7 +15,7 @@
 //! stage's queue as an arrival at that time (see `Stage`).
 
 use blocksim_sim::units::round_ns;
-use blocksim_sim::{ComponentRng, SimTime, Slab, SlotId};
+use blocksim_sim::{ComponentRng, SimTime, SlotId};
 use rand::Rng;
 use rand_distr::{Distribution, LogNormal};
 
@@ -27,11 +27,13 @@ use crate::devices::device::{
     BlockDevice, DevCtx, DevRequest, DevSpan, DevTrack, Dir, DiskAccounting, DiskStats,
 };
 
+mod cmds;
 mod config;
 mod flash;
 mod ring;
 pub use config::*;
 
+use cmds::Cmds;
 use flash::{CachedPage, DieState, Flash};
 use ring::Ring;
 
@@ -56,7 +58,9 @@ struct ChannelOp {
     /// A read's command slot; a program's or GC transfer's page count
     /// (they have no command).
     arg: u32,
-    /// The die (below `DIES_MAX`, 2^15); a map read's, its channel.
+    /// The die (below `DIES_MAX`, 2^15); a map read's, its channel; a
+    /// `PlainRead`'s command's sectors when the read is its only page (it
+    /// then goes to the link without looking its command up), else 0.
     die: u16,
     kind: OpKind,
     /// A data read queued while the drive had an FTL: it counts in its
@@ -99,12 +103,14 @@ impl ChannelOp {
         }
     }
 
-    /// A [`OpKind::PlainRead`] of command `cmd`.
+    /// A [`OpKind::PlainRead`] of command `cmd`; `sole_sectors`: the
+    /// command's sectors if this is its only page (see `ChannelOp::die`),
+    /// else 0.
     #[inline(always)]
-    fn plain_read(cmd: SlotId) -> ChannelOp {
+    fn plain_read(cmd: SlotId, sole_sectors: u16) -> ChannelOp {
         ChannelOp {
             arg: cmd.0,
-            die: 0,
+            die: sole_sectors,
             kind: OpKind::PlainRead,
             tracked: false,
         }
@@ -139,6 +145,8 @@ impl ChannelOp {
 struct Command {
     req: DevRequest,
     submitted: SimTime,
+    /// Data pages still to cross their channels (a sole page read with
+    /// its sectors in its `ChannelOp` leaves it at 1: it is not looked up).
     pages_pending: u32,
     /// When the controller hands the command on (computed on arrival).
     leaves: SimTime,
@@ -250,7 +258,9 @@ impl<T: Copy> Stage<T> {
     /// If idle, takes the first arrival that has arrived by `now` and
     /// returns it (the caller starts its service); if the first arrival is
     /// still ahead, returns the time to arm a start timer for, once.
-    #[inline]
+    /// (Forced inline: it is a few compares, on every channel and link
+    /// event.)
+    #[inline(always)]
     fn next(&mut self, now: SimTime) -> Next<T> {
         if self.busy.is_some() {
             return Next::Wait;
@@ -289,7 +299,11 @@ struct ReadPath {
     page_shift: Option<u32>,
     controller_per_cmd_ns: u64,
     link_cmd_overhead_ns: u64,
-    map_miss_ratio: f64,
+    /// A read misses the map when a draw `u` of 53 random bits is below
+    /// this: `ceil(ftl_map_miss_ratio x 2^53)`. The same test as a uniform
+    /// `f64` draw (`u x 2^-53`, exact) below the ratio, and the same
+    /// random number used, without the conversion and multiply.
+    map_miss_below: u64,
     channels: u32,
     /// `read_parallelism = "die"`: tR holds the die, the transfer the
     /// channel.
@@ -330,7 +344,7 @@ impl ReadPath {
                 .then(|| (cfg.page_size.0 / 512).trailing_zeros()),
             controller_per_cmd_ns: cfg.controller_per_cmd.0,
             link_cmd_overhead_ns: cfg.link_cmd_overhead.0,
-            map_miss_ratio: cfg.ftl_map_miss_ratio,
+            map_miss_below: (cfg.ftl_map_miss_ratio * (1u64 << 53) as f64).ceil() as u64,
             channels: cfg.channels,
             die_reads: cfg.read_parallelism == "die",
             t_r_ns: cfg.page_read.0 - cfg.page_transfer.0,
@@ -366,7 +380,7 @@ pub struct Ssd {
     /// Boxed, as the write path's state: the read path's state stays small.
     cfg: Box<SsdConfig>,
     rng: ComponentRng,
-    cmds: Slab<Command>,
+    cmds: Cmds<Command>,
     /// When the controller's core finishes the last command it accepted.
     /// Commands arrive in time order and the core serves them FIFO, so each
     /// command's departure is known when it arrives: it needs no event.
@@ -417,7 +431,7 @@ impl Ssd {
             die_reads,
             link_ns_per_byte: 1000.0 / cfg.link_mb_per_s,
             link_last: (0, cfg.link_cmd_overhead.0),
-            cmds: Slab::with_bound(qd),
+            cmds: Cmds::with_bound(qd),
             controller_free: SimTime::ZERO,
             channels,
             link: Stage::with_capacity(qd),
@@ -589,9 +603,15 @@ impl Ssd {
     /// A command's time on the link: the command overhead and its data.
     #[inline]
     fn link_ns(&mut self, req: &DevRequest) -> u64 {
-        if req.sectors != self.link_last.0 {
-            let ns = round_ns(req.bytes() as f64 * self.link_ns_per_byte);
-            self.link_last = (req.sectors, self.read.link_cmd_overhead_ns + ns);
+        self.link_ns_of(req.sectors)
+    }
+
+    /// [`Self::link_ns`] of a command of `sectors` sectors.
+    #[inline(always)]
+    fn link_ns_of(&mut self, sectors: u32) -> u64 {
+        if sectors != self.link_last.0 {
+            let ns = round_ns((u64::from(sectors) * 512) as f64 * self.link_ns_per_byte);
+            self.link_last = (sectors, self.read.link_cmd_overhead_ns + ns);
         }
         self.link_last.1
     }
@@ -614,20 +634,21 @@ impl Ssd {
 
     /// Queues a read's data pages (`pages`, which its `pages_pending`
     /// counts) on their channels, arriving at `at` (ahead: from the
-    /// controller; now: after an FTL map read).
+    /// controller; now: after an FTL map read). `sectors`: the read's.
     #[inline(always)]
     fn queue_data_pages(
         &mut self,
         id: SlotId,
-        pages: std::ops::Range<u64>,
+        (pages, sectors): (std::ops::Range<u64>, u32),
         at: SimTime,
         ctx: &mut DevCtx<'_>,
     ) {
         // The seeds' read: one page of a drive without an FTL, read on
-        // its channel (as `queue_pages` would queue it).
+        // its channel (as `queue_pages` would queue it), its sectors in
+        // the operation.
         if pages.end - pages.start == 1 && !self.read.ftl && !self.read.die_reads {
             let ch = (pages.start % u64::from(self.read.channels)) as usize;
-            let op = ChannelOp::plain_read(id);
+            let op = ChannelOp::plain_read(id, u16::try_from(sectors).unwrap_or(0));
             if self.channels[ch].push_at(at, ctx.now(), op) {
                 self.start_channel(ch, ctx);
             }
@@ -665,7 +686,7 @@ impl Ssd {
             let op = if tracked {
                 ChannelOp::new(Some(id), FlashOp::DataRead, die, true)
             } else {
-                ChannelOp::plain_read(id)
+                ChannelOp::plain_read(id, 0)
             };
             if self.channels[ch].push_at(at, now, op) {
                 self.start_channel(ch, ctx);
@@ -785,15 +806,13 @@ impl Ssd {
         }
     }
 
-    /// A channel operation other than an untracked data read ended.
+    /// A channel operation other than an untracked data read or a map
+    /// read (both inline in `on_timer`) ended.
     #[cold]
     #[inline(never)]
     fn channel_op_done(&mut self, op: ChannelOp, now: SimTime, ctx: &mut DevCtx<'_>) {
         match (op.op(), op.cmd()) {
-            (FlashOp::MapRead, Some(id)) => {
-                let pages = self.pages_of(&self.cmds.get(id).req);
-                self.queue_data_pages(id, pages, now, ctx);
-            }
+            (FlashOp::MapRead, Some(id)) => self.map_read_done(id, now, ctx),
             (FlashOp::DataRead, Some(id)) => {
                 if self.read.die_reads {
                     self.die_read_transferred(op, ctx);
@@ -806,6 +825,14 @@ impl Ssd {
             (FlashOp::GcTransfer(_), None) => {}
             other => unreachable!("inconsistent channel op {other:?}"),
         }
+    }
+
+    /// Command `id`'s map read ended: its data pages queue now.
+    #[inline(always)]
+    fn map_read_done(&mut self, id: SlotId, now: SimTime, ctx: &mut DevCtx<'_>) {
+        let req = &self.cmds.get(id).req;
+        let pages = (self.read.pages(req), req.sectors);
+        self.queue_data_pages(id, pages, now, ctx);
     }
 
     /// Completes a command (taken out of `cmds`).
@@ -1103,7 +1130,7 @@ impl BlockDevice for Ssd {
         self.acct.start(now);
         match req.dir {
             Dir::Read => {
-                if self.rng.random::<f64>() < self.read.map_miss_ratio {
+                if self.rng.random::<u64>() >> 11 < self.read.map_miss_below {
                     // The mapping page lives on a channel chosen by its own
                     // address; model it as uniformly spread.
                     let ch = self.rng.random_range(0..self.read.channels) as usize;
@@ -1114,7 +1141,7 @@ impl BlockDevice for Ssd {
                         self.start_channel(ch, ctx);
                     }
                 } else {
-                    self.queue_data_pages(id, pages, leaves, ctx);
+                    self.queue_data_pages(id, (pages, req.sectors), leaves, ctx);
                 }
             }
             Dir::Write => self.submit_write(id, ctx),
@@ -1129,7 +1156,8 @@ impl BlockDevice for Ssd {
 
     /// The two timers of a read (a channel's operation and the link's
     /// transfer ending) are tested first, each with one compare; the rest
-    /// are out of line (`other_timer`).
+    /// are out of line (`other_timer`). A plain read and a map read end
+    /// inline.
     fn on_timer(&mut self, tok: u32, ctx: &mut DevCtx<'_>) {
         let (stage, index) = (tok >> 16, (tok & 0xffff) as usize);
         let now = ctx.now();
@@ -1145,8 +1173,19 @@ impl BlockDevice for Ssd {
                 // timers are still set in the same order): one lookup of
                 // the channel.
                 let next = channel.next(now);
-                self.data_page_read(SlotId(op.arg), now, ctx);
+                if op.die == 0 {
+                    self.data_page_read(SlotId(op.arg), now, ctx);
+                } else {
+                    // The command's only page: straight to the link.
+                    let ns = self.link_ns_of(u32::from(op.die));
+                    let next = self.link.arrive_now(now, (SlotId(op.arg), ns));
+                    Self::link_next(next, ctx);
+                }
                 self.channel_next(index, next, ctx);
+            } else if op.kind == OpKind::MapRead {
+                // Inline: about half the seeds' reads miss the map.
+                self.map_read_done(SlotId(op.arg), now, ctx);
+                self.start_channel(index, ctx);
             } else {
                 self.channel_op_done(op, now, ctx);
                 self.start_channel(index, ctx);
