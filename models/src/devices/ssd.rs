@@ -15,7 +15,7 @@
 //! stage's queue as an arrival at that time (see `Stage`).
 
 use blocksim_sim::units::round_ns;
-use blocksim_sim::{ComponentRng, SimTime, SlotId};
+use blocksim_sim::{ComponentRng, SimTime, Slab, SlotId};
 use rand::Rng;
 use rand_distr::{Distribution, LogNormal};
 
@@ -27,13 +27,11 @@ use crate::devices::device::{
     BlockDevice, DevCtx, DevRequest, DevSpan, DevTrack, Dir, DiskAccounting, DiskStats,
 };
 
-mod cmds;
 mod config;
 mod flash;
 mod ring;
 pub use config::*;
 
-use cmds::Cmds;
 use flash::{CachedPage, DieState, Flash};
 use ring::Ring;
 
@@ -380,7 +378,7 @@ pub struct Ssd {
     /// Boxed, as the write path's state: the read path's state stays small.
     cfg: Box<SsdConfig>,
     rng: ComponentRng,
-    cmds: Cmds<Command>,
+    cmds: Slab<Command>,
     /// When the controller's core finishes the last command it accepted.
     /// Commands arrive in time order and the core serves them FIFO, so each
     /// command's departure is known when it arrives: it needs no event.
@@ -431,7 +429,7 @@ impl Ssd {
             die_reads,
             link_ns_per_byte: 1000.0 / cfg.link_mb_per_s,
             link_last: (0, cfg.link_cmd_overhead.0),
-            cmds: Cmds::with_bound(qd),
+            cmds: Slab::with_bound(qd),
             controller_free: SimTime::ZERO,
             channels,
             link: Stage::with_capacity(qd),
