@@ -175,7 +175,10 @@ impl<const OBS: bool> AsyncStack<OBS> {
     /// Ends the action job `t` ran until `now`: a submission's bio enters
     /// its queue; reaped I/Os are recorded and leave the slab.
     fn finish_action(&mut self, t: usize, now: SimTime, ctx: &mut Ctx<'_, Ev>) {
-        match std::mem::replace(&mut self.threads[t].action, Action::None) {
+        // (Matched in place: each arm reads only its own fields, and only
+        // an action that ran is reset.)
+        let th = &mut self.threads[t];
+        match th.action {
             Action::None => {}
             Action::Submit {
                 io,
@@ -184,7 +187,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 root,
                 dev_sector,
             } => {
-                let th = &self.threads[t];
+                th.action = Action::None;
                 let (is_async, group) = (th.sync_call.is_none(), th.group);
                 let iov = self.ios.get_mut(io);
                 let (dir, sectors) = (iov.dir, iov.sectors);
@@ -209,8 +212,14 @@ impl<const OBS: bool> AsyncStack<OBS> {
                     ctx,
                 );
             }
-            Action::SubmitBuffered { io } => self.buffered_enter(t, io, ctx),
-            Action::Reap { count } => self.reap(t, count, now),
+            Action::SubmitBuffered { io } => {
+                th.action = Action::None;
+                self.buffered_enter(t, io, ctx);
+            }
+            Action::Reap { count } => {
+                th.action = Action::None;
+                self.reap(t, count, now);
+            }
         }
     }
 
