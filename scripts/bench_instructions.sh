@@ -3,8 +3,9 @@
 # simulated I/O on corsair_nova by commit"): builds the release binary, runs
 # it under callgrind with `--set job.size=512m` and `--set job.size=1g`, and
 # prints (instructions at 1g - instructions at 512m) / 131,072, the I/Os the
-# second run adds (setup and report cancel out). Then times uninstrumented
-# runs at 1g and prints simulated I/Os per wall-second (median of REPEAT).
+# second run adds (setup and report cancel out), and the events handled per
+# simulated I/O by the same difference. Then times uninstrumented runs at 1g
+# and prints simulated I/Os per wall-second (median of REPEAT).
 #
 # Usage: scripts/bench_instructions.sh [REPEAT]   (default 3)
 # Needs: cargo, valgrind, bc. The instruction count does not depend on the
@@ -24,10 +25,17 @@ instr() {
     "$SIM" run "$SC" --set job.size="$1" >/dev/null 2>"$TMP/err.$1"
   grep -h "Collected" "$TMP/err.$1" | awk '{print $NF}'
 }
+# Events handled: the run's stderr line `[name] N events in ...`.
+events() {
+  "$SIM" run "$SC" --set job.size="$1" 2>&1 >/dev/null | grep -o '[0-9]* events in' | awk '{print $1}'
+}
 a=$(instr 512m)
 b=$(instr 1g)
 echo "instructions: 512m ${a}, 1g ${b}"
 echo "per simulated I/O: $(echo "($b - $a) / 131072" | bc -l | xargs printf '%.1f')"
+ea=$(events 512m)
+eb=$(events 1g)
+echo "events: 512m ${ea}, 1g ${eb}; per simulated I/O: $(echo "($eb - $ea) / 131072" | bc -l | xargs printf '%.2f')"
 
 median() { sort -g | awk '{a[NR]=$1} END {m=(NR+1)/2; if (m==int(m)) print a[m]; else print (a[int(m)]+a[int(m)+1])/2}'; }
 for i in $(seq "$REPEAT"); do
