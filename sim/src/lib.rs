@@ -41,6 +41,7 @@
 
 pub mod engine;
 pub mod queue;
+pub mod ring;
 pub mod rng;
 pub mod slab;
 pub mod stats;

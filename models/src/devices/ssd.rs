@@ -29,11 +29,10 @@ use crate::devices::device::{
 
 mod config;
 mod flash;
-mod ring;
 pub use config::*;
 
+use blocksim_sim::ring::Ring;
 use flash::{CachedPage, DieState, Flash};
-use ring::Ring;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FlashOp {

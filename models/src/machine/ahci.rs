@@ -9,7 +9,7 @@
 //! handler invocation retires every command that finished before it read the
 //! register, so interrupts coalesce naturally under load.
 
-use std::collections::VecDeque;
+use blocksim_sim::ring::Ring;
 
 use serde::{Deserialize, Serialize};
 
@@ -60,7 +60,7 @@ pub struct Port {
     tags_max: u32,
     free_tags: Vec<u32>,
     owner: Vec<Option<TagOwner>>,
-    pub waiting: VecDeque<Queued>,
+    pub waiting: Ring<Queued>,
     /// Tags the device completed that no interrupt has retired yet.
     pub done_unretired: Vec<u32>,
     /// An interrupt handler is scheduled or running for this port.
@@ -87,7 +87,7 @@ impl Port {
             tags_max,
             free_tags: (0..tags_max).rev().collect(),
             owner: vec![None; tags_max as usize],
-            waiting: VecDeque::new(),
+            waiting: Ring::with_capacity(1),
             done_unretired: Vec::new(),
             irq_active: false,
             retiring: Vec::new(),

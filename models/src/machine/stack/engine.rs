@@ -451,7 +451,7 @@ pub(super) fn job_threads(
                 issued: 0,
                 in_flight: 0,
                 iodepth: j.iodepth,
-                ready: VecDeque::new(),
+                ready: Ring::with_capacity(1),
                 state: JobState::Running,
                 action: Action::None,
                 woken_mark: 0,

@@ -29,8 +29,8 @@ use blocksim_analysis::{
     StatsKept, SyncReport, Table,
 };
 use blocksim_sim::{
-    component_rng, ComponentRng, ContextId, CpuProfile, Ctx, LatencyHistogram, Mode, Model,
-    SimOptions, SimTime, Simulation, Slab, SlotId, StopReason, SymbolId,
+    component_rng, ring::Ring, ComponentRng, ContextId, CpuProfile, Ctx, LatencyHistogram, Mode,
+    Model, SimOptions, SimTime, Simulation, Slab, SlotId, StopReason, SymbolId,
 };
 use rand::Rng;
 
@@ -249,7 +249,7 @@ struct JobThread {
     in_flight: u32,
     /// The job's `iodepth` (read at every wake).
     iodepth: u32,
-    ready: VecDeque<SlotId>,
+    ready: Ring<SlotId>,
     state: JobState,
     action: Action,
     /// Interrupt epoch in which this thread was last counted as woken.

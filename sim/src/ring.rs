@@ -1,15 +1,18 @@
-//! The FIFO under each of the SSD's stages (see `Stage`).
+//! A FIFO of `Copy` items in a power-of-two buffer: under each of the
+//! SSD's stages, a job's reaped-I/O queue and a port's requests waiting
+//! for a tag, each pushed and popped once or more per simulated I/O.
 
 /// A queue of `Copy` items in a buffer whose length is a power of two, so
 /// that an item's slot is `(head + i) & mask`: one `and`, where
 /// `VecDeque` compares and subtracts to wrap. Each channel's and the link's
 /// queue is pushed and popped several times per simulated I/O.
+/// The buffer grows (doubling) as needed: its owner bounds the length.
 ///
 /// Every slot of the buffer holds an item (the slots outside the queue
 /// hold stale copies), so the buffer needs no `Default` nor `Option`: it is
 /// filled with the item whose push first finds it full, and doubles then.
 #[derive(Debug, Clone)]
-pub(super) struct Ring<T> {
+pub struct Ring<T> {
     /// `buf.len()` is 0 (nothing pushed yet) or a power of two.
     buf: Vec<T>,
     /// The first item's slot (below `buf.len()` once something was pushed).
@@ -20,7 +23,7 @@ pub(super) struct Ring<T> {
 impl<T: Copy> Ring<T> {
     /// Room for `n` items (rounded up to a power of two) is reserved; the
     /// buffer is filled at the first push.
-    pub(super) fn with_capacity(n: usize) -> Self {
+    pub fn with_capacity(n: usize) -> Self {
         Ring {
             buf: Vec::with_capacity(n.max(1).next_power_of_two()),
             head: 0,
@@ -29,12 +32,12 @@ impl<T: Copy> Ring<T> {
     }
 
     #[inline(always)]
-    pub(super) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.len
     }
 
     #[inline(always)]
-    pub(super) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
@@ -49,23 +52,23 @@ impl<T: Copy> Ring<T> {
     /// # Panics
     /// If there is no item `i`.
     #[inline(always)]
-    pub(super) fn get(&self, i: usize) -> &T {
+    pub fn get(&self, i: usize) -> &T {
         assert!(i < self.len, "ring index {i} out of {}", self.len);
         &self.buf[self.slot(i)]
     }
 
     #[inline(always)]
-    pub(super) fn front(&self) -> Option<&T> {
+    pub fn front(&self) -> Option<&T> {
         (self.len > 0).then(|| &self.buf[self.head])
     }
 
     #[inline(always)]
-    pub(super) fn back(&self) -> Option<&T> {
+    pub fn back(&self) -> Option<&T> {
         (self.len > 0).then(|| &self.buf[self.slot(self.len - 1)])
     }
 
     #[inline(always)]
-    pub(super) fn push_back(&mut self, item: T) {
+    pub fn push_back(&mut self, item: T) {
         if self.len == self.buf.len() {
             self.grow(item);
         }
@@ -75,7 +78,7 @@ impl<T: Copy> Ring<T> {
     }
 
     #[inline(always)]
-    pub(super) fn pop_front(&mut self) -> Option<T> {
+    pub fn pop_front(&mut self) -> Option<T> {
         if self.len == 0 {
             return None;
         }
@@ -86,7 +89,7 @@ impl<T: Copy> Ring<T> {
     }
 
     /// Inserts `item` before item `i` (at the back when `i` is the length).
-    pub(super) fn insert(&mut self, i: usize, item: T) {
+    pub fn insert(&mut self, i: usize, item: T) {
         assert!(i <= self.len, "ring insert at {i} past {}", self.len);
         self.push_back(item);
         for j in (i + 1..self.len).rev() {
