@@ -1,7 +1,7 @@
 //! Accounting primitives every model uses: counters, time-weighted gauges,
 //! latency histograms and a CPU-time profile.
 
-use std::cell::OnceCell;
+use std::cell::{Ref, RefCell};
 
 use hdrhistogram::Histogram;
 
@@ -111,7 +111,9 @@ impl TimeGauge {
 /// Recording is a counter increment in a fixed array laid out as
 /// hdrhistogram's own buckets for these bounds ([`bucket_of`]); the
 /// `hdrhistogram::Histogram` that every report reads is built from the
-/// counts when first asked for and kept until the next record. A record
+/// counts when first asked for and kept while no record follows (it is
+/// stamped with the count it was built at, so a record touches only the
+/// counters; `reset` and `add` drop it). A record
 /// into the `Histogram` itself cost about 70 instructions (three per
 /// simulated I/O); this one about 15. The built histogram holds the same
 /// counts, total, and min and max (hdrhistogram reports both as bucket
@@ -122,8 +124,9 @@ pub struct LatencyHistogram {
     counts: Box<[u64]>,
     total: u64,
     saturated: u64,
-    /// The histogram of `counts`, built on demand; emptied by a record.
-    built: OnceCell<Histogram<u64>>,
+    /// The histogram of `counts`, built on demand, with the `total` it was
+    /// built at: stale once a record has moved `total` on.
+    built: RefCell<Option<(u64, Histogram<u64>)>>,
 }
 
 /// The largest latency recorded exactly; larger values are clamped and counted.
@@ -173,7 +176,7 @@ impl LatencyHistogram {
             counts: vec![0; HIST_BUCKETS].into_boxed_slice(),
             total: 0,
             saturated: 0,
-            built: OnceCell::new(),
+            built: RefCell::new(None),
         }
     }
 
@@ -188,9 +191,6 @@ impl LatencyHistogram {
         };
         self.counts[bucket_of(v)] += 1;
         self.total += 1;
-        if self.built.get().is_some() {
-            self.built = OnceCell::new();
-        }
     }
 
     pub fn count(&self) -> u64 {
@@ -206,27 +206,30 @@ impl LatencyHistogram {
         self.counts.fill(0);
         self.total = 0;
         self.saturated = 0;
-        self.built = OnceCell::new();
+        *self.built.get_mut() = None;
     }
 
     /// The recorded latencies as an hdrhistogram (built on first use
     /// after a record).
-    pub fn histogram(&self) -> &Histogram<u64> {
-        self.built.get_or_init(|| self.build())
+    pub fn histogram(&self) -> Ref<'_, Histogram<u64>> {
+        let fresh = matches!(&*self.built.borrow(), Some((n, _)) if *n == self.total);
+        if !fresh {
+            *self.built.borrow_mut() = Some((self.total, self.build_counts()));
+        }
+        Ref::map(self.built.borrow(), |b| match b {
+            Some((_, h)) => h,
+            None => unreachable!("built above"),
+        })
     }
 
-    pub fn into_histogram(self) -> Histogram<u64> {
-        match self.built.into_inner() {
-            Some(h) => h,
-            None => {
-                let mut h = new_hdr();
-                fill(&mut h, &self.counts);
-                h
-            }
+    pub fn into_histogram(mut self) -> Histogram<u64> {
+        match self.built.get_mut().take() {
+            Some((n, h)) if n == self.total => h,
+            _ => self.build_counts(),
         }
     }
 
-    fn build(&self) -> Histogram<u64> {
+    fn build_counts(&self) -> Histogram<u64> {
         let mut h = new_hdr();
         fill(&mut h, &self.counts);
         h
@@ -238,7 +241,7 @@ impl LatencyHistogram {
         }
         self.total += other.total;
         self.saturated += other.saturated;
-        self.built = OnceCell::new();
+        *self.built.get_mut() = None;
     }
 }
 
@@ -502,6 +505,33 @@ mod tests {
         assert_eq!(h.saturated(), 1);
     }
 
+    /// A histogram read before a `reset` or an `add` is not read again
+    /// after it, even when the count comes back to the same number.
+    #[test]
+    fn a_read_after_reset_or_add_sees_the_new_counts() {
+        let mut h = LatencyHistogram::new();
+        h.record(1_000);
+        assert_eq!(h.histogram().max(), h.histogram().highest_equivalent(1_000));
+        h.reset();
+        h.record(5_000_000);
+        assert_eq!(h.count(), 1);
+        assert_eq!(h.histogram().len(), 1);
+        assert_eq!(
+            h.histogram().min(),
+            h.histogram().lowest_equivalent(5_000_000)
+        );
+        let mut other = LatencyHistogram::new();
+        other.record(7);
+        let mut g = LatencyHistogram::new();
+        g.record(9_000);
+        assert_eq!(g.histogram().len(), 1);
+        g.reset();
+        g.add(&other);
+        assert_eq!(g.histogram().len(), 1);
+        assert_eq!(g.histogram().max(), 7);
+        assert_eq!(g.into_histogram().max(), 7);
+    }
+
     /// The counters, built into an hdrhistogram, equal an hdrhistogram that
     /// recorded the same values: counts, total, min and max, and so every
     /// figure a report reads. Values span every bucket, both ends and the
@@ -515,7 +545,7 @@ mod tests {
         assert_eq!(theirs.distinct_values(), HIST_BUCKETS);
         let check = |ours: &LatencyHistogram, theirs: &Histogram<u64>| {
             let h = ours.histogram();
-            assert!(h == theirs, "counts, total, min or max differ");
+            assert!(*h == *theirs, "counts, total, min or max differ");
             assert_eq!(
                 (h.min(), h.max(), h.len()),
                 (theirs.min(), theirs.max(), theirs.len())

@@ -13,6 +13,7 @@ use blocksim_analysis::{Dir, IntervalReport, IntervalRow, LatencyHist};
 use blocksim_sim::{LatencyHistogram, SimTime};
 use hdrhistogram::Histogram;
 use serde::Deserialize;
+use std::cell::Ref;
 
 use crate::config::{Scenario, SimulationConfig};
 
@@ -20,7 +21,7 @@ use crate::config::{Scenario, SimulationConfig};
 pub struct JobTotals<'a> {
     pub ios: [u64; 2],
     pub bytes: [u64; 2],
-    pub clat: [&'a Histogram<u64>; 2],
+    pub clat: [Ref<'a, Histogram<u64>>; 2],
     /// When the job finished (no interval after it gets a row).
     pub end: Option<SimTime>,
 }

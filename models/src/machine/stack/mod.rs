@@ -355,9 +355,9 @@ impl GroupStats {
             total_ios: self.ios[d],
             short_ios: 0,
             runtime_ns,
-            slat: LatencyHist::from_histogram(self.slat[d].histogram()),
-            clat: LatencyHist::from_histogram(self.clat[d].histogram()),
-            lat: LatencyHist::from_histogram(self.lat[d].histogram()),
+            slat: LatencyHist::from_histogram(&self.slat[d].histogram()),
+            clat: LatencyHist::from_histogram(&self.clat[d].histogram()),
+            lat: LatencyHist::from_histogram(&self.lat[d].histogram()),
             ..Default::default()
         }
     }

@@ -194,7 +194,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 trim: dir_report(2),
                 sync: SyncReport {
                     total_ios: g.sync_ios,
-                    lat: LatencyHist::from_histogram(g.sync_lat.histogram()),
+                    lat: LatencyHist::from_histogram(&g.sync_lat.histogram()),
                 },
                 usr_cpu_pct: g.usr_ns as f64 * 100.0 / per_job_cpu,
                 sys_cpu_pct: g.sys_ns as f64 * 100.0 / per_job_cpu,
@@ -488,7 +488,7 @@ impl<const OBS: bool> crate::layers::layer::ReportCx for LayerReportCx<'_, OBS> 
     fn jobs_clat(&self, dir: usize) -> LatencyHist {
         let mut clat = LatencyHist::default();
         for g in &self.m.groups {
-            clat.merge(&LatencyHist::from_histogram(g.clat[dir].histogram()));
+            clat.merge(&LatencyHist::from_histogram(&g.clat[dir].histogram()));
         }
         clat
     }

@@ -23,7 +23,7 @@ impl Programs {
         let mut t = JobTotals {
             ios: [0; 2],
             bytes: [0; 2],
-            clat: [self.empty.histogram(); 2],
+            clat: [self.empty.histogram(), self.empty.histogram()],
             end: None,
         };
         t.ios[d] = ios;
@@ -53,7 +53,7 @@ impl Programs {
             bytes += j.ios * j.bytes_per_io;
             n += 1;
         }
-        let hist = LatencyHist::from_histogram(self.groups[g].hist.histogram());
+        let hist = LatencyHist::from_histogram(&self.groups[g].hist.histogram());
         let dr = DirReport {
             io_bytes: bytes,
             total_ios: ios,
