@@ -214,22 +214,19 @@ impl LatencyHistogram {
     pub fn histogram(&self) -> Ref<'_, Histogram<u64>> {
         let fresh = matches!(&*self.built.borrow(), Some((n, _)) if *n == self.total);
         if !fresh {
-            *self.built.borrow_mut() = Some((self.total, self.build_counts()));
+            *self.built.borrow_mut() = Some((self.total, self.build()));
         }
-        Ref::map(self.built.borrow(), |b| match b {
-            Some((_, h)) => h,
-            None => unreachable!("built above"),
-        })
+        Ref::map(self.built.borrow(), |b| &b.as_ref().expect("built above").1)
     }
 
     pub fn into_histogram(mut self) -> Histogram<u64> {
         match self.built.get_mut().take() {
             Some((n, h)) if n == self.total => h,
-            _ => self.build_counts(),
+            _ => self.build(),
         }
     }
 
-    fn build_counts(&self) -> Histogram<u64> {
+    fn build(&self) -> Histogram<u64> {
         let mut h = new_hdr();
         fill(&mut h, &self.counts);
         h
