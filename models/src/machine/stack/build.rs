@@ -453,6 +453,7 @@ fn build_paths(sc: &Scenario, profile: &mut CpuProfile) -> Result<Paths, ModelEr
         idle_exit: get("idle_exit"),
         submit_bundles: Vec::new(),
         reap_one: Path::default(),
+        getevents_one: Path::default(),
         irq_handlers: Vec::new(),
         sync_calls,
         lseek_call,

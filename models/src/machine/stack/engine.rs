@@ -53,7 +53,8 @@ impl Paths {
     /// Builds every submission bundle (see [`bundle_index`]): for each of
     /// the [`SUBMIT_CALLS`], fio_prep, the call (libaio's `io_submit_call`,
     /// or a synchronous call after an `lseek` where it seeks), then the
-    /// same way down the stack ([`Paths::block_parts`]); and reap_one.
+    /// same way down the stack ([`Paths::block_parts`]); reap_one and
+    /// getevents_one.
     pub(super) fn with_bundles(mut self) -> Paths {
         let mut bundles = Vec::with_capacity(SUBMIT_CALLS * 8);
         for ci in 0..SUBMIT_CALLS {
@@ -87,6 +88,7 @@ impl Paths {
         }
         self.submit_bundles = bundles;
         self.reap_one = Path::concat(&[&self.reap_event, &self.fio_complete]);
+        self.getevents_one = Path::concat(&[&self.getevents_call, &self.reap_one]);
         self.irq_handlers = (0..8).map(|i| self.irq_handler(i)).collect();
         self
     }

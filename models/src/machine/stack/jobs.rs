@@ -48,6 +48,13 @@ impl<const OBS: bool> AsyncStack<OBS> {
                 p.charge_n(&mut self.profile, cpu, self.ctxs.fio, 1),
                 p.user_ns,
             )
+        } else if count == 1 {
+            // io_getevents reaping one event: one merged path.
+            let p = &self.paths.getevents_one;
+            (
+                p.charge_n(&mut self.profile, cpu, self.ctxs.fio, 1),
+                p.user_ns,
+            )
         } else {
             // io_getevents, then each reaped event (charged as `count` runs
             // in one step).

@@ -502,6 +502,9 @@ struct Paths {
     submit_bundles: Vec<Path>,
     /// reap_event + fio_complete: per I/O reaped.
     reap_one: Path,
+    /// getevents_call + reap_one: an io_getevents call that reaps one I/O
+    /// (the common case, charged as one merged path: the same sums).
+    getevents_one: Path,
     /// The interrupt handler's work in its common cases (one completion,
     /// at most one dispatch and one remote wake-up), each as one merged
     /// path, indexed by `was_idle | dispatches << 1 | remote_wakes << 2`.
