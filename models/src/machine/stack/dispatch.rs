@@ -74,9 +74,44 @@ fn irq_arm(hq: &mut HostQueues, d: usize, q: usize, delay_ns: u64, ctx: &mut Ctx
 /// completions on `cpu` performs: each such job that gets a completion,
 /// once (`woken_mark`, set to this handler's `epoch`, dedups without
 /// allocating). A job on the handler's own CPU is woken without the remote
-/// wake-up's cost.
+/// wake-up's cost. `replay`: the stack replays a trace (its I/Os belong to
+/// no job thread).
 #[inline(always)]
 fn wakes_remote(
+    port: &Port,
+    ios: &Slab<Io>,
+    threads: &mut [JobThread],
+    (epoch, cpu): (u64, usize),
+    replay: bool,
+) -> u32 {
+    if threads.len() != 1 || replay {
+        return wakes_remote_each(port, ios, threads, epoch, cpu);
+    }
+    // One job thread and no replay (a one-job benchmark): every job I/O
+    // is that thread's, so the count (0 or 1) needs no I/O's slot read.
+    // Debug builds check it against the general count.
+    let th = &threads[0];
+    let remote = th.state == JobState::Sleeping
+        && th.cpu != cpu
+        && port
+            .retiring
+            .iter()
+            .any(|&tag| port.owner_of(tag).is_some_and(|o| o.root != NO_ROOT));
+    debug_assert_eq!(
+        u32::from(remote),
+        wakes_remote_each(port, ios, threads, epoch, cpu),
+        "one job thread's remote wake-ups"
+    );
+    if remote {
+        threads[0].woken_mark = epoch;
+    }
+    u32::from(remote)
+}
+
+/// [`wakes_remote`] for any threads: each completion's job looked up by
+/// its I/O's slot.
+#[inline(always)]
+fn wakes_remote_each(
     port: &Port,
     ios: &Slab<Io>,
     threads: &mut [JobThread],
@@ -101,41 +136,6 @@ fn wakes_remote(
         }
     }
     wakes
-}
-
-/// [`wakes_remote`] for a stack with one job thread `th` and no replay
-/// (a one-job benchmark): every job I/O is that thread's, so the count
-/// (0 or 1) needs no I/O's slot read; the same count and mark.
-#[inline(always)]
-fn wakes_remote_one(port: &Port, th: &mut JobThread, epoch: u64, cpu: usize) -> u32 {
-    let remote = th.state == JobState::Sleeping
-        && th.cpu != cpu
-        && port
-            .retiring
-            .iter()
-            .any(|&tag| port.owner_of(tag).is_some_and(|o| o.root != NO_ROOT));
-    if remote {
-        th.woken_mark = epoch;
-    }
-    u32::from(remote)
-}
-
-/// The remote wake-ups of the handler retiring `port`'s completions on
-/// `cpu`, from their definition (each sleeping job on another CPU that
-/// gets a completion, once), changing nothing: what debug builds check
-/// [`wakes_remote_one`] against.
-fn wakes_remote_spec(port: &Port, ios: &Slab<Io>, threads: &[JobThread], cpu: usize) -> u32 {
-    let mut woken: Vec<usize> = port
-        .retiring
-        .iter()
-        .filter_map(|&tag| port.owner_of(tag).and_then(|o| root_slot(o.root)))
-        .map(|io| usize::from(ios.get(io).job))
-        .filter(|&j| j != usize::from(REPLAY_JOB))
-        .filter(|&j| threads[j].state == JobState::Sleeping && threads[j].cpu != cpu)
-        .collect();
-    woken.sort_unstable();
-    woken.dedup();
-    woken.len() as u32
 }
 
 impl<const OBS: bool> AsyncStack<OBS> {
@@ -381,18 +381,14 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let n = port.retiring.len();
         let dispatch = n.min(port.waiting.len());
         self.wake_epoch += 1;
-        let wakes = match self.threads.as_mut_slice() {
-            [th] if self.replay.is_none() => {
-                let wakes = wakes_remote_one(port, th, self.wake_epoch, cpu);
-                debug_assert_eq!(
-                    wakes,
-                    wakes_remote_spec(port, &self.ios, &self.threads, cpu),
-                    "one job thread's remote wake-ups"
-                );
-                wakes
-            }
-            _ => wakes_remote(port, &self.ios, &mut self.threads, self.wake_epoch, cpu),
-        };
+        let replay = self.replay.is_some();
+        let wakes = wakes_remote(
+            port,
+            &self.ios,
+            &mut self.threads,
+            (self.wake_epoch, cpu),
+            replay,
+        );
         let mut cost = self.charge_handler(cpu, was_idle, n, dispatch, wakes);
         if self.acct.is_some() {
             cost += self.account_irq(d, q, cpu, now);
