@@ -4,7 +4,7 @@
 //! * [`SimTime`]: integer simulated nanoseconds;
 //! * [`EventQueue`]: a priority queue ordered by (time, insertion sequence),
 //!   so equal times pop FIFO (a sorted array while few events are pending, a
-//!   4-ary heap when many);
+//!   radix heap when many);
 //! * [`Model`], [`Ctx`], [`Simulation`]: a model is a plain state machine that
 //!   receives events and a context to schedule more; it never sees the queue;
 //! * [`rng::component_rng`]: per-component ChaCha streams derived from
