@@ -6,6 +6,9 @@
 # wall-second and peak memory; then times `sim sweep` over it (4 points)
 # with -j 1 and -j 2, interleaved, and prints the speed-up and the
 # speed-up per core, and checks that both sweeps wrote the same CSV.
+# With valgrind installed it also counts the run's instructions under
+# callgrind (stable whatever the machine's load; ~30 s): in all, per event
+# and per simulated I/O.
 #
 # Usage: scripts/bench_scale.sh [REPEAT]   (default 5)
 # Needs: cargo, GNU time (/usr/bin/time). Wall-clock figures vary with the
@@ -53,3 +56,11 @@ t1=$(median <"$TMP/sweep.1")
 t2=$(median <"$TMP/sweep.2")
 speedup=$(echo "$t1 / $t2" | bc -l)
 printf -- "-j 1: %.2f s; -j 2: %.2f s; speed-up %.2fx, %.2f per core; CSVs identical\n" "$t1" "$t2" "$speedup" "$(echo "$speedup / 2" | bc -l)"
+
+if command -v valgrind >/dev/null 2>&1; then
+  echo "== instructions (callgrind, one run) =="
+  instr=$(valgrind --tool=callgrind --callgrind-out-file="$TMP/cg" "$SIM" run "$SC" 2>&1 >/dev/null |
+    grep -o 'Collected : [0-9]*' | awk '{print $3}')
+  printf "%s instructions: %.0f per event, %.0f per simulated I/O\n" "$instr" \
+    "$(echo "$instr / $events" | bc -l)" "$(echo "$instr / $ios" | bc -l)"
+fi
