@@ -41,7 +41,7 @@ const _: () = assert!(RADIX_WORDS <= 64);
 /// `Vec::pop` and a push a short scan from the end; a new event goes after
 /// every pending one of the same time. Past [`SORTED_MAX`] the events move
 /// to a radix heap ([`Radix`]), whose push and pop cost a few dozen
-/// instructions whatever the number pending: ~155 per event with ~2,000
+/// instructions whatever the number pending: ~200 per event with ~2,000
 /// pending in scenarios/scale_64cpu_8nvme.toml, where the 4-ary heap it
 /// replaced spent ~400 (43% of the run's instructions). They return to
 /// `sorted` once it drains to [`SORTED_BACK`].
