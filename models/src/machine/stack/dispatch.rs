@@ -74,44 +74,9 @@ fn irq_arm(hq: &mut HostQueues, d: usize, q: usize, delay_ns: u64, ctx: &mut Ctx
 /// completions on `cpu` performs: each such job that gets a completion,
 /// once (`woken_mark`, set to this handler's `epoch`, dedups without
 /// allocating). A job on the handler's own CPU is woken without the remote
-/// wake-up's cost. `replay`: the stack replays a trace (its I/Os belong to
-/// no job thread).
+/// wake-up's cost.
 #[inline(always)]
 fn wakes_remote(
-    port: &Port,
-    ios: &Slab<Io>,
-    threads: &mut [JobThread],
-    (epoch, cpu): (u64, usize),
-    replay: bool,
-) -> u32 {
-    if threads.len() != 1 || replay {
-        return wakes_remote_each(port, ios, threads, epoch, cpu);
-    }
-    // One job thread and no replay (a one-job benchmark): every job I/O
-    // is that thread's, so the count (0 or 1) needs no I/O's slot read.
-    // Debug builds check it against the general count.
-    let th = &threads[0];
-    let remote = th.state == JobState::Sleeping
-        && th.cpu != cpu
-        && port
-            .retiring
-            .iter()
-            .any(|&tag| port.owner_of(tag).is_some_and(|o| o.root != NO_ROOT));
-    debug_assert_eq!(
-        u32::from(remote),
-        wakes_remote_each(port, ios, threads, epoch, cpu),
-        "one job thread's remote wake-ups"
-    );
-    if remote {
-        threads[0].woken_mark = epoch;
-    }
-    u32::from(remote)
-}
-
-/// [`wakes_remote`] for any threads: each completion's job looked up by
-/// its I/O's slot.
-#[inline(always)]
-fn wakes_remote_each(
     port: &Port,
     ios: &Slab<Io>,
     threads: &mut [JobThread],
@@ -381,14 +346,7 @@ impl<const OBS: bool> AsyncStack<OBS> {
         let n = port.retiring.len();
         let dispatch = n.min(port.waiting.len());
         self.wake_epoch += 1;
-        let replay = self.replay.is_some();
-        let wakes = wakes_remote(
-            port,
-            &self.ios,
-            &mut self.threads,
-            (self.wake_epoch, cpu),
-            replay,
-        );
+        let wakes = wakes_remote(port, &self.ios, &mut self.threads, self.wake_epoch, cpu);
         let mut cost = self.charge_handler(cpu, was_idle, n, dispatch, wakes);
         if self.acct.is_some() {
             cost += self.account_irq(d, q, cpu, now);
